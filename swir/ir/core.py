@@ -1,0 +1,668 @@
+"""The IR core: values with use lists, instructions, blocks, regions, functions, modules.
+
+Structure (DLVM's, with MLIR's nested regions)::
+
+    Module ── globals / buffers / functions
+    Function ── params, body Region
+    Region ── Blocks
+    Block ── label, block arguments, Instructions
+    Instruction ── opname, operand slots, attributes, results, nested Regions
+
+An instruction's operands are *slots* as written in the text: a plain Value,
+an index :class:`~swir.ir.affine.Expr`, an :class:`Access` (``%A[%i, 2*%j : 2*%j + 2]``),
+a :class:`Successor` (``'bb1(%v)``), an :class:`Apply` (``@f(%x)``), a
+:class:`Constraint` (``%i + 1 >= 0``) or a :class:`Literal` / :class:`Dense`
+constant. Every Value a slot reads is a use, so replace-all-uses and erase keep
+use lists exact however the value is referenced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from swir.diagnostics import Location
+from swir.ir.affine import Expr
+from swir.ir.types import Type
+
+if TYPE_CHECKING:  # pragma: no cover
+    from swir.ops.registry import OpDef
+
+STAGES = ("graph", "loop", "buffered", "dma")
+
+
+# --------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------
+
+class Value:
+    """An SSA value: defined once, used by instructions (counted per occurrence)."""
+
+    __slots__ = ("type", "name", "_uses", "__weakref__")
+
+    def __init__(self, type: Type, name: str | None = None) -> None:
+        self.type = type
+        self.name = name
+        self._uses: list[Instruction] = []
+
+    @property
+    def uses(self) -> list["Instruction"]:
+        """The using instructions, one entry per occurrence."""
+        return list(self._uses)
+
+    @property
+    def users(self) -> list["Instruction"]:
+        """The distinct using instructions, in first-use order."""
+        return list(dict.fromkeys(self._uses))
+
+    @property
+    def has_uses(self) -> bool:
+        return bool(self._uses)
+
+    def replace_all_uses_with(self, new: "Value") -> None:
+        if new is self:
+            return
+        for user in self.users:
+            user.replace_uses_of(self, new)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} %{self.name}: {self.type}>"
+
+    # Index arithmetic, so builders can write ``2 * oh + kh - 3``.
+    def __add__(self, o: Any) -> Expr: return Expr.of(self) + o
+    def __radd__(self, o: Any) -> Expr: return Expr.of(o) + self
+    def __sub__(self, o: Any) -> Expr: return Expr.of(self) - o
+    def __rsub__(self, o: Any) -> Expr: return Expr.of(o) - self
+    def __mul__(self, o: Any) -> Expr: return Expr.of(self) * o
+    def __rmul__(self, o: Any) -> Expr: return Expr.of(o) * self
+    def __neg__(self) -> Expr: return -Expr.of(self)
+
+
+class Result(Value):
+    __slots__ = ("owner", "index")
+
+    def __init__(self, type: Type, owner: "Instruction", index: int, name: str | None = None):
+        super().__init__(type, name)
+        self.owner = owner
+        self.index = index
+
+
+class BlockArgument(Value):
+    __slots__ = ("owner", "index")
+
+    def __init__(self, type: Type, owner: "Block", index: int, name: str | None = None):
+        super().__init__(type, name)
+        self.owner = owner
+        self.index = index
+
+
+class FuncParam(Value):
+    __slots__ = ("owner", "index")
+
+    def __init__(self, type: Type, owner: "Function", index: int, name: str | None = None):
+        super().__init__(type, name)
+        self.owner = owner
+        self.index = index
+
+
+# --------------------------------------------------------------------------
+# Module-level symbols
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileInit:
+    """Contents stored in a sidecar file: ``file "x.weights" offset N`` (bytes)."""
+
+    path: str
+    offset: int
+
+
+@dataclass(frozen=True, eq=False)
+class Dense:
+    """A constant: a splat scalar (``dense<0.0>``) or nested lists (``dense<[1.0, 2.0]>``)."""
+
+    value: Any  # a number, or a (nested) tuple of numbers
+
+    @property
+    def is_splat(self) -> bool:
+        return not isinstance(self.value, tuple)
+
+    def flat(self) -> list:
+        out: list = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, tuple):
+                for x in v:
+                    walk(x)
+            else:
+                out.append(v)
+        walk(self.value)
+        return out
+
+    def shape(self) -> tuple[int, ...]:
+        """The nesting shape of a literal list (checked rectangular by the verifier)."""
+        dims: list[int] = []
+        v = self.value
+        while isinstance(v, tuple):
+            dims.append(len(v))
+            if not v:
+                break
+            v = v[0]
+        return tuple(dims)
+
+    def key(self) -> tuple:
+        return ("dense", _number_key(self.value))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dense) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+
+def _number_key(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_number_key(x) for x in v)
+    if isinstance(v, float) and math.isnan(v):
+        return ("nan",)
+    return (type(v).__name__, v)
+
+
+class SymbolRef(str):
+    """An attribute value naming a module symbol: ``{callee = @f}``."""
+
+    __slots__ = ()
+
+
+class Global(Value):
+    """A module-level ``global`` (constant data) or ``buffer`` (memory to plan)."""
+
+    __slots__ = ("kind", "init", "attrs", "module", "loc")
+
+    def __init__(self, name: str, type: Type, kind: str = "global",
+                 init: FileInit | Dense | None = None, attrs: dict | None = None,
+                 loc: Location | None = None):
+        super().__init__(type, name)
+        self.kind = kind
+        self.init = init
+        self.attrs = dict(attrs or {})
+        self.module: Module | None = None
+        self.loc = loc
+
+
+# --------------------------------------------------------------------------
+# Operand slots
+# --------------------------------------------------------------------------
+
+class Slot:
+    """An operand position that reads Values."""
+
+    __slots__ = ()
+
+    def values(self) -> Iterator[Value]:
+        raise NotImplementedError
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Slot":
+        raise NotImplementedError
+
+    def key(self) -> tuple:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class Range:
+    """``lo : hi`` inside a subscript: the half-open index range [lo, hi)."""
+
+    lo: Expr
+    hi: Expr
+
+    def key(self) -> tuple:
+        return ("range", self.lo.key(), self.hi.key())
+
+
+@dataclass(frozen=True, eq=False)
+class Access(Slot):
+    """``%A[e0, e1 : e2, ...]``: one element, or a rectangular region with ranges."""
+
+    base: Value
+    indices: tuple[Expr | Range, ...]
+
+    def values(self) -> Iterator[Value]:
+        yield self.base
+        for ix in self.indices:
+            if isinstance(ix, Range):
+                yield from ix.lo.values()
+                yield from ix.hi.values()
+            else:
+                yield from ix.values()
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Access":
+        def sub(ix: Expr | Range) -> Expr | Range:
+            if isinstance(ix, Range):
+                return Range(ix.lo.substitute(mapping), ix.hi.substitute(mapping))
+            return ix.substitute(mapping)
+        return Access(mapping.get(self.base, self.base), tuple(sub(i) for i in self.indices))
+
+    def key(self) -> tuple:
+        return ("access", id(self.base),
+                tuple(i.key() for i in self.indices))
+
+    @property
+    def is_region(self) -> bool:
+        return any(isinstance(i, Range) for i in self.indices)
+
+
+@dataclass(frozen=True, eq=False)
+class Successor(Slot):
+    """``'bb1(%a, %b)``: a branch target and the values passed to its arguments."""
+
+    block: "Block"
+    args: tuple[Value, ...] = ()
+
+    def values(self) -> Iterator[Value]:
+        yield from self.args
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Successor":
+        return Successor(self.block, tuple(mapping.get(a, a) for a in self.args))
+
+    def key(self) -> tuple:
+        return ("succ", id(self.block), tuple(id(a) for a in self.args))
+
+
+@dataclass(frozen=True, eq=False)
+class Apply(Slot):
+    """``@f(%x, %y)``: a function symbol applied to arguments (call, spawn)."""
+
+    callee: str
+    args: tuple[Value, ...] = ()
+
+    def values(self) -> Iterator[Value]:
+        yield from self.args
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Apply":
+        return Apply(self.callee, tuple(mapping.get(a, a) for a in self.args))
+
+    def key(self) -> tuple:
+        return ("apply", self.callee, tuple(id(a) for a in self.args))
+
+
+RELATIONS = (">=", "<=", "==", "!=", ">", "<")
+
+
+@dataclass(frozen=True, eq=False)
+class Constraint(Slot):
+    """``lhs REL rhs`` between index expressions (``if`` guards)."""
+
+    lhs: Expr
+    rel: str
+    rhs: Expr
+
+    def values(self) -> Iterator[Value]:
+        yield from self.lhs.values()
+        yield from self.rhs.values()
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Constraint":
+        return Constraint(self.lhs.substitute(mapping), self.rel, self.rhs.substitute(mapping))
+
+    def key(self) -> tuple:
+        return ("cons", self.lhs.key(), self.rel, self.rhs.key())
+
+    def holds(self, env: Mapping[Value, int]) -> bool:
+        a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        return {">=": a >= b, "<=": a <= b, "==": a == b, "!=": a != b,
+                ">": a > b, "<": a < b}[self.rel]
+
+
+@dataclass(frozen=True, eq=False)
+class Literal(Slot):
+    """A float or boolean constant operand (``const 0.5 : f32``); integers are Exprs."""
+
+    value: float | bool
+
+    def values(self) -> Iterator[Value]:
+        return iter(())
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "Literal":
+        return self
+
+    def key(self) -> tuple:
+        return ("lit", _number_key(self.value))
+
+
+@dataclass(frozen=True, eq=False)
+class DenseSlot(Slot):
+    """A ``dense<...>`` constant operand."""
+
+    dense: Dense
+
+    def values(self) -> Iterator[Value]:
+        return iter(())
+
+    def substitute(self, mapping: Mapping[Value, Value]) -> "DenseSlot":
+        return self
+
+    def key(self) -> tuple:
+        return self.dense.key()
+
+
+SlotLike = Value | Expr | Slot
+
+
+def slot_values(slot: SlotLike) -> Iterator[Value]:
+    if isinstance(slot, Value):
+        yield slot
+    else:
+        yield from slot.values()
+
+
+def slot_substitute(slot: SlotLike, mapping: Mapping[Value, Value]) -> SlotLike:
+    if isinstance(slot, Value):
+        return mapping.get(slot, slot)
+    return slot.substitute(mapping)
+
+
+def slot_key(slot: SlotLike) -> tuple:
+    if isinstance(slot, Value):
+        return ("value", id(slot))
+    return slot.key()
+
+
+# --------------------------------------------------------------------------
+# Instructions, blocks, regions
+# --------------------------------------------------------------------------
+
+class Instruction:
+    """One operation: ``%r = opname slots -> slots {attrs} : types regions``."""
+
+    __slots__ = ("opname", "args", "arrow", "attrs", "results", "regions", "parent",
+                 "loc", "__weakref__")
+
+    def __init__(self, opname: str, args: list[SlotLike] | None = None,
+                 result_types: list[Type] | None = None, attrs: dict | None = None,
+                 regions: list["Region"] | None = None, arrow: int | None = None,
+                 result_names: list[str | None] | None = None,
+                 loc: Location | None = None) -> None:
+        self.opname = opname
+        self.args: list[SlotLike] = []
+        self.arrow = arrow  # slots from this index on were written after "->"
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        names = result_names or [None] * len(result_types or [])
+        self.results = [Result(t, self, i, n)
+                        for i, (t, n) in enumerate(zip(result_types or [], names))]
+        self.regions: list[Region] = []
+        self.parent: Block | None = None
+        self.loc = loc
+        self.set_args(list(args or []))
+        for r in regions or []:
+            self.add_region(r)
+
+    # -- operands ------------------------------------------------------------
+    @property
+    def opdef(self) -> "OpDef | None":
+        from swir.ops.registry import lookup
+        return lookup(self.opname)
+
+    @property
+    def operands(self) -> list[Value]:
+        """Every Value this instruction reads, in slot order (with repeats)."""
+        return [v for s in self.args for v in slot_values(s)]
+
+    def set_args(self, args: list[SlotLike]) -> None:
+        for v in self.operands:
+            v._uses.remove(self)
+        self.args = [_normalise_slot(a) for a in args]
+        for v in self.operands:
+            v._uses.append(self)
+
+    def replace_uses_of(self, old: Value, new: Value) -> None:
+        self.set_args([slot_substitute(s, {old: new}) for s in self.args])
+
+    @property
+    def result(self) -> Result:
+        if len(self.results) != 1:
+            raise ValueError(f"'{self.opname}' has {len(self.results)} results, not one")
+        return self.results[0]
+
+    # -- regions -------------------------------------------------------------
+    def add_region(self, region: "Region") -> "Region":
+        region.parent = self
+        self.regions.append(region)
+        return region
+
+    # -- placement -----------------------------------------------------------
+    @property
+    def function(self) -> "Function | None":
+        b = self.parent
+        return b.function if b is not None else None
+
+    def insert_before(self, new: "Instruction") -> "Instruction":
+        assert self.parent is not None, "instruction is not in a block"
+        return self.parent.insert(self.parent.index_of(self), new)
+
+    def insert_after(self, new: "Instruction") -> "Instruction":
+        assert self.parent is not None, "instruction is not in a block"
+        return self.parent.insert(self.parent.index_of(self) + 1, new)
+
+    def detach(self) -> "Instruction":
+        """Remove from its block, keeping operands and results intact (for moves)."""
+        if self.parent is not None:
+            self.parent.instructions.remove(self)
+            self.parent = None
+        return self
+
+    def erase(self) -> None:
+        """Delete this instruction; its results must have no uses left."""
+        for r in self.results:
+            if r.has_uses:
+                raise ValueError(f"cannot erase '{self.opname}': result %{r.name} still has uses")
+        self.drop_references()
+        self.detach()
+
+    def drop_references(self) -> None:
+        """Release every use this instruction (and its regions) hold."""
+        for region in self.regions:
+            for block in region.blocks:
+                for inst in block.instructions:
+                    inst.drop_references()
+        self.set_args([])
+
+    def walk(self) -> Iterator["Instruction"]:
+        """This instruction, then every instruction nested in its regions (pre-order)."""
+        yield self
+        for region in self.regions:
+            yield from region.walk()
+
+    def __repr__(self) -> str:
+        return f"<Instruction {self.opname} at {self.loc}>"
+
+
+def _normalise_slot(s: SlotLike) -> SlotLike:
+    """A bare Value stays a Value; a one-value Expr becomes that Value."""
+    if isinstance(s, Expr):
+        v = s.as_value()
+        return v if v is not None else s
+    if isinstance(s, int) and not isinstance(s, bool):
+        return Expr.of(s)
+    return s
+
+
+class Block:
+    """A basic block: label, arguments, and a list of instructions."""
+
+    __slots__ = ("label", "args", "instructions", "parent", "loc")
+
+    def __init__(self, label: str | None = None, arg_types: list[Type] | None = None,
+                 arg_names: list[str | None] | None = None, loc: Location | None = None):
+        self.label = label
+        names = arg_names or [None] * len(arg_types or [])
+        self.args = [BlockArgument(t, self, i, n)
+                     for i, (t, n) in enumerate(zip(arg_types or [], names))]
+        self.instructions: list[Instruction] = []
+        self.parent: Region | None = None
+        self.loc = loc
+
+    def add_argument(self, type: Type, name: str | None = None) -> BlockArgument:
+        a = BlockArgument(type, self, len(self.args), name)
+        self.args.append(a)
+        return a
+
+    def append(self, inst: Instruction) -> Instruction:
+        return self.insert(len(self.instructions), inst)
+
+    def insert(self, index: int, inst: Instruction) -> Instruction:
+        if inst.parent is not None:
+            inst.detach()
+        inst.parent = self
+        self.instructions.insert(index, inst)
+        return inst
+
+    def index_of(self, inst: Instruction) -> int:
+        for i, x in enumerate(self.instructions):
+            if x is inst:
+                return i
+        raise ValueError("instruction not in block")
+
+    @property
+    def terminator(self) -> Instruction | None:
+        if self.instructions:
+            last = self.instructions[-1]
+            d = last.opdef
+            if d is not None and d.terminator:
+                return last
+        return None
+
+    @property
+    def successors(self) -> list["Block"]:
+        t = self.terminator
+        if t is None:
+            return []
+        return [s.block for s in t.args if isinstance(s, Successor)]
+
+    @property
+    def function(self) -> "Function | None":
+        r = self.parent
+        while r is not None:
+            owner = r.parent
+            if isinstance(owner, Function):
+                return owner
+            if owner is None or owner.parent is None:
+                return None
+            r = owner.parent.parent
+        return None
+
+    def walk(self) -> Iterator[Instruction]:
+        for inst in list(self.instructions):
+            yield from inst.walk()
+
+
+class Region:
+    """A list of blocks owned by a function or a structured instruction."""
+
+    __slots__ = ("blocks", "parent")
+
+    def __init__(self, blocks: list[Block] | None = None) -> None:
+        self.blocks: list[Block] = []
+        self.parent: Instruction | Function | None = None
+        for b in blocks or []:
+            self.add_block(b)
+
+    def add_block(self, block: Block) -> Block:
+        block.parent = self
+        self.blocks.append(block)
+        return block
+
+    @property
+    def entry(self) -> Block:
+        return self.blocks[0]
+
+    def walk(self) -> Iterator[Instruction]:
+        for b in self.blocks:
+            yield from b.walk()
+
+
+# --------------------------------------------------------------------------
+# Functions and modules
+# --------------------------------------------------------------------------
+
+FUNC_KINDS = ("func", "kernel")
+FUNC_TARGETS = (None, "host", "cpe")
+
+
+class Function:
+    """``[host|cpe] func|kernel @name(params) -> results { body }``.
+
+    A ``func`` returns values through ``return``; a ``kernel`` (loop stage and
+    later) works on buffers and returns nothing. A function without a body is
+    a declaration.
+    """
+
+    def __init__(self, name: str, param_types: list[Type], result_types: list[Type],
+                 kind: str = "func", target: str | None = None,
+                 param_names: list[str | None] | None = None, attrs: dict | None = None,
+                 loc: Location | None = None, body: Region | None = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.target = target
+        names = param_names or [None] * len(param_types)
+        self.params = [FuncParam(t, self, i, n) for i, (t, n) in enumerate(zip(param_types, names))]
+        self.result_types = list(result_types)
+        self.attrs = dict(attrs or {})
+        self.loc = loc
+        self.module: Module | None = None
+        self.body: Region | None = None
+        if body is not None:
+            self.set_body(body)
+
+    def set_body(self, body: Region) -> Region:
+        body.parent = self
+        self.body = body
+        return body
+
+    @property
+    def is_declaration(self) -> bool:
+        return self.body is None
+
+    def walk(self) -> Iterator[Instruction]:
+        if self.body is not None:
+            yield from self.body.walk()
+
+
+class Module:
+    """``module "name"`` / ``stage S``, then globals, buffers and functions in order."""
+
+    def __init__(self, name: str, stage: str = "graph") -> None:
+        self.name = name
+        self.stage = stage
+        self.items: list[Global | Function] = []
+        self._symbols: dict[str, Global | Function] = {}
+        self.attrs: dict[str, Any] = {}  # e.g. ldm_size, read by the verifier
+        self.loc: Location | None = None
+
+    def add(self, item: Global | Function) -> Global | Function:
+        if item.name in self._symbols:
+            raise ValueError(f"symbol @{item.name} is already defined")
+        item.module = self
+        self.items.append(item)
+        self._symbols[item.name] = item
+        return item
+
+    def remove(self, item: Global | Function) -> None:
+        self.items.remove(item)
+        del self._symbols[item.name]
+        item.module = None
+
+    def lookup(self, name: str) -> Global | Function | None:
+        return self._symbols.get(name)
+
+    @property
+    def functions(self) -> list[Function]:
+        return [i for i in self.items if isinstance(i, Function)]
+
+    @property
+    def globals(self) -> list[Global]:
+        return [i for i in self.items if isinstance(i, Global)]
+
+    def walk(self) -> Iterator[Instruction]:
+        for f in self.functions:
+            yield from f.walk()

@@ -1,0 +1,1 @@
+"""The op registry and each stage's op set (see docs/ir.md)."""

@@ -1,0 +1,718 @@
+"""Graph-stage tensor ops: shape inference and verification.
+
+Semantics follow ONNX (and numpy where ONNX defers to it); images are NCHW and
+convolution weights OIHW. The element-wise primitives (add, relu, exp, cast, ...)
+live in :mod:`swir.ops.elementwise`; the ops here are the rest of the graph op
+set. Following DLVM, the composites (softmax, log_softmax, layer_norm, gelu,
+batch_norm) are ops so the importer and the fusion pass see them whole; each is
+a composition of primitives, written out in docs/graph-ops.md.
+
+``category`` is TVM's fusion pattern kind (002_33a2ce4792eea380.txt, Sec. 3):
+``elementwise`` < ``broadcast`` < ``injective`` < ``reduction`` < ``complex``
+(complex-out-fusable: element-wise consumers fuse into it) < ``opaque``.
+Pooling is classed as a (windowed) reduction, so its injective producers fuse
+into it, like reduce_* and softmax.
+
+Every ``infer`` checks the operand count, operand kinds and attributes itself,
+so it can be called on an instruction that has not been through the verifier.
+"""
+
+from __future__ import annotations
+
+import math
+
+from swir.ir.core import Instruction
+from swir.ir.types import I1, I64, TensorType, Type
+from swir.ops.elementwise import broadcast_shapes
+from swir.ops.registry import Attr, OpDef, OpError, register
+from swir.ops.util import (bool_attr, float_attr, floats_attr, int_attr, ints_attr,
+                           normalise_axes, normalise_axis, str_attr, tensor_arg)
+
+GRAPH = frozenset({"graph"})
+
+
+# -- shared checks ------------------------------------------------------------------
+
+def _shape(s: tuple[int, ...] | list[int]) -> str:
+    return "[" + ", ".join(map(str, s)) + "]"
+
+
+def _arity(inst: Instruction, lo: int, hi: int | None, what: str) -> None:
+    n = len(inst.args)
+    if n < lo or (hi is not None and n > hi):
+        if hi == lo:
+            count = f"{lo} operand" + ("" if lo == 1 else "s")
+        elif hi is None:
+            count = f"at least {lo} operand" + ("" if lo == 1 else "s")
+        else:
+            count = f"{lo} to {hi} operands"
+        raise OpError(f"'{inst.opname}' takes {count} ({what}), got {n}")
+
+
+def _tensors(inst: Instruction) -> list[TensorType]:
+    return [tensor_arg(inst, i) for i in range(len(inst.args))]
+
+
+def _same_element(inst: Instruction, types: list[TensorType], names: list[str]) -> None:
+    for t, name in zip(types[1:], names[1:]):
+        if t.element != types[0].element:
+            raise OpError(f"'{inst.opname}' {name} has element type {t.element} but "
+                          f"{names[0]} has {types[0].element}")
+
+
+def _rank(inst: Instruction, t: TensorType, rank: int, what: str) -> None:
+    if t.rank != rank:
+        raise OpError(f"'{inst.opname}' {what} must have rank {rank}, got {t}")
+
+
+def _min_rank(inst: Instruction, t: TensorType, rank: int, what: str = "operand") -> None:
+    if t.rank < rank:
+        raise OpError(f"'{inst.opname}' {what} must have rank >= {rank}, got {t}")
+
+
+def _float(inst: Instruction, t: TensorType, what: str = "operand") -> None:
+    if not t.element.is_float:
+        raise OpError(f"'{inst.opname}' needs a floating-point {what}, got {t}")
+
+
+def _positive(values: list[int], name: str) -> list[int]:
+    for v in values:
+        if v <= 0:
+            raise OpError(f"'{name}' entries must be positive, got {_shape(values)}")
+    return values
+
+
+def _non_negative(values: list[int], name: str) -> list[int]:
+    for v in values:
+        if v < 0:
+            raise OpError(f"'{name}' entries must be non-negative, got {_shape(values)}")
+    return values
+
+
+def _vector(inst: Instruction, t: TensorType, size: int, what: str, of: str) -> None:
+    if t.shape != (size,):
+        raise OpError(f"'{inst.opname}' {what} must be <{size} x {t.element}> "
+                      f"(one per {of}), got {t}")
+
+
+_AXES_HW = ("height", "width")
+
+
+# -- matmul ---------------------------------------------------------------------------
+
+def _infer_matmul(inst: Instruction) -> list[Type]:
+    _arity(inst, 2, 2, "two tensors")
+    a, b = _tensors(inst)
+    _same_element(inst, [a, b], ["left operand", "right operand"])
+    for t in (a, b):
+        if t.rank == 0:
+            raise OpError(f"'matmul' operands must have rank >= 1 (as numpy.matmul), got {t}")
+    sa = a.shape if a.rank >= 2 else (1,) + a.shape
+    sb = b.shape if b.rank >= 2 else b.shape + (1,)
+    if sa[-1] != sb[-2]:
+        raise OpError(f"matmul contracting dimensions differ: {a} has {sa[-1]} columns "
+                      f"but {b} has {sb[-2]} rows")
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2])
+    except OpError as e:
+        raise OpError(f"matmul batch dimensions do not broadcast: {e}") from None
+    out = batch + ((sa[-2],) if a.rank >= 2 else ()) + ((sb[-1],) if b.rank >= 2 else ())
+    return [TensorType(out, a.element)]
+
+
+# -- convolution ------------------------------------------------------------------
+
+def _spatial_attrs(inst: Instruction) -> tuple[list[int], list[int], list[int]]:
+    stride = _positive(ints_attr(inst, "stride", 2, [1, 1]), "stride")
+    pad = _non_negative(ints_attr(inst, "pad", 4, [0, 0, 0, 0]), "pad")
+    dilation = _positive(ints_attr(inst, "dilation", 2, [1, 1]), "dilation")
+    return stride, pad, dilation
+
+
+def _extent(k: int, d: int) -> int:
+    """Span of a kernel of size k with dilation d."""
+    return d * (k - 1) + 1
+
+
+def _window_count(inst: Instruction, axis: int, size: int, k: int, s: int, p0: int, p1: int,
+                  d: int, ceil_mode: bool = False) -> int:
+    """Number of windows along one spatial axis (ONNX Conv / pooling rule)."""
+    ek = _extent(k, d)
+    padded = size + p0 + p1
+    if ek > padded:
+        how = f"kernel {k}" + (f" with dilation {d}" if d != 1 else "")
+        raise OpError(f"'{inst.opname}' {how} spans {ek} but the padded input "
+                      f"{_AXES_HW[axis]} is only {padded} ({size} + {p0} + {p1})")
+    if not ceil_mode:
+        return (padded - ek) // s + 1
+    out = -(-(padded - ek) // s) + 1
+    if (out - 1) * s >= size + p0:  # the last window would start in the end padding
+        out -= 1
+    return out
+
+
+def _bias(inst: Instruction, x: TensorType, channels: int) -> None:
+    if len(inst.args) == 3:
+        b = tensor_arg(inst, 2)
+        _same_element(inst, [x, b], ["input", "bias"])
+        _vector(inst, b, channels, "bias", "output channel")
+
+
+def _infer_conv2d(inst: Instruction) -> list[Type]:
+    _arity(inst, 2, 3, "input, weight and an optional bias")
+    x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
+    _rank(inst, x, 4, "input (N x C x H x W)")
+    _rank(inst, w, 4, "weight (O x C/groups x kH x kW)")
+    _same_element(inst, [x, w], ["input", "weight"])
+    stride, pad, dilation = _spatial_attrs(inst)
+    groups = int_attr(inst, "groups", 1)
+    if groups <= 0:
+        raise OpError(f"'groups' must be positive, got {groups}")
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if cg * groups != c:
+        raise OpError(f"conv2d input has {c} channels but weight expects {cg * groups} "
+                      f"(groups = {groups})")
+    if o % groups:
+        raise OpError(f"conv2d weight has {o} output channels, not divisible by "
+                      f"groups = {groups}")
+    _bias(inst, x, o)
+    oh = _window_count(inst, 0, h, kh, stride[0], pad[0], pad[2], dilation[0])
+    ow = _window_count(inst, 1, wd, kw, stride[1], pad[1], pad[3], dilation[1])
+    return [TensorType((n, o, oh, ow), x.element)]
+
+
+def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
+    _arity(inst, 2, 3, "input, weight and an optional bias")
+    x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
+    _rank(inst, x, 4, "input (N x C x H x W)")
+    _rank(inst, w, 4, "weight (C x O/groups x kH x kW)")
+    _same_element(inst, [x, w], ["input", "weight"])
+    stride, pad, dilation = _spatial_attrs(inst)
+    out_pad = _non_negative(ints_attr(inst, "output_padding", 2, [0, 0]), "output_padding")
+    groups = int_attr(inst, "groups", 1)
+    if groups <= 0:
+        raise OpError(f"'groups' must be positive, got {groups}")
+    n, c, h, wd = x.shape
+    cw, og, kh, kw = w.shape
+    if cw != c:
+        raise OpError(f"conv_transpose2d input has {c} channels but weight has {cw} "
+                      f"input channels")
+    if c % groups:
+        raise OpError(f"conv_transpose2d input has {c} channels, not divisible by "
+                      f"groups = {groups}")
+    o = og * groups
+    _bias(inst, x, o)
+    out = []
+    for axis, (size, k) in enumerate(((h, kh), (wd, kw))):
+        s, d, op = stride[axis], dilation[axis], out_pad[axis]
+        p0, p1 = pad[axis], pad[axis + 2]
+        if op >= s and op >= d:
+            raise OpError(f"output_padding {op} in {_AXES_HW[axis]} must be smaller than "
+                          f"the stride ({s}) or the dilation ({d})")
+        full = (size - 1) * s + _extent(k, d) + op
+        if full - p0 - p1 < 1:
+            raise OpError(f"conv_transpose2d pads {p0} + {p1} crop the whole output "
+                          f"{_AXES_HW[axis]} {full}")
+        out.append(full - p0 - p1)
+    return [TensorType((n, o, out[0], out[1]), x.element)]
+
+
+# -- pooling ---------------------------------------------------------------------------
+
+def _infer_pool(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _rank(inst, x, 4, "input (N x C x H x W)")
+    is_avg = inst.opname == "avg_pool2d"
+    if is_avg:
+        _float(inst, x, "input")
+    kernel = _positive(ints_attr(inst, "kernel", 2), "kernel")
+    stride = _positive(ints_attr(inst, "stride", 2, [1, 1]), "stride")
+    pad = _non_negative(ints_attr(inst, "pad", 4, [0, 0, 0, 0]), "pad")
+    dilation = [1, 1] if is_avg else _positive(ints_attr(inst, "dilation", 2, [1, 1]),
+                                                "dilation")
+    ceil_mode = bool_attr(inst, "ceil_mode", False)
+    if is_avg:
+        bool_attr(inst, "count_include_pad", False)
+    n, c, h, w = x.shape
+    out = []
+    for axis, size in enumerate((h, w)):
+        ek = _extent(kernel[axis], dilation[axis])
+        for p, side in ((pad[axis], ("top", "left")[axis]),
+                        (pad[axis + 2], ("bottom", "right")[axis])):
+            if p > ek // 2:
+                raise OpError(f"'{inst.opname}' pad {p} on the {side} is more than half the "
+                              f"kernel extent {ek}")
+        out.append(_window_count(inst, axis, size, kernel[axis], stride[axis], pad[axis],
+                                 pad[axis + 2], dilation[axis], ceil_mode))
+    return [TensorType((n, c, out[0], out[1]), x.element)]
+
+
+def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _rank(inst, x, 4, "input (N x C x H x W)")
+    _float(inst, x, "input")
+    return [TensorType(x.shape[:2] + (1, 1), x.element)]
+
+
+# -- normalisation and composites ----------------------------------------------------
+
+def _epsilon(inst: Instruction) -> float:
+    eps = float_attr(inst, "epsilon", 1e-5)
+    if not eps >= 0:
+        raise OpError(f"'epsilon' must be non-negative, got {eps}")
+    return eps
+
+
+def _infer_batch_norm(inst: Instruction) -> list[Type]:
+    _arity(inst, 5, 5, "x, scale, bias, mean, var")
+    names = ["input", "scale", "bias", "mean", "var"]
+    types = _tensors(inst)
+    x = types[0]
+    _min_rank(inst, x, 2, "input (N x C x ...)")
+    _float(inst, x, "input")
+    _same_element(inst, types, names)
+    for t, name in zip(types[1:], names[1:]):
+        _vector(inst, t, x.shape[1], name, "channel")
+    _epsilon(inst)
+    return [x]
+
+
+def _infer_softmax(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _min_rank(inst, x, 1)
+    _float(inst, x)
+    normalise_axis(int_attr(inst, "axis", -1), x.rank)
+    return [x]
+
+
+def _infer_layer_norm(inst: Instruction) -> list[Type]:
+    _arity(inst, 2, 3, "x, scale and an optional bias")
+    types = _tensors(inst)
+    x = types[0]
+    _min_rank(inst, x, 1, "input")
+    _float(inst, x, "input")
+    _same_element(inst, types, ["input", "scale", "bias"])
+    axis = normalise_axis(int_attr(inst, "axis", -1), x.rank)
+    norm = x.shape[axis:]
+    for t, name in zip(types[1:], ("scale", "bias")):
+        ok = t.rank <= len(norm)
+        if ok:
+            try:
+                ok = broadcast_shapes(t.shape, norm) == norm
+            except OpError:
+                ok = False
+        if not ok:
+            raise OpError(f"layer_norm {name} {t} does not broadcast to the normalised "
+                          f"shape {_shape(norm)} (axes {axis}..{x.rank - 1} of {x})")
+    _epsilon(inst)
+    return [x]
+
+
+# -- reductions --------------------------------------------------------------------
+
+def _reduced(shape: tuple[int, ...], axes: list[int], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _infer_reduce(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    if inst.opname == "reduce_mean":
+        _float(inst, x)
+    axes = normalise_axes(ints_attr(inst, "axes", None, []), x.rank)
+    keepdims = bool_attr(inst, "keepdims", True)
+    if not axes:
+        axes = list(range(x.rank))
+    return [TensorType(_reduced(x.shape, axes, keepdims), x.element)]
+
+
+def _infer_argmax(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _min_rank(inst, x, 1)
+    axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
+    keepdims = bool_attr(inst, "keepdims", True)
+    return [TensorType(_reduced(x.shape, [axis], keepdims), I64)]
+
+
+# -- data movement (injective) -----------------------------------------------------
+
+def _infer_transpose(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    perm = ints_attr(inst, "perm", None, list(reversed(range(x.rank))))
+    if len(perm) != x.rank:
+        raise OpError(f"perm {_shape(perm)} has {len(perm)} entries but the input {x} "
+                      f"has rank {x.rank}")
+    if sorted(perm) != list(range(x.rank)):
+        raise OpError(f"perm {_shape(perm)} is not a permutation of 0..{x.rank - 1}")
+    return [TensorType(tuple(x.shape[p] for p in perm), x.element)]
+
+
+def _infer_reshape(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    spec = ints_attr(inst, "shape")
+    out: list[int] = []
+    infer_at = None
+    for i, d in enumerate(spec):
+        if d == -1:
+            if infer_at is not None:
+                raise OpError(f"reshape shape {_shape(spec)} has more than one -1")
+            infer_at = i
+            out.append(1)
+        elif d == 0:
+            if i >= x.rank:
+                raise OpError(f"reshape shape entry 0 at position {i} copies an input "
+                              f"dimension, but the input {x} has rank {x.rank}")
+            out.append(x.shape[i])
+        elif d < -1:
+            raise OpError(f"reshape shape entries must be positive, 0 (copy) or -1 "
+                          f"(infer), got {d}")
+        else:
+            out.append(d)
+    total, known = x.num_elements, math.prod(out)
+    if infer_at is not None:
+        if total % known:
+            raise OpError(f"cannot reshape {x} ({total} elements) to {_shape(spec)}: "
+                          f"{total} is not a multiple of {known}")
+        out[infer_at] = total // known
+    elif known != total:
+        raise OpError(f"cannot reshape {x} ({total} elements) to {_shape(spec)} "
+                      f"({known} elements)")
+    return [TensorType(tuple(out), x.element)]
+
+
+def _infer_flatten(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    axis = int_attr(inst, "axis", 1)
+    if not -x.rank <= axis <= x.rank:
+        raise OpError(f"flatten axis {axis} is out of range for rank {x.rank} "
+                      f"(allowed {-x.rank}..{x.rank})")
+    if axis < 0:
+        axis += x.rank
+    return [TensorType((math.prod(x.shape[:axis]), math.prod(x.shape[axis:])), x.element)]
+
+
+def _infer_concat(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, None, "the tensors to join")
+    types = _tensors(inst)
+    first = types[0]
+    _same_element(inst, types, [f"operand #{i}" for i in range(len(types))])
+    _min_rank(inst, first, 1, "operand #0")
+    axis = normalise_axis(int_attr(inst, "axis"), first.rank)
+    for i, t in enumerate(types[1:], 1):
+        if t.rank != first.rank:
+            raise OpError(f"concat operand #{i} {t} has rank {t.rank} but operand #0 "
+                          f"{first} has rank {first.rank}")
+        for d, (p, q) in enumerate(zip(first.shape, t.shape)):
+            if d != axis and p != q:
+                raise OpError(f"concat operand #{i} {t} differs from operand #0 {first} "
+                              f"in dimension {d} ({q} vs {p}); only axis {axis} may differ")
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in types)
+    return [TensorType(tuple(shape), first.element)]
+
+
+def _split_sizes(inst: Instruction) -> tuple[TensorType, int, list[int]]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _min_rank(inst, x, 1)
+    axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
+    sizes = _positive(ints_attr(inst, "sizes"), "sizes")
+    if not sizes:
+        raise OpError("split needs at least one size")
+    if sum(sizes) != x.shape[axis]:
+        raise OpError(f"split sizes {_shape(sizes)} sum to {sum(sizes)} but axis {axis} "
+                      f"of {x} has size {x.shape[axis]}")
+    return x, axis, sizes
+
+
+def _infer_split(inst: Instruction) -> list[Type]:
+    x, axis, sizes = _split_sizes(inst)
+    out = []
+    for s in sizes:
+        shape = list(x.shape)
+        shape[axis] = s
+        out.append(TensorType(tuple(shape), x.element))
+    return out
+
+
+def _verify_split(inst: Instruction) -> None:
+    sizes = _split_sizes(inst)[2]
+    if len(inst.results) != len(sizes):
+        raise OpError(f"split has {len(sizes)} sizes but {len(inst.results)} results")
+
+
+def slice_length(dim: int, start: int, end: int, step: int) -> int:
+    """Elements ONNX Slice takes from an axis of size ``dim`` (after clamping)."""
+    if start < 0:
+        start += dim
+    if end < 0:
+        end += dim
+    if step > 0:
+        start = min(max(start, 0), dim)
+        end = min(max(end, 0), dim)
+        return max(0, -(-(end - start) // step))
+    start = min(max(start, 0), dim - 1)
+    end = min(max(end, -1), dim - 1)
+    return max(0, -(-(start - end) // -step))
+
+
+def _infer_slice(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    starts = ints_attr(inst, "starts")
+    ends = ints_attr(inst, "ends", len(starts))
+    axes = normalise_axes(ints_attr(inst, "axes", len(starts), list(range(len(starts)))),
+                          x.rank, "slice axes")
+    steps = ints_attr(inst, "steps", len(starts), [1] * len(starts))
+    shape = list(x.shape)
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        if st == 0:
+            raise OpError(f"slice steps must be non-zero, got {_shape(steps)}")
+        shape[a] = slice_length(x.shape[a], s, e, st)
+        if shape[a] == 0:
+            raise OpError(f"slice of axis {a} (size {x.shape[a]}) from {s} to {e} step {st} "
+                          f"is empty; tensors cannot have zero-size dimensions")
+    return [TensorType(tuple(shape), x.element)]
+
+
+def _infer_pad(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    pads = _non_negative(ints_attr(inst, "pads", 2 * x.rank), "pads")
+    mode = str_attr(inst, "mode", "constant", ("constant", "reflect", "edge"))
+    float_attr(inst, "value", 0.0)
+    if mode == "reflect":
+        for a, d in enumerate(x.shape):
+            for p, where in ((pads[a], "before"), (pads[a + x.rank], "after")):
+                if p >= d:
+                    raise OpError(f"reflect padding of {p} {where} axis {a} needs more "
+                                  f"than {p} elements on that axis, it has {d}")
+    shape = tuple(d + pads[a] + pads[a + x.rank] for a, d in enumerate(x.shape))
+    return [TensorType(shape, x.element)]
+
+
+def _infer_gather(inst: Instruction) -> list[Type]:
+    _arity(inst, 2, 2, "data and indices")
+    data, idx = tensor_arg(inst, 0), tensor_arg(inst, 1)
+    _min_rank(inst, data, 1, "data")
+    if not idx.element.is_int or idx.element == I1:
+        raise OpError(f"gather indices must be an integer tensor, got {idx}")
+    axis = normalise_axis(int_attr(inst, "axis", 0), data.rank)
+    shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
+    return [TensorType(shape, data.element)]
+
+
+def _infer_resize_nearest(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    scales = floats_attr(inst, "scales", x.rank)
+    shape = []
+    for a, (d, s) in enumerate(zip(x.shape, scales)):
+        if not (s > 0 and math.isfinite(s)):
+            raise OpError(f"resize scales must be positive, got {s} for axis {a}")
+        n = math.floor(d * s)
+        if n < 1:
+            raise OpError(f"resize scale {s} shrinks axis {a} of size {d} to nothing")
+        shape.append(n)
+    return [TensorType(tuple(shape), x.element)]
+
+
+def _infer_expand(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    shape = _positive(ints_attr(inst, "shape"), "shape")
+    try:
+        out = broadcast_shapes(x.shape, tuple(shape))
+    except OpError as e:
+        raise OpError(f"cannot expand {x} to {_shape(shape)}: {e}") from None
+    return [TensorType(out, x.element)]
+
+
+def _infer_squeeze(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    axes = normalise_axes(ints_attr(inst, "axes", None, []), x.rank)
+    if not axes:
+        axes = [a for a, d in enumerate(x.shape) if d == 1]
+    for a in axes:
+        if x.shape[a] != 1:
+            raise OpError(f"cannot squeeze axis {a} of {x}: it has size {x.shape[a]}, not 1")
+    return [TensorType(tuple(d for a, d in enumerate(x.shape) if a not in axes), x.element)]
+
+
+def _infer_unsqueeze(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    raw = ints_attr(inst, "axes")
+    if not raw:
+        raise OpError("unsqueeze needs at least one axis")
+    axes = normalise_axes(raw, x.rank + len(raw))
+    dims = iter(x.shape)
+    shape = tuple(1 if a in axes else next(dims) for a in range(x.rank + len(raw)))
+    return [TensorType(shape, x.element)]
+
+
+# -- element-wise composites -----------------------------------------------------------
+
+def _infer_clip(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    lo = float_attr(inst, "min", None)
+    hi = float_attr(inst, "max", None)
+    if lo is not None and hi is not None and lo > hi:
+        raise OpError(f"clip min {lo} is greater than max {hi}")
+    return [x]
+
+
+def _infer_leaky_relu(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _float(inst, x)
+    float_attr(inst, "alpha", 0.01)
+    return [x]
+
+
+def _infer_gelu(inst: Instruction) -> list[Type]:
+    _arity(inst, 1, 1, "the input")
+    x = tensor_arg(inst, 0)
+    _float(inst, x)
+    str_attr(inst, "approximate", "none", ("none", "tanh"))
+    return [x]
+
+
+# -- registration ----------------------------------------------------------------------
+
+def _op(name: str, summary: str, num_args: tuple[int, int | None], infer, category: str,
+        onnx: str, attrs: tuple[Attr, ...] = (), **kw) -> None:
+    register(OpDef(name, summary, stages=GRAPH, num_args=num_args, attrs=attrs, infer=infer,
+                   category=category, extra={"onnx": onnx}, **kw))
+
+
+_STRIDE = Attr("stride", "ints", doc="[sH, sW], each > 0; default [1, 1]")
+_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each >= 0; default [0, 0, 0, 0]")
+_DILATION = Attr("dilation", "ints", doc="[dH, dW], each > 0; default [1, 1]")
+_GROUPS = Attr("groups", "int", doc="divides the input channels; default 1")
+_EPSILON = Attr("epsilon", "float", doc=">= 0; default 1e-5")
+_KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1; default true")
+
+_op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
+              "1-D operands promoted and the unit dimension dropped).",
+    (2, 2), _infer_matmul, "complex", "MatMul")
+_op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
+              "optional bias of O.",
+    (2, 3), _infer_conv2d, "complex", "Conv",
+    (_STRIDE, _PAD, _DILATION, _GROUPS))
+_op("conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
+                        "optional bias of O.",
+    (2, 3), _infer_conv_transpose2d, "complex", "ConvTranspose",
+    (_STRIDE, _PAD, _DILATION,
+     Attr("output_padding", "ints", doc="[oH, oW] added at the bottom/right; each smaller "
+                                        "than the stride or the dilation; default [0, 0]"),
+     _GROUPS))
+
+_KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0")
+_CEIL = Attr("ceil_mode", "bool", doc="round the output size up; default false")
+_POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
+                                    "kernel extent; default [0, 0, 0, 0]")
+_op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
+    (1, 1), _infer_pool, "reduction", "MaxPool",
+    (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL))
+_op("avg_pool2d", "2-D average pooling over NCHW.",
+    (1, 1), _infer_pool, "reduction", "AveragePool",
+    (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
+     Attr("count_include_pad", "bool", doc="divide by the window size including padding; "
+                                           "default false")))
+_op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
+    (1, 1), _infer_global_avg_pool2d, "reduction", "GlobalAveragePool")
+
+_op("batch_norm", "Inference batch normalisation over channel axis 1: "
+                  "(x - mean) * scale / sqrt(var + epsilon) + bias.",
+    (5, 5), _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,))
+_op("softmax", "exp(x - max) / sum(exp(x - max)) along one axis.",
+    (1, 1), _infer_softmax, "reduction", "Softmax",
+    (Attr("axis", "int", doc="default -1"),))
+_op("log_softmax", "x - max - log(sum(exp(x - max))) along one axis.",
+    (1, 1), _infer_softmax, "reduction", "LogSoftmax",
+    (Attr("axis", "int", doc="default -1"),))
+_op("layer_norm", "Normalise over axes [axis, rank), then * scale (+ bias).",
+    (2, 3), _infer_layer_norm, "reduction", "LayerNormalization",
+    (Attr("axis", "int", doc="first normalised axis; default -1"), _EPSILON))
+
+for _name, _onnx, _what in (("reduce_sum", "ReduceSum", "Sum"),
+                            ("reduce_mean", "ReduceMean", "Mean"),
+                            ("reduce_max", "ReduceMax", "Maximum"),
+                            ("reduce_min", "ReduceMin", "Minimum"),
+                            ("reduce_prod", "ReduceProd", "Product")):
+    _op(_name, f"{_what} over the given axes (all when none are given).",
+        (1, 1), _infer_reduce, "reduction", _onnx,
+        (Attr("axes", "ints", doc="distinct axes; default [] = all axes"), _KEEPDIMS))
+_op("argmax", "Index (i64) of the first maximum along one axis.",
+    (1, 1), _infer_argmax, "reduction", "ArgMax",
+    (Attr("axis", "int", doc="default 0"), _KEEPDIMS))
+
+_op("transpose", "Permute the axes: output axis i is input axis perm[i].",
+    (1, 1), _infer_transpose, "injective", "Transpose",
+    (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),))
+_op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
+    (1, 1), _infer_reshape, "injective", "Reshape",
+    (Attr("shape", "ints", required=True,
+          doc="entries > 0, at most one -1 (inferred), 0 copies the input dimension"),))
+_op("flatten", "Reshape to 2-D: prod(dims[:axis]) x prod(dims[axis:]).",
+    (1, 1), _infer_flatten, "injective", "Flatten",
+    (Attr("axis", "int", doc="in [-rank, rank]; default 1"),))
+_op("concat", "Join tensors along an axis; the other dimensions must agree.",
+    (1, None), _infer_concat, "injective", "Concat",
+    (Attr("axis", "int", required=True, doc="in [-rank, rank)"),))
+_op("split", "Split along an axis into len(sizes) results.",
+    (1, 1), _infer_split, "injective", "Split",
+    (Attr("axis", "int", doc="default 0"),
+     Attr("sizes", "ints", required=True, doc="positive, summing to the axis size")),
+    verify=_verify_split)
+_op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
+    (1, 1), _infer_slice, "injective", "Slice",
+    (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),
+     Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]"),
+     Attr("steps", "ints", doc="non-zero; default all 1")))
+_op("pad", "Pad each axis before and after.",
+    (1, 1), _infer_pad, "injective", "Pad",
+    (Attr("pads", "ints", required=True,
+          doc="[begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}], each >= 0"),
+     Attr("mode", "str", doc='"constant" | "reflect" | "edge"; default "constant"'),
+     Attr("value", "float", doc='fill for mode "constant"; default 0.0')))
+_op("gather", "ONNX Gather: take slices of data along axis at the integer indices.",
+    (2, 2), _infer_gather, "injective", "Gather",
+    (Attr("axis", "int", doc="default 0"),))
+_op("resize_nearest", "Nearest-neighbour resize: out dim = floor(dim * scale), "
+                      "source index = min(floor(out_index / scale), dim - 1).",
+    (1, 1), _infer_resize_nearest, "injective", "Resize",
+    (Attr("scales", "floats", required=True, doc="one positive scale per dimension"),))
+_op("expand", "Broadcast to a shape (bidirectional numpy broadcasting, as ONNX Expand).",
+    (1, 1), _infer_expand, "broadcast", "Expand",
+    (Attr("shape", "ints", required=True, doc="positive entries"),))
+_op("squeeze", "Drop axes of size 1.",
+    (1, 1), _infer_squeeze, "injective", "Squeeze",
+    (Attr("axes", "ints", doc="each of size 1; default [] = every size-1 axis"),))
+_op("unsqueeze", "Insert axes of size 1 at the given output positions.",
+    (1, 1), _infer_unsqueeze, "injective", "Unsqueeze",
+    (Attr("axes", "ints", required=True, doc="distinct, in [-(rank + n), rank + n)"),))
+
+_op("clip", "Element-wise min(max(x, min), max); either bound may be absent.",
+    (1, 1), _infer_clip, "elementwise", "Clip",
+    (Attr("min", "float", doc="default: no lower bound"),
+     Attr("max", "float", doc="default: no upper bound")))
+_op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
+    (1, 1), _infer_leaky_relu, "elementwise", "LeakyRelu",
+    (Attr("alpha", "float", doc="default 0.01"),))
+_op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
+    (1, 1), _infer_gelu, "elementwise", "Gelu",
+    (Attr("approximate", "str", doc='"none" | "tanh"; default "none"'),))

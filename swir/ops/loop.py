@@ -1,0 +1,194 @@
+"""Ops of the loop, buffered and dma stages: structured loops and guards,
+affine loads and stores, LDM buffers and region copies, DMA, CPE work split,
+and spawning CPE kernels from the host.
+
+Semantics (what the interpreter and the C emitter implement) are in docs/ir.md.
+"""
+
+from __future__ import annotations
+
+from swir.ir.core import Constraint, Instruction, Range, Value
+from swir.ir.types import INDEX, BufType, LDMType, Type
+from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, OpDef,
+                               OpError, register)
+from swir.ops.util import access_arg, apply_arg, index_expr, value_arg
+
+
+# -- structured control flow -------------------------------------------------
+
+def _verify_loop(inst: Instruction) -> None:
+    index_expr(inst, 0)
+    index_expr(inst, 1)
+    step = inst.attrs.get("step", 1)
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+        raise OpError(f"loop step must be a positive integer, got {step!r}")
+    body = inst.regions[0]
+    if len(body.blocks) != 1:
+        raise OpError("a loop body is a single block")
+    args = body.blocks[0].args
+    if len(args) != 1 or args[0].type != INDEX:
+        raise OpError("a loop body block takes exactly its induction variable (index)")
+
+
+def _verify_if(inst: Instruction) -> None:
+    if not inst.args or not all(isinstance(s, Constraint) for s in inst.args):
+        raise OpError("'if' takes one or more affine conditions like %i + 1 >= 0")
+    for r in inst.regions:
+        if len(r.blocks) != 1 or r.blocks[0].args:
+            raise OpError("'if' branches are single blocks without arguments")
+
+
+_LOOP_ATTRS = (Attr("step", "int", doc="iteration step (printed as 'step N')"),)
+
+register(OpDef("for", "Sequential loop: for %i = lb to ub step s { body }.",
+               stages=LOOP_AND_LATER, num_args=(2, 2), attrs=_LOOP_ATTRS,
+               verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
+               category="loop"))
+register(OpDef("parallel", "Loop whose iterations are independent; spread over the CPEs.",
+               stages=LOOP_AND_LATER, num_args=(2, 2),
+               attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),),
+               verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
+               category="loop"))
+register(OpDef("if", "Guarded region: if c0, c1 { then } else { otherwise }.",
+               stages=LOOP_AND_LATER, num_args=(1, None), verify=_verify_if,
+               num_regions=2, pure=False, category="loop",
+               extra={"min_regions": 1}))
+
+
+# -- memory ----------------------------------------------------------------------
+
+def _infer_load(inst: Instruction) -> list[Type]:
+    acc = access_arg(inst, 0)
+    if acc.is_region:
+        raise OpError("'load' reads one element; ranges are for copies")
+    return [acc.base.type.element]
+
+
+def _verify_store(inst: Instruction) -> None:
+    v = value_arg(inst, 0)
+    acc = access_arg(inst, 1)
+    if acc.is_region:
+        raise OpError("'store' writes one element; ranges are for copies")
+    if v.type != acc.base.type.element:
+        raise OpError(f"stored value has type {v.type}, buffer elements are "
+                      f"{acc.base.type.element}")
+
+
+def _infer_ldm_alloc(inst: Instruction) -> list[Type]:
+    if len(inst.results) != 1 or not isinstance(inst.results[0].type, LDMType):
+        raise OpError("'ldm_alloc' needs its result type written, e.g. : ldm<64 x f32>")
+    return [inst.results[0].type]
+
+
+def _region_fits(inst: Instruction, acc_index: int, ldm_index: int) -> None:
+    acc = access_arg(inst, acc_index, (BufType,))
+    ldm = value_arg(inst, ldm_index)
+    if not isinstance(ldm.type, LDMType):
+        raise OpError(f"copy needs an LDM buffer, got {ldm.type}")
+    if acc.base.type.element != ldm.type.element:
+        raise OpError(f"element types differ: {acc.base.type.element} in main memory, "
+                      f"{ldm.type.element} in LDM")
+    ranges = [i for i in acc.indices if isinstance(i, Range)]
+    if len(ranges) != ldm.type.rank:
+        raise OpError(f"copy region has {len(ranges)} ranged dimensions but the LDM buffer "
+                      f"{ldm.type} has rank {ldm.type.rank}")
+    for r, dim in zip(ranges, ldm.type.shape):
+        extent = r.hi - r.lo
+        if extent.is_constant and not 0 < extent.const <= dim:
+            raise OpError(f"copy range of extent {extent.const} does not fit LDM "
+                          f"dimension {dim}")
+
+
+def _verify_copy(inst: Instruction) -> None:
+    if inst.arrow != 1 or len(inst.args) != 2:
+        raise OpError(f"'{inst.opname}' is written {inst.opname} SRC -> DST")
+    if inst.opname == "copy_in":
+        _region_fits(inst, 0, 1)
+    else:
+        _region_fits(inst, 1, 0)
+
+
+def _verify_dma(inst: Instruction) -> None:
+    if inst.arrow != 1 or len(inst.args) != 2:
+        raise OpError(f"'{inst.opname}' is written {inst.opname} SRC -> DST")
+    mem, ldm = (0, 1) if inst.opname == "dma_get" else (1, 0)
+    acc = access_arg(inst, mem, (BufType,))
+    if acc.is_region:
+        raise OpError("a DMA names its main-memory start element, not a range")
+    lv = inst.args[ldm]
+    if isinstance(lv, Value):
+        ldm_type = lv.type
+    else:
+        ldm_type = access_arg(inst, ldm, (LDMType,)).base.type
+    if not isinstance(ldm_type, LDMType):
+        raise OpError(f"a DMA's local side must be an LDM buffer, got {ldm_type}")
+    count = inst.attrs["count"]
+    if count <= 0:
+        raise OpError(f"DMA count must be positive, got {count}")
+    bsize, stride = inst.attrs.get("bsize", 0), inst.attrs.get("stride", 0)
+    if bsize < 0 or stride < 0 or (stride and not bsize):
+        raise OpError("DMA block size and stride must be non-negative, with a block "
+                      "size whenever there is a stride")
+
+
+def _verify_wait(inst: Instruction) -> None:
+    if inst.attrs.get("times", 1) <= 0:
+        raise OpError("'dma_wait' times must be positive")
+
+
+def _infer_chunk(inst: Instruction) -> list[Type]:
+    index_expr(inst, 0)
+    if inst.attrs["extent"] < 0 or inst.attrs["workers"] <= 0:
+        raise OpError("'chunk' needs extent >= 0 and workers > 0")
+    return [INDEX, INDEX]
+
+
+def _verify_spawn(inst: Instruction) -> None:
+    app = apply_arg(inst, 0)
+    fn = inst.function
+    target = fn.module.lookup(app.callee) if fn is not None and fn.module else None
+    if target is None or getattr(target, "target", None) != "cpe":
+        raise OpError(f"'spawn' starts a cpe kernel; @{app.callee} is not one")
+
+
+register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
+               stages=LOOP_AND_LATER, num_args=(1, 1), infer=_infer_load,
+               reads_memory=True, category="memory"))
+register(OpDef("store", "Write one element: store %v, %A[i, j].",
+               stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
+               category="memory"))
+register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
+               stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
+               pure=False, category="memory"))
+register(OpDef("copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
+               stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+               arrow=True, category="memory"))
+register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
+               stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+               arrow=True, category="memory"))
+
+_DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
+              Attr("bsize", "int", doc="contiguous elements per block (strided DMA)"),
+              Attr("stride", "int", doc="elements skipped between blocks in main memory"),
+              Attr("reply", "int", required=True, doc="reply word incremented on completion"))
+register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
+               num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
+               category="dma"))
+register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
+               num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
+               category="dma"))
+register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
+               stages=DMA_ONLY, num_args=(0, 0),
+               attrs=(Attr("reply", "int", required=True), Attr("times", "int")),
+               verify=_verify_wait, pure=False, category="dma"))
+register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
+               num_args=(0, 0), infer=lambda inst: [INDEX], category="cpe"))
+register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
+                        "balanced to within one.",
+               stages=DMA_ONLY, num_args=(1, 1),
+               attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True)),
+               infer=_infer_chunk, category="cpe"))
+register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn).", stages=DMA_ONLY,
+               num_args=(1, 1), verify=_verify_spawn, pure=False, category="cpe"))
+register(OpDef("join", "Wait for every CPE to finish the spawned kernel (athread_join).",
+               stages=DMA_ONLY, num_args=(0, 0), pure=False, category="cpe"))

@@ -1,0 +1,99 @@
+"""The op registry: every op kind declares its operands, attributes,
+result-type rule (shape inference), the stages where it is legal, and traits
+the passes rely on (pure, terminator, commutative).
+
+Ops are registered by the modules of this package (``swir.ops.common``,
+``swir.ops.graph``, ``swir.ops.loop``); :func:`lookup` imports them on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from swir.ir.types import Type
+
+
+class OpError(Exception):
+    """Raised by an op's rules; the verifier adds the op's location and name."""
+
+
+ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
+LOOP_AND_LATER = frozenset({"loop", "buffered", "dma"})
+BUFFERED_AND_LATER = frozenset({"buffered", "dma"})
+DMA_ONLY = frozenset({"dma"})
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attribute an op accepts.
+
+    ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``type``, ``ints``
+    (list of ints), ``floats``, ``symbol``, ``dense``, ``any``.
+    """
+
+    name: str
+    kind: str
+    required: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    summary: str
+    stages: frozenset[str] = ALL_STAGES
+    num_args: tuple[int, int | None] = (0, None)  # min, max (None: unbounded)
+    attrs: tuple[Attr, ...] = ()
+    # Result-type rule: returns the result types, or raises OpError. None means
+    # the op has no results.
+    infer: Callable[[Any], list[Type]] | None = None
+    # Extra checks beyond arity, attributes and the result-type rule.
+    verify: Callable[[Any], None] | None = None
+    num_regions: int = 0
+    syntax: str = "generic"  # "generic" or "loop" (``for %i = lb to ub step s``)
+    terminator: bool = False
+    pure: bool = True  # no side effects: may be removed if unused
+    reads_memory: bool = False  # result depends on memory: never merged by CSE
+    commutative: bool = False
+    arrow: bool = False  # operands after "->" are destinations
+    category: str = "other"  # for docs and fusion: elementwise, reduction, ...
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def attr_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attrs)
+
+    def attr(self, name: str) -> Attr | None:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        return None
+
+
+_REGISTRY: dict[str, OpDef] = {}
+_LOADED = False
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in _REGISTRY:
+        raise ValueError(f"op '{op.name}' registered twice")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from swir.ops import common, elementwise, graph, loop  # noqa: F401  (registration)
+
+
+def lookup(name: str) -> OpDef | None:
+    _load()
+    return _REGISTRY.get(name)
+
+
+def all_ops() -> list[OpDef]:
+    _load()
+    return sorted(_REGISTRY.values(), key=lambda o: o.name)

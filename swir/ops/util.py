@@ -1,0 +1,200 @@
+"""Small checks shared by op rules; each raises OpError with a user-facing message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swir.ir.affine import Expr
+from swir.ir.core import Access, Apply, Instruction, Value
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
+from swir.ops.registry import OpError
+
+
+def value_arg(inst: Instruction, i: int) -> Value:
+    s = inst.args[i]
+    if not isinstance(s, Value):
+        raise OpError(f"operand #{i} must be a value")
+    return s
+
+
+def tensor_arg(inst: Instruction, i: int) -> TensorType:
+    t = value_arg(inst, i).type
+    if not isinstance(t, TensorType):
+        raise OpError(f"operand #{i} must be a tensor, got {t}")
+    return t
+
+
+def scalar_arg(inst: Instruction, i: int) -> ScalarType:
+    t = value_arg(inst, i).type
+    if not isinstance(t, ScalarType):
+        raise OpError(f"operand #{i} must be a scalar, got {t}")
+    return t
+
+
+def index_expr(inst: Instruction, i: int) -> Expr:
+    s = inst.args[i]
+    if isinstance(s, Value):
+        if s.type != INDEX:
+            raise OpError(f"operand #{i} must be of type index, got {s.type}")
+        return Expr.of(s)
+    if isinstance(s, Expr):
+        return s
+    raise OpError(f"operand #{i} must be an index expression")
+
+
+def access_arg(inst: Instruction, i: int, memory: tuple[type, ...] = (BufType, LDMType)
+               ) -> Access:
+    s = inst.args[i]
+    if not isinstance(s, Access):
+        raise OpError(f"operand #{i} must be a subscripted buffer like %A[%i, %j]")
+    t = s.base.type
+    if not isinstance(t, memory):
+        kinds = " or ".join(m.prefix for m in memory)
+        raise OpError(f"subscripted operand must be a {kinds} buffer, got {t}")
+    if len(s.indices) != t.rank:
+        raise OpError(f"{len(s.indices)} subscripts for a rank-{t.rank} buffer {t}")
+    return s
+
+
+def apply_arg(inst: Instruction, i: int) -> Apply:
+    s = inst.args[i]
+    if not isinstance(s, Apply):
+        raise OpError(f"operand #{i} must be a function application like @f(%x)")
+    return s
+
+
+def attr(inst: Instruction, name: str, default: Any = None) -> Any:
+    return inst.attrs.get(name, default)
+
+
+def int_list(inst: Instruction, name: str, length: int | None = None,
+             default: list[int] | None = None) -> list[int]:
+    v = inst.attrs.get(name)
+    if v is None:
+        if default is None:
+            raise OpError(f"missing attribute '{name}'")
+        return list(default)
+    if length is not None and len(v) != length:
+        raise OpError(f"attribute '{name}' needs {length} integers, got {len(v)}")
+    return list(v)
+
+
+def shaped(t: Type) -> ShapedType:
+    if not isinstance(t, ShapedType):
+        raise OpError(f"expected a shaped type, got {t}")
+    return t
+
+
+def normalise_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise OpError(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+# -- typed attribute access (graph ops) -------------------------------------------
+# Each returns the attribute's value, or ``default`` when it is absent; with no
+# default the attribute is required. Integers are accepted where floats are
+# expected (``{alpha = 1}``); booleans are never taken for numbers.
+
+_REQUIRED: Any = object()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _fetch(inst: Instruction, name: str, default: Any) -> tuple[Any, bool]:
+    """The value and whether it was given; an absent attribute yields ``default``."""
+    v = inst.attrs.get(name)
+    if v is None:
+        if default is _REQUIRED:
+            raise OpError(f"missing attribute '{name}'")
+        return default, False
+    return v, True
+
+
+def int_attr(inst: Instruction, name: str, default: Any = _REQUIRED) -> int:
+    v, given = _fetch(inst, name, default)
+    if not given:
+        return v
+    if not _is_int(v):
+        raise OpError(f"attribute '{name}' must be an integer, got {v!r}")
+    return v
+
+
+def float_attr(inst: Instruction, name: str, default: Any = _REQUIRED) -> float:
+    v, given = _fetch(inst, name, default)
+    if not given:
+        return v
+    if not _is_number(v):
+        raise OpError(f"attribute '{name}' must be a number, got {v!r}")
+    return float(v)
+
+
+def bool_attr(inst: Instruction, name: str, default: Any = _REQUIRED) -> bool:
+    v, given = _fetch(inst, name, default)
+    if not given:
+        return v
+    if not isinstance(v, bool):
+        raise OpError(f"attribute '{name}' must be true or false, got {v!r}")
+    return v
+
+
+def str_attr(inst: Instruction, name: str, default: Any = _REQUIRED,
+             choices: tuple[str, ...] | None = None) -> str:
+    v, given = _fetch(inst, name, default)
+    if not given:
+        return v
+    if not isinstance(v, str):
+        raise OpError(f"attribute '{name}' must be a string, got {v!r}")
+    if choices is not None and v not in choices:
+        allowed = ", ".join(f'"{c}"' for c in choices)
+        raise OpError(f"attribute '{name}' must be one of {allowed}, got \"{v}\"")
+    return v
+
+
+def _list(inst: Instruction, name: str, length: int | None, default: Any,
+          what: str, ok: Any) -> list:
+    v, given = _fetch(inst, name, default)
+    if not given:
+        return list(v) if v is not None else v
+    if not isinstance(v, (tuple, list)):
+        raise OpError(f"attribute '{name}' must be a list of {what}s, got {v!r}")
+    if length is not None and len(v) != length:
+        raise OpError(f"attribute '{name}' needs {length} {what}s, got {len(v)}")
+    for x in v:
+        if not ok(x):
+            raise OpError(f"attribute '{name}' must be a list of {what}s, got {x!r} in it")
+    return list(v)
+
+
+def ints_attr(inst: Instruction, name: str, length: int | None = None,
+              default: Any = _REQUIRED) -> list[int]:
+    """A list-of-integers attribute, its length and element kinds checked."""
+    return _list(inst, name, length, default, "integer", _is_int)
+
+
+def floats_attr(inst: Instruction, name: str, length: int | None = None,
+                default: Any = _REQUIRED) -> list[float]:
+    """A list-of-numbers attribute (integers allowed), returned as floats."""
+    v = _list(inst, name, length, default, "number", _is_number)
+    return [float(x) for x in v] if v is not None else v
+
+
+def normalise_axes(axes: list[int], rank: int, what: str = "axes") -> list[int]:
+    """Each axis in [-rank, rank), made non-negative; repeats are an error."""
+    out: list[int] = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise OpError(f"{what} entry {a} is out of range for rank {rank} "
+                          f"(allowed {-rank}..{rank - 1})" if rank else
+                          f"{what} entry {a} is out of range for a rank-0 tensor")
+        n = a % rank
+        if n in out:
+            raise OpError(f"{what} {list(axes)} name axis {n} twice")
+        out.append(n)
+    return out

@@ -1,0 +1,680 @@
+"""Textual IR → IR objects.
+
+Two steps. Lark's LALR parser, with an inline transformer, turns text into a
+light syntax tree of tuples that keep their tokens (for positions). A
+top-down builder then creates the IR, resolving ``%names`` with region scoping:
+a region sees its own definitions (forward references allowed, as in a CFG;
+dominance is the verifier's job) and those of enclosing regions, so sibling
+loops may reuse ``%i``. Every error is a :class:`~swir.diagnostics.Diagnostic`
+pointing at the offending token.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import lark
+from lark import Token, v_args
+
+from swir.diagnostics import SOURCES, Diagnostic, Location
+from swir.ir.affine import Expr, NonAffine
+from swir.ir.core import (STAGES, Access, Apply, Block, Constraint, Dense, DenseSlot,
+                          FileInit, Function, Global, Instruction, Literal, Module, Range,
+                          Region, Successor, SymbolRef, Value)
+from swir.ir.types import Type, parse_type
+from swir.ops.registry import lookup
+
+
+# --------------------------------------------------------------------------
+# Grammar loading
+# --------------------------------------------------------------------------
+
+def grammar_text() -> str:
+    """The packaged grammar (``swir.grammar``), or the source tree's ``grammar/``."""
+    try:
+        return resources.files("swir.grammar").joinpath("swir.lark").read_text()
+    except (ModuleNotFoundError, FileNotFoundError):
+        path = Path(__file__).resolve().parent.parent / "grammar" / "swir.lark"
+        return path.read_text()
+
+
+@lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    return lark.Lark(grammar_text(), parser="lalr", lexer="contextual",
+                     transformer=_SyntaxBuilder(), maybe_placeholders=True,
+                     cache=False)
+
+
+# --------------------------------------------------------------------------
+# Step 1: syntax tree (tuples with tokens)
+# --------------------------------------------------------------------------
+
+def _name(tok: Token) -> str:
+    """``%x`` / ``@x`` / ``'x`` or their quoted forms → the bare name."""
+    body = tok[1:]
+    if body.startswith('"'):
+        return _decode_string(tok, body)
+    return body
+
+
+def _decode_string(tok: Token, text: str) -> str:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Diagnostic(f"malformed string literal: {e.args[0].split(':')[0]}", _loc(tok))
+
+
+_FILE = ["<input>"]
+
+
+def _loc(tok: Any) -> Location | None:
+    line = getattr(tok, "line", None)
+    if line is None:
+        return None
+    return Location(_FILE[0], line, tok.column)
+
+
+class SInstr:
+    __slots__ = ("results", "op", "slots", "arrow", "attrs", "types", "regions", "loop")
+
+    def __init__(self, op: Token) -> None:
+        self.op = op
+        self.results: list[Token] = []
+        self.slots: list = []
+        self.arrow: int | None = None
+        self.attrs: list = []
+        self.types: list[Token] = []
+        self.regions: list = []
+        self.loop: tuple | None = None
+
+
+@v_args(inline=True)
+class _SyntaxBuilder(lark.Transformer):
+    # -- module ---------------------------------------------------------------
+    def start(self, header, *items):
+        return (header, list(items))
+
+    def module_header(self, name, stage, attrs):
+        return (name, stage, attrs)
+
+    def global_def(self, name, type_, init, attrs):
+        return ("global", name, type_, init, attrs)
+
+    def buffer_def(self, name, type_, attrs):
+        return ("buffer", name, type_, None, attrs)
+
+    def init_file(self, path, offset):
+        return ("file", path, offset)
+
+    def init_dense(self, dense):
+        return dense
+
+    def dense(self, value):
+        return ("dense", value)
+
+    def dense_list(self, *items):
+        return tuple(x for x in items if x is not None) if items != (None,) else ()
+
+    def func_def(self, qual, kind, name, *rest):
+        *params, results, attrs, body = rest
+        params = [p for p in params if p is not None]
+        return ("func", qual, kind, name, params, results, attrs, body)
+
+    def func_qual(self, tok):
+        return tok
+
+    def param(self, name, type_):
+        return (name, type_)
+
+    def one_result(self, t):
+        return [t]
+
+    def result_list(self, *types):
+        return [t for t in types if t is not None]
+
+    def func_attrs(self, attrs):
+        return attrs
+
+    # -- regions and blocks -----------------------------------------------------
+    def region(self, entry, *blocks):
+        return ("region", entry, list(blocks))
+
+    def entry_block(self, *instrs):
+        return [i for i in instrs if i is not None]
+
+    def labelled_block(self, label, args, *instrs):
+        return (label, args or [], list(instrs))
+
+    def block_args(self, *params):
+        return [p for p in params if p is not None]
+
+    # -- instructions -----------------------------------------------------------
+    def instr(self, *parts):
+        if len(parts) == 2:
+            parts[1].results = parts[0]
+            return parts[1]
+        return parts[0]
+
+    def results(self, *names):
+        return list(names)
+
+    def generic_op(self, op, slots, arrow, attrs, types, regions):
+        s = SInstr(op)
+        s.slots = slots or []
+        if arrow is not None:
+            s.arrow = len(s.slots)
+            s.slots = s.slots + arrow
+        s.attrs = attrs or []
+        s.types = types or []
+        s.regions = regions or []
+        return s
+
+    def loop_op(self, op, iv, lb, ub, step, attrs, region):
+        s = SInstr(op)
+        s.loop = (iv, step)
+        s.slots = [lb, ub]
+        s.attrs = attrs or []
+        s.regions = [region]
+        return s
+
+    def step(self, tok):
+        return tok
+
+    def slots(self, *items):
+        return list(items)
+
+    arrow = slots
+
+    def type_sig(self, *types):
+        return list(types)
+
+    def regions(self, *rs):
+        return [r for r in rs if r is not None]
+
+    # -- slots ----------------------------------------------------------------------
+    def access(self, base, *indices):
+        return ("access", base, [i for i in indices if i is not None])
+
+    def range(self, lo, hi):
+        return ("range", lo, hi)
+
+    def successor(self, label, *args):
+        return ("succ", label, [a for a in args if a is not None])
+
+    def apply(self, callee, *args):
+        return ("apply", callee, [a for a in args if a is not None])
+
+    def constraint(self, lhs, rel, rhs):
+        return ("cons", lhs, rel, rhs)
+
+    def value_ref(self, tok):
+        return ("v", tok)
+
+    def global_ref(self, tok):
+        return ("g", tok)
+
+    def int_lit(self, tok):
+        return ("int", _int(tok), tok)
+
+    def neg_int(self, tok):
+        return ("int", -_int(tok), tok)
+
+    def add(self, a, b):
+        return ("add", a, b)
+
+    def sub(self, a, b):
+        return ("sub", a, b)
+
+    def mul(self, a, b):
+        return ("mul", a, b)
+
+    def floordiv(self, a, b):
+        return ("floordiv", a, b)
+
+    def ceildiv(self, a, b):
+        return ("ceildiv", a, b)
+
+    def mod(self, a, b):
+        return ("mod", a, b)
+
+    def neg(self, a):
+        return ("neg", a)
+
+    def min(self, *args):
+        return ("min", list(args))
+
+    def max(self, *args):
+        return ("max", list(args))
+
+    def float_lit(self, tok):
+        return ("float", float(tok), tok)
+
+    def neg_float_lit(self, tok):
+        return ("float", -float(tok), tok)
+
+    def special_float(self, tok):
+        return ("float", float(str(tok)), tok)
+
+    def neg_special_float(self, tok):
+        return ("float", -float(str(tok)), tok)
+
+    def bool_lit(self, tok):
+        return ("bool", tok == "true", tok)
+
+    # -- attributes -------------------------------------------------------------------
+    def attr_dict(self, *attrs):
+        return list(attrs)
+
+    def attr(self, name, value):
+        return (name, value)
+
+    def string_attr(self, tok):
+        return ("str", _decode_string(tok, str(tok)), tok)
+
+    def type_attr(self, tok):
+        return ("type", tok)
+
+    def symbol_attr(self, tok):
+        return ("sym", tok)
+
+    def list_attr(self, *items):
+        return ("list", [i for i in items if i is not None])
+
+
+def _int(tok: Token) -> int:
+    return int(str(tok), 0)
+
+
+# --------------------------------------------------------------------------
+# Step 2: IR builder with scoped name resolution
+# --------------------------------------------------------------------------
+
+class _Scope:
+    """Names visible in one region, chained to the enclosing region's scope."""
+
+    def __init__(self, parent: "_Scope | None") -> None:
+        self.parent = parent
+        self.values: dict[str, tuple[Value, Token]] = {}
+        self.blocks: dict[str, Block] = {}
+
+    def find(self, name: str) -> tuple[Value, Token] | None:
+        s: _Scope | None = self
+        while s is not None:
+            hit = s.values.get(name)
+            if hit is not None:
+                return hit
+            s = s.parent
+        return None
+
+    def define(self, name: str, value: Value, tok: Token) -> None:
+        prev = self.find(name)
+        if prev is not None:
+            raise Diagnostic(f"redefinition of %{name}", _loc(tok),
+                             [("previous definition is here", _loc(prev[1]))])
+        self.values[name] = (value, tok)
+
+
+class _IRBuilder:
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.module: Module | None = None
+
+    def _type(self, tok: Token) -> Type:
+        try:
+            return parse_type(str(tok))
+        except ValueError as e:
+            raise Diagnostic(str(e), _loc(tok)) from None
+
+    # -- module -----------------------------------------------------------------------
+    def build(self, tree: tuple) -> Module:
+        (name_tok, stage_tok, attrs), items = tree
+        if str(stage_tok) not in STAGES:
+            raise Diagnostic(f"unknown stage '{stage_tok}'; expected one of "
+                             f"{', '.join(STAGES)}", _loc(stage_tok))
+        m = Module(_decode_string(name_tok, str(name_tok)), str(stage_tok))
+        m.loc = _loc(name_tok)
+        m.attrs = self._attrs(attrs)
+        self.module = m
+        funcs: list[tuple[Function, tuple]] = []
+        for item in items:
+            sym_tok = item[1] if item[0] in ("global", "buffer") else item[3]
+            name = _name(sym_tok)
+            prev = m.lookup(name)
+            if prev is not None:
+                raise Diagnostic(f"redefinition of symbol @{name}", _loc(sym_tok),
+                                 [("previous definition is here", prev.loc)])
+            if item[0] == "func":
+                f = self._function_header(item)
+                funcs.append((f, item))
+                m.add(f)
+            else:
+                m.add(self._global(item))
+        for f, item in funcs:
+            if item[7] is not None:
+                self._function_body(f, item)
+        return m
+
+    def _global(self, item: tuple) -> Global:
+        kind, name_tok, type_tok, init, attrs = item
+        init_obj: FileInit | Dense | None = None
+        if init is not None and init[0] == "file":
+            init_obj = FileInit(_decode_string(init[1], str(init[1])), _int(init[2]))
+        elif init is not None:
+            init_obj = self._dense(init)
+        return Global(_name(name_tok), self._type(type_tok), kind, init_obj,
+                      self._attrs(attrs), _loc(name_tok))
+
+    def _dense(self, node: tuple) -> Dense:
+        def conv(v: Any) -> Any:
+            if isinstance(v, tuple) and v and isinstance(v[0], str):
+                return v[1]  # ("int"|"float"|"bool", value, tok)
+            return tuple(conv(x) for x in v)
+        return Dense(conv(node[1]))
+
+    def _function_header(self, item: tuple) -> Function:
+        _, qual, kind, name_tok, params, results, attrs, _body = item
+        f = Function(_name(name_tok), [self._type(t) for _, t in params],
+                     [self._type(t) for t in (results or [])], kind=str(kind),
+                     target=str(qual) if qual is not None else None,
+                     param_names=[_name(n) for n, _ in params], attrs=self._attrs(attrs),
+                     loc=_loc(name_tok))
+        return f
+
+    def _function_body(self, f: Function, item: tuple) -> None:
+        scope = _Scope(None)
+        for (name_tok, _), p in zip(item[4], f.params):
+            scope.define(p.name, p, name_tok)
+        f.set_body(self._region(item[7], scope, entry_label="entry" if f.kind == "func" else None))
+
+    # -- regions -----------------------------------------------------------------------
+    def _region(self, node: tuple, parent_scope: _Scope, entry_label: str | None = None,
+                entry_args: list[tuple[Token, Type]] | None = None) -> Region:
+        _, entry_instrs, labelled = node
+        scope = _Scope(parent_scope)
+        region = Region()
+        blocks: list[tuple[Block, list[SInstr]]] = []
+        if entry_instrs or not labelled:
+            b = Block(entry_label)
+            for tok, t in entry_args or []:
+                a = b.add_argument(t, _name(tok))
+                scope.define(a.name, a, tok)
+            blocks.append((b, entry_instrs))
+        elif entry_args:
+            raise Diagnostic("a loop body cannot start with a labelled block",
+                             _loc(labelled[0][0]))
+        for label_tok, args, instrs in labelled:
+            label = _name(label_tok)
+            if label in scope.blocks:
+                raise Diagnostic(f"redefinition of block '{label}", _loc(label_tok))
+            b = Block(label, loc=_loc(label_tok))
+            scope.blocks[label] = b
+            for tok, ttok in args:
+                a = b.add_argument(self._type(ttok), _name(tok))
+                scope.define(a.name, a, tok)
+            blocks.append((b, instrs))
+        # Create every instruction of the region first so forward references
+        # (to later blocks' values) resolve; operands are filled in after.
+        made: list[tuple[Instruction, SInstr]] = []
+        for b, instrs in blocks:
+            region.add_block(b)
+            for s in instrs:
+                inst = self._instruction_shell(s, scope)
+                b.append(inst)
+                made.append((inst, s))
+        for inst, s in made:
+            self._fill(inst, s, scope)
+        return region
+
+    def _instruction_shell(self, s: SInstr, scope: _Scope) -> Instruction:
+        opname = str(s.op)
+        if lookup(opname) is None:
+            raise Diagnostic(f"unknown op '{opname}'", _loc(s.op))
+        types = [self._type(t) for t in s.types]
+        if s.types and len(types) != len(s.results):
+            raise Diagnostic(f"'{opname}' defines {len(s.results)} value(s) but lists "
+                             f"{len(types)} result type(s)", _loc(s.types[0]))
+        if s.results and not s.types:
+            raise Diagnostic(f"'{opname}' defines {len(s.results)} value(s) but gives no "
+                             "result type: add ': TYPE'", _loc(s.op))
+        inst = Instruction(opname, result_types=types,
+                           result_names=[_name(t) for t in s.results], loc=_loc(s.op))
+        for tok, r in zip(s.results, inst.results):
+            scope.define(r.name, r, tok)
+        return inst
+
+    def _fill(self, inst: Instruction, s: SInstr, scope: _Scope) -> None:
+        args = [self._slot(x, scope) for x in s.slots]
+        inst.set_args(args)
+        inst.arrow = s.arrow
+        inst.attrs = self._attrs(s.attrs)
+        if s.loop is not None:
+            iv_tok, step_tok = s.loop
+            if step_tok is not None:
+                inst.attrs["step"] = _int(step_tok)
+            from swir.ir.types import INDEX
+            inst.add_region(self._region(s.regions[0], scope, entry_args=[(iv_tok, INDEX)]))
+        else:
+            for r in s.regions:
+                inst.add_region(self._region(r, scope))
+
+    # -- operand slots -----------------------------------------------------------------
+    def _value(self, tok: Token, scope: _Scope) -> Value:
+        hit = scope.find(_name(tok))
+        if hit is None:
+            raise Diagnostic(f"use of undefined value %{_name(tok)}", _loc(tok))
+        return hit[0]
+
+    def _global_ref(self, tok: Token) -> Value:
+        assert self.module is not None
+        g = self.module.lookup(_name(tok))
+        if isinstance(g, Global):
+            return g
+        if g is None:
+            raise Diagnostic(f"use of undefined global @{_name(tok)}", _loc(tok))
+        raise Diagnostic(f"@{_name(tok)} is a function, not a value; call it as @{_name(tok)}(...)",
+                         _loc(tok))
+
+    def _slot(self, node: tuple, scope: _Scope) -> Any:
+        tag = node[0]
+        if tag == "v":
+            return self._value(node[1], scope)
+        if tag == "g":
+            return self._global_ref(node[1])
+        if tag == "access":
+            base = (self._value(node[1], scope) if str(node[1])[0] == "%"
+                    else self._global_ref(node[1]))
+            return Access(base, tuple(self._index(i, scope) for i in node[2]))
+        if tag == "succ":
+            block = self._block(node[1], scope)
+            return Successor(block, tuple(self._plain_value(a, scope) for a in node[2]))
+        if tag == "apply":
+            return Apply(_name(node[1]), tuple(self._plain_value(a, scope) for a in node[2]))
+        if tag == "cons":
+            return Constraint(self._expr(node[1], scope), str(node[2]), self._expr(node[3], scope))
+        if tag in ("float", "bool"):
+            return Literal(node[1])
+        if tag == "dense":
+            return DenseSlot(self._dense(node))
+        return self._expr(node, scope)
+
+    def _plain_value(self, node: tuple, scope: _Scope) -> Value:
+        if node[0] == "v":
+            return self._value(node[1], scope)
+        if node[0] == "g":
+            return self._global_ref(node[1])
+        raise Diagnostic("expected a value (%name or @name) here", _first_loc(node))
+
+    def _block(self, tok: Token, scope: _Scope) -> Block:
+        s: _Scope | None = scope
+        while s is not None:
+            if _name(tok) in s.blocks:
+                return s.blocks[_name(tok)]
+            s = s.parent
+        raise Diagnostic(f"use of undefined block '{_name(tok)}", _loc(tok))
+
+    def _index(self, node: tuple, scope: _Scope) -> Expr | Range:
+        if node[0] == "range":
+            return Range(self._expr(node[1], scope), self._expr(node[2], scope))
+        return self._expr(node, scope)
+
+    def _expr(self, node: tuple, scope: _Scope) -> Expr:
+        tag = node[0]
+        try:
+            if tag == "v":
+                return Expr.of(self._value(node[1], scope))
+            if tag == "int":
+                return Expr.of(node[1])
+            if tag == "neg":
+                return -self._expr(node[1], scope)
+            if tag in ("min", "max"):
+                return Expr.minmax(tag, [self._expr(a, scope) for a in node[1]])
+            if tag in ("add", "sub", "mul", "floordiv", "ceildiv", "mod"):
+                a, b = self._expr(node[1], scope), self._expr(node[2], scope)
+                if tag == "add":
+                    return a + b
+                if tag == "sub":
+                    return a - b
+                if tag == "mul":
+                    return a * b
+                return getattr(a, tag)(b)
+        except NonAffine as e:
+            raise Diagnostic(f"index expression is not affine: {e}", _first_loc(node)) from None
+        if tag == "g":
+            raise Diagnostic("a global cannot appear in an index expression", _loc(node[1]))
+        raise Diagnostic("expected an index expression here", _first_loc(node))
+
+    # -- attributes --------------------------------------------------------------------
+    def _attrs(self, attrs: list | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name_tok, value in attrs or []:
+            name = str(name_tok)
+            if name in out:
+                raise Diagnostic(f"attribute '{name}' given twice", _loc(name_tok))
+            out[name] = self._attr_value(value)
+        return out
+
+    def _attr_value(self, node: tuple) -> Any:
+        tag = node[0]
+        if tag in ("int", "float", "bool", "str"):
+            return node[1]
+        if tag == "type":
+            return self._type(node[1])
+        if tag == "sym":
+            return SymbolRef(_name(node[1]))
+        if tag == "dense":
+            return self._dense(node)
+        if tag == "list":
+            return tuple(self._attr_value(x) for x in node[1])
+        raise Diagnostic("malformed attribute value", _first_loc(node))
+
+
+def _first_loc(node: Any) -> Location | None:
+    if isinstance(node, Token):
+        return _loc(node)
+    if isinstance(node, (tuple, list)):
+        for x in node:
+            loc = _first_loc(x)
+            if loc is not None:
+                return loc
+    return None
+
+
+# --------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------
+
+_TOKEN_NAMES = {
+    "_NL": "end of line", "VALUE": "a value (%name)", "GLOBAL": "a symbol (@name)",
+    "LABEL": "a block label ('name)", "NAME": "a name", "INT": "an integer",
+    "FLOAT": "a float", "STRING": "a string", "TYPE": "a type", "RELOP": "a comparison",
+    "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
+    "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "__ANON_0": "'->'",
+    "$END": "end of file", "FUNC_KIND": "'func' or 'kernel'", "BOOL": "true or false",
+    "SPECIAL_FLOAT": "inf or nan", "MINUS": "'-'", "PLUS": "'+'", "STAR": "'*'",
+    "LESSTHAN": "'<'", "MORETHAN": "'>'",
+}
+
+
+def _describe_expected(expected: set[str]) -> str:
+    names = sorted({_TOKEN_NAMES.get(e, f"'{e.lower()}'" if e.isupper() else e)
+                    for e in expected})
+    if not names or len(names) > 6:
+        return ""
+    return "; expected " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) +
+                            " or " + names[-1])
+
+
+def _syntax_error(e: lark.exceptions.UnexpectedInput, filename: str) -> Diagnostic:
+    loc = Location(filename, max(e.line, 1), max(e.column, 1))
+    if isinstance(e, lark.exceptions.UnexpectedCharacters):
+        ch = e.char
+        what = "NUL byte" if ch == "\0" else f"character {ch!r}"
+        return Diagnostic(f"unexpected {what}{_describe_expected(set(e.allowed or ()))}", loc)
+    if isinstance(e, lark.exceptions.UnexpectedToken):
+        tok = e.token
+        if tok.type == "$END":
+            return Diagnostic("unexpected end of file" + _describe_expected(e.expected),
+                              loc)
+        text = "end of line" if tok.type == "_NL" else f"'{tok}'"
+        return Diagnostic(f"unexpected {text}{_describe_expected(e.expected)}", loc)
+    return Diagnostic("unexpected end of file", loc)
+
+
+def parse_module(text: str, filename: str = "<input>") -> Module:
+    """Parse a module; raises Diagnostic on any syntax or name error."""
+    SOURCES.add(filename, text)
+    if not text.strip():
+        raise Diagnostic("empty input: expected 'module \"NAME\"'",
+                         Location(filename, 1, 1))
+    if not text.endswith("\n"):
+        text += "\n"
+    _FILE[0] = filename
+    try:
+        tree = _lark().parse(text)
+    except lark.exceptions.UnexpectedInput as e:
+        raise _syntax_error(e, filename) from None
+    except lark.exceptions.VisitError as e:  # a Diagnostic raised inside the transformer
+        if isinstance(e.orig_exc, Diagnostic):
+            raise e.orig_exc from None
+        raise
+    return _IRBuilder(filename).build(tree)
+
+
+def read_source(path: str) -> str:
+    """Read a file as UTF-8 text; errors are Diagnostics naming the file."""
+    try:
+        data = Path(path).read_bytes() if path != "-" else _stdin_bytes()
+    except OSError as e:
+        raise Diagnostic(f"cannot read '{path}': {e.strerror or e}",
+                         Location(path, 1, 1)) from None
+    name = "<stdin>" if path == "-" else path
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise Diagnostic(f"input is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                         f"{e.start}); is this a binary file?", Location(name, line, col)) from None
+    if "\0" in text:
+        off = text.index("\0")
+        line = text.count("\n", 0, off) + 1
+        col = off - (text.rfind("\n", 0, off) + 1) + 1
+        SOURCES.add(name, text)
+        raise Diagnostic("input contains a NUL byte; is this a binary file?",
+                         Location(name, line, col))
+    return text
+
+
+def _stdin_bytes() -> bytes:
+    import sys
+    return sys.stdin.buffer.read()
+
+
+def parse_file(path: str) -> Module:
+    text = read_source(path)
+    return parse_module(text, "<stdin>" if path == "-" else path)
+

@@ -1,0 +1,26 @@
+"""The pass registry: pass name → where its class lives, imported on demand
+(so tool start-up stays fast however many passes exist). A new pass is one
+new file plus one line here and its tests under test/Transforms/."""
+
+from __future__ import annotations
+
+import importlib
+
+from swir.passes.manager import Pass
+
+PASSES: dict[str, str] = {
+    "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
+    "dce": "swir.passes.graph.dce:DeadCodeElimination",
+}
+
+
+def pass_class(name: str) -> type[Pass] | None:
+    target = PASSES.get(name)
+    if target is None:
+        return None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def all_pass_classes() -> list[type[Pass]]:
+    return [pass_class(n) for n in sorted(PASSES)]  # type: ignore[misc]

@@ -1,0 +1,37 @@
+"""-dce: remove instructions whose results are unused and that have no side effects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from swir.ir.core import Instruction, Module
+from swir.passes.manager import AnalysisManager, Pass
+
+
+def is_trivially_dead(inst: Instruction) -> bool:
+    d = inst.opdef
+    return (d is not None and d.pure and not d.terminator and not inst.regions
+            and not any(r.has_uses for r in inst.results))
+
+
+@dataclass
+class DeadCodeElimination(Pass):
+    name = "dce"
+    summary = "Remove unused instructions that have no side effects (any stage)"
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        # Worklist: erasing an instruction may make its operands' definitions dead.
+        worklist = [i for i in module.walk() if is_trivially_dead(i)]
+        removed = 0
+        while worklist:
+            inst = worklist.pop()
+            if inst.parent is None or not is_trivially_dead(inst):
+                continue
+            producers = [v.owner for v in inst.operands if hasattr(v, "owner")
+                         and isinstance(v.owner, Instruction)]
+            inst.erase()
+            removed += 1
+            worklist.extend(p for p in producers if is_trivially_dead(p))
+        if removed:
+            self.bump("instructions removed", removed)
+        return removed > 0

@@ -1,0 +1,581 @@
+"""The verifier: is this module well formed at its stage?
+
+Checks, in the order a reader meets them:
+
+* symbols: globals and buffers have types legal at the stage and initializers
+  that fit them; functions' kinds and targets are legal at the stage;
+* structure: function bodies end every block with a terminator; structured
+  regions (loop, if, kernel bodies) are single blocks; terminators come last;
+* SSA: every value is defined once (by construction) and its definition
+  dominates each use, across blocks (dominator tree per region) and into nested
+  regions; values never escape the region that defines them;
+* ops: known, legal at the module's stage, arity, attributes (required, known,
+  well typed), result types equal to the op's result-type rule, the op's own
+  checks, block arguments against branch operands;
+* index expressions (loop stage and later): every value in a subscript or loop
+  bound is a loop variable or an index symbol (affine), and every access stays
+  inside its buffer for all iterations (interval analysis, tightened by
+  enclosing ``if`` guards);
+* LDM: the LDM buffers live at once in a kernel fit ``ldm_size`` (module
+  attribute, default 65536 bytes).
+
+Errors are collected (one per instruction) and raised together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swir.analysis.dominance import dominator_sets
+from swir.diagnostics import Diagnostic, Location
+from swir.ir.affine import Expr
+from swir.ir.core import (STAGES, Access, Block, BlockArgument, Constraint, Dense, FileInit,
+                          FuncParam, Function, Global, Instruction, Module, Range, Region,
+                          Result, Value, slot_values)
+from swir.ir.types import INDEX, BufType, LDMType, ShapedType, TensorType, Type
+from swir.ops.registry import OpError, lookup
+
+DEFAULT_LDM_BYTES = 65536
+MAX_ERRORS = 20
+# Ops whose index results are affine symbols (usable in subscripts).
+_SYMBOL_OPS = {"cpe_id", "chunk", "const"}
+
+
+class VerificationError(Exception):
+    """One or more verifier diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("\n".join(d.render() for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+def verify(module: Module) -> None:
+    """Raise VerificationError listing every problem found (up to MAX_ERRORS)."""
+    errors = _Verifier(module).run()
+    if errors:
+        raise VerificationError(errors)
+
+
+def check_dense(d: Dense, t: ShapedType) -> None:
+    """A dense literal must be a splat or have exactly the type's shape."""
+    if not d.is_splat:
+        if _ragged(d.value):
+            raise OpError("dense literal is not rectangular")
+        shape = d.shape()
+        flat = d.flat()
+        if shape != t.shape and not (len(shape) == 1 and shape[0] == t.num_elements):
+            raise OpError(f"dense literal has shape {shape}, type {t} needs {t.shape} "
+                          f"(or a flat list of {t.num_elements})")
+        values = flat
+    else:
+        values = [d.value]
+    for v in values:
+        if isinstance(v, float) and not t.element.is_float:
+            raise OpError(f"float {v!r} in a dense literal of integer type {t}")
+        if isinstance(v, bool) and t.element.name != "i1":
+            raise OpError(f"boolean in a dense literal of type {t}")
+
+
+def _ragged(v: Any) -> bool:
+    if not isinstance(v, tuple):
+        return False
+    kinds = {isinstance(x, tuple) for x in v}
+    if len(kinds) > 1:
+        return True
+    if kinds == {True}:
+        if len({len(x) for x in v}) > 1:
+            return True
+        return any(_ragged(x) for x in v)
+    return False
+
+
+def _legal_type(t: Type, stage: str) -> str | None:
+    """Why ``t`` is not legal at ``stage``, or None."""
+    if isinstance(t, TensorType) and stage != "graph":
+        return f"tensor type {t} is not legal at the {stage} stage (use buf<...>)"
+    if isinstance(t, BufType) and stage == "graph":
+        return f"buffer type {t} is not legal at the graph stage (use a tensor)"
+    if isinstance(t, LDMType) and stage not in ("buffered", "dma"):
+        return f"LDM type {t} is only legal at the buffered and dma stages"
+    return None
+
+
+class _Verifier:
+    def __init__(self, module: Module) -> None:
+        self.m = module
+        self.errors: list[Diagnostic] = []
+        self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
+        self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
+        self.ranges: dict[int, tuple[int, int] | None] = {}
+        self.guards: list[dict[tuple, list[int]]] = []
+        self.func: Function | None = None
+        ldm = module_attr_ldm(module)
+        self.ldm_bytes = ldm
+
+    # -- reporting -------------------------------------------------------------------------
+    def error(self, message: str, loc: Location | None, where: str = "") -> None:
+        if len(self.errors) >= MAX_ERRORS:
+            return
+        if loc is None and where:
+            message = f"{where}: {message}"
+        self.errors.append(Diagnostic(message, loc))
+
+    def op_error(self, inst: Instruction, message: str) -> None:
+        fn = f"@{self.func.name}" if self.func else "?"
+        self.error(f"'{inst.opname}' op {message}", inst.loc, where=f"in {fn}")
+
+    # -- module ------------------------------------------------------------------------------
+    def run(self) -> list[Diagnostic]:
+        m = self.m
+        if m.stage not in STAGES:
+            self.error(f"unknown stage '{m.stage}'", m.loc)
+            return self.errors
+        for g in m.globals:
+            self.global_(g)
+        for f in m.functions:
+            self.func = f
+            self.function(f)
+        return self.errors
+
+    def global_(self, g: Global) -> None:
+        where = f"@{g.name}"
+        why = _legal_type(g.type, self.m.stage)
+        if why:
+            self.error(why, g.loc, where)
+        if not isinstance(g.type, ShapedType):
+            self.error(f"a {g.kind} must have a tensor or buffer type, not {g.type}", g.loc, where)
+            return
+        if isinstance(g.type, LDMType):
+            self.error("globals live in main memory; LDM buffers are made by ldm_alloc",
+                       g.loc, where)
+        if g.kind == "buffer":
+            if g.init is not None:
+                self.error("a buffer has no initializer; use 'global' for constant data",
+                           g.loc, where)
+            if self.m.stage == "graph":
+                self.error("'buffer' declarations appear from the loop stage on", g.loc, where)
+        elif g.init is None:
+            self.error("a global needs an initializer (file ... offset N or dense<...>)",
+                       g.loc, where)
+        elif isinstance(g.init, FileInit) and g.init.offset < 0:
+            self.error("file offset must be non-negative", g.loc, where)
+        elif isinstance(g.init, Dense):
+            try:
+                check_dense(g.init, g.type)
+            except OpError as e:
+                self.error(str(e), g.loc, where)
+
+    def function(self, f: Function) -> None:
+        where = f"@{f.name}"
+        stage = self.m.stage
+        if f.kind not in ("func", "kernel"):
+            self.error(f"unknown function kind '{f.kind}'", f.loc, where)
+        if f.kind == "kernel" and stage == "graph":
+            self.error("kernels appear from the loop stage on", f.loc, where)
+        if f.kind == "kernel" and f.result_types:
+            self.error("a kernel returns nothing; it writes its buffer arguments", f.loc, where)
+        if f.target is not None and stage != "dma":
+            self.error(f"'{f.target}' functions appear at the dma stage", f.loc, where)
+        if f.target == "cpe" and f.kind != "kernel":
+            self.error("a cpe function must be a kernel", f.loc, where)
+        for t in [p.type for p in f.params] + list(f.result_types):
+            why = _legal_type(t, stage)
+            if why:
+                self.error(why, f.loc, where)
+        if f.body is None:
+            return
+        self.pos.clear()
+        self._index_positions(f.body)
+        structured = f.kind == "kernel"
+        self.region(f.body, structured=structured, is_function_body=True)
+        if stage in ("buffered", "dma") and f.kind == "kernel":
+            need = self._ldm_need(f.body)
+            if need > self.ldm_bytes:
+                self.error(f"LDM buffers live at once need {need} bytes, more than the "
+                           f"{self.ldm_bytes} bytes of LDM", f.loc, where)
+
+    def _index_positions(self, region: Region) -> None:
+        for b in region.blocks:
+            for i, inst in enumerate(b.instructions):
+                self.pos[id(inst)] = i
+                for r in inst.regions:
+                    self._index_positions(r)
+
+    # -- structure -----------------------------------------------------------------------------
+    def region(self, region: Region, structured: bool, is_function_body: bool = False) -> None:
+        if not region.blocks:
+            if is_function_body:
+                self.error("function body has no blocks", self.func.loc if self.func else None)
+            return
+        if structured and len(region.blocks) != 1:
+            self.error("a structured region (kernel, loop or if body) has a single block",
+                       region.blocks[1].loc)
+        entry = region.blocks[0]
+        if is_function_body and entry.args:
+            self.error("the entry block takes no arguments; parameters are in the signature",
+                       entry.loc)
+        for b in region.blocks:
+            self.block(b, structured, is_function_body)
+
+    def block(self, b: Block, structured: bool, is_function_body: bool) -> None:
+        for i, inst in enumerate(b.instructions):
+            d = inst.opdef
+            last = i == len(b.instructions) - 1
+            if d is not None and d.terminator:
+                if not last:
+                    self.op_error(inst, "is a terminator and must end its block")
+                    continue
+                if structured and (inst.opname != "return" or not is_function_body):
+                    self.op_error(inst, "cannot end a structured region")
+                    continue
+            self.instruction(inst)
+        if not structured:
+            t = b.instructions[-1] if b.instructions else None
+            if t is None or t.opdef is None or not t.opdef.terminator:
+                label = f"'{b.label}" if b.label else "a block"
+                self.error(f"block {label} does not end with a terminator "
+                           "(return, br or cond_br)", (t.loc if t else b.loc),
+                           f"in @{self.func.name}" if self.func else "")
+
+    # -- instructions ---------------------------------------------------------------------
+    def instruction(self, inst: Instruction) -> None:
+        n_before = len(self.errors)
+        d = lookup(inst.opname)
+        if d is None:
+            self.op_error(inst, "is not a known op")
+            return
+        if self.m.stage not in d.stages:
+            legal = ", ".join(s for s in STAGES if s in d.stages)
+            self.op_error(inst, f"is not legal at the {self.m.stage} stage (legal at: {legal})")
+            return
+        lo, hi = d.num_args
+        n = len(inst.args)
+        if n < lo or (hi is not None and n > hi):
+            want = str(lo) if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            self.op_error(inst, f"takes {want} operand(s), got {n}")
+            return
+        if d.arrow != (inst.arrow is not None):
+            self.op_error(inst, "is written SRC -> DST" if d.arrow else "takes no '->'")
+            return
+        min_regions = d.extra.get("min_regions", d.num_regions)
+        if not min_regions <= len(inst.regions) <= d.num_regions:
+            self.op_error(inst, f"needs {d.num_regions} region(s), got {len(inst.regions)}")
+            return
+        if not self.attributes(inst, d):
+            return
+        for r in inst.results:
+            why = _legal_type(r.type, self.m.stage)
+            if why:
+                self.op_error(inst, why)
+                return
+        if not self.operands(inst):
+            return
+        try:
+            if d.infer is not None:
+                inferred = d.infer(inst)
+                declared = [r.type for r in inst.results]
+                if inferred != declared:
+                    self.op_error(inst, f"result type {_types(declared)} does not match the "
+                                        f"inferred {_types(inferred)}")
+                    return
+            elif inst.results:
+                self.op_error(inst, "has no results")
+                return
+            if d.verify is not None:
+                d.verify(inst)
+        except OpError as e:
+            self.op_error(inst, str(e))
+            return
+        if self.m.stage != "graph" and len(self.errors) == n_before:
+            self.bounds(inst)
+        self.nested(inst, d)
+
+    def nested(self, inst: Instruction, d: Any) -> None:
+        """Verify regions, tracking loop variable ranges and if-guards."""
+        if d.syntax == "loop" and inst.regions and inst.regions[0].blocks:
+            body = inst.regions[0]
+            iv = body.blocks[0].args[0] if body.blocks[0].args else None
+            if iv is not None:
+                self.ranges[id(iv)] = self._loop_range(inst)
+            self.region(body, structured=True)
+            return
+        if inst.opname == "if":
+            guards = self._guards(inst)
+            for i, r in enumerate(inst.regions):
+                self.guards.append(guards if i == 0 else self._negated(inst))
+                self.region(r, structured=True)
+                self.guards.pop()
+            return
+        for r in inst.regions:
+            self.region(r, structured=True)
+
+    def attributes(self, inst: Instruction, d: Any) -> bool:
+        for a in d.attrs:
+            if a.required and a.name not in inst.attrs:
+                self.op_error(inst, f"needs attribute '{a.name}'")
+                return False
+        for name, value in inst.attrs.items():
+            spec = d.attr(name)
+            if spec is None:
+                known = ", ".join(d.attr_names) or "none"
+                self.op_error(inst, f"has unknown attribute '{name}' (known: {known})")
+                return False
+            why = _attr_kind_error(spec.kind, value)
+            if why:
+                self.op_error(inst, f"attribute '{name}' {why}")
+                return False
+        return True
+
+    # -- SSA ---------------------------------------------------------------------------------------
+    def operands(self, inst: Instruction) -> bool:
+        for s in inst.args:
+            for v in slot_values(s):
+                why = self.dominance(v, inst)
+                if why:
+                    self.op_error(inst, why)
+                    return False
+            if isinstance(s, (Expr, Access, Constraint)):
+                why = self.affine(s, inst)
+                if why:
+                    self.op_error(inst, why)
+                    return False
+        return True
+
+    def dominance(self, v: Value, user: Instruction) -> str | None:
+        if isinstance(v, Global):
+            if v.module is not self.m:
+                return f"uses @{v.name}, which is not in this module"
+            return None
+        if isinstance(v, FuncParam):
+            return None if v.owner is self.func else f"uses %{v.name}, a parameter of another function"
+        if isinstance(v, Result):
+            def_block, def_pos = v.owner.parent, self.pos.get(id(v.owner))
+            if def_block is None or def_pos is None:
+                return f"uses %{v.name}, whose definition is not in this function"
+        elif isinstance(v, BlockArgument):
+            def_block, def_pos = v.owner, -1
+        else:
+            return f"uses %{v.name}, which is not defined by any instruction or block"
+        # Climb from the user to the instruction that sits in def_block's region.
+        inst: Instruction | None = user
+        while inst is not None and inst.parent is not None and \
+                inst.parent.parent is not def_block.parent:
+            region = inst.parent.parent
+            owner = region.parent if region is not None else None
+            inst = owner if isinstance(owner, Instruction) else None
+        if inst is None or inst.parent is None:
+            return f"uses %{v.name} outside the region that defines it"
+        if inst.parent is def_block:
+            if isinstance(v, Result) and self.pos[id(inst)] <= def_pos:
+                return f"uses %{v.name} before its definition"
+            return None
+        if not self._dominates(def_block, inst.parent):
+            return f"uses %{v.name}, whose definition does not dominate this use"
+        return None
+
+    def _dominates(self, a: Block, b: Block) -> bool:
+        region = a.parent
+        doms = self.doms.get(id(region))
+        if doms is None:
+            doms = self.doms[id(region)] = dominator_sets(region)
+        return id(a) in doms.get(id(b), set())
+
+    # -- index expressions ---------------------------------------------------------------------------
+    def affine(self, s: Expr | Access | Constraint, inst: Instruction) -> str | None:
+        values = s.values()
+        if isinstance(s, Access):
+            next(values)  # the buffer itself
+        for v in values:
+            if v.type != INDEX:
+                return f"index expression uses %{v.name} of type {v.type}; indices are index"
+            if not _is_affine_symbol(v):
+                return (f"index expression is not affine: %{v.name} is neither a loop "
+                        "variable nor an index symbol")
+        return None
+
+    def _value_range(self, v: Value) -> tuple[int, int] | None:
+        key = id(v)
+        if key in self.ranges:
+            r = self.ranges[key]
+        elif isinstance(v, Result) and v.owner.opname == "cpe_id":
+            r = (0, 63)
+        elif isinstance(v, Result) and v.owner.opname == "chunk":
+            r = (0, int(v.owner.attrs.get("extent", 0)))
+        elif isinstance(v, Result) and v.owner.opname == "const":
+            c = v.owner.args[0]
+            r = (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
+        else:
+            r = None
+        return self._tighten(Expr.of(v), r)
+
+    def _bounds(self, e: Expr) -> tuple[int, int] | None:
+        return self._tighten(e, e.bounds(self._value_range))
+
+    def _tighten(self, e: Expr, r: tuple[int, int] | None) -> tuple[int, int] | None:
+        key = e.linear_part().key()
+        for guards in self.guards:
+            g = guards.get(key)
+            if g is not None:
+                lo, hi = g[0] + e.const, g[1] + e.const
+                if r is None:
+                    r = (lo, hi) if lo > -_INF and hi < _INF else r
+                else:
+                    r = (max(r[0], lo), min(r[1], hi))
+        return r
+
+    def _loop_range(self, inst: Instruction) -> tuple[int, int] | None:
+        lb = inst.args[0] if isinstance(inst.args[0], Expr) else Expr.of(inst.args[0])
+        ub = inst.args[1] if isinstance(inst.args[1], Expr) else Expr.of(inst.args[1])
+        lo, hi = self._bounds(lb), self._bounds(ub)
+        if lo is None or hi is None:
+            return None
+        return lo[0], hi[1] - 1
+
+    def _guards(self, inst: Instruction) -> dict[tuple, list[int]]:
+        out: dict[tuple, list[int]] = {}
+        for c in inst.args:
+            if isinstance(c, Constraint):
+                _add_guard(out, c.lhs - c.rhs, c.rel)
+        return out
+
+    def _negated(self, inst: Instruction) -> dict[tuple, list[int]]:
+        out: dict[tuple, list[int]] = {}
+        if len(inst.args) == 1 and isinstance(inst.args[0], Constraint):
+            c = inst.args[0]
+            neg = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}[c.rel]
+            _add_guard(out, c.lhs - c.rhs, neg)
+        return out
+
+    def bounds(self, inst: Instruction) -> None:
+        for s in inst.args:
+            if isinstance(s, Access):
+                why = self._access_bounds(s, inst)
+                if why:
+                    self.op_error(inst, why)
+                    return
+
+    def _access_bounds(self, acc: Access, inst: Instruction) -> str | None:
+        t = acc.base.type
+        if not isinstance(t, ShapedType):
+            return None
+        name = _vname(acc.base)
+        for dim, (ix, size) in enumerate(zip(acc.indices, t.shape)):
+            if isinstance(ix, Range):
+                lo, hi = self._bounds(ix.lo), self._bounds(ix.hi)
+                if lo is None or hi is None:
+                    return f"cannot bound subscript {dim} of {name} statically"
+                if lo[0] < 0 or hi[1] > size:
+                    return (f"region [{lo[0]}, {hi[1]}) in dimension {dim} of {name} is "
+                            f"outside [0, {size})")
+                continue
+            r = self._bounds(ix)
+            if r is None:
+                return f"cannot bound subscript {dim} of {name} statically"
+            if r[0] < 0 or r[1] >= size:
+                return (f"subscript {dim} of {name} ranges over [{r[0]}, {r[1]}], outside "
+                        f"[0, {size - 1}]")
+        if inst.opname in ("dma_get", "dma_put"):
+            return self._dma_span(acc, inst, t)
+        return None
+
+    def _dma_span(self, acc: Access, inst: Instruction, t: ShapedType) -> str | None:
+        """A DMA reads or writes count elements (in blocks, when strided) from its start."""
+        count, bsize = inst.attrs.get("count", 0), inst.attrs.get("bsize", 0)
+        stride = inst.attrs.get("stride", 0)
+        span = count
+        if bsize:
+            blocks = -(-count // bsize)
+            span = blocks * bsize + (blocks - 1) * stride
+        strides = [1] * t.rank
+        for i in range(t.rank - 2, -1, -1):
+            strides[i] = strides[i + 1] * t.shape[i + 1]
+        offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
+        r = self._bounds(offset)
+        if r is not None and r[1] + span > t.num_elements:
+            return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
+                    f"{_vname(acc.base)} ({t.num_elements} elements)")
+        return None
+
+    # -- LDM -----------------------------------------------------------------------------------------
+    def _ldm_need(self, region: Region) -> int:
+        total, nested = 0, 0
+        for b in region.blocks:
+            for inst in b.instructions:
+                if inst.opname == "ldm_alloc" and inst.results:
+                    t = inst.results[0].type
+                    if isinstance(t, LDMType):
+                        total += t.bytes
+                for r in inst.regions:
+                    nested = max(nested, self._ldm_need(r))
+        return total + nested
+
+
+_INF = float("inf")
+
+
+def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
+    """Record ``d REL 0`` as bounds on d's linear part."""
+    key = d.linear_part().key()
+    lo, hi = out.get(key, [-_INF, _INF])
+    c = d.const
+    if rel in (">=", "=="):
+        lo = max(lo, -c)
+    if rel == ">":
+        lo = max(lo, -c + 1)
+    if rel in ("<=", "=="):
+        hi = min(hi, -c)
+    if rel == "<":
+        hi = min(hi, -c - 1)
+    out[key] = [lo, hi]
+
+
+def _is_affine_symbol(v: Value) -> bool:
+    if isinstance(v, BlockArgument):
+        region = v.owner.parent
+        owner = region.parent if region is not None else None
+        d = owner.opdef if isinstance(owner, Instruction) else None
+        return d is not None and d.syntax == "loop"
+    if isinstance(v, FuncParam):
+        return True
+    if isinstance(v, Result):
+        return v.owner.opname in _SYMBOL_OPS
+    return False
+
+
+def _attr_kind_error(kind: str, v: Any) -> str | None:
+    is_int = isinstance(v, int) and not isinstance(v, bool)
+    ok = {
+        "int": is_int,
+        "float": (is_int or isinstance(v, float)),
+        "bool": isinstance(v, bool),
+        "str": isinstance(v, str) and type(v) is str,
+        "type": isinstance(v, Type),
+        "ints": isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool)
+                                             for x in v),
+        "floats": isinstance(v, tuple) and all(isinstance(x, (int, float)) and
+                                               not isinstance(x, bool) for x in v),
+        "symbol": type(v).__name__ == "SymbolRef",
+        "dense": isinstance(v, Dense),
+        "any": True,
+    }.get(kind, True)
+    if ok:
+        return None
+    article = {"int": "an integer", "float": "a number", "bool": "true or false",
+               "str": "a string", "type": "a type", "ints": "a list of integers",
+               "floats": "a list of numbers", "symbol": "a symbol (@name)",
+               "dense": "a dense<...> literal"}[kind]
+    return f"must be {article}"
+
+
+def _types(ts: list[Type]) -> str:
+    return ", ".join(map(str, ts)) if ts else "(none)"
+
+
+def _vname(v: Value) -> str:
+    return f"@{v.name}" if isinstance(v, Global) else f"%{v.name}"
+
+
+def module_attr_ldm(module: Module) -> int:
+    v = module.attrs.get("ldm_size", DEFAULT_LDM_BYTES)
+    return v if isinstance(v, int) and not isinstance(v, bool) else DEFAULT_LDM_BYTES
+

@@ -1,0 +1,1 @@
+"""The command-line drivers (installed as the ``swir.tools`` package)."""

@@ -1,0 +1,79 @@
+"""What every swir tool shares: diagnostics to stderr with exit status 1, no
+tracebacks, and output files written only when the whole job succeeded."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from swir.diagnostics import SOURCES, Diagnostic, Location
+from swir.passes.manager import PassFailure
+from swir.verifier import VerificationError
+
+
+class UsageError(Exception):
+    """A bad command line: one-line error, exit status 1."""
+
+
+def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
+    """Run ``main`` and turn every failure into a diagnostic and an exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    try:
+        return main(args)
+    except Diagnostic as d:
+        print(d.render(), file=sys.stderr)
+    except (VerificationError, PassFailure) as e:
+        for d in e.diagnostics:
+            print(d.render(), file=sys.stderr)
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+    except RecursionError:
+        print(f"{prog}: error: input is nested too deeply", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as e:  # a bug in swir, not in the input: still no traceback
+        if os.environ.get("SWIR_DEBUG"):
+            raise
+        print(f"{prog}: internal error: {type(e).__name__}: {e} "
+              "(a bug in swir; set SWIR_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+    return 1
+
+
+def command_line_error(prog: str, argv: list[str], index: int, message: str) -> Diagnostic:
+    """A diagnostic pointing into the command line itself, like clang's <command line>."""
+    line = " ".join([prog] + argv)
+    col = len(prog) + 2 + sum(len(a) + 1 for a in argv[:index])
+    SOURCES.add("<command-line>", line)
+    return Diagnostic(message, Location("<command-line>", 1, col))
+
+
+def write_output(path: str | None, text: str) -> None:
+    """Write to stdout, or atomically to ``path`` (never a partial file)."""
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
+                                   prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as e:
+        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None

@@ -1,0 +1,202 @@
+"""swir-opt: read IR, run passes in command-line order, verify, print IR.
+
+    swir-opt [options] [-PASS[{opt=value,...}] ...] [IN.swir | -] [-o OUT.swir]
+
+Pass flags take one dash (LLVM style) and run in the order given. A pass
+option may be given on the pass (``-ldm-plan{ldm-size=32768}``) or globally
+(``--ldm-size=32768``, applied to every pass that declares it).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+
+from swir import __version__
+from swir.parser import parse_file
+from swir.passes import PASSES, all_pass_classes, pass_class
+from swir.passes.manager import Pass, PassManager, option_flag
+from swir.printer import print_module
+from swir.verifier import verify
+from .driver import UsageError, command_line_error, run_tool, write_output
+
+PROG = "swir-opt"
+_PASS_RE = re.compile(r"^-([a-z][a-z0-9-]*)(?:\{(.*)\})?$")
+_FLAGS = {
+    "verify-each": "verify the IR after every pass (default on; --no-verify-each)",
+    "print-after-all": "print the IR after every pass (to stderr)",
+    "print-ir-after-failure": "when a pass fails, print the IR as it was before it, "
+                              "with the command that reproduces the failure",
+    "time-passes": "report the time each pass took and whether it changed the IR",
+    "stats": "report each pass's statistics and whether it changed the IR",
+}
+
+
+@dataclass
+class Options:
+    input: str = "-"
+    output: str | None = None
+    passes: list[tuple[str, dict[str, str], int]] = field(default_factory=list)
+    flags: dict[str, bool] = field(default_factory=lambda: {"verify-each": True})
+    globals: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+def usage() -> str:
+    lines = [f"usage: {PROG} [options] [-PASS ...] [IN.swir | -] [-o OUT.swir]", "",
+             "Reads swir IR (stdin if no file or '-'), runs the passes in the order given,",
+             "verifies, and prints the IR (stdout unless -o).", "", "Passes:"]
+    for cls in all_pass_classes():
+        lines.append(f"  -{cls.name:<24} {cls.summary}")
+        for f in cls.options():
+            lines.append(f"      --{option_flag(f.name)}={f.type if isinstance(f.type, str) else f.type.__name__}"
+                         f"  {f.metadata.get('help', '')} (default {f.default})")
+    lines += ["", "Options:",
+              "  -o FILE                    write the output IR to FILE (only on success)",
+              "  --help                     show this help and exit",
+              "  --version                  show the version and exit"]
+    for name, text in _FLAGS.items():
+        lines.append(f"  --{name:<25}{text}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str]) -> Options:
+    o = Options()
+    seen_input = False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            sys.stdout.write(usage())
+            raise SystemExit(0)
+        if a == "--version":
+            print(f"{PROG} {__version__}")
+            raise SystemExit(0)
+        if a == "-o" or a == "--output":
+            if i + 1 >= len(argv):
+                raise command_line_error(PROG, argv, i, f"'{a}' needs a file name")
+            o.output = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("-o") and len(a) > 2 and not _PASS_RE.match(a):
+            o.output = a[2:]
+        elif a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if name in _FLAGS and not eq:
+                o.flags[name] = True
+            elif name.startswith("no-") and name[3:] in _FLAGS and not eq:
+                o.flags[name[3:]] = False
+            elif eq:
+                o.globals[name] = (value, i)
+            else:
+                raise command_line_error(PROG, argv, i, f"unknown option '{a}'")
+        elif a == "-" or not a.startswith("-"):
+            if seen_input:
+                raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")
+            o.input, seen_input = a, True
+        else:
+            m = _PASS_RE.match(a)
+            if not m or m.group(1) not in PASSES:
+                raise command_line_error(PROG, argv, i,
+                                         f"unknown pass '{a}' (see {PROG} --help)")
+            o.passes.append((m.group(1), _pass_options(argv, i, m.group(2)), i))
+        i += 1
+    return o
+
+
+def _pass_options(argv: list[str], i: int, text: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in filter(None, (text or "").split(",")):
+        k, eq, v = item.partition("=")
+        if not eq:
+            raise command_line_error(PROG, argv, i, f"pass option '{item}' needs a value (name=value)")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _convert(value: str, typ: type, what: str) -> object:
+    try:
+        if typ is bool:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return value.lower() in ("true", "1")
+        return typ(value)
+    except ValueError:
+        raise UsageError(f"{what} expects {typ.__name__}, got '{value}'") from None
+
+
+def build_passes(o: Options, argv: list[str]) -> list[Pass]:
+    declared: set[str] = set()
+    passes: list[Pass] = []
+    for name, local, idx in o.passes:
+        cls = pass_class(name)
+        assert cls is not None
+        fields = {option_flag(f.name): f for f in cls.options()}
+        declared |= set(fields)
+        kwargs: dict[str, object] = {}
+        for k, (v, _) in o.globals.items():
+            if k in fields:
+                kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"--{k}")
+        for k, v in local.items():
+            if k not in fields:
+                raise command_line_error(PROG, argv, idx, f"pass -{name} has no option '{k}'")
+            kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"-{name} option {k}")
+        passes.append(cls(**kwargs))
+    for k, (_, idx) in o.globals.items():
+        if k not in declared:
+            raise command_line_error(PROG, argv, idx,
+                                     f"unknown option '--{k}' (no pass in the pipeline takes it)")
+    return passes
+
+
+def _field_type(f) -> type:
+    t = f.type
+    if isinstance(t, str):
+        t = {"int": int, "float": float, "bool": bool, "str": str}.get(t, str)
+    return t
+
+
+def main(argv: list[str]) -> int:
+    try:
+        o = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    passes = build_passes(o, argv)
+    module = parse_file(o.input)
+    verify(module)
+    manager = PassManager(passes, verify_each=o.flags.get("verify-each", True),
+                          print_after_all=o.flags.get("print-after-all", False),
+                          print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
+                          input_name=o.input, dump=sys.stderr)
+    manager.run(module)
+    if not manager.verify_each:
+        verify(module)
+    _report(manager, o)
+    write_output(o.output, print_module(module))
+    return 0
+
+
+def _report(manager: PassManager, o: Options) -> None:
+    if o.flags.get("time-passes"):
+        total = sum(r.seconds for r in manager.records)
+        print("===-- swir-opt pass timing --===", file=sys.stderr)
+        print(f"  {'seconds':>9}  {'%':>6}  {'changed':<7}  pass", file=sys.stderr)
+        for r in manager.records:
+            pct = 100 * r.seconds / total if total else 0.0
+            print(f"  {r.seconds:9.4f}  {pct:5.1f}%  {'yes' if r.changed else 'no':<7}  -{r.name}",
+                  file=sys.stderr)
+        print(f"  {total:9.4f}  100.0%           total", file=sys.stderr)
+    if o.flags.get("stats"):
+        print("===-- swir-opt statistics --===", file=sys.stderr)
+        for r in manager.records:
+            stats = ", ".join(f"{v} {k}" for k, v in sorted(r.statistics.items()))
+            print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
+                  + (f" ({stats})" if stats else ""), file=sys.stderr)
+
+
+def entry() -> None:
+    sys.exit(run_tool(PROG, main))
+
+
+if __name__ == "__main__":
+    entry()
