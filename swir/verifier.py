@@ -28,7 +28,7 @@ from typing import Any
 
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
-from swir.ir.affine import Expr
+from swir.ir.affine import Compound, Expr
 from swir.ir.core import (STAGES, Access, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
@@ -106,7 +106,8 @@ class _Verifier:
         self.errors: list[Diagnostic] = []
         self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
         self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
-        self.ranges: dict[int, tuple[int, int] | None] = {}
+        # id(loop variable) -> (lower bound, upper bound, nesting depth)
+        self.loop_bounds: dict[int, tuple[Expr, Expr, int]] = {}
         self.guards: list[dict[tuple, list[int]]] = []
         self.func: Function | None = None
         ldm = module_attr_ldm(module)
@@ -296,8 +297,11 @@ class _Verifier:
             body = inst.regions[0]
             iv = body.blocks[0].args[0] if body.blocks[0].args else None
             if iv is not None:
-                self.ranges[id(iv)] = self._loop_range(inst)
+                lb, ub = (a if isinstance(a, Expr) else Expr.of(a) for a in inst.args[:2])
+                self.loop_bounds[id(iv)] = (lb, ub, len(self.loop_bounds))
             self.region(body, structured=True)
+            if iv is not None:
+                del self.loop_bounds[id(iv)]
             return
         if inst.opname == "if":
             guards = self._guards(inst)
@@ -393,43 +397,98 @@ class _Verifier:
                         "variable nor an index symbol")
         return None
 
-    def _value_range(self, v: Value) -> tuple[int, int] | None:
-        key = id(v)
-        if key in self.ranges:
-            r = self.ranges[key]
-        elif isinstance(v, Result) and v.owner.opname == "cpe_id":
-            r = (0, 63)
-        elif isinstance(v, Result) and v.owner.opname == "chunk":
-            r = (0, int(v.owner.attrs.get("extent", 0)))
-        elif isinstance(v, Result) and v.owner.opname == "const":
-            c = v.owner.args[0]
-            r = (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
-        else:
-            r = None
-        return self._tighten(Expr.of(v), r)
-
+    # Bounds of index expressions. min/max are distributed first (so terms in
+    # the same loop variable cancel), then loop variables are replaced,
+    # innermost first, by their (possibly symbolic) bounds,
+    # so remainder tiles like ``64*%io + %ii`` with ``%ii < min(64, 1000 - 64*%io)``
+    # are bounded exactly (by 999) rather than by plain interval arithmetic.
     def _bounds(self, e: Expr) -> tuple[int, int] | None:
-        return self._tighten(e, e.bounds(self._value_range))
-
-    def _tighten(self, e: Expr, r: tuple[int, int] | None) -> tuple[int, int] | None:
-        key = e.linear_part().key()
-        for guards in self.guards:
-            g = guards.get(key)
-            if g is not None:
-                lo, hi = g[0] + e.const, g[1] + e.const
-                if r is None:
-                    r = (lo, hi) if lo > -_INF and hi < _INF else r
-                else:
-                    r = (max(r[0], lo), min(r[1], hi))
-        return r
-
-    def _loop_range(self, inst: Instruction) -> tuple[int, int] | None:
-        lb = inst.args[0] if isinstance(inst.args[0], Expr) else Expr.of(inst.args[0])
-        ub = inst.args[1] if isinstance(inst.args[1], Expr) else Expr.of(inst.args[1])
-        lo, hi = self._bounds(lb), self._bounds(ub)
-        if lo is None or hi is None:
+        hi, lo = self._hi(e), self._hi(-e)
+        if hi is None or lo is None:
             return None
-        return lo[0], hi[1] - 1
+        return -lo, hi
+
+    def _hi(self, e: Expr) -> int | None:
+        """An upper bound of e over every iteration, or None if unbounded."""
+        best = self._guard_hi(e)
+        found = self._hi_unguarded(e)
+        if found is None:
+            return best
+        return found if best is None else min(best, found)
+
+    def _guard_hi(self, e: Expr) -> int | None:
+        """The tightest upper bound enclosing ``if`` guards give e (or its negation)."""
+        lin = e.linear_part()
+        key, neg_key, out = lin.key(), (-lin).key(), None
+        for guards in self.guards:
+            cands = []
+            g = guards.get(key)
+            if g is not None and g[1] < _INF:
+                cands.append(g[1])
+            g = guards.get(neg_key)
+            if g is not None and g[0] > -_INF:
+                cands.append(-g[0])
+            for c in cands:
+                out = c + e.const if out is None else min(out, c + e.const)
+        return out
+
+    def _hi_unguarded(self, e: Expr) -> int | None:
+        for atom, coef in e.terms:
+            if isinstance(atom, Compound) and atom.kind in ("min", "max"):
+                rest = Expr(tuple((a, c) for a, c in e.terms if a is not atom), e.const)
+                his = [self._hi(rest + a.scale(coef)) for a in atom.args]
+                if (atom.kind == "min") == (coef > 0):  # behaves as a min
+                    known = [h for h in his if h is not None]
+                    return min(known) if known else None
+                return None if any(h is None for h in his) else max(his)
+        iv = self._innermost_loop_var(e)
+        if iv is not None:
+            coef = dict((id(a), c) for a, c in e.terms)[id(iv)]
+            lb, ub, _ = self.loop_bounds[id(iv)]
+            rest = Expr(tuple((a, c) for a, c in e.terms if a is not iv), e.const)
+            return self._hi(rest + (ub - 1 if coef > 0 else lb).scale(coef))
+        total = e.const
+        for atom, coef in e.terms:
+            r = self._atom_range(atom)
+            if r is None:
+                return None
+            total += coef * (r[1] if coef > 0 else r[0])
+        return total
+
+    def _innermost_loop_var(self, e: Expr) -> Value | None:
+        best, depth = None, -1
+        for atom, _ in e.terms:
+            entry = self.loop_bounds.get(id(atom))
+            if entry is not None and entry[2] > depth:
+                best, depth = atom, entry[2]
+        return best
+
+    def _atom_range(self, atom: object) -> tuple[int, int] | None:
+        if isinstance(atom, Compound):  # floordiv / ceildiv / mod of one expression
+            r = self._bounds(atom.args[0])
+            d = atom.divisor
+            if atom.kind == "mod":
+                return (r[0], r[1]) if r is not None and r[0] >= 0 and r[1] < d else (0, d - 1)
+            if r is None:
+                return None
+            if atom.kind == "floordiv":
+                return r[0] // d, r[1] // d
+            return -(-r[0] // d), -(-r[1] // d)
+        hi, lo = self._guard_hi(Expr.of(atom)), self._guard_hi(-Expr.of(atom))
+        r = self._symbol_range(atom)
+        if r is None:
+            return None if hi is None or lo is None else (-lo, hi)
+        return (r[0] if lo is None else max(r[0], -lo), r[1] if hi is None else min(r[1], hi))
+
+    def _symbol_range(self, v: object) -> tuple[int, int] | None:
+        if isinstance(v, Result) and v.owner.opname == "cpe_id":
+            return 0, 63
+        if isinstance(v, Result) and v.owner.opname == "chunk":
+            return 0, int(v.owner.attrs.get("extent", 0))
+        if isinstance(v, Result) and v.owner.opname == "const":
+            c = v.owner.args[0]
+            return (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
+        return None
 
     def _guards(self, inst: Instruction) -> dict[tuple, list[int]]:
         out: dict[tuple, list[int]] = {}

@@ -14,11 +14,12 @@ import sys
 from dataclasses import dataclass, field
 
 from swir import __version__
-from swir.parser import parse_file
+from swir.diagnostics import Diagnostic
+from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
-from swir.passes.manager import Pass, PassManager, option_flag
+from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
 from swir.printer import print_module
-from swir.verifier import verify
+from swir.verifier import VerificationError, verify
 from .driver import UsageError, command_line_error, run_tool, write_output
 
 PROG = "swir-opt"
@@ -30,6 +31,8 @@ _FLAGS = {
                               "with the command that reproduces the failure",
     "time-passes": "report the time each pass took and whether it changed the IR",
     "stats": "report each pass's statistics and whether it changed the IR",
+    "split-input-file": "treat each '// -----'-separated chunk of the input as its own "
+                        "module (diagnostics keep the file's line numbers)",
 }
 
 
@@ -162,18 +165,52 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     passes = build_passes(o, argv)
-    module = parse_file(o.input)
+    text = read_source(o.input)
+    name = "<stdin>" if o.input == "-" else o.input
+    if not o.flags.get("split-input-file"):
+        write_output(o.output, process(text, name, passes, o))
+        return 0
+    outputs, failed = [], False
+    for chunk in split_chunks(text):
+        try:
+            outputs.append(process(chunk, name, build_passes(o, argv), o))
+        except (Diagnostic, VerificationError, PassFailure) as e:
+            failed = True
+            for d in getattr(e, "diagnostics", [e]):
+                print(d.render(), file=sys.stderr)
+    if failed:
+        return 1
+    write_output(o.output, "// -----\n".join(outputs))
+    return 0
+
+
+def split_chunks(text: str) -> list[str]:
+    """Split at '// -----' lines; each chunk is padded with the newlines before
+    it, so line numbers in diagnostics are those of the whole file."""
+    chunks, current, offset = [], [], 0
+    for lineno, line in enumerate(text.split("\n")):
+        if line.strip() == "// -----":
+            chunks.append("\n" * offset + "\n".join(current))
+            current, offset = [], lineno + 1
+        else:
+            current.append(line)
+    chunks.append("\n" * offset + "\n".join(current))
+    return chunks
+
+
+def process(text: str, name: str, passes: list[Pass], o: Options) -> str:
+    """Parse, verify, run the pipeline, verify again; return the printed module."""
+    module = parse_module(text, name)
     verify(module)
     manager = PassManager(passes, verify_each=o.flags.get("verify-each", True),
                           print_after_all=o.flags.get("print-after-all", False),
                           print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
-                          input_name=o.input, dump=sys.stderr)
+                          input_name=name, dump=sys.stderr)
     manager.run(module)
     if not manager.verify_each:
         verify(module)
     _report(manager, o)
-    write_output(o.output, print_module(module))
-    return 0
+    return print_module(module)
 
 
 def _report(manager: PassManager, o: Options) -> None:

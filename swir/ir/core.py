@@ -418,6 +418,14 @@ class Instruction:
     def replace_uses_of(self, old: Value, new: Value) -> None:
         self.set_args([slot_substitute(s, {old: new}) for s in self.args])
 
+    def set_result_types(self, types: list[Type], names: list[str | None] | None = None) -> None:
+        """Replace the results (none may be in use) with fresh ones of these types."""
+        if any(r.has_uses for r in self.results):
+            raise ValueError(f"cannot retype '{self.opname}': its results are in use")
+        names = list(names or [])
+        names += [None] * (len(types) - len(names))
+        self.results = [Result(t, self, i, n) for i, (t, n) in enumerate(zip(types, names))]
+
     @property
     def result(self) -> Result:
         if len(self.results) != 1:

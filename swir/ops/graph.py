@@ -46,7 +46,7 @@ def _arity(inst: Instruction, lo: int, hi: int | None, what: str) -> None:
             count = f"at least {lo} operand" + ("" if lo == 1 else "s")
         else:
             count = f"{lo} to {hi} operands"
-        raise OpError(f"'{inst.opname}' takes {count} ({what}), got {n}")
+        raise OpError(f"takes {count} ({what}), got {n}")
 
 
 def _tensors(inst: Instruction) -> list[TensorType]:
@@ -56,23 +56,23 @@ def _tensors(inst: Instruction) -> list[TensorType]:
 def _same_element(inst: Instruction, types: list[TensorType], names: list[str]) -> None:
     for t, name in zip(types[1:], names[1:]):
         if t.element != types[0].element:
-            raise OpError(f"'{inst.opname}' {name} has element type {t.element} but "
+            raise OpError(f"{name} has element type {t.element} but "
                           f"{names[0]} has {types[0].element}")
 
 
 def _rank(inst: Instruction, t: TensorType, rank: int, what: str) -> None:
     if t.rank != rank:
-        raise OpError(f"'{inst.opname}' {what} must have rank {rank}, got {t}")
+        raise OpError(f"{what} must have rank {rank}, got {t}")
 
 
 def _min_rank(inst: Instruction, t: TensorType, rank: int, what: str = "operand") -> None:
     if t.rank < rank:
-        raise OpError(f"'{inst.opname}' {what} must have rank >= {rank}, got {t}")
+        raise OpError(f"{what} must have rank >= {rank}, got {t}")
 
 
 def _float(inst: Instruction, t: TensorType, what: str = "operand") -> None:
     if not t.element.is_float:
-        raise OpError(f"'{inst.opname}' needs a floating-point {what}, got {t}")
+        raise OpError(f"needs a floating-point {what}, got {t}")
 
 
 def _positive(values: list[int], name: str) -> list[int]:
@@ -91,7 +91,7 @@ def _non_negative(values: list[int], name: str) -> list[int]:
 
 def _vector(inst: Instruction, t: TensorType, size: int, what: str, of: str) -> None:
     if t.shape != (size,):
-        raise OpError(f"'{inst.opname}' {what} must be <{size} x {t.element}> "
+        raise OpError(f"{what} must be <{size} x {t.element}> "
                       f"(one per {of}), got {t}")
 
 
@@ -106,16 +106,16 @@ def _infer_matmul(inst: Instruction) -> list[Type]:
     _same_element(inst, [a, b], ["left operand", "right operand"])
     for t in (a, b):
         if t.rank == 0:
-            raise OpError(f"'matmul' operands must have rank >= 1 (as numpy.matmul), got {t}")
+            raise OpError(f"operands must have rank >= 1 (as numpy.matmul), got {t}")
     sa = a.shape if a.rank >= 2 else (1,) + a.shape
     sb = b.shape if b.rank >= 2 else b.shape + (1,)
     if sa[-1] != sb[-2]:
-        raise OpError(f"matmul contracting dimensions differ: {a} has {sa[-1]} columns "
+        raise OpError(f"contracting dimensions differ: {a} has {sa[-1]} columns "
                       f"but {b} has {sb[-2]} rows")
     try:
         batch = broadcast_shapes(sa[:-2], sb[:-2])
     except OpError as e:
-        raise OpError(f"matmul batch dimensions do not broadcast: {e}") from None
+        raise OpError(f"batch dimensions do not broadcast: {e}") from None
     out = batch + ((sa[-2],) if a.rank >= 2 else ()) + ((sb[-1],) if b.rank >= 2 else ())
     return [TensorType(out, a.element)]
 
@@ -141,7 +141,7 @@ def _window_count(inst: Instruction, axis: int, size: int, k: int, s: int, p0: i
     padded = size + p0 + p1
     if ek > padded:
         how = f"kernel {k}" + (f" with dilation {d}" if d != 1 else "")
-        raise OpError(f"'{inst.opname}' {how} spans {ek} but the padded input "
+        raise OpError(f"{how} spans {ek} but the padded input "
                       f"{_AXES_HW[axis]} is only {padded} ({size} + {p0} + {p1})")
     if not ceil_mode:
         return (padded - ek) // s + 1
@@ -171,10 +171,10 @@ def _infer_conv2d(inst: Instruction) -> list[Type]:
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     if cg * groups != c:
-        raise OpError(f"conv2d input has {c} channels but weight expects {cg * groups} "
+        raise OpError(f"input has {c} channels but weight expects {cg * groups} "
                       f"(groups = {groups})")
     if o % groups:
-        raise OpError(f"conv2d weight has {o} output channels, not divisible by "
+        raise OpError(f"weight has {o} output channels, not divisible by "
                       f"groups = {groups}")
     _bias(inst, x, o)
     oh = _window_count(inst, 0, h, kh, stride[0], pad[0], pad[2], dilation[0])
@@ -196,10 +196,10 @@ def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
     n, c, h, wd = x.shape
     cw, og, kh, kw = w.shape
     if cw != c:
-        raise OpError(f"conv_transpose2d input has {c} channels but weight has {cw} "
+        raise OpError(f"input has {c} channels but weight has {cw} "
                       f"input channels")
     if c % groups:
-        raise OpError(f"conv_transpose2d input has {c} channels, not divisible by "
+        raise OpError(f"input has {c} channels, not divisible by "
                       f"groups = {groups}")
     o = og * groups
     _bias(inst, x, o)
@@ -212,7 +212,7 @@ def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
                           f"the stride ({s}) or the dilation ({d})")
         full = (size - 1) * s + _extent(k, d) + op
         if full - p0 - p1 < 1:
-            raise OpError(f"conv_transpose2d pads {p0} + {p1} crop the whole output "
+            raise OpError(f"pads {p0} + {p1} crop the whole output "
                           f"{_AXES_HW[axis]} {full}")
         out.append(full - p0 - p1)
     return [TensorType((n, o, out[0], out[1]), x.element)]
@@ -242,7 +242,7 @@ def _infer_pool(inst: Instruction) -> list[Type]:
         for p, side in ((pad[axis], ("top", "left")[axis]),
                         (pad[axis + 2], ("bottom", "right")[axis])):
             if p > ek // 2:
-                raise OpError(f"'{inst.opname}' pad {p} on the {side} is more than half the "
+                raise OpError(f"pad {p} on the {side} is more than half the "
                               f"kernel extent {ek}")
         out.append(_window_count(inst, axis, size, kernel[axis], stride[axis], pad[axis],
                                  pad[axis + 2], dilation[axis], ceil_mode))
@@ -306,7 +306,7 @@ def _infer_layer_norm(inst: Instruction) -> list[Type]:
             except OpError:
                 ok = False
         if not ok:
-            raise OpError(f"layer_norm {name} {t} does not broadcast to the normalised "
+            raise OpError(f"{name} {t} does not broadcast to the normalised "
                           f"shape {_shape(norm)} (axes {axis}..{x.rank - 1} of {x})")
     _epsilon(inst)
     return [x]
@@ -364,16 +364,16 @@ def _infer_reshape(inst: Instruction) -> list[Type]:
     for i, d in enumerate(spec):
         if d == -1:
             if infer_at is not None:
-                raise OpError(f"reshape shape {_shape(spec)} has more than one -1")
+                raise OpError(f"shape {_shape(spec)} has more than one -1")
             infer_at = i
             out.append(1)
         elif d == 0:
             if i >= x.rank:
-                raise OpError(f"reshape shape entry 0 at position {i} copies an input "
+                raise OpError(f"shape entry 0 at position {i} copies an input "
                               f"dimension, but the input {x} has rank {x.rank}")
             out.append(x.shape[i])
         elif d < -1:
-            raise OpError(f"reshape shape entries must be positive, 0 (copy) or -1 "
+            raise OpError(f"shape entries must be positive, 0 (copy) or -1 "
                           f"(infer), got {d}")
         else:
             out.append(d)
@@ -394,7 +394,7 @@ def _infer_flatten(inst: Instruction) -> list[Type]:
     x = tensor_arg(inst, 0)
     axis = int_attr(inst, "axis", 1)
     if not -x.rank <= axis <= x.rank:
-        raise OpError(f"flatten axis {axis} is out of range for rank {x.rank} "
+        raise OpError(f"axis {axis} is out of range for rank {x.rank} "
                       f"(allowed {-x.rank}..{x.rank})")
     if axis < 0:
         axis += x.rank
@@ -410,11 +410,11 @@ def _infer_concat(inst: Instruction) -> list[Type]:
     axis = normalise_axis(int_attr(inst, "axis"), first.rank)
     for i, t in enumerate(types[1:], 1):
         if t.rank != first.rank:
-            raise OpError(f"concat operand #{i} {t} has rank {t.rank} but operand #0 "
+            raise OpError(f"operand #{i} {t} has rank {t.rank} but operand #0 "
                           f"{first} has rank {first.rank}")
         for d, (p, q) in enumerate(zip(first.shape, t.shape)):
             if d != axis and p != q:
-                raise OpError(f"concat operand #{i} {t} differs from operand #0 {first} "
+                raise OpError(f"operand #{i} {t} differs from operand #0 {first} "
                               f"in dimension {d} ({q} vs {p}); only axis {axis} may differ")
     shape = list(first.shape)
     shape[axis] = sum(t.shape[axis] for t in types)
@@ -428,27 +428,24 @@ def _split_sizes(inst: Instruction) -> tuple[TensorType, int, list[int]]:
     axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
     sizes = _positive(ints_attr(inst, "sizes"), "sizes")
     if not sizes:
-        raise OpError("split needs at least one size")
+        raise OpError("needs at least one size")
     if sum(sizes) != x.shape[axis]:
-        raise OpError(f"split sizes {_shape(sizes)} sum to {sum(sizes)} but axis {axis} "
+        raise OpError(f"sizes {_shape(sizes)} sum to {sum(sizes)} but axis {axis} "
                       f"of {x} has size {x.shape[axis]}")
     return x, axis, sizes
 
 
 def _infer_split(inst: Instruction) -> list[Type]:
     x, axis, sizes = _split_sizes(inst)
+    if inst.results and len(inst.results) != len(sizes):  # as parsed; builders have none yet
+        raise OpError(f"sizes {_shape(sizes)} make {len(sizes)} results but "
+                      f"{len(inst.results)} are written")
     out = []
     for s in sizes:
         shape = list(x.shape)
         shape[axis] = s
         out.append(TensorType(tuple(shape), x.element))
     return out
-
-
-def _verify_split(inst: Instruction) -> None:
-    sizes = _split_sizes(inst)[2]
-    if len(inst.results) != len(sizes):
-        raise OpError(f"split has {len(sizes)} sizes but {len(inst.results)} results")
 
 
 def slice_length(dim: int, start: int, end: int, step: int) -> int:
@@ -506,7 +503,7 @@ def _infer_gather(inst: Instruction) -> list[Type]:
     data, idx = tensor_arg(inst, 0), tensor_arg(inst, 1)
     _min_rank(inst, data, 1, "data")
     if not idx.element.is_int or idx.element == I1:
-        raise OpError(f"gather indices must be an integer tensor, got {idx}")
+        raise OpError(f"indices must be an integer tensor, got {idx}")
     axis = normalise_axis(int_attr(inst, "axis", 0), data.rank)
     shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
     return [TensorType(shape, data.element)]
@@ -519,10 +516,10 @@ def _infer_resize_nearest(inst: Instruction) -> list[Type]:
     shape = []
     for a, (d, s) in enumerate(zip(x.shape, scales)):
         if not (s > 0 and math.isfinite(s)):
-            raise OpError(f"resize scales must be positive, got {s} for axis {a}")
+            raise OpError(f"scales must be positive, got {s} for axis {a}")
         n = math.floor(d * s)
         if n < 1:
-            raise OpError(f"resize scale {s} shrinks axis {a} of size {d} to nothing")
+            raise OpError(f"scale {s} shrinks axis {a} of size {d} to nothing")
         shape.append(n)
     return [TensorType(tuple(shape), x.element)]
 
@@ -570,7 +567,7 @@ def _infer_clip(inst: Instruction) -> list[Type]:
     lo = float_attr(inst, "min", None)
     hi = float_attr(inst, "max", None)
     if lo is not None and hi is not None and lo > hi:
-        raise OpError(f"clip min {lo} is greater than max {hi}")
+        raise OpError(f"min {lo} is greater than max {hi}")
     return [x]
 
 
@@ -676,8 +673,7 @@ _op("concat", "Join tensors along an axis; the other dimensions must agree.",
 _op("split", "Split along an axis into len(sizes) results.",
     (1, 1), _infer_split, "injective", "Split",
     (Attr("axis", "int", doc="default 0"),
-     Attr("sizes", "ints", required=True, doc="positive, summing to the axis size")),
-    verify=_verify_split)
+     Attr("sizes", "ints", required=True, doc="positive, summing to the axis size")))
 _op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
     (1, 1), _infer_slice, "injective", "Slice",
     (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),

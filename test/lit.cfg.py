@@ -1,0 +1,27 @@
+# lit configuration: every .swir file under test/ with RUN lines is a test.
+# The tools (swir-opt, ...) and filecheck come from the environment where swir
+# is installed (see README: .ci/run installs them into a fresh venv).
+import os
+import shutil
+
+import lit.formats
+
+config.name = "swir"
+# lit 23 rejects ShTest(True); the internal shell handles pipes, `not` and %s.
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".swir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.test_source_root, "Output")
+config.excludes = ["Inputs", "unit", "Output"]
+config.environment["PATH"] = os.environ.get("PATH", "")
+for var in ("HOME", "TMPDIR", "LANG", "LC_ALL"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+# The filecheck package provides `filecheck`; tests may also write FileCheck.
+config.substitutions.append(("FileCheck", "filecheck"))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+for tool in ("swir-opt", "filecheck"):
+    if shutil.which(tool, path=config.environment["PATH"]) is None:
+        lit_config.fatal(f"'{tool}' is not on PATH: install swir with its test extra "
+                         "(pip install '.[test]')")
