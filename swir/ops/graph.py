@@ -53,24 +53,24 @@ def _tensors(inst: Instruction) -> list[TensorType]:
     return [tensor_arg(inst, i) for i in range(len(inst.args))]
 
 
-def _same_element(inst: Instruction, types: list[TensorType], names: list[str]) -> None:
+def _same_element(types: list[TensorType], names: list[str]) -> None:
     for t, name in zip(types[1:], names[1:]):
         if t.element != types[0].element:
             raise OpError(f"{name} has element type {t.element} but "
                           f"{names[0]} has {types[0].element}")
 
 
-def _rank(inst: Instruction, t: TensorType, rank: int, what: str) -> None:
+def _rank(t: TensorType, rank: int, what: str) -> None:
     if t.rank != rank:
         raise OpError(f"{what} must have rank {rank}, got {t}")
 
 
-def _min_rank(inst: Instruction, t: TensorType, rank: int, what: str = "operand") -> None:
+def _min_rank(t: TensorType, rank: int, what: str = "operand") -> None:
     if t.rank < rank:
         raise OpError(f"{what} must have rank >= {rank}, got {t}")
 
 
-def _float(inst: Instruction, t: TensorType, what: str = "operand") -> None:
+def _float(t: TensorType, what: str = "operand") -> None:
     if not t.element.is_float:
         raise OpError(f"needs a floating-point {what}, got {t}")
 
@@ -89,7 +89,7 @@ def _non_negative(values: list[int], name: str) -> list[int]:
     return values
 
 
-def _vector(inst: Instruction, t: TensorType, size: int, what: str, of: str) -> None:
+def _vector(t: TensorType, size: int, what: str, of: str) -> None:
     if t.shape != (size,):
         raise OpError(f"{what} must be <{size} x {t.element}> "
                       f"(one per {of}), got {t}")
@@ -103,7 +103,7 @@ _AXES_HW = ("height", "width")
 def _infer_matmul(inst: Instruction) -> list[Type]:
     _arity(inst, 2, 2, "two tensors")
     a, b = _tensors(inst)
-    _same_element(inst, [a, b], ["left operand", "right operand"])
+    _same_element([a, b], ["left operand", "right operand"])
     for t in (a, b):
         if t.rank == 0:
             raise OpError(f"operands must have rank >= 1 (as numpy.matmul), got {t}")
@@ -134,7 +134,7 @@ def _extent(k: int, d: int) -> int:
     return d * (k - 1) + 1
 
 
-def _window_count(inst: Instruction, axis: int, size: int, k: int, s: int, p0: int, p1: int,
+def _window_count(axis: int, size: int, k: int, s: int, p0: int, p1: int,
                   d: int, ceil_mode: bool = False) -> int:
     """Number of windows along one spatial axis (ONNX Conv / pooling rule)."""
     ek = _extent(k, d)
@@ -154,16 +154,16 @@ def _window_count(inst: Instruction, axis: int, size: int, k: int, s: int, p0: i
 def _bias(inst: Instruction, x: TensorType, channels: int) -> None:
     if len(inst.args) == 3:
         b = tensor_arg(inst, 2)
-        _same_element(inst, [x, b], ["input", "bias"])
-        _vector(inst, b, channels, "bias", "output channel")
+        _same_element([x, b], ["input", "bias"])
+        _vector(b, channels, "bias", "output channel")
 
 
 def _infer_conv2d(inst: Instruction) -> list[Type]:
     _arity(inst, 2, 3, "input, weight and an optional bias")
     x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
-    _rank(inst, x, 4, "input (N x C x H x W)")
-    _rank(inst, w, 4, "weight (O x C/groups x kH x kW)")
-    _same_element(inst, [x, w], ["input", "weight"])
+    _rank(x, 4, "input (N x C x H x W)")
+    _rank(w, 4, "weight (O x C/groups x kH x kW)")
+    _same_element([x, w], ["input", "weight"])
     stride, pad, dilation = _spatial_attrs(inst)
     groups = int_attr(inst, "groups", 1)
     if groups <= 0:
@@ -177,17 +177,17 @@ def _infer_conv2d(inst: Instruction) -> list[Type]:
         raise OpError(f"weight has {o} output channels, not divisible by "
                       f"groups = {groups}")
     _bias(inst, x, o)
-    oh = _window_count(inst, 0, h, kh, stride[0], pad[0], pad[2], dilation[0])
-    ow = _window_count(inst, 1, wd, kw, stride[1], pad[1], pad[3], dilation[1])
+    oh = _window_count(0, h, kh, stride[0], pad[0], pad[2], dilation[0])
+    ow = _window_count(1, wd, kw, stride[1], pad[1], pad[3], dilation[1])
     return [TensorType((n, o, oh, ow), x.element)]
 
 
 def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
     _arity(inst, 2, 3, "input, weight and an optional bias")
     x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
-    _rank(inst, x, 4, "input (N x C x H x W)")
-    _rank(inst, w, 4, "weight (C x O/groups x kH x kW)")
-    _same_element(inst, [x, w], ["input", "weight"])
+    _rank(x, 4, "input (N x C x H x W)")
+    _rank(w, 4, "weight (C x O/groups x kH x kW)")
+    _same_element([x, w], ["input", "weight"])
     stride, pad, dilation = _spatial_attrs(inst)
     out_pad = _non_negative(ints_attr(inst, "output_padding", 2, [0, 0]), "output_padding")
     groups = int_attr(inst, "groups", 1)
@@ -223,10 +223,10 @@ def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
 def _infer_pool(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _rank(inst, x, 4, "input (N x C x H x W)")
+    _rank(x, 4, "input (N x C x H x W)")
     is_avg = inst.opname == "avg_pool2d"
     if is_avg:
-        _float(inst, x, "input")
+        _float(x, "input")
     kernel = _positive(ints_attr(inst, "kernel", 2), "kernel")
     stride = _positive(ints_attr(inst, "stride", 2, [1, 1]), "stride")
     pad = _non_negative(ints_attr(inst, "pad", 4, [0, 0, 0, 0]), "pad")
@@ -244,7 +244,7 @@ def _infer_pool(inst: Instruction) -> list[Type]:
             if p > ek // 2:
                 raise OpError(f"pad {p} on the {side} is more than half the "
                               f"kernel extent {ek}")
-        out.append(_window_count(inst, axis, size, kernel[axis], stride[axis], pad[axis],
+        out.append(_window_count(axis, size, kernel[axis], stride[axis], pad[axis],
                                  pad[axis + 2], dilation[axis], ceil_mode))
     return [TensorType((n, c, out[0], out[1]), x.element)]
 
@@ -252,8 +252,8 @@ def _infer_pool(inst: Instruction) -> list[Type]:
 def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _rank(inst, x, 4, "input (N x C x H x W)")
-    _float(inst, x, "input")
+    _rank(x, 4, "input (N x C x H x W)")
+    _float(x, "input")
     return [TensorType(x.shape[:2] + (1, 1), x.element)]
 
 
@@ -271,11 +271,11 @@ def _infer_batch_norm(inst: Instruction) -> list[Type]:
     names = ["input", "scale", "bias", "mean", "var"]
     types = _tensors(inst)
     x = types[0]
-    _min_rank(inst, x, 2, "input (N x C x ...)")
-    _float(inst, x, "input")
-    _same_element(inst, types, names)
+    _min_rank(x, 2, "input (N x C x ...)")
+    _float(x, "input")
+    _same_element(types, names)
     for t, name in zip(types[1:], names[1:]):
-        _vector(inst, t, x.shape[1], name, "channel")
+        _vector(t, x.shape[1], name, "channel")
     _epsilon(inst)
     return [x]
 
@@ -283,8 +283,8 @@ def _infer_batch_norm(inst: Instruction) -> list[Type]:
 def _infer_softmax(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _min_rank(inst, x, 1)
-    _float(inst, x)
+    _min_rank(x, 1)
+    _float(x)
     normalise_axis(int_attr(inst, "axis", -1), x.rank)
     return [x]
 
@@ -293,9 +293,9 @@ def _infer_layer_norm(inst: Instruction) -> list[Type]:
     _arity(inst, 2, 3, "x, scale and an optional bias")
     types = _tensors(inst)
     x = types[0]
-    _min_rank(inst, x, 1, "input")
-    _float(inst, x, "input")
-    _same_element(inst, types, ["input", "scale", "bias"])
+    _min_rank(x, 1, "input")
+    _float(x, "input")
+    _same_element(types, ["input", "scale", "bias"])
     axis = normalise_axis(int_attr(inst, "axis", -1), x.rank)
     norm = x.shape[axis:]
     for t, name in zip(types[1:], ("scale", "bias")):
@@ -324,7 +324,7 @@ def _infer_reduce(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
     if inst.opname == "reduce_mean":
-        _float(inst, x)
+        _float(x)
     axes = normalise_axes(ints_attr(inst, "axes", None, []), x.rank)
     keepdims = bool_attr(inst, "keepdims", True)
     if not axes:
@@ -335,7 +335,7 @@ def _infer_reduce(inst: Instruction) -> list[Type]:
 def _infer_argmax(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _min_rank(inst, x, 1)
+    _min_rank(x, 1)
     axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
     keepdims = bool_attr(inst, "keepdims", True)
     return [TensorType(_reduced(x.shape, [axis], keepdims), I64)]
@@ -405,8 +405,8 @@ def _infer_concat(inst: Instruction) -> list[Type]:
     _arity(inst, 1, None, "the tensors to join")
     types = _tensors(inst)
     first = types[0]
-    _same_element(inst, types, [f"operand #{i}" for i in range(len(types))])
-    _min_rank(inst, first, 1, "operand #0")
+    _same_element(types, [f"operand #{i}" for i in range(len(types))])
+    _min_rank(first, 1, "operand #0")
     axis = normalise_axis(int_attr(inst, "axis"), first.rank)
     for i, t in enumerate(types[1:], 1):
         if t.rank != first.rank:
@@ -424,7 +424,7 @@ def _infer_concat(inst: Instruction) -> list[Type]:
 def _split_sizes(inst: Instruction) -> tuple[TensorType, int, list[int]]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _min_rank(inst, x, 1)
+    _min_rank(x, 1)
     axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
     sizes = _positive(ints_attr(inst, "sizes"), "sizes")
     if not sizes:
@@ -501,7 +501,7 @@ def _infer_pad(inst: Instruction) -> list[Type]:
 def _infer_gather(inst: Instruction) -> list[Type]:
     _arity(inst, 2, 2, "data and indices")
     data, idx = tensor_arg(inst, 0), tensor_arg(inst, 1)
-    _min_rank(inst, data, 1, "data")
+    _min_rank(data, 1, "data")
     if not idx.element.is_int or idx.element == I1:
         raise OpError(f"indices must be an integer tensor, got {idx}")
     axis = normalise_axis(int_attr(inst, "axis", 0), data.rank)
@@ -574,7 +574,7 @@ def _infer_clip(inst: Instruction) -> list[Type]:
 def _infer_leaky_relu(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _float(inst, x)
+    _float(x)
     float_attr(inst, "alpha", 0.01)
     return [x]
 
@@ -582,7 +582,7 @@ def _infer_leaky_relu(inst: Instruction) -> list[Type]:
 def _infer_gelu(inst: Instruction) -> list[Type]:
     _arity(inst, 1, 1, "the input")
     x = tensor_arg(inst, 0)
-    _float(inst, x)
+    _float(x)
     str_attr(inst, "approximate", "none", ("none", "tanh"))
     return [x]
 
