@@ -591,17 +591,24 @@ _TOKEN_NAMES = {
     "_NL": "end of line", "VALUE": "a value (%name)", "GLOBAL": "a symbol (@name)",
     "LABEL": "a block label ('name)", "NAME": "a name", "INT": "an integer",
     "FLOAT": "a float", "STRING": "a string", "TYPE": "a type", "RELOP": "a comparison",
-    "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
-    "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "__ANON_0": "'->'",
-    "$END": "end of file", "FUNC_KIND": "'func' or 'kernel'", "BOOL": "true or false",
-    "SPECIAL_FLOAT": "inf or nan", "MINUS": "'-'", "PLUS": "'+'", "STAR": "'*'",
-    "LESSTHAN": "'<'", "MORETHAN": "'>'",
+    "$END": "end of file", "FUNC_KIND": "'func', 'kernel'", "BOOL": "true or false",
+    "SPECIAL_FLOAT": "inf or nan",
 }
 
 
+@lru_cache(maxsize=1)
+def _terminal_spellings() -> dict[str, str]:
+    """Readable names for the grammar's terminals: keywords and punctuation quoted."""
+    out = dict(_TOKEN_NAMES)
+    for t in _lark().terminals:
+        if t.name not in out and t.pattern.type == "str":
+            out[t.name] = f"'{t.pattern.value}'"
+    return out
+
+
 def _describe_expected(expected: set[str]) -> str:
-    names = sorted({_TOKEN_NAMES.get(e, f"'{e.lower()}'" if e.isupper() else e)
-                    for e in expected})
+    spell = _terminal_spellings()
+    names = sorted({spell.get(e, e.lower()) for e in expected})
     if not names or len(names) > 6:
         return ""
     return "; expected " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) +
