@@ -168,12 +168,16 @@ def main(argv: list[str]) -> int:
     text = read_source(o.input)
     name = "<stdin>" if o.input == "-" else o.input
     if not o.flags.get("split-input-file"):
-        write_output(o.output, process(text, name, passes, o))
+        out, manager = process(text, name, passes, o)
+        write_output(o.output, out)
+        _report(manager, o)
         return 0
-    outputs, failed = [], False
+    outputs, managers, failed = [], [], False
     for chunk in split_chunks(text):
         try:
-            outputs.append(process(chunk, name, build_passes(o, argv), o))
+            out, manager = process(chunk, name, build_passes(o, argv), o)
+            outputs.append(out)
+            managers.append(manager)
         except (Diagnostic, VerificationError, PassFailure) as e:
             failed = True
             for d in getattr(e, "diagnostics", [e]):
@@ -181,6 +185,8 @@ def main(argv: list[str]) -> int:
     if failed:
         return 1
     write_output(o.output, "// -----\n".join(outputs))
+    for manager in managers:
+        _report(manager, o)
     return 0
 
 
@@ -198,7 +204,7 @@ def split_chunks(text: str) -> list[str]:
     return chunks
 
 
-def process(text: str, name: str, passes: list[Pass], o: Options) -> str:
+def process(text: str, name: str, passes: list[Pass], o: Options) -> tuple[str, PassManager]:
     """Parse, verify, run the pipeline, verify again; return the printed module."""
     module = parse_module(text, name)
     verify(module)
@@ -209,11 +215,11 @@ def process(text: str, name: str, passes: list[Pass], o: Options) -> str:
     manager.run(module)
     if not manager.verify_each:
         verify(module)
-    _report(manager, o)
-    return print_module(module)
+    return print_module(module), manager
 
 
 def _report(manager: PassManager, o: Options) -> None:
+    sys.stdout.flush()
     if o.flags.get("time-passes"):
         total = sum(r.seconds for r in manager.records)
         print("===-- swir-opt pass timing --===", file=sys.stderr)
@@ -226,7 +232,7 @@ def _report(manager: PassManager, o: Options) -> None:
     if o.flags.get("stats"):
         print("===-- swir-opt statistics --===", file=sys.stderr)
         for r in manager.records:
-            stats = ", ".join(f"{v} {k}" for k, v in sorted(r.statistics.items()))
+            stats = ", ".join(f"{k}: {v}" for k, v in sorted(r.statistics.items()))
             print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
                   + (f" ({stats})" if stats else ""), file=sys.stderr)
 
