@@ -222,13 +222,13 @@ class _GraphGen:
         self.offset = 0
 
     def weight(self, name: str, dims: tuple[int, ...]) -> str:
-        self.globals.append(f'global @"{name}" : {_t(*dims)} = file "model.weights" '
+        self.globals.append(f'global @{name} : {_t(*dims)} = file "model.weights" '
                             f"offset {self.offset}")
         n = 1
         for d in dims:
             n *= d
         self.offset += n * F32
-        return f'@"{name}"'
+        return f"@{name}"
 
     def module(self, instructions: int) -> str:
         nfuncs = max(1, round(instructions / 5000))
@@ -284,16 +284,17 @@ class _LoopGen:
 
     def weight(self, name: str, dims: tuple[int, ...]) -> str:
         t = "buf" + _t(*dims)
-        self.decls.append(f'global @"{name}" : {t} = file "model.weights" offset {self.offset}')
+        self.decls.append(f'global @{name} : {t} = file "model.weights" offset {self.offset}')
         n = 1
         for d in dims:
             n *= d
         self.offset += n * F32
-        return f'@"{name}"'
+        return f"@{name}"
 
     def kernel(self, name: str, params: list[tuple[str, str, str]], body: list[str],
                count: int) -> None:
         """params: (param name, type, argument passed by @main)."""
+        assert count == sum(1 for line in body if line.strip() not in ("}", "} else {")), name
         sig = ", ".join(f"%{p}: {t}" for p, t, _ in params)
         self.kernels.append([f"kernel @{name}({sig}) {{", *body, "}"])
         self.calls.append(f"  call @{name}({', '.join(a for _, _, a in params)})")
@@ -334,7 +335,7 @@ class _LoopGen:
   }}""".split("\n")
         self.kernel(f"conv2d_relu_{k}", [("I", xt, self.buffer(xt)), ("W", wt, w),
                                          ("B", "buf" + _t(C), b),
-                                         ("O", xt, self.buffer(xt, 1))], body, 20)
+                                         ("O", xt, self.buffer(xt, 1))], body, 19)
 
     def matmul(self, k: int) -> None:
         M = self.rng.choice([1, 4, 16])
@@ -438,7 +439,7 @@ class _LoopGen:
         self.kernel(f"softmax_{k}", [("X", t, self.buffer(t)), ("S", st, self.buffer(st)),
                                      ("Y", t, self.buffer(t, 1))], body, 15)
 
-    TEMPLATES = [(conv, 20, 30), (matmul, 11, 15), (elementwise, 10, 25), (tiles, 10, 10),
+    TEMPLATES = [(conv, 19, 30), (matmul, 11, 15), (elementwise, 10, 25), (tiles, 10, 10),
                  (transpose, 5, 10), (softmax, 15, 10)]
 
     def module(self, instructions: int) -> str:
