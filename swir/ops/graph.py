@@ -5,7 +5,7 @@ convolution weights OIHW. The element-wise primitives (add, relu, exp, cast, ...
 live in :mod:`swir.ops.elementwise`; the ops here are the rest of the graph op
 set. Following DLVM, the composites (softmax, log_softmax, layer_norm, gelu,
 batch_norm) are ops so the importer and the fusion pass see them whole; each is
-a composition of primitives, written out in docs/graph-ops.md.
+a composition of primitives, written out in docs/ir.md (Graph-stage op set).
 
 ``category`` is TVM's fusion pattern kind (002_33a2ce4792eea380.txt, Sec. 3):
 ``elementwise`` < ``broadcast`` < ``injective`` < ``reduction`` < ``complex``

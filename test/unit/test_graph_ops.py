@@ -78,7 +78,7 @@ def test_registered_for_graph_stage_only(name):
 def test_every_graph_only_op_is_listed_and_documented():
     graph_only = {o.name for o in all_ops() if o.stages == frozenset({"graph"})}
     assert graph_only == set(GRAPH_OPS)
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "graph-ops.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ir.md").read_text()
     headings = [line for line in doc.splitlines() if line.startswith("### ")]
     for name in GRAPH_OPS:
         assert any(f"`{name}`" in h for h in headings), name
