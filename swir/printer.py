@@ -74,8 +74,7 @@ class _Names:
         self.scopes: list[set[str]] = [set()]
         self.names: dict[int, str] = {}
         self.counter = 0
-        self.block_counter = 0
-        self.block_names: dict[int, str] = {}
+        self.labels: dict[int, str] = {}
 
     def visible(self, name: str) -> bool:
         return any(name in s for s in self.scopes)
@@ -101,6 +100,22 @@ class _Names:
         if name is None:  # a value not defined where the printer can see it
             name = f"<<unknown {v.name}>>"
         return quote_name("%", name)
+
+    def declare_labels(self, blocks: list[Block]) -> None:
+        """Unique labels in one region: unnamed blocks get 'entry / 'bbN, and a
+        repeated label gets a _N suffix, so the output always parses."""
+        used: set[str] = set()
+        for i, b in enumerate(blocks):
+            base = b.label or ("entry" if i == 0 else f"bb{i}")
+            label, n = base, 0
+            while label in used:
+                n += 1
+                label = f"{base}_{n}"
+            used.add(label)
+            self.labels[id(b)] = label
+
+    def label(self, b: Block) -> str:
+        return self.labels.get(id(b), b.label or "<<unknown block>>")
 
     def push(self) -> None:
         self.scopes.append(set())
@@ -169,6 +184,7 @@ class Printer:
                     entry_args_in_head: bool = False) -> None:
         names.push()
         blocks = region.blocks
+        names.declare_labels(blocks)
         for b in blocks:
             if not (entry_args_in_head and b is blocks[0]):
                 for a in b.args:
@@ -186,20 +202,10 @@ class Printer:
         names.pop()
 
     def block_label(self, b: Block, names: _Names) -> str:
-        text = self.block_name(b)
+        text = quote_name("'", names.labels[id(b)])
         if b.args:
             text += "(" + ", ".join(f"{names(a)}: {a.type}" for a in b.args) + ")"
         return text + ":"
-
-    def block_name(self, b: Block) -> str:
-        if b.label is None:
-            region = b.parent
-            idx = region.blocks.index(b) if region is not None else 0
-            b.label = "entry" if idx == 0 else f"bb{idx}"
-            used = {x.label for x in region.blocks if x is not b} if region else set()
-            while b.label in used:
-                b.label += "_"
-        return quote_name("'", b.label)
 
     # -- instructions ---------------------------------------------------------------------
     def instruction(self, inst: Instruction, names: _Names, depth: int) -> None:
@@ -259,7 +265,7 @@ class Printer:
                             for i in s.indices)
             return f"{names(s.base)}[{idx}]"
         if isinstance(s, Successor):
-            label = self.block_name(s.block)
+            label = quote_name("'", names.label(s.block))
             if not s.args:
                 return label
             return label + "(" + ", ".join(names(a) for a in s.args) + ")"

@@ -446,10 +446,12 @@ class Instruction:
 
     def insert_before(self, new: "Instruction") -> "Instruction":
         assert self.parent is not None, "instruction is not in a block"
+        new.detach()  # first: moving within this block shifts the indices
         return self.parent.insert(self.parent.index_of(self), new)
 
     def insert_after(self, new: "Instruction") -> "Instruction":
         assert self.parent is not None, "instruction is not in a block"
+        new.detach()
         return self.parent.insert(self.parent.index_of(self) + 1, new)
 
     def detach(self) -> "Instruction":

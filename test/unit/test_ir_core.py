@@ -483,9 +483,6 @@ def test_block_move_earlier_within_same_block():
     assert names(blk) == ["relu", "neg", "abs"]
 
 
-@pytest.mark.xfail(strict=True, reason="swir bug: Instruction.insert_before/insert_after "
-                   "compute the target index before detaching the moved instruction, so "
-                   "moving an instruction later within its own block lands one slot too far")
 def test_block_move_later_within_same_block():
     blk = Block("b")
     a, b, c = _three(blk)
@@ -873,9 +870,6 @@ def test_verify_collects_several_errors():
     assert len(e.value.diagnostics) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="swir bug: verify() accepts a function with two "
-                   "blocks of the same label and print_module prints both labels as-is, "
-                   "so the printed module does not parse back (redefinition of block)")
 def test_duplicate_block_labels_still_roundtrip():
     m = Module("m")
     f = Function("f", [I1], [], param_names=["c"])
