@@ -53,31 +53,6 @@ def _lark() -> lark.Lark:
 # Step 1: syntax tree (tuples with tokens)
 # --------------------------------------------------------------------------
 
-def _name(tok: Token) -> str:
-    """``%x`` / ``@x`` / ``'x`` or their quoted forms → the bare name."""
-    body = tok[1:]
-    if body.startswith('"'):
-        return _decode_string(tok, body)
-    return body
-
-
-def _decode_string(tok: Token, text: str) -> str:
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise Diagnostic(f"malformed string literal: {e.args[0].split(':')[0]}", _loc(tok))
-
-
-_FILE = ["<input>"]
-
-
-def _loc(tok: Any) -> Location | None:
-    line = getattr(tok, "line", None)
-    if line is None:
-        return None
-    return Location(_FILE[0], line, tok.column)
-
-
 class SInstr:
     __slots__ = ("results", "op", "slots", "arrow", "attrs", "types", "regions", "loop")
 
@@ -273,7 +248,7 @@ class _SyntaxBuilder(lark.Transformer):
         return (name, value)
 
     def string_attr(self, tok):
-        return ("str", _decode_string(tok, str(tok)), tok)
+        return ("str", tok)
 
     def type_attr(self, tok):
         return ("type", tok)
@@ -310,12 +285,13 @@ class _Scope:
             s = s.parent
         return None
 
-    def define(self, name: str, value: Value, tok: Token) -> None:
+    def define(self, name: str, value: Value, tok: Token) -> Token | None:
+        """Define ``name``; if it is already visible, return its defining token instead."""
         prev = self.find(name)
         if prev is not None:
-            raise Diagnostic(f"redefinition of %{name}", _loc(tok),
-                             [("previous definition is here", _loc(prev[1]))])
+            return prev[1]
         self.values[name] = (value, tok)
+        return None
 
 
 class _IRBuilder:
@@ -323,29 +299,51 @@ class _IRBuilder:
         self.filename = filename
         self.module: Module | None = None
 
+    def _loc(self, tok: Any) -> Location | None:
+        line = getattr(tok, "line", None)
+        return None if line is None else Location(self.filename, line, tok.column)
+
+    def _decode(self, tok: Token, text: str) -> str:
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise Diagnostic(f"malformed string literal: {e.args[0].split(':')[0]}",
+                             self._loc(tok)) from None
+
+    def _define(self, scope: _Scope, name: str, value: Value, tok: Token) -> None:
+        prev = scope.define(name, value, tok)
+        if prev is not None:
+            raise Diagnostic(f"redefinition of %{name}", self._loc(tok),
+                             [("previous definition is here", self._loc(prev))])
+
+    def _name(self, tok: Token) -> str:
+        """``%x`` / ``@x`` / ``'x`` or their quoted forms → the bare name."""
+        body = tok[1:]
+        return self._decode(tok, body) if body.startswith('"') else body
+
     def _type(self, tok: Token) -> Type:
         try:
             return parse_type(str(tok))
         except ValueError as e:
-            raise Diagnostic(str(e), _loc(tok)) from None
+            raise Diagnostic(str(e), self._loc(tok)) from None
 
     # -- module -----------------------------------------------------------------------
     def build(self, tree: tuple) -> Module:
         (name_tok, stage_tok, attrs), items = tree
         if str(stage_tok) not in STAGES:
             raise Diagnostic(f"unknown stage '{stage_tok}'; expected one of "
-                             f"{', '.join(STAGES)}", _loc(stage_tok))
-        m = Module(_decode_string(name_tok, str(name_tok)), str(stage_tok))
-        m.loc = _loc(name_tok)
+                             f"{', '.join(STAGES)}", self._loc(stage_tok))
+        m = Module(self._decode(name_tok, str(name_tok)), str(stage_tok))
+        m.loc = self._loc(name_tok)
         m.attrs = self._attrs(attrs)
         self.module = m
         funcs: list[tuple[Function, tuple]] = []
         for item in items:
             sym_tok = item[1] if item[0] in ("global", "buffer") else item[3]
-            name = _name(sym_tok)
+            name = self._name(sym_tok)
             prev = m.lookup(name)
             if prev is not None:
-                raise Diagnostic(f"redefinition of symbol @{name}", _loc(sym_tok),
+                raise Diagnostic(f"redefinition of symbol @{name}", self._loc(sym_tok),
                                  [("previous definition is here", prev.loc)])
             if item[0] == "func":
                 f = self._function_header(item)
@@ -362,11 +360,11 @@ class _IRBuilder:
         kind, name_tok, type_tok, init, attrs = item
         init_obj: FileInit | Dense | None = None
         if init is not None and init[0] == "file":
-            init_obj = FileInit(_decode_string(init[1], str(init[1])), _int(init[2]))
+            init_obj = FileInit(self._decode(init[1], str(init[1])), _int(init[2]))
         elif init is not None:
             init_obj = self._dense(init)
-        return Global(_name(name_tok), self._type(type_tok), kind, init_obj,
-                      self._attrs(attrs), _loc(name_tok))
+        return Global(self._name(name_tok), self._type(type_tok), kind, init_obj,
+                      self._attrs(attrs), self._loc(name_tok))
 
     def _dense(self, node: tuple) -> Dense:
         def conv(v: Any) -> Any:
@@ -377,17 +375,17 @@ class _IRBuilder:
 
     def _function_header(self, item: tuple) -> Function:
         _, qual, kind, name_tok, params, results, attrs, _body = item
-        f = Function(_name(name_tok), [self._type(t) for _, t in params],
+        f = Function(self._name(name_tok), [self._type(t) for _, t in params],
                      [self._type(t) for t in (results or [])], kind=str(kind),
                      target=str(qual) if qual is not None else None,
-                     param_names=[_name(n) for n, _ in params], attrs=self._attrs(attrs),
-                     loc=_loc(name_tok))
+                     param_names=[self._name(n) for n, _ in params], attrs=self._attrs(attrs),
+                     loc=self._loc(name_tok))
         return f
 
     def _function_body(self, f: Function, item: tuple) -> None:
         scope = _Scope(None)
         for (name_tok, _), p in zip(item[4], f.params):
-            scope.define(p.name, p, name_tok)
+            self._define(scope, p.name, p, name_tok)
         f.set_body(self._region(item[7], scope, entry_label="entry" if f.kind == "func" else None))
 
     # -- regions -----------------------------------------------------------------------
@@ -400,21 +398,21 @@ class _IRBuilder:
         if entry_instrs or not labelled:
             b = Block(entry_label)
             for tok, t in entry_args or []:
-                a = b.add_argument(t, _name(tok))
-                scope.define(a.name, a, tok)
+                a = b.add_argument(t, self._name(tok))
+                self._define(scope, a.name, a, tok)
             blocks.append((b, entry_instrs))
         elif entry_args:
             raise Diagnostic("a loop body cannot start with a labelled block",
-                             _loc(labelled[0][0]))
+                             self._loc(labelled[0][0]))
         for label_tok, args, instrs in labelled:
-            label = _name(label_tok)
+            label = self._name(label_tok)
             if label in scope.blocks:
-                raise Diagnostic(f"redefinition of block '{label}", _loc(label_tok))
-            b = Block(label, loc=_loc(label_tok))
+                raise Diagnostic(f"redefinition of block '{label}", self._loc(label_tok))
+            b = Block(label, loc=self._loc(label_tok))
             scope.blocks[label] = b
             for tok, ttok in args:
-                a = b.add_argument(self._type(ttok), _name(tok))
-                scope.define(a.name, a, tok)
+                a = b.add_argument(self._type(ttok), self._name(tok))
+                self._define(scope, a.name, a, tok)
             blocks.append((b, instrs))
         # Create every instruction of the region first so forward references
         # (to later blocks' values) resolve; operands are filled in after.
@@ -432,18 +430,18 @@ class _IRBuilder:
     def _instruction_shell(self, s: SInstr, scope: _Scope) -> Instruction:
         opname = str(s.op)
         if lookup(opname) is None:
-            raise Diagnostic(f"unknown op '{opname}'", _loc(s.op))
+            raise Diagnostic(f"unknown op '{opname}'", self._loc(s.op))
         types = [self._type(t) for t in s.types]
         if s.types and len(types) != len(s.results):
             raise Diagnostic(f"'{opname}' defines {len(s.results)} value(s) but lists "
-                             f"{len(types)} result type(s)", _loc(s.types[0]))
+                             f"{len(types)} result type(s)", self._loc(s.types[0]))
         if s.results and not s.types:
             raise Diagnostic(f"'{opname}' defines {len(s.results)} value(s) but gives no "
-                             "result type: add ': TYPE'", _loc(s.op))
+                             "result type: add ': TYPE'", self._loc(s.op))
         inst = Instruction(opname, result_types=types,
-                           result_names=[_name(t) for t in s.results], loc=_loc(s.op))
+                           result_names=[self._name(t) for t in s.results], loc=self._loc(s.op))
         for tok, r in zip(s.results, inst.results):
-            scope.define(r.name, r, tok)
+            self._define(scope, r.name, r, tok)
         return inst
 
     def _fill(self, inst: Instruction, s: SInstr, scope: _Scope) -> None:
@@ -463,20 +461,20 @@ class _IRBuilder:
 
     # -- operand slots -----------------------------------------------------------------
     def _value(self, tok: Token, scope: _Scope) -> Value:
-        hit = scope.find(_name(tok))
+        hit = scope.find(self._name(tok))
         if hit is None:
-            raise Diagnostic(f"use of undefined value %{_name(tok)}", _loc(tok))
+            raise Diagnostic(f"use of undefined value %{self._name(tok)}", self._loc(tok))
         return hit[0]
 
     def _global_ref(self, tok: Token) -> Value:
         assert self.module is not None
-        g = self.module.lookup(_name(tok))
+        g = self.module.lookup(self._name(tok))
         if isinstance(g, Global):
             return g
         if g is None:
-            raise Diagnostic(f"use of undefined global @{_name(tok)}", _loc(tok))
-        raise Diagnostic(f"@{_name(tok)} is a function, not a value; call it as @{_name(tok)}(...)",
-                         _loc(tok))
+            raise Diagnostic(f"use of undefined global @{self._name(tok)}", self._loc(tok))
+        raise Diagnostic(f"@{self._name(tok)} is a function, not a value; call it as @{self._name(tok)}(...)",
+                         self._loc(tok))
 
     def _slot(self, node: tuple, scope: _Scope) -> Any:
         tag = node[0]
@@ -492,7 +490,7 @@ class _IRBuilder:
             block = self._block(node[1], scope)
             return Successor(block, tuple(self._plain_value(a, scope) for a in node[2]))
         if tag == "apply":
-            return Apply(_name(node[1]), tuple(self._plain_value(a, scope) for a in node[2]))
+            return Apply(self._name(node[1]), tuple(self._plain_value(a, scope) for a in node[2]))
         if tag == "cons":
             return Constraint(self._expr(node[1], scope), str(node[2]), self._expr(node[3], scope))
         if tag in ("float", "bool"):
@@ -506,15 +504,15 @@ class _IRBuilder:
             return self._value(node[1], scope)
         if node[0] == "g":
             return self._global_ref(node[1])
-        raise Diagnostic("expected a value (%name or @name) here", _first_loc(node))
+        raise Diagnostic("expected a value (%name or @name) here", self._loc(_first_token(node)))
 
     def _block(self, tok: Token, scope: _Scope) -> Block:
         s: _Scope | None = scope
         while s is not None:
-            if _name(tok) in s.blocks:
-                return s.blocks[_name(tok)]
+            if self._name(tok) in s.blocks:
+                return s.blocks[self._name(tok)]
             s = s.parent
-        raise Diagnostic(f"use of undefined block '{_name(tok)}", _loc(tok))
+        raise Diagnostic(f"use of undefined block '{self._name(tok)}", self._loc(tok))
 
     def _index(self, node: tuple, scope: _Scope) -> Expr | Range:
         if node[0] == "range":
@@ -542,10 +540,10 @@ class _IRBuilder:
                     return a * b
                 return getattr(a, tag)(b)
         except NonAffine as e:
-            raise Diagnostic(f"index expression is not affine: {e}", _first_loc(node)) from None
+            raise Diagnostic(f"index expression is not affine: {e}", self._loc(_first_token(node))) from None
         if tag == "g":
-            raise Diagnostic("a global cannot appear in an index expression", _loc(node[1]))
-        raise Diagnostic("expected an index expression here", _first_loc(node))
+            raise Diagnostic("a global cannot appear in an index expression", self._loc(node[1]))
+        raise Diagnostic("expected an index expression here", self._loc(_first_token(node)))
 
     # -- attributes --------------------------------------------------------------------
     def _attrs(self, attrs: list | None) -> dict[str, Any]:
@@ -553,33 +551,35 @@ class _IRBuilder:
         for name_tok, value in attrs or []:
             name = str(name_tok)
             if name in out:
-                raise Diagnostic(f"attribute '{name}' given twice", _loc(name_tok))
+                raise Diagnostic(f"attribute '{name}' given twice", self._loc(name_tok))
             out[name] = self._attr_value(value)
         return out
 
     def _attr_value(self, node: tuple) -> Any:
         tag = node[0]
-        if tag in ("int", "float", "bool", "str"):
+        if tag == "str":
+            return self._decode(node[1], str(node[1]))
+        if tag in ("int", "float", "bool"):
             return node[1]
         if tag == "type":
             return self._type(node[1])
         if tag == "sym":
-            return SymbolRef(_name(node[1]))
+            return SymbolRef(self._name(node[1]))
         if tag == "dense":
             return self._dense(node)
         if tag == "list":
             return tuple(self._attr_value(x) for x in node[1])
-        raise Diagnostic("malformed attribute value", _first_loc(node))
+        raise Diagnostic("malformed attribute value", self._loc(_first_token(node)))
 
 
-def _first_loc(node: Any) -> Location | None:
+def _first_token(node: Any) -> Token | None:
     if isinstance(node, Token):
-        return _loc(node)
+        return node
     if isinstance(node, (tuple, list)):
         for x in node:
-            loc = _first_loc(x)
-            if loc is not None:
-                return loc
+            tok = _first_token(x)
+            if tok is not None:
+                return tok
     return None
 
 
@@ -639,7 +639,6 @@ def parse_module(text: str, filename: str = "<input>") -> Module:
                          Location(filename, 1, 1))
     if not text.endswith("\n"):
         text += "\n"
-    _FILE[0] = filename
     try:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedInput as e:
