@@ -106,20 +106,60 @@ WEIRD_NAMES = [
     "back\\slash", "tab\there", "new\nline", "ünïcødé", "emoji😀", "inf", "nan", "true",
     "for", "-", "%", "@", "'q", "a,b", "{}", "[0]", "x y z", ".", "..", "$", "",
 ]
+
+
+def _newline_bug(name: str | None) -> bool:
+    """Names the printer spells bare although they end in a newline (see
+    test_names_ending_in_newline_roundtrip): kept out of the random modules so the
+    property tests stay meaningful while that bug is open."""
+    return name is not None and re.fullmatch(r"[A-Za-z0-9_.$]+\n", name) is not None
+
+
 NAMES = st.one_of(st.none(), st.none(), st.sampled_from(WEIRD_NAMES),
-                  st.text(min_size=1, max_size=5))
+                  st.text(min_size=1, max_size=5).filter(lambda n: not _newline_bug(n)))
 SYMBOL_NAMES = st.one_of(st.sampled_from(WEIRD_NAMES),
                          st.text(alphabet="abcdefgxyz_.$0123456789", min_size=1, max_size=6),
-                         st.text(min_size=1, max_size=5))
+                         st.text(min_size=1, max_size=5).filter(lambda n: not _newline_bug(n)))
 FLOATS = st.one_of(
     st.sampled_from([0.0, -0.0, 1.0, 0.5, -2.25, math.inf, -math.inf, math.nan, 1e-30,
                      -1e-30, 1e300, 5e-324, 123456789.125, 1e16, 0.1]),
     st.floats(allow_nan=True, allow_infinity=True),
 )
 
-FAST = settings(max_examples=120, deadline=None,
+FAST = settings(max_examples=200, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
+
+
+def _module_with_names(value: str, symbol: str, label: str) -> Module:
+    m = Module("names")
+    Builder.global_(m, symbol, TensorType((2,), F32), Dense(1.0))
+    f, b = Builder.function(m, symbol + "f", [TensorType((2,), F32)], [TensorType((2,), F32)],
+                            param_names=[value])
+    nxt = f.body.add_block(Block(label, [TensorType((2,), F32)], [value + "arg"]))
+    r = b.create("add", f.params[0], m.lookup(symbol), names=[value + "r"])
+    b.create("br", Successor(nxt, (r,)))
+    Builder(nxt).create("return", nxt.args[0])
+    return m
+
+
+@pytest.mark.parametrize("value, symbol, label", [
+    ("a b", "g h", "l m"), ('x"y', 'q"r', 's"t'), ("λ\n", "\t", "\x00"), ("", "", ""),
+    ("x.y", "$g", "bb1"),
+])
+def test_odd_names_roundtrip(value, symbol, label):
+    check_roundtrip(_module_with_names(value, symbol, label))
+
+
+@pytest.mark.xfail(strict=True, reason="swir bug: printer.quote_name tests names with "
+                   "re.match('^[A-Za-z0-9_.$]+$'), and '$' also matches before a trailing "
+                   "newline, so a name like 'x\\n' is printed bare with a raw newline and "
+                   "the printed module does not parse")
+@pytest.mark.parametrize("value, symbol, label", [
+    ("x\n", "g", "l"), ("x", "g\n", "l"), ("x", "g", "l\n"),
+])
+def test_names_ending_in_newline_roundtrip(value, symbol, label):
+    check_roundtrip(_module_with_names(value, symbol, label))
 
 
 class Gen:
@@ -622,7 +662,7 @@ class LoopGen(Gen):
         ivs = list(env.values())
         form = self.int(0, 4)
         step = self.pick([1, 1, 1, 2, 3, 7])
-        if form == 1 and ivs:
+        if form == 1:
             # remainder tiles: for %ii = 0 to min(T, N - T*%io), %io over ceil(N/T) tiles
             n, tile = self.int(2, 12), self.int(2, 5)
             with self.b.loop(0, -(-n // tile), step=1, name=self.name()) as io:
@@ -643,18 +683,15 @@ class LoopGen(Gen):
                     self.block(pool2, inner, depth + 1)
             return
         nonneg = [iv for iv in ivs if iv[1] >= 0 and iv[2] >= iv[1]]
-        if form == 2 and nonneg:
-            # windows: for %i = max(0, %j - a) to min(D, %j + b), D > every %j
-            j, jlo, jhi = self.pick(nonneg)
-            a, bb = self.int(0, 3), self.int(1, 3)
-            dsz = self.int(jhi + 1, jhi + 6)
-            lb = Expr.minmax("max", [0, j - a])
-            ub = Expr.minmax("min", [dsz, j + bb])
-            with self.b.loop(lb, ub, step=step, name=self.name(), kind=kind,
-                             attrs=attrs) as i:
-                inner = dict(env)
-                inner[id(i)] = (i, max(0, jlo - a), min(dsz - 1, jhi + bb - 1))
-                self.block(list(pool), inner, depth + 1)
+        if form == 2:
+            if nonneg:
+                self.window(self.pick(nonneg), pool, env, depth, step, kind, attrs)
+            else:
+                n = self.int(1, 9)
+                with self.b.loop(0, n, name=self.name()) as j:
+                    inner = dict(env)
+                    inner[id(j)] = (j, 0, n - 1)
+                    self.window(inner[id(j)], pool, inner, depth + 1, step, kind, attrs)
             return
         if form == 3:
             # an index symbol as the upper bound
@@ -669,11 +706,23 @@ class LoopGen(Gen):
                 inner[id(i)] = (i, lo, n - 1)
                 self.block(list(pool), inner, depth + 1)
             return
-        lo = self.int(-3, 4)
+        lo = self.pick([-3, -1, 0, 0, 0, 1, 2, 4])
         hi = lo + self.int(1, 10)
         with self.b.loop(lo, hi, step=step, name=self.name(), kind=kind, attrs=attrs) as i:
             inner = dict(env)
             inner[id(i)] = (i, lo, hi - 1)
+            self.block(list(pool), inner, depth + 1)
+
+    def window(self, jv, pool, env, depth, step, kind, attrs) -> None:
+        """for %i = max(0, %j - a) to min(D, %j + b), D > every %j."""
+        j, jlo, jhi = jv
+        a, bb = self.int(0, 3), self.int(1, 3)
+        dsz = self.int(jhi + 1, jhi + 6)
+        lb = Expr.minmax("max", [0, j - a])
+        ub = Expr.minmax("min", [dsz, j + bb])
+        with self.b.loop(lb, ub, step=step, name=self.name(), kind=kind, attrs=attrs) as i:
+            inner = dict(env)
+            inner[id(i)] = (i, max(0, jlo - a), min(dsz - 1, jhi + bb - 1))
             self.block(list(pool), inner, depth + 1)
 
     def guard(self, pool, env, depth) -> None:
@@ -920,14 +969,14 @@ def test_random_loop_modules_roundtrip(m):
     assert "stage loop" in text and "kernel " in text
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=60)
 @given(buffered_modules())
 def test_random_buffered_modules_roundtrip(m):
     text = check_roundtrip(m)
     assert "copy_in " in text and "copy_out " in text and "ldm_alloc" in text
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=60)
 @given(dma_modules())
 def test_random_dma_modules_roundtrip(m):
     text = check_roundtrip(m)
@@ -955,8 +1004,8 @@ def test_generators_cover_the_op_set():
 
     seen_graph: set[str] = set()
     seen_loop: set[str] = set()
-    collect = settings(max_examples=80, deadline=None, database=None, phases=[Phase.generate],
-                       suppress_health_check=list(HealthCheck))
+    collect = settings(max_examples=100, deadline=None, database=None, derandomize=True,
+                       phases=[Phase.generate], suppress_health_check=list(HealthCheck))
 
     @collect
     @given(graph_modules())
@@ -977,3 +1026,46 @@ def test_generators_cover_the_op_set():
                  "max-bound", "parallel", "call"}
     assert want_graph <= seen_graph, want_graph - seen_graph
     assert want_loop <= seen_loop, want_loop - seen_loop
+
+
+# --------------------------------------------------------------------------------------
+# index expressions: printing keeps precedence (floordiv / mod / min / max / negation)
+# --------------------------------------------------------------------------------------
+
+def _exprs(leaves):
+    def extend(children):
+        return st.one_of(
+            st.tuples(children, children).map(lambda p: p[0] + p[1]),
+            st.tuples(children, children).map(lambda p: p[0] - p[1]),
+            st.tuples(children, st.integers(-4, 4)).map(lambda p: p[0] * p[1]),
+            st.tuples(children, st.sampled_from(["floordiv", "ceildiv", "mod"]),
+                      st.integers(1, 6)).map(lambda p: getattr(p[0], p[1])(p[2])),
+            children.map(lambda e: -e),
+            st.tuples(st.sampled_from(["min", "max"]),
+                      st.lists(children, min_size=1, max_size=3)).map(
+                lambda p: Expr.minmax(p[0], p[1])),
+        )
+    return st.recursive(leaves, extend, max_leaves=12)
+
+
+@FAST
+@given(data=st.data(), rel=st.sampled_from([">=", "<=", "==", "!=", ">", "<"]))
+def test_index_expressions_print_and_parse_back_equivalent(data, rel):
+    m = Module("exprs", "loop")
+    f, b = Builder.function(m, "k", [INDEX, INDEX, INDEX], kind="kernel",
+                            param_names=["a", "b", "c"])
+    leaves = st.one_of(st.integers(-50, 50).map(Expr.of),
+                       st.sampled_from(f.params).map(Expr.of))
+    lhs, rhs = data.draw(_exprs(leaves)), data.draw(_exprs(leaves))
+    with b.guard(Constraint(lhs, rel, rhs)):
+        pass
+    text = check_roundtrip(m)
+    m2 = parse_module(text)
+    c2 = m2.functions[0].body.blocks[0].instructions[0].args[0]
+    assert c2.rel == rel
+    for point in data.draw(st.lists(st.tuples(*[st.integers(-40, 40)] * 3), min_size=1,
+                                    max_size=4)):
+        env1 = dict(zip(f.params, point))
+        env2 = dict(zip(m2.functions[0].params, point))
+        assert c2.lhs.evaluate(env2) == lhs.evaluate(env1), text
+        assert c2.rhs.evaluate(env2) == rhs.evaluate(env1), text
