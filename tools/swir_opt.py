@@ -48,12 +48,13 @@ class Options:
 def usage() -> str:
     lines = [f"usage: {PROG} [options] [-PASS ...] [IN.swir | -] [-o OUT.swir]", "",
              "Reads swir IR (stdin if no file or '-'), runs the passes in the order given,",
-             "verifies, and prints the IR (stdout unless -o).", "", "Passes:"]
+             "verifies, and prints the IR (stdout unless -o). A pass option is given on",
+             "the pass, -PASS{name=value,...}, or globally, --name=value.", "", "Passes:"]
     for cls in all_pass_classes():
         lines.append(f"  -{cls.name:<24} {cls.summary}")
         for f in cls.options():
-            lines.append(f"      --{option_flag(f.name)}={f.type if isinstance(f.type, str) else f.type.__name__}"
-                         f"  {f.metadata.get('help', '')} (default {f.default})")
+            flag = f"--{option_flag(f.name)}=<{_field_type(f).__name__}>"
+            lines.append(f"      {flag:<22} {f.metadata.get('help', '')} (default: {f.default})")
     lines += ["", "Options:",
               "  -o FILE                    write the output IR to FILE (only on success)",
               "  --help                     show this help and exit",
