@@ -19,12 +19,12 @@ from swir.ir.core import (Access, Apply, Block, Constraint, Dense, DenseSlot, Fi
                           Successor, SymbolRef, Value)
 from swir.ir.types import Type
 
-_BARE = re.compile(r"^[A-Za-z0-9_.$]+$")
+_BARE = re.compile(r"[A-Za-z0-9_.$]+")
 INDENT = "  "
 
 
 def quote_name(sigil: str, name: str) -> str:
-    return sigil + (name if _BARE.match(name) else json.dumps(name))
+    return sigil + (name if _BARE.fullmatch(name) else json.dumps(name))
 
 
 def format_float(x: float) -> str:

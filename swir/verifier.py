@@ -32,7 +32,7 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import (STAGES, Access, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
-from swir.ir.types import INDEX, BufType, LDMType, ShapedType, TensorType, Type
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
 from swir.ops.registry import OpError, lookup
 
 DEFAULT_LDM_BYTES = 65536
@@ -74,6 +74,19 @@ def check_dense(d: Dense, t: ShapedType) -> None:
             raise OpError(f"float {v!r} in a dense literal of integer type {t}")
         if isinstance(v, bool) and t.element.name != "i1":
             raise OpError(f"boolean in a dense literal of type {t}")
+        if isinstance(v, int) and not isinstance(v, bool) and not int_fits(v, t.element):
+            raise OpError(f"{v} does not fit the element type {t.element} of {t}")
+
+
+_INT_RANGES = {"i1": (0, 1), "i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
+               "i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 63, 2 ** 63 - 1),
+               "index": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def int_fits(v: int, t: ScalarType) -> bool:
+    """Does integer v fit scalar type t (any float type takes ints up to 2**1024)?"""
+    lo, hi = _INT_RANGES.get(t.name, (-2 ** 1024, 2 ** 1024))
+    return lo <= v <= hi
 
 
 def _ragged(v: Any) -> bool:

@@ -1,7 +1,7 @@
 """The builder: how passes and frontends create IR.
 
     m = Module("mlp", stage="graph")
-    w = b.global_("w", TensorType((784, 128), F32), init=FileInit("mlp.weights", 0))
+    w = Builder.global_(m, "w", TensorType((784, 128), F32), init=FileInit("mlp.weights", 0))
     f, b = Builder.function(m, "main", [TensorType((1, 784), F32)], [TensorType((1, 128), F32)])
     y = b.create("matmul", f.params[0], w)   # result type inferred by the op's rule
     b.create("return", y)
@@ -69,7 +69,7 @@ class Builder:
             raise ValueError(f"unknown op '{opname}'")
         inst = Instruction(opname, list(args), result_types=list(types or []),
                            attrs=_freeze(attrs or {}), regions=regions, arrow=arrow,
-                           result_names=names)
+                           result_names=names if types is not None else None)
         self.insert(inst)
         if types is None and d.infer is not None:
             try:

@@ -298,6 +298,13 @@ class Constraint(Slot):
     rel: str
     rhs: Expr
 
+    def __post_init__(self) -> None:
+        # Accept Values and ints on either side, as the builder's users write them.
+        object.__setattr__(self, "lhs", Expr.of(self.lhs))
+        object.__setattr__(self, "rhs", Expr.of(self.rhs))
+        if self.rel not in RELATIONS:
+            raise ValueError(f"unknown relation '{self.rel}'")
+
     def values(self) -> Iterator[Value]:
         yield from self.lhs.values()
         yield from self.rhs.values()
@@ -387,7 +394,7 @@ class Instruction:
         self.args: list[SlotLike] = []
         self.arrow = arrow  # slots from this index on were written after "->"
         self.attrs: dict[str, Any] = dict(attrs or {})
-        names = result_names or [None] * len(result_types or [])
+        names = _padded(result_names, len(result_types or []))
         self.results = [Result(t, self, i, n)
                         for i, (t, n) in enumerate(zip(result_types or [], names))]
         self.regions: list[Region] = []
@@ -422,9 +429,8 @@ class Instruction:
         """Replace the results (none may be in use) with fresh ones of these types."""
         if any(r.has_uses for r in self.results):
             raise ValueError(f"cannot retype '{self.opname}': its results are in use")
-        names = list(names or [])
-        names += [None] * (len(types) - len(names))
-        self.results = [Result(t, self, i, n) for i, (t, n) in enumerate(zip(types, names))]
+        self.results = [Result(t, self, i, n)
+                        for i, (t, n) in enumerate(zip(types, _padded(names, len(types))))]
 
     @property
     def result(self) -> Result:
@@ -487,6 +493,14 @@ class Instruction:
         return f"<Instruction {self.opname} at {self.loc}>"
 
 
+def _padded(names: list[str | None] | None, n: int) -> list[str | None]:
+    """Names for n values: missing ones are None (printed as numbers); extra ones are an error."""
+    names = list(names or [])
+    if len(names) > n:
+        raise ValueError(f"{len(names)} names given for {n} values")
+    return names + [None] * (n - len(names))
+
+
 def _normalise_slot(s: SlotLike) -> SlotLike:
     """A bare Value stays a Value; a one-value Expr becomes that Value."""
     if isinstance(s, Expr):
@@ -505,7 +519,7 @@ class Block:
     def __init__(self, label: str | None = None, arg_types: list[Type] | None = None,
                  arg_names: list[str | None] | None = None, loc: Location | None = None):
         self.label = label
-        names = arg_names or [None] * len(arg_types or [])
+        names = _padded(arg_names, len(arg_types or []))
         self.args = [BlockArgument(t, self, i, n)
                      for i, (t, n) in enumerate(zip(arg_types or [], names))]
         self.instructions: list[Instruction] = []
@@ -614,7 +628,7 @@ class Function:
         self.name = name
         self.kind = kind
         self.target = target
-        names = param_names or [None] * len(param_types)
+        names = _padded(param_names, len(param_types))
         self.params = [FuncParam(t, self, i, n) for i, (t, n) in enumerate(zip(param_types, names))]
         self.result_types = list(result_types)
         self.attrs = dict(attrs or {})

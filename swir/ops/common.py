@@ -50,8 +50,9 @@ def _infer_const(inst: Instruction) -> list[Type]:
         elif not t.is_float:
             raise OpError(f"float constant {s.value!r} cannot have type {t}")
     elif isinstance(s, Expr) and s.is_constant:
-        if t.name == "i1" and s.const not in (0, 1):
-            raise OpError(f"constant {s.const} does not fit i1")
+        from swir.verifier import int_fits
+        if not int_fits(s.const, t):
+            raise OpError(f"constant {s.const} does not fit {t}")
     else:
         raise OpError("'const' takes a number or a dense<...> literal")
     return [t]

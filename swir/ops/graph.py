@@ -517,6 +517,8 @@ def _infer_resize_nearest(inst: Instruction) -> list[Type]:
     for a, (d, s) in enumerate(zip(x.shape, scales)):
         if not (s > 0 and math.isfinite(s)):
             raise OpError(f"scales must be positive, got {s} for axis {a}")
+        if not math.isfinite(d * s):
+            raise OpError(f"scale {s} makes axis {a} of size {d} infinitely large")
         n = math.floor(d * s)
         if n < 1:
             raise OpError(f"scale {s} shrinks axis {a} of size {d} to nothing")
@@ -566,6 +568,8 @@ def _infer_clip(inst: Instruction) -> list[Type]:
     x = tensor_arg(inst, 0)
     lo = float_attr(inst, "min", None)
     hi = float_attr(inst, "max", None)
+    if any(b is not None and math.isnan(b) for b in (lo, hi)):
+        raise OpError("clip bounds must be numbers, not nan")
     if lo is not None and hi is not None and lo > hi:
         raise OpError(f"min {lo} is greater than max {hi}")
     return [x]

@@ -107,6 +107,13 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _to_float(v: int | float, name: str) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        raise OpError(f"attribute '{name}': {v} is too large for a float") from None
+
+
 def _fetch(inst: Instruction, name: str, default: Any) -> tuple[Any, bool]:
     """The value and whether it was given; an absent attribute yields ``default``."""
     v = inst.attrs.get(name)
@@ -132,7 +139,7 @@ def float_attr(inst: Instruction, name: str, default: Any = _REQUIRED) -> float:
         return v
     if not _is_number(v):
         raise OpError(f"attribute '{name}' must be a number, got {v!r}")
-    return float(v)
+    return _to_float(v, name)
 
 
 def bool_attr(inst: Instruction, name: str, default: Any = _REQUIRED) -> bool:
@@ -182,7 +189,7 @@ def floats_attr(inst: Instruction, name: str, length: int | None = None,
                 default: Any = _REQUIRED) -> list[float]:
     """A list-of-numbers attribute (integers allowed), returned as floats."""
     v = _list(inst, name, length, default, "number", _is_number)
-    return [float(x) for x in v] if v is not None else v
+    return [_to_float(x, name) for x in v] if v is not None else v
 
 
 def normalise_axes(axes: list[int], rank: int, what: str = "axes") -> list[int]:

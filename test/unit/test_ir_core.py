@@ -126,7 +126,7 @@ def test_shaped_type_queries():
 _ELEMS = st.sampled_from(["f16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "index"])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(prefix=st.sampled_from(["", "buf", "ldm"]),
        dims=st.lists(st.integers(1, 10**6), max_size=5), elem=_ELEMS)
 def test_type_str_roundtrip_property(prefix, dims, elem):
@@ -418,14 +418,11 @@ def test_result_property_requires_one_result():
         _ = i.result
 
 
-@pytest.mark.xfail(strict=True, reason="swir bug: Instruction/Block/Function zip types with "
-                   "names, so a names list shorter than the types silently drops results, "
-                   "block arguments and parameters (set_result_types pads with None instead)")
 @pytest.mark.parametrize("make, count", [
     (lambda: Instruction("split", [], [F32, F32], result_names=["a"]).results, 2),
     (lambda: Block("b", [F32, F32], ["a"]).args, 2),
     (lambda: Function("f", [F32, F32, I1], [], param_names=["a"]).params, 3),
-])
+], ids=["instruction-results", "block-arguments", "function-params"])
 def test_short_name_lists_keep_every_value(make, count):
     try:
         values = make()
@@ -663,6 +660,23 @@ def test_builder_restores_insertion_point_on_error():
         with b.guard(Constraint(Expr.of(1), ">", Expr.of(0))):
             raise RuntimeError("boom")
     assert b.block is entry
+
+
+def test_dense_constants_and_symbol_attributes_roundtrip():
+    m = Module("consts")
+    f, b = Builder.function(m, "f", [], [T(2, 2)])
+    c = b.create_inst("const", DenseSlot(Dense(((1.0, float("nan")), (-0.0, 1e-30)))),
+                      types=[T(2, 2)], names=["c"]).results[0]
+    b.create("return", c)
+    f.attrs["entry_point"] = SymbolRef("f")
+    f.attrs["tags"] = ("a b", 3, -1.5, True, F16)
+    m.attrs["origin"] = SymbolRef("odd name")
+    text = roundtrip(m)
+    assert "%c = const dense<[[1.0, nan], [-0.0, 1e-30]]> : <2 x 2 x f32>" in text
+    assert 'attributes {entry_point = @f, tags = ["a b", 3, -1.5, true, f16]}' in text
+    assert 'stage graph {origin = @"odd name"}' in text
+    m2 = parse_module(text)
+    assert isinstance(m2.functions[0].attrs["entry_point"], SymbolRef)
 
 
 def test_builder_insert_before():

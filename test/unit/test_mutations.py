@@ -156,7 +156,6 @@ def test_mutants_are_deterministic_and_varied():
     assert len(changed) >= 45
 
 
-@pytest.mark.skipif(not SWIR_OPT.exists(), reason=f"{SWIR_OPT} is not installed")
 def test_fifty_mutants_through_swir_opt(tmp_path):
     mutants = make_mutants(50, seed=20240611)
     paths = []
@@ -218,3 +217,59 @@ def test_five_hundred_mutants_in_process(tmp_path):
     for name, data in make_mutants(500, seed=7):
         outcomes[_in_process(name, data, tmp_path)] += 1
     assert outcomes["rejected"] > 250, outcomes
+
+
+# --------------------------------------------------------------------------------------
+# Numbers at the edge: mutations that the random ones rarely hit
+# --------------------------------------------------------------------------------------
+
+_BIG = "9" * 400
+
+
+def _graph_op(op: str, attrs: str, result: str = "<4 x f32>", x: str = "<4 x f32>") -> str:
+    return (f'module "m"\nstage graph\nfunc @h(%x: {x}) {{\n\'entry:\n'
+            f'  %y = {op} %x {attrs} : {result}\n  return\n}}\n')
+
+
+_EDGE_CASES = [
+    pytest.param(_graph_op("softmax", f"{{axis = {_BIG}}}"), id="huge-int-axis"),
+    pytest.param(_graph_op("resize_nearest", "{scales = [1e-320]}"), id="denormal-scale"),
+    pytest.param(_graph_op("resize_nearest", "{scales = [nan]}"), id="nan-scale"),
+    pytest.param(_graph_op("reshape", "{shape = [-1]}", f"<{_BIG} x f32>", f"<{_BIG} x f32>"),
+                 id="huge-dimension"),
+    pytest.param(_graph_op("slice", f"{{starts = [-{_BIG}], ends = [{_BIG}]}}"),
+                 id="huge-slice"),
+    pytest.param(f'module "m"\nstage graph\nglobal @g : <1 x f32> = file "w" offset {_BIG}\n',
+                 id="huge-offset"),
+    pytest.param(f'module "m"\nstage loop\nkernel @k(%A: buf<4 x f32>) {{\n'
+                 f'  for %i = 0 to {_BIG} step {_BIG} {{\n    %v = load %A[%i mod 4] : f32\n'
+                 f'  }}\n}}\n', id="huge-loop"),
+    pytest.param(f'module "m"\nstage dma\ncpe kernel @k(%A: buf<4 x f32>) {{\n'
+                 f'  %L = ldm_alloc : ldm<4 x f32>\n'
+                 f'  dma_get %A[0] -> %L {{count = {_BIG}, bsize = 1, stride = {_BIG}, '
+                 f'reply = 0}}\n}}\n', id="huge-dma"),
+    pytest.param(_graph_op("leaky_relu", f"{{alpha = {_BIG}}}"), id="huge-int-alpha"),
+    pytest.param(_graph_op("clip", f"{{min = -{_BIG}, max = {_BIG}}}"), id="huge-int-clip"),
+    pytest.param(_graph_op("pad", f"{{pads = [1, 1], value = {_BIG}}}", "<6 x f32>"),
+                 id="huge-int-pad-value"),
+    pytest.param(_graph_op("resize_nearest", f"{{scales = [{_BIG}]}}"), id="huge-int-scale"),
+    pytest.param(_graph_op("resize_nearest", "{scales = [1e308]}"), id="huge-float-scale"),
+]
+
+
+@pytest.mark.parametrize("text", _EDGE_CASES)
+def test_extreme_numbers_are_diagnosed_not_crashes(text):
+    try:
+        m = parse_module(text, "edge.swir")
+        verify(m)
+    except (Diagnostic, VerificationError):
+        return
+    _check_accepted_output(print_module(m), "edge.swir")
+
+
+def test_swir_opt_exit_status_on_overflowing_scale(tmp_path):
+    p = tmp_path / "scale.swir"
+    p.write_text(_graph_op("resize_nearest", "{scales = [1e308]}"))
+    r = subprocess.run([str(SWIR_OPT), str(p)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert re.match(rf"^{re.escape(str(p))}:\d+:\d+: error: ", r.stderr)
