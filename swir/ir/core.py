@@ -79,31 +79,36 @@ class Value:
     def __neg__(self) -> Expr: return -Expr.of(self)
 
 
-class Result(Value):
+class _OwnedValue(Value):
+    """A value defined at position ``index`` of its ``owner``."""
+
     __slots__ = ("owner", "index")
 
-    def __init__(self, type: Type, owner: "Instruction", index: int, name: str | None = None):
+    def __init__(self, type: Type, owner: Any, index: int, name: str | None = None) -> None:
         super().__init__(type, name)
         self.owner = owner
         self.index = index
 
 
-class BlockArgument(Value):
-    __slots__ = ("owner", "index")
+class Result(_OwnedValue):
+    """Result ``index`` of instruction ``owner``."""
 
-    def __init__(self, type: Type, owner: "Block", index: int, name: str | None = None):
-        super().__init__(type, name)
-        self.owner = owner
-        self.index = index
+    __slots__ = ()
+    owner: "Instruction"
 
 
-class FuncParam(Value):
-    __slots__ = ("owner", "index")
+class BlockArgument(_OwnedValue):
+    """Argument ``index`` of block ``owner`` (a loop body's induction variable, too)."""
 
-    def __init__(self, type: Type, owner: "Function", index: int, name: str | None = None):
-        super().__init__(type, name)
-        self.owner = owner
-        self.index = index
+    __slots__ = ()
+    owner: "Block"
+
+
+class FuncParam(_OwnedValue):
+    """Parameter ``index`` of function ``owner``."""
+
+    __slots__ = ()
+    owner: "Function"
 
 
 # --------------------------------------------------------------------------
