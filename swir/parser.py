@@ -11,6 +11,7 @@ pointing at the offending token.
 
 from __future__ import annotations
 
+import gc
 import json
 from functools import lru_cache
 from importlib import resources
@@ -26,6 +27,7 @@ from swir.ir.core import (STAGES, Access, Apply, Block, Constraint, Dense, Dense
                           FileInit, Function, Global, Instruction, Literal, Module, Range,
                           Region, Successor, SymbolRef, Value)
 from swir.ir.types import Type, parse_type
+from swir.lexer import LexError, SwirLexer
 from swir.ops.registry import lookup
 
 
@@ -44,9 +46,8 @@ def grammar_text() -> str:
 
 @lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    return lark.Lark(grammar_text(), parser="lalr", lexer="contextual",
-                     transformer=_SyntaxBuilder(), maybe_placeholders=True,
-                     cache=False)
+    return lark.Lark(grammar_text(), parser="lalr", lexer=SwirLexer,
+                     transformer=_SyntaxBuilder(), maybe_placeholders=True)
 
 
 # --------------------------------------------------------------------------
@@ -268,6 +269,9 @@ def _int(tok: Token) -> int:
 # Step 2: IR builder with scoped name resolution
 # --------------------------------------------------------------------------
 
+_cached_type = lru_cache(maxsize=4096)(parse_type)  # types are immutable
+
+
 class _Scope:
     """Names visible in one region, chained to the enclosing region's scope."""
 
@@ -323,7 +327,7 @@ class _IRBuilder:
 
     def _type(self, tok: Token) -> Type:
         try:
-            return parse_type(str(tok))
+            return _cached_type(str(tok))
         except ValueError as e:
             raise Diagnostic(str(e), self._loc(tok)) from None
 
@@ -639,15 +643,25 @@ def parse_module(text: str, filename: str = "<input>") -> Module:
                          Location(filename, 1, 1))
     if not text.endswith("\n"):
         text += "\n"
+    # The parse allocates millions of small objects that all stay alive; the
+    # cyclic garbage collector would rescan them over and over (half the parse
+    # time on large modules), so it is paused while parsing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         tree = _lark().parse(text)
+        return _IRBuilder(filename).build(tree)
+    except LexError as e:
+        raise Diagnostic(str(e), Location(filename, e.line, e.col)) from None
     except lark.exceptions.UnexpectedInput as e:
         raise _syntax_error(e, filename) from None
     except lark.exceptions.VisitError as e:  # a Diagnostic raised inside the transformer
         if isinstance(e.orig_exc, Diagnostic):
             raise e.orig_exc from None
         raise
-    return _IRBuilder(filename).build(tree)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def read_source(path: str) -> str:
