@@ -12,7 +12,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".swir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.test_source_root, "Output")
-config.excludes = ["Inputs", "unit", "Output"]
+config.excludes = ["Inputs", "unit", "Output"]  # Inputs/ folders anywhere hold data, not tests
 config.environment["PATH"] = os.environ.get("PATH", "")
 for var in ("HOME", "TMPDIR", "LANG", "LC_ALL"):
     if var in os.environ:

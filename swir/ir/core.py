@@ -157,7 +157,7 @@ class Dense:
         return tuple(dims)
 
     def key(self) -> tuple:
-        return ("dense", _number_key(self.value))
+        return ("dense", value_key(self.value))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Dense) and self.key() == other.key()
@@ -166,11 +166,17 @@ class Dense:
         return hash(self.key())
 
 
-def _number_key(v: Any) -> Any:
-    if isinstance(v, tuple):
-        return tuple(_number_key(x) for x in v)
-    if isinstance(v, float) and math.isnan(v):
-        return ("nan",)
+def value_key(v: Any) -> Any:
+    """A hashable key equal exactly when two constants or attribute values are the
+    same: floats compare by their spelling, so -0.0 differs from 0.0 and every nan
+    is one value; 1 (int), 1.0 (float) and true (bool) all differ."""
+    if isinstance(v, (tuple, list)):
+        return tuple(value_key(x) for x in v)
+    if isinstance(v, float):
+        return ("float", "nan" if math.isnan(v) else repr(v))
+    key = getattr(v, "key", None)
+    if callable(key):
+        return key()
     return (type(v).__name__, v)
 
 
@@ -339,7 +345,7 @@ class Literal(Slot):
         return self
 
     def key(self) -> tuple:
-        return ("lit", _number_key(self.value))
+        return ("lit", value_key(self.value))
 
 
 @dataclass(frozen=True, eq=False)

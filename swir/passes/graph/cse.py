@@ -8,23 +8,10 @@ regions or memory reads are merged; operands of commutative ops are ordered.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
-
 from swir.analysis.dominance import DominanceInfo
-from swir.ir.core import Block, Instruction, Module, Region, Type, slot_key
+from swir.ir.core import Block, Instruction, Module, Region, Type, slot_key, value_key
 from swir.passes.manager import AnalysisManager, Pass
-
-
-def _hashable(v: Any) -> Any:
-    if isinstance(v, (tuple, list)):
-        return tuple(_hashable(x) for x in v)
-    if isinstance(v, float) and math.isnan(v):
-        return ("nan",)
-    if hasattr(v, "key") and callable(v.key):
-        return v.key()
-    return (type(v).__name__, v)
 
 
 def cse_key(inst: Instruction) -> tuple | None:
@@ -35,7 +22,7 @@ def cse_key(inst: Instruction) -> tuple | None:
     args = [slot_key(s) for s in inst.args]
     if d.commutative:
         args.sort(key=repr)
-    attrs = tuple(sorted((k, _hashable(v)) for k, v in inst.attrs.items()))
+    attrs = tuple(sorted((k, value_key(v)) for k, v in inst.attrs.items()))
     types: tuple[Type, ...] = tuple(r.type for r in inst.results)
     return (inst.opname, tuple(args), inst.arrow, attrs, types)
 
