@@ -262,7 +262,8 @@ class _SyntaxBuilder(lark.Transformer):
 
 
 def _int(tok: Token) -> int:
-    return int(str(tok), 0)
+    text = str(tok)
+    return int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
 
 
 # --------------------------------------------------------------------------
@@ -456,6 +457,9 @@ class _IRBuilder:
         if s.loop is not None:
             iv_tok, step_tok = s.loop
             if step_tok is not None:
+                if "step" in inst.attrs:
+                    raise Diagnostic("the step is given twice (as 'step N' and as an attribute)",
+                                     self._loc(step_tok))
                 inst.attrs["step"] = _int(step_tok)
             from swir.ir.types import INDEX
             inst.add_region(self._region(s.regions[0], scope, entry_args=[(iv_tok, INDEX)]))

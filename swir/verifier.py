@@ -121,6 +121,7 @@ class _Verifier:
         self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
         # id(loop variable) -> (lower bound, upper bound, nesting depth)
         self.loop_bounds: dict[int, tuple[Expr, Expr, int]] = {}
+        self._budget = _BOUNDS_BUDGET
         self.guards: list[dict[tuple, list[int]]] = []
         self.func: Function | None = None
         ldm = module_attr_ldm(module)
@@ -274,6 +275,10 @@ class _Verifier:
         min_regions = d.extra.get("min_regions", d.num_regions)
         if not min_regions <= len(inst.regions) <= d.num_regions:
             self.op_error(inst, f"needs {d.num_regions} region(s), got {len(inst.regions)}")
+            return
+        why = _context_error(d.context, self.func, self.m.stage)
+        if why:
+            self.op_error(inst, why)
             return
         if not self.attributes(inst, d):
             return
@@ -446,6 +451,9 @@ class _Verifier:
         return out
 
     def _hi_unguarded(self, e: Expr) -> int | None:
+        self._budget -= 1
+        if self._budget < 0:  # distributing min/max is exponential in the worst case
+            raise _TooComplex
         for atom, coef in e.terms:
             if isinstance(atom, Compound) and atom.kind in ("min", "max"):
                 rest = Expr(tuple((a, c) for a, c in e.terms if a is not atom), e.const)
@@ -477,6 +485,7 @@ class _Verifier:
         return best
 
     def _atom_range(self, atom: object) -> tuple[int, int] | None:
+        # min/max atoms never get here: _hi_unguarded distributes them first.
         if isinstance(atom, Compound):  # floordiv / ceildiv / mod of one expression
             r = self._bounds(atom.args[0])
             d = atom.divisor
@@ -519,12 +528,44 @@ class _Verifier:
         return out
 
     def bounds(self, inst: Instruction) -> None:
-        for s in inst.args:
-            if isinstance(s, Access):
-                why = self._access_bounds(s, inst)
-                if why:
-                    self.op_error(inst, why)
-                    return
+        self._budget = _BOUNDS_BUDGET
+        try:
+            why = None
+            for s in inst.args:
+                if isinstance(s, Access):
+                    why = why or self._access_bounds(s, inst)
+            if why is None and inst.opname in ("copy_in", "copy_out"):
+                why = self._copy_extents(inst)
+            if why is None and inst.opname == "chunk":
+                why = self._chunk_worker(inst)
+        except _TooComplex:
+            why = "index expressions too complex to bound statically"
+        if why:
+            self.op_error(inst, why)
+
+    def _copy_extents(self, inst: Instruction) -> str | None:
+        """Every range of a copy is non-empty and fits its LDM dimension, in every iteration."""
+        acc, ldm = (inst.args[0], inst.args[1]) if inst.opname == "copy_in" else \
+            (inst.args[1], inst.args[0])
+        ranges = [i for i in acc.indices if isinstance(i, Range)]
+        for dim, (r, size) in enumerate(zip(ranges, ldm.type.shape)):
+            longest, shortest = self._hi(r.hi - r.lo), self._hi(r.lo - r.hi)
+            if longest is None or shortest is None:
+                return f"cannot bound the extent of copy range {dim} statically"
+            if longest > size:
+                return f"copy range {dim} spans up to {longest} elements, more than LDM dimension {size}"
+            if -shortest < 1:
+                return f"copy range {dim} can be empty (extent down to {-shortest})"
+        return None
+
+    def _chunk_worker(self, inst: Instruction) -> str | None:
+        workers = inst.attrs.get("workers", 0)
+        r = self._bounds(Expr.of(inst.args[0]) if not isinstance(inst.args[0], Expr)
+                         else inst.args[0])
+        if r is None or r[0] < 0 or r[1] >= workers:
+            shown = "unbounded" if r is None else f"[{r[0]}, {r[1]}]"
+            return f"worker id ranges over {shown}, outside [0, {workers - 1}] (workers = {workers})"
+        return None
 
     def _access_bounds(self, acc: Access, inst: Instruction) -> str | None:
         t = acc.base.type
@@ -563,7 +604,9 @@ class _Verifier:
             strides[i] = strides[i + 1] * t.shape[i + 1]
         offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
         r = self._bounds(offset)
-        if r is not None and r[1] + span > t.num_elements:
+        if r is None:
+            return f"cannot bound the DMA start in {_vname(acc.base)} statically"
+        if r[1] + span > t.num_elements:
             return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
                     f"{_vname(acc.base)} ({t.num_elements} elements)")
         return None
@@ -583,6 +626,13 @@ class _Verifier:
 
 
 _INF = float("inf")
+# Steps of the symbolic bounds analysis allowed per instruction; beyond it the
+# access is reported as too complex (failing closed, never silently accepted).
+_BOUNDS_BUDGET = 20000
+
+
+class _TooComplex(Exception):
+    pass
 
 
 def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
@@ -599,6 +649,19 @@ def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
     if rel == "<":
         hi = min(hi, -c - 1)
     out[key] = [lo, hi]
+
+
+def _context_error(context: str | None, f: Function | None, stage: str) -> str | None:
+    """Is an op with this context legal in function f?"""
+    if context is None or f is None:
+        return None
+    if context == "host":
+        return "cannot appear in a cpe kernel (it runs on the MPE)" if f.target == "cpe" else None
+    if f.kind != "kernel":
+        return "can only appear in a kernel (it runs on a CPE)"
+    if context == "cpe" and stage == "dma" and f.target != "cpe":
+        return "can only appear in a cpe kernel at the dma stage (it runs on a CPE)"
+    return None
 
 
 def _is_affine_symbol(v: Value) -> bool:

@@ -6,28 +6,11 @@ from swir.ir.affine import Expr
 from swir.ir.core import DenseSlot, Function, Instruction, Literal, Successor, Value
 from swir.ir.types import ScalarType, TensorType, Type
 from swir.ops.registry import OpDef, OpError, register
-
-
-def _callee(inst: Instruction) -> Function:
-    from swir.ops.util import apply_arg
-    app = apply_arg(inst, 0)
-    fn = inst.function
-    module = fn.module if fn is not None else None
-    target = module.lookup(app.callee) if module is not None else None
-    if not isinstance(target, Function):
-        raise OpError(f"call to undefined function @{app.callee}")
-    if len(app.args) != len(target.params):
-        raise OpError(f"@{app.callee} takes {len(target.params)} arguments, "
-                      f"got {len(app.args)}")
-    for i, (a, p) in enumerate(zip(app.args, target.params)):
-        if a.type != p.type:
-            raise OpError(f"argument #{i} of @{app.callee} has type {a.type}, "
-                          f"expected {p.type}")
-    return target
+from swir.ops.util import callee
 
 
 def _infer_call(inst: Instruction) -> list[Type]:
-    return list(_callee(inst).result_types)
+    return list(callee(inst).result_types)
 
 
 def _infer_const(inst: Instruction) -> list[Type]:
@@ -93,6 +76,8 @@ def _verify_branch(inst: Instruction) -> None:
                           f"but the block takes ({', '.join(map(str, want))})")
         if s.block.parent is not inst.parent.parent:
             raise OpError(f"branch target '{s.block.label} is not in the same region")
+        if s.block is s.block.parent.blocks[0]:
+            raise OpError(f"cannot branch to the entry block '{s.block.label}")
 
 
 register(OpDef("const", "A constant: a scalar number, or a tensor dense<...>.",

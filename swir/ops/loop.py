@@ -11,7 +11,7 @@ from swir.ir.core import Constraint, Instruction, Range, Value
 from swir.ir.types import INDEX, BufType, LDMType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, OpDef,
                                OpError, register)
-from swir.ops.util import access_arg, apply_arg, index_expr, value_arg
+from swir.ops.util import access_arg, callee, check_writable, index_expr, value_arg
 
 
 # -- structured control flow -------------------------------------------------
@@ -22,6 +22,8 @@ def _verify_loop(inst: Instruction) -> None:
     step = inst.attrs.get("step", 1)
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
         raise OpError(f"loop step must be a positive integer, got {step!r}")
+    if inst.attrs.get("workers", 1) <= 0:
+        raise OpError(f"workers must be positive, got {inst.attrs['workers']}")
     body = inst.regions[0]
     if len(body.blocks) != 1:
         raise OpError("a loop body is a single block")
@@ -72,6 +74,7 @@ def _verify_store(inst: Instruction) -> None:
     if v.type != acc.base.type.element:
         raise OpError(f"stored value has type {v.type}, buffer elements are "
                       f"{acc.base.type.element}")
+    check_writable(inst, 1)
 
 
 def _infer_ldm_alloc(inst: Instruction) -> list[Type]:
@@ -106,6 +109,7 @@ def _verify_copy(inst: Instruction) -> None:
         _region_fits(inst, 0, 1)
     else:
         _region_fits(inst, 1, 0)
+        check_writable(inst, 1)
 
 
 def _verify_dma(inst: Instruction) -> None:
@@ -113,6 +117,8 @@ def _verify_dma(inst: Instruction) -> None:
         raise OpError(f"'{inst.opname}' is written {inst.opname} SRC -> DST")
     mem, ldm = (0, 1) if inst.opname == "dma_get" else (1, 0)
     acc = access_arg(inst, mem, (BufType,))
+    if inst.opname == "dma_put":
+        check_writable(inst, 1)
     if acc.is_region:
         raise OpError("a DMA names its main-memory start element, not a range")
     lv = inst.args[ldm]
@@ -122,9 +128,15 @@ def _verify_dma(inst: Instruction) -> None:
         ldm_type = access_arg(inst, ldm, (LDMType,)).base.type
     if not isinstance(ldm_type, LDMType):
         raise OpError(f"a DMA's local side must be an LDM buffer, got {ldm_type}")
+    if ldm_type.element != acc.base.type.element:
+        raise OpError(f"element types differ: {acc.base.type.element} in main memory, "
+                      f"{ldm_type.element} in LDM")
     count = inst.attrs["count"]
     if count <= 0:
         raise OpError(f"DMA count must be positive, got {count}")
+    if isinstance(lv, Value) and count > ldm_type.num_elements:
+        raise OpError(f"DMA of {count} elements does not fit LDM buffer {ldm_type} "
+                      f"({ldm_type.num_elements} elements)")
     bsize, stride = inst.attrs.get("bsize", 0), inst.attrs.get("stride", 0)
     if bsize < 0 or stride < 0 or (stride and not bsize):
         raise OpError("DMA block size and stride must be non-negative, with a block "
@@ -144,11 +156,9 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
 
 
 def _verify_spawn(inst: Instruction) -> None:
-    app = apply_arg(inst, 0)
-    fn = inst.function
-    target = fn.module.lookup(app.callee) if fn is not None and fn.module else None
-    if target is None or getattr(target, "target", None) != "cpe":
-        raise OpError(f"'spawn' starts a cpe kernel; @{app.callee} is not one")
+    target = callee(inst)
+    if target.target != "cpe":
+        raise OpError(f"'spawn' starts a cpe kernel; @{target.name} is not one")
 
 
 register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
@@ -159,13 +169,13 @@ register(OpDef("store", "Write one element: store %v, %A[i, j].",
                category="memory"))
 register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
                stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
-               pure=False, category="memory"))
+               pure=False, context="cpe", category="memory"))
 register(OpDef("copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               arrow=True, category="memory"))
+               arrow=True, context="cpe", category="memory"))
 register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               arrow=True, category="memory"))
+               arrow=True, context="cpe", category="memory"))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("bsize", "int", doc="contiguous elements per block (strided DMA)"),
@@ -173,22 +183,22 @@ _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
 register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               category="dma"))
+               context="cpe", category="dma"))
 register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               category="dma"))
+               context="cpe", category="dma"))
 register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
                stages=DMA_ONLY, num_args=(0, 0),
                attrs=(Attr("reply", "int", required=True), Attr("times", "int")),
-               verify=_verify_wait, pure=False, category="dma"))
+               verify=_verify_wait, pure=False, context="cpe", category="dma"))
 register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
-               num_args=(0, 0), infer=lambda inst: [INDEX], category="cpe"))
+               num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe", category="cpe"))
 register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
                         "balanced to within one.",
                stages=DMA_ONLY, num_args=(1, 1),
                attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True)),
-               infer=_infer_chunk, category="cpe"))
+               infer=_infer_chunk, context="cpe", category="cpe"))
 register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn).", stages=DMA_ONLY,
-               num_args=(1, 1), verify=_verify_spawn, pure=False, category="cpe"))
+               num_args=(1, 1), verify=_verify_spawn, pure=False, context="host", category="cpe"))
 register(OpDef("join", "Wait for every CPE to finish the spawned kernel (athread_join).",
-               stages=DMA_ONLY, num_args=(0, 0), pure=False, category="cpe"))
+               stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host", category="cpe"))

@@ -58,6 +58,9 @@ class OpDef:
     commutative: bool = False
     arrow: bool = False  # operands after "->" are destinations
     category: str = "other"  # for docs and fusion: elementwise, reduction, ...
+    # Where the op may appear: None (anywhere), "kernel" (in a kernel), "cpe" (in a
+    # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
+    context: str | None = None
     extra: dict = field(default_factory=dict)
 
     @property

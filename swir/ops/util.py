@@ -63,6 +63,33 @@ def apply_arg(inst: Instruction, i: int) -> Apply:
     return s
 
 
+def callee(inst: Instruction) -> Any:
+    """The function an application ``@f(args)`` in slot 0 names, with the
+    arguments checked against its parameters (``call``, ``spawn``)."""
+    from swir.ir.core import Function
+    app = apply_arg(inst, 0)
+    fn = inst.function
+    module = fn.module if fn is not None else None
+    target = module.lookup(app.callee) if module is not None else None
+    if not isinstance(target, Function):
+        raise OpError(f"call to undefined function @{app.callee}")
+    if len(app.args) != len(target.params):
+        raise OpError(f"@{app.callee} takes {len(target.params)} arguments, got {len(app.args)}")
+    for i, (a, p) in enumerate(zip(app.args, target.params)):
+        if a.type != p.type:
+            raise OpError(f"argument #{i} of @{app.callee} has type {a.type}, expected {p.type}")
+    return target
+
+
+def check_writable(inst: Instruction, slot: int) -> None:
+    """A write's destination may not be a constant ``global``."""
+    from swir.ir.core import Global
+    s = inst.args[slot]
+    base = s.base if isinstance(s, Access) else s
+    if isinstance(base, Global) and base.kind == "global":
+        raise OpError(f"writes to @{base.name}, a constant global")
+
+
 def attr(inst: Instruction, name: str, default: Any = None) -> Any:
     return inst.attrs.get(name, default)
 

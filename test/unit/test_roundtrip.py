@@ -612,11 +612,12 @@ class LoopGen(Gen):
             return e + (-lo_e + self.int(0, size - 1 - (hi_e - lo_e)))
         return Expr.of(v).mod(size)
 
-    def access(self, t: BufType, env) -> Access:
-        return Access(self.base_for(t), tuple(self.subscript(d, env) for d in t.shape))
+    def access(self, t: BufType, env, writable: bool = False) -> Access:
+        return Access(self.base_for(t, writable), tuple(self.subscript(d, env) for d in t.shape))
 
-    def base_for(self, t: BufType) -> Value:
-        cands = [v for v in self.buffers if v.type == t]
+    def base_for(self, t: BufType, writable: bool = False) -> Value:
+        """A buffer of type t; a store's target must not be a constant global."""
+        cands = [v for v in (self.writable if writable else self.buffers) if v.type == t]
         return self.pick(cands)
 
     # -- statements ---------------------------------------------------------------------------
@@ -644,12 +645,12 @@ class LoopGen(Gen):
         return self.b.const(self.draw(FLOATS), el, self.name())
 
     def store(self, pool, env) -> None:
-        t = self.pick([v.type for v in self.buffers])
+        t = self.pick([v.type for v in self.writable])
         v = self.scalar(t.element, pool, env)
         if self.int(0, 3) == 0:
             c = self.b.create("gt", v, v, names=[self.name()])
             v = self.b.create("select", c, v, v, names=[self.name()])
-        self.b.create("store", v, self.access(t, env))
+        self.b.create("store", v, self.access(t, env, writable=True))
 
     def loop(self, pool, env, depth) -> None:
         kind = "parallel" if self.int(0, 5) == 0 else "for"
@@ -724,7 +725,7 @@ class LoopGen(Gen):
         ivs = list(env.values())
         if not ivs:
             return
-        t = self.pick([v.type for v in self.buffers])
+        t = self.pick([v.type for v in self.writable])
         size = t.shape[0]
         # an arbitrary affine expression, guarded into [0, size)
         e = Expr.of(self.int(-4, 4))
@@ -744,7 +745,7 @@ class LoopGen(Gen):
         self.b = Builder(regions[0].blocks[0])
         rest = tuple(self.subscript(d, env) for d in t.shape[1:])
         v = self.scalar(t.element, list(pool), env)
-        self.b.create("store", v, Access(self.base_for(t), (e,) + rest))
+        self.b.create("store", v, Access(self.base_for(t, writable=True), (e,) + rest))
         self.block(list(pool), env, depth + 1)
         if with_else:
             self.b = Builder(regions[1].blocks[0])
@@ -759,7 +760,7 @@ class LoopGen(Gen):
         i, lo, hi = self.pick(ivs)
         k = self.int(lo + 1, hi)
         need = max(hi - k, k - 1 - lo) + 1
-        cands = [v.type for v in self.buffers if v.type.shape[0] >= need]
+        cands = [v.type for v in self.writable if v.type.shape[0] >= need]
         if not cands:
             return
         t = self.pick(cands)
@@ -771,7 +772,7 @@ class LoopGen(Gen):
             rest = tuple(self.subscript(d, env) for d in t.shape[1:])
             v = self.b.create("load", Access(self.base_for(t), (sub,) + rest),
                               names=[self.name()])
-            self.b.create("store", v, Access(self.base_for(t), (sub,) + rest))
+            self.b.create("store", v, Access(self.base_for(t, writable=True), (sub,) + rest))
         self.b = outer
 
     def block(self, pool, env, depth) -> None:
@@ -799,6 +800,7 @@ class LoopGen(Gen):
         types = [self.buf_type() for _ in range(self.int(1, 3))]
         f, self.b = Builder.function(self.m, self.symbol("k"), types, kind="kernel",
                                      param_names=[self.name() for _ in types])
+        self.writable = list(f.params)
         self.buffers = list(f.params) + [g for g in self.m.globals]
         self.block([], {}, 0)
         return f
@@ -910,7 +912,8 @@ def dma_modules(draw) -> Module:
     g.b = b
     A, C = k.params
     cid = b.create("cpe_id", names=[g.name()])
-    lo, hi = b.create_inst("chunk", cid, attrs={"extent": extent, "workers": g.int(1, 64)},
+    # cpe_id ranges over the 64 CPEs, so chunk must split over (at least) 64 workers.
+    lo, hi = b.create_inst("chunk", cid, attrs={"extent": extent, "workers": g.int(64, 128)},
                            names=[g.name(), g.name()]).results
     L_in = b.create_inst("ldm_alloc", types=[LDMType((rows, tile) if strided else (tile,),
                                                      el)], names=[g.name()]).results[0]
