@@ -71,9 +71,15 @@ def _render_one(kind: str, message: str, loc: Location | None, file: str | None,
     line = sources.line(loc)
     if line is None:
         return head
-    printable = _printable(line)
-    caret_col = len(_printable(line[: max(loc.col - 1, 0)]))
-    return f"{head}\n{printable}\n{' ' * caret_col}^"
+    start = max(loc.col - 1 - _WINDOW // 2, 0) if len(line) > _WINDOW else 0
+    shown = line[start:start + _WINDOW]
+    prefix = "..." if start else ""
+    suffix = "..." if start + _WINDOW < len(line) else ""
+    caret_col = len(prefix) + len(_printable(line[start: max(loc.col - 1, start)]))
+    return f"{head}\n{prefix}{_printable(shown)}{suffix}\n{' ' * caret_col}^"
+
+
+_WINDOW = 160  # longest stretch of a source line quoted under a diagnostic
 
 
 def _printable(text: str) -> str:

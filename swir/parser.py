@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -28,6 +29,7 @@ from swir.ir.core import (STAGES, Access, Apply, Block, Constraint, Dense, Dense
                           Region, Successor, SymbolRef, Value)
 from swir.ir.types import Type, parse_type
 from swir.lexer import LexError, SwirLexer
+from swir.limits import deep_recursion
 from swir.ops.registry import lookup
 
 
@@ -538,15 +540,17 @@ class _IRBuilder:
                 return -self._expr(node[1], scope)
             if tag in ("min", "max"):
                 return Expr.minmax(tag, [self._expr(a, scope) for a in node[1]])
-            if tag in ("add", "sub", "mul", "floordiv", "ceildiv", "mod"):
-                a, b = self._expr(node[1], scope), self._expr(node[2], scope)
-                if tag == "add":
-                    return a + b
-                if tag == "sub":
-                    return a - b
-                if tag == "mul":
-                    return a * b
-                return getattr(a, tag)(b)
+            if tag in _BINARY:
+                # Binary operators associate left: walk the left spine in a loop,
+                # so a long chain (a + b + c + ...) does not recurse per term.
+                rights = []
+                while node[0] in _BINARY:
+                    rights.append((node[0], node[2]))
+                    node = node[1]
+                acc = self._expr(node, scope)
+                for op, right in reversed(rights):
+                    acc = _BINARY[op](acc, self._expr(right, scope))
+                return acc
         except NonAffine as e:
             raise Diagnostic(f"index expression is not affine: {e}", self._loc(_first_token(node))) from None
         if tag == "g":
@@ -580,15 +584,20 @@ class _IRBuilder:
         raise Diagnostic("malformed attribute value", self._loc(_first_token(node)))
 
 
+_BINARY = {"add": Expr.__add__, "sub": Expr.__sub__, "mul": Expr.__mul__,
+           "floordiv": Expr.floordiv, "ceildiv": Expr.ceildiv, "mod": Expr.mod}
+
+
 def _first_token(node: Any) -> Token | None:
-    if isinstance(node, Token):
-        return node
-    if isinstance(node, (tuple, list)):
+    """The leftmost token of a syntax node (iterative down the left spine)."""
+    while isinstance(node, (tuple, list)):
         for x in node:
-            tok = _first_token(x)
-            if tok is not None:
-                return tok
-    return None
+            if isinstance(x, (tuple, list, Token)):
+                node = x
+                break
+        else:
+            return None
+    return node if isinstance(node, Token) else None
 
 
 # --------------------------------------------------------------------------
@@ -653,10 +662,15 @@ def parse_module(text: str, filename: str = "<input>") -> Module:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        tree = _lark().parse(text)
-        return _IRBuilder(filename).build(tree)
+        with deep_recursion():
+            tree = _lark().parse(text)
+            return _IRBuilder(filename).build(tree)
     except LexError as e:
         raise Diagnostic(str(e), Location(filename, e.line, e.col)) from None
+    except RecursionError:
+        raise Diagnostic("input is nested too deeply to build (regions or expressions "
+                         f"nested beyond Python's recursion limit of {sys.getrecursionlimit()})",
+                         Location(filename, 1, 1)) from None
     except lark.exceptions.UnexpectedInput as e:
         raise _syntax_error(e, filename) from None
     except lark.exceptions.VisitError as e:  # a Diagnostic raised inside the transformer

@@ -18,6 +18,7 @@ from swir.ir.core import (Access, Apply, Block, Constraint, Dense, DenseSlot, Fi
                           Function, Global, Instruction, Literal, Module, Range, Region,
                           Successor, SymbolRef, Value)
 from swir.ir.types import Type
+from swir.limits import deep_recursion
 
 _BARE = re.compile(r"[A-Za-z0-9_.$]+")
 INDENT = "  "
@@ -283,4 +284,5 @@ class Printer:
 
 
 def print_module(m: Module) -> str:
-    return Printer().module(m)
+    with deep_recursion():
+        return Printer().module(m)

@@ -33,6 +33,7 @@ from swir.ir.core import (STAGES, Access, Block, BlockArgument, Constraint, Dens
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
+from swir.limits import deep_recursion
 from swir.ops.registry import OpError, lookup
 
 DEFAULT_LDM_BYTES = 65536
@@ -51,7 +52,11 @@ class VerificationError(Exception):
 
 def verify(module: Module) -> None:
     """Raise VerificationError listing every problem found (up to MAX_ERRORS)."""
-    errors = _Verifier(module).run()
+    try:
+        with deep_recursion():
+            errors = _Verifier(module).run()
+    except RecursionError:
+        errors = [Diagnostic("module is nested too deeply to verify", module.loc)]
     if errors:
         raise VerificationError(errors)
 
@@ -64,7 +69,8 @@ def check_dense(d: Dense, t: ShapedType) -> None:
         shape = d.shape()
         flat = d.flat()
         if shape != t.shape and not (len(shape) == 1 and shape[0] == t.num_elements):
-            raise OpError(f"dense literal has shape {shape}, type {t} needs {t.shape} "
+            shown = str(shape) if len(shape) <= 8 else f"{shape[:8]}... (rank {len(shape)})"
+            raise OpError(f"dense literal has shape {shown}, type {t} needs {t.shape} "
                           f"(or a flat list of {t.num_elements})")
         values = flat
     else:

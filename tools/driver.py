@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from swir.diagnostics import SOURCES, Diagnostic, Location
+from swir.limits import deep_recursion
 from swir.passes.manager import PassFailure
 from swir.verifier import VerificationError
 
@@ -21,9 +22,9 @@ class UsageError(Exception):
 def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
     """Run ``main`` and turn every failure into a diagnostic and an exit status."""
     args = sys.argv[1:] if argv is None else argv
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     try:
-        return main(args)
+        with deep_recursion():  # passes recurse per nested region, too
+            return main(args)
     except Diagnostic as d:
         print(d.render(), file=sys.stderr)
     except (VerificationError, PassFailure) as e:

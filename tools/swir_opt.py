@@ -9,6 +9,7 @@ option may be given on the pass (``-ldm-plan{ldm-size=32768}``) or globally
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -108,13 +109,26 @@ def parse_args(argv: list[str]) -> Options:
     return o
 
 
+_OPTION_RE = re.compile(r'\s*([A-Za-z][\w-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*?)\s*(?:,|$)')
+
+
 def _pass_options(argv: list[str], i: int, text: str | None) -> dict[str, str]:
+    """``name=value,name="quoted, value"`` → {name: value}."""
     out: dict[str, str] = {}
-    for item in filter(None, (text or "").split(",")):
-        k, eq, v = item.partition("=")
-        if not eq:
-            raise command_line_error(PROG, argv, i, f"pass option '{item}' needs a value (name=value)")
-        out[k.strip()] = v.strip()
+    text, pos = text or "", 0
+    while pos < len(text):
+        m = _OPTION_RE.match(text, pos)
+        if m is None or m.end() == pos:
+            raise command_line_error(PROG, argv, i, f"malformed pass options '{text[pos:]}' "
+                                                    "(expected name=value,...)")
+        value = m.group(2)
+        if value.startswith('"'):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise command_line_error(PROG, argv, i, f"malformed quoted value {value}") from None
+        out[m.group(1)] = value
+        pos = m.end()
     return out
 
 

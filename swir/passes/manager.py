@@ -11,6 +11,8 @@ reports a change.
 from __future__ import annotations
 
 import dataclasses
+import json
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TextIO
@@ -56,6 +58,8 @@ class Pass:
         for f in self.options():
             v = getattr(self, f.name)
             text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            if any(c in text for c in ',{}"') or text != text.strip():
+                text = json.dumps(text)  # quoted, as -pass{opt="a,b"} accepts
             opts.append(f"{option_flag(f.name)}={text}")
         return f"-{self.name}" + ("{" + ",".join(opts) + "}" if opts else "")
 
@@ -127,7 +131,8 @@ class PassManager:
             except PassFailure:
                 if before is not None:
                     self._dump(f"IR Dump Before {p.spelling()} Failed", before,
-                               f"// reproduce: swir-opt {p.spelling()} {self.input_name}\n")
+                               "// reproduce: save the IR above as repro.swir, then run\n"
+                               f"//   swir-opt {shlex.quote(p.spelling())} repro.swir\n")
                 raise
             self.records.append(PassRecord(p.name, changed, time.perf_counter() - start,
                                            dict(p.statistics)))

@@ -3,7 +3,9 @@
 Scoped hash tables over the dominator tree of each region (so a value is
 reused wherever its first computation dominates), descending into nested
 regions with the enclosing scope visible. Only pure instructions without
-regions or memory reads are merged; operands of commutative ops are ordered.
+regions or memory reads are merged; the operands of commutative ops are put in
+a canonical order before comparing, and constants compare exactly (0.0 and
+-0.0 differ, every nan is the same).
 """
 
 from __future__ import annotations
