@@ -185,18 +185,6 @@ class Expr:
             total += coef * _eval_atom(atom, env)
         return total
 
-    def bounds(self, value_range: Callable[[object], tuple[int, int] | None]
-               ) -> tuple[int, int] | None:
-        """Inclusive [lo, hi] by interval arithmetic; None if a value is unbounded."""
-        lo = hi = self.const
-        for atom, coef in self.terms:
-            r = _atom_bounds(atom, value_range)
-            if r is None:
-                return None
-            a, b = (r[0] * coef, r[1] * coef) if coef > 0 else (r[1] * coef, r[0] * coef)
-            lo, hi = lo + a, hi + b
-        return lo, hi
-
     def linear_part(self) -> "Expr":
         return Expr(self.terms, 0)
 
@@ -214,29 +202,6 @@ def _eval_atom(atom: object, env: Mapping[object, int]) -> int:
         return max(vals)
     d = atom.divisor
     return {"floordiv": vals[0] // d, "ceildiv": -(-vals[0] // d), "mod": vals[0] % d}[atom.kind]
-
-
-def _atom_bounds(atom: object, value_range: Callable[[object], tuple[int, int] | None]
-                 ) -> tuple[int, int] | None:
-    if not isinstance(atom, Compound):
-        return value_range(atom)
-    rs = [a.bounds(value_range) for a in atom.args]
-    if any(r is None for r in rs):
-        if atom.kind == "mod":
-            return 0, atom.divisor - 1
-        return None
-    if atom.kind == "min":
-        return min(r[0] for r in rs), min(r[1] for r in rs)
-    if atom.kind == "max":
-        return max(r[0] for r in rs), max(r[1] for r in rs)
-    (lo, hi), d = rs[0], atom.divisor
-    if atom.kind == "floordiv":
-        return lo // d, hi // d
-    if atom.kind == "ceildiv":
-        return -(-lo // d), -(-hi // d)
-    if lo >= 0 and hi < d:
-        return lo, hi
-    return 0, d - 1
 
 
 def format_expr(e: Expr, name: Callable[[object], str]) -> str:

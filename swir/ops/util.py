@@ -6,7 +6,7 @@ from typing import Any
 
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Apply, Instruction, Value
-from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
+from swir.ir.types import INDEX, BufType, LDMType, TensorType
 from swir.ops.registry import OpError
 
 
@@ -24,11 +24,6 @@ def tensor_arg(inst: Instruction, i: int) -> TensorType:
     return t
 
 
-def scalar_arg(inst: Instruction, i: int) -> ScalarType:
-    t = value_arg(inst, i).type
-    if not isinstance(t, ScalarType):
-        raise OpError(f"operand #{i} must be a scalar, got {t}")
-    return t
 
 
 def index_expr(inst: Instruction, i: int) -> Expr:
@@ -90,26 +85,6 @@ def check_writable(inst: Instruction, slot: int) -> None:
         raise OpError(f"writes to @{base.name}, a constant global")
 
 
-def attr(inst: Instruction, name: str, default: Any = None) -> Any:
-    return inst.attrs.get(name, default)
-
-
-def int_list(inst: Instruction, name: str, length: int | None = None,
-             default: list[int] | None = None) -> list[int]:
-    v = inst.attrs.get(name)
-    if v is None:
-        if default is None:
-            raise OpError(f"missing attribute '{name}'")
-        return list(default)
-    if length is not None and len(v) != length:
-        raise OpError(f"attribute '{name}' needs {length} integers, got {len(v)}")
-    return list(v)
-
-
-def shaped(t: Type) -> ShapedType:
-    if not isinstance(t, ShapedType):
-        raise OpError(f"expected a shaped type, got {t}")
-    return t
 
 
 def normalise_axis(axis: int, rank: int, what: str = "axis") -> int:

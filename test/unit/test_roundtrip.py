@@ -475,7 +475,6 @@ class GraphGen(Gen):
         f, self.b = Builder.function(self.m, self.symbol("f"), [I1, x_t], [],
                                      param_names=[self.name(), self.name()])
         flag, x = f.params
-        entry = f.body.blocks[0]
         pool = [x] + self.body_ops([x], helpers, self.int(1, 5))
         tensors = [v for v in pool if isinstance(v.type, TensorType)]
         r = self.pick(tensors)
