@@ -1,0 +1,2 @@
+"""The reference interpreter: executes IR on numpy arrays. Every later stage is
+checked against what the graph-stage interpreter computes."""

@@ -1,0 +1,195 @@
+"""The graph-stage interpreter: runs a function of a graph-stage module on
+numpy arrays, op by op, with the kernels of :mod:`swir.interp.kernels`.
+
+Control flow between blocks (``br``, ``cond_br``, block arguments), calls and
+``return`` are executed here; every other op is one kernel call. Globals are
+materialised once: ``dense<...>`` literals directly, ``file "PATH" offset N``
+from a sidecar file (little-endian elements) resolved against the module's
+directory, with size checks that name the global.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swir.diagnostics import Diagnostic
+from swir.ir.affine import Expr
+from swir.ir.core import (Apply, Block, Dense, DenseSlot, FileInit, Function, Global,
+                          Instruction, Literal, Module, Successor, Value)
+from swir.ir.types import ShapedType, Type
+from swir.interp.kernels import dtype_of, evaluate
+
+# Instructions executed before a run is declared non-terminating (CFG loops).
+MAX_STEPS = 10_000_000
+
+
+class GraphInterpreter:
+    def __init__(self, module: Module, base_dir: str | Path = ".",
+                 max_steps: int = MAX_STEPS) -> None:
+        if module.stage != "graph":
+            raise Diagnostic(f"the graph-stage interpreter cannot run a {module.stage}-stage "
+                             "module", module.loc)
+        self.module = module
+        self.base_dir = Path(base_dir)
+        self.max_steps = max_steps
+        self.steps = 0
+        self._globals: dict[str, np.ndarray] = {}
+
+    # -- globals ----------------------------------------------------------------------
+    def global_value(self, g: Global) -> np.ndarray:
+        arr = self._globals.get(g.name)
+        if arr is None:
+            arr = self._globals[g.name] = self._load_global(g)
+            arr.flags.writeable = False  # kernels must not mutate shared constants
+        return arr
+
+    def _load_global(self, g: Global) -> np.ndarray:
+        t = g.type
+        assert isinstance(t, ShapedType)
+        if isinstance(g.init, Dense):
+            return dense_array(g.init, t)
+        if isinstance(g.init, FileInit):
+            return load_file_global(g, self.base_dir)
+        raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
+
+    # -- functions ---------------------------------------------------------------------
+    def run(self, name: str, args: list[np.ndarray]) -> list[np.ndarray]:
+        f = self.module.lookup(name)
+        if not isinstance(f, Function):
+            raise Diagnostic(f"no function @{name} in module \"{self.module.name}\"",
+                             self.module.loc)
+        return self.call(f, args)
+
+    def call(self, f: Function, args: list[np.ndarray]) -> list[np.ndarray]:
+        if f.body is None:
+            raise Diagnostic(f"@{f.name} is only declared; it has no body to run", f.loc)
+        env: dict[int, np.ndarray] = {id(p): a for p, a in zip(f.params, args)}
+        block: Block = f.body.blocks[0]
+        while True:
+            for inst in block.instructions:
+                self.steps += 1
+                if self.steps > self.max_steps:
+                    raise Diagnostic(f"execution did not finish within {self.max_steps} "
+                                     "instructions (an endless loop?)", inst.loc)
+                if inst.opname == "return":
+                    return [self.value(v, env) for v in inst.operands]
+                if inst.opname in ("br", "cond_br"):
+                    block = self.branch(inst, env)
+                    break
+                self.execute(inst, env)
+            else:
+                raise Diagnostic(f"block '{block.label} of @{f.name} ended without a "
+                                 "terminator", f.loc)
+
+    def branch(self, inst: Instruction, env: dict[int, np.ndarray]) -> Block:
+        succs = [s for s in inst.args if isinstance(s, Successor)]
+        target = succs[0]
+        if inst.opname == "cond_br" and not bool(self.value(inst.args[0], env)):
+            target = succs[1]
+        # Read every argument before binding any (a block may pass its own arguments).
+        values = [self.value(v, env) for v in target.args]
+        for param, v in zip(target.block.args, values):
+            env[id(param)] = v
+        return target.block
+
+    def execute(self, inst: Instruction, env: dict[int, np.ndarray]) -> None:
+        types = [r.type for r in inst.results]
+        if inst.opname == "const":
+            outs = [constant_array(inst.args[0], types[0])]
+        elif inst.opname == "call":
+            app = inst.args[0]
+            assert isinstance(app, Apply)
+            callee = self.module.lookup(app.callee)
+            assert isinstance(callee, Function)
+            outs = self.call(callee, [self.value(v, env) for v in app.args])
+        else:
+            operands = [self.value(s, env) for s in inst.args]
+            outs = evaluate(inst.opname, inst.attrs, types, operands)
+        for r, v in zip(inst.results, outs):
+            env[id(r)] = v
+
+    def value(self, v: Any, env: dict[int, np.ndarray]) -> np.ndarray:
+        if isinstance(v, Global):
+            return self.global_value(v)
+        if isinstance(v, Value):
+            return env[id(v)]
+        raise Diagnostic(f"operand {v!r} cannot be evaluated at the graph stage")
+
+
+# ---------------------------------------------------------------------------
+# Constants and weights (shared with constant folding)
+# ---------------------------------------------------------------------------
+
+def dense_array(d: Dense, t: ShapedType | Type) -> np.ndarray:
+    dtype = dtype_of(t)
+    shape = t.shape if isinstance(t, ShapedType) else ()
+    if d.is_splat:
+        return np.full(shape, d.value, dtype=dtype)
+    return np.array(d.flat(), dtype=dtype).reshape(shape)
+
+
+def constant_array(slot: Any, t: Type) -> np.ndarray:
+    """The value of a ``const`` operand as an array of type t."""
+    if isinstance(slot, DenseSlot):
+        return dense_array(slot.dense, t)
+    if isinstance(slot, Literal):
+        return np.array(slot.value, dtype=dtype_of(t))
+    if isinstance(slot, Expr) and slot.is_constant:
+        return np.array(slot.const, dtype=dtype_of(t))
+    raise Diagnostic(f"'const' operand {slot!r} is not a constant")
+
+
+def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
+    """Read a global's elements from its sidecar file, checking that they exist."""
+    init = g.init
+    assert isinstance(init, FileInit) and isinstance(g.type, ShapedType)
+    path = base_dir / init.path
+    dtype = dtype_of(g.type).newbyteorder("<")
+    need = g.type.num_elements * dtype.itemsize
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise IsADirectoryError(21, "Is a directory")
+    except OSError as e:
+        raise Diagnostic(f"@{g.name}: cannot read weight file '{path}': "
+                         f"{e.strerror or e}", g.loc) from None
+    if init.offset > size:
+        raise Diagnostic(f"@{g.name}: offset {init.offset} is past the end of '{path}' "
+                         f"({size} bytes)", g.loc)
+    if init.offset + need > size:
+        raise Diagnostic(f"@{g.name}: '{path}' is too short: {g.type} needs {need} bytes "
+                         f"at offset {init.offset}, the file has {size - init.offset}", g.loc)
+    with open(path, "rb") as fh:
+        fh.seek(init.offset)
+        data = fh.read(need)
+    return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))\
+        .reshape(g.type.shape)
+
+
+def constant_value(v: Value) -> np.ndarray | None:
+    """The array a value always holds, if it is known at compile time: the result
+    of a ``const``, or a global with a ``dense<...>`` literal."""
+    if isinstance(v, Global):
+        return dense_array(v.init, v.type) if isinstance(v.init, Dense) else None
+    owner = getattr(v, "owner", None)
+    if isinstance(owner, Instruction) and owner.opname == "const":
+        return constant_array(owner.args[0], v.type)
+    return None
+
+
+def fold(inst: Instruction) -> list[np.ndarray] | None:
+    """Evaluate an instruction at compile time when every operand is a constant
+    (the hook for constant folding); None if it cannot be folded."""
+    d = inst.opdef
+    if d is None or not d.pure or d.reads_memory or inst.regions or not inst.results \
+            or inst.opname in ("const", "call"):
+        return None
+    if not all(isinstance(s, Value) for s in inst.args):
+        return None
+    operands = [constant_value(v) for v in inst.args]
+    if any(a is None for a in operands):
+        return None
+    return evaluate(inst.opname, inst.attrs, [r.type for r in inst.results], operands)

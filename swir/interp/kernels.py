@@ -1,0 +1,87 @@
+"""Per-op kernels of the graph-stage interpreter, in numpy.
+
+A kernel computes one instruction from its operand arrays:
+
+    @kernel("add")
+    def _add(attrs, result_types, a, b):
+        return [np.add(a, b)]
+
+``attrs`` is the instruction's attribute dict (defaults NOT filled in: a kernel
+applies the defaults documented in docs/ir.md), ``result_types`` the declared
+result types (shapes already verified by the op's result-type rule). A kernel
+returns one array per result; :func:`evaluate` casts each to its result's dtype
+and checks its shape. Kernels never mutate their operands.
+
+The same kernels serve constant folding: :func:`evaluate` runs one instruction
+on constant operands (a later ``-fold-constants`` pass calls it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from swir.ir.types import ScalarType, ShapedType, Type
+
+Kernel = Callable[..., list[np.ndarray]]
+KERNELS: dict[str, Kernel] = {}
+
+DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
+          "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+          "index": np.int64}
+
+
+def kernel(*names: str) -> Callable[[Kernel], Kernel]:
+    """Register a kernel for one or more op names."""
+    def register(fn: Kernel) -> Kernel:
+        for n in names:
+            if n in KERNELS:
+                raise ValueError(f"kernel for '{n}' registered twice")
+            KERNELS[n] = fn
+        return fn
+    return register
+
+
+def dtype_of(t: Type) -> np.dtype:
+    elem = t.element if isinstance(t, ShapedType) else t
+    assert isinstance(elem, ScalarType)
+    return np.dtype(DTYPES[elem.name])
+
+
+class KernelError(Exception):
+    """A kernel's result does not match the op's declared result (a swir bug)."""
+
+
+def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
+             operands: list[np.ndarray]) -> list[np.ndarray]:
+    """Run the kernel of ``opname`` on numpy operands; results have the declared
+    dtypes and shapes (scalars are 0-d arrays)."""
+    _load()
+    fn = KERNELS.get(opname)
+    if fn is None:
+        raise KeyError(f"no interpreter kernel for op '{opname}'")
+    with np.errstate(all="ignore"):  # inf / nan follow IEEE, as in ONNX runtimes
+        outs = fn(attrs, result_types, *operands)
+    if len(outs) != len(result_types):
+        raise KernelError(f"kernel '{opname}' returned {len(outs)} results, "
+                          f"expected {len(result_types)}")
+    results = []
+    for out, t in zip(outs, result_types):
+        arr = np.asarray(out).astype(dtype_of(t), copy=False)
+        shape = t.shape if isinstance(t, ShapedType) else ()
+        if arr.shape != tuple(shape):
+            raise KernelError(f"kernel '{opname}' produced shape {arr.shape}, "
+                              f"expected {tuple(shape)}")
+        results.append(arr)
+    return results
+
+
+_LOADED = False
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from swir.interp import kernels_nn, kernels_tensor  # noqa: F401  (registration)

@@ -1,0 +1,241 @@
+"""swir-run end to end: correct results on the bundled example (checked against
+onnxruntime running the same network), control flow and calls, and every kind
+of bad input answered with a one-line error, exit status 1, and no output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mlp.swir"
+SWIR_RUN = str(Path(sys.executable).parent / "swir-run")
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([SWIR_RUN, *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    first = r.stderr.splitlines()[0]
+    for frag in fragments:
+        assert frag in first, (frag, r.stderr)
+
+
+def _example_weights() -> dict[str, np.ndarray]:
+    blob = (ROOT / "examples" / "mlp.weights").read_bytes()
+    layout = [("w1", (64, 32), 0), ("b1", (32,), 8192), ("w2", (32, 10), 8320),
+              ("b2", (10,), 9600)]
+    return {n: np.frombuffer(blob, "<f4", int(np.prod(s)), off).reshape(s)
+            for n, s, off in layout}
+
+
+def _onnx_mlp(x: np.ndarray) -> np.ndarray:
+    """The example network, written independently as an ONNX graph."""
+    w = _example_weights()
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+        helper.make_node("Add", ["h0", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["h2"]),
+        helper.make_node("Add", ["h2", "h2"], ["s"]),
+        helper.make_node("Mul", ["s", "half"], ["m"]),
+        helper.make_node("MatMul", ["m", "w2"], ["o0"]),
+        helper.make_node("Add", ["o0", "b2"], ["o1"]),
+        helper.make_node("Softmax", ["o1"], ["y"], axis=-1),
+    ]
+    inits = [numpy_helper.from_array(np.ascontiguousarray(v), n) for n, v in w.items()]
+    inits.append(numpy_helper.from_array(np.array(0.5, np.float32), "half"))
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def test_example_matches_onnxruntime(tmp_path):
+    x = np.load(ROOT / "examples" / "mlp_input.npy")
+    out = tmp_path / "y.npy"
+    r = run(EXAMPLE, "--input", ROOT / "examples" / "mlp_input.npy", "--output", out,
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    y = np.load(out)
+    assert y.shape == (1, 10) and y.dtype == np.float32
+    np.testing.assert_allclose(y, _onnx_mlp(x), rtol=1e-5, atol=1e-6)
+    assert abs(float(y.sum()) - 1.0) < 1e-5
+
+
+def test_optimised_example_computes_the_same(tmp_path):
+    opt = tmp_path / "mlp.swir"
+    subprocess.run([str(Path(SWIR_RUN).parent / "swir-opt"), "-dce", "-cse", str(EXAMPLE),
+                    "-o", str(opt)], check=True)
+    (tmp_path / "mlp.weights").write_bytes((ROOT / "examples" / "mlp.weights").read_bytes())
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    inp = ROOT / "examples" / "mlp_input.npy"
+    assert run(EXAMPLE, "-i", inp, "-o", a).returncode == 0
+    assert run(opt, "-i", inp, "-o", b).returncode == 0
+    np.testing.assert_array_equal(np.load(a), np.load(b))
+
+
+def test_print(tmp_path):
+    r = run(EXAMPLE, "--input", ROOT / "examples" / "mlp_input.npy", "--print")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("result #0: <1 x 10 x f32>\n[[")
+
+
+CONTROL = '''module "control"
+stage graph
+global @one : <3 x f32> = dense<1.0>
+func @step(%v: <3 x f32>) -> <3 x f32> {
+'entry:
+  %w = add %v, @one : <3 x f32>
+  return %w
+}
+func @main(%p: i1, %x: <3 x f32>) -> (<3 x f32>, <3 x f32>) {
+'entry:
+  cond_br %p, 'yes(%x), 'no
+'yes(%a: <3 x f32>):
+  %b = call @step(%a) : <3 x f32>
+  br 'done(%b, %a)
+'no:
+  %n = neg %x : <3 x f32>
+  br 'done(%n, %x)
+'done(%r: <3 x f32>, %s: <3 x f32>):
+  return %r, %s
+}
+'''
+
+
+@pytest.mark.parametrize("flag, expect", [(True, [2.0, 3.0, 4.0]), (False, [-1.0, -2.0, -3.0])])
+def test_branches_block_arguments_and_calls(tmp_path, flag, expect):
+    m = tmp_path / "control.swir"
+    m.write_text(CONTROL)
+    np.save(tmp_path / "p.npy", np.array(flag))
+    np.save(tmp_path / "x.npy", np.array([1.0, 2.0, 3.0], np.float32))
+    r = run(m, "-i", tmp_path / "p.npy", "-i", tmp_path / "x.npy", "-o", tmp_path / "r.npy",
+            "-o", tmp_path / "s.npy")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), np.array(expect, np.float32))
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.array([1, 2, 3], np.float32))
+
+
+# -- bad input --------------------------------------------------------------------------
+
+@pytest.fixture
+def example_dir(tmp_path):
+    """A copy of the example that tests may break."""
+    for name in ("mlp.swir", "mlp.weights", "mlp_input.npy"):
+        (tmp_path / name).write_bytes((ROOT / "examples" / name).read_bytes())
+    return tmp_path
+
+
+def test_wrong_shape(example_dir):
+    np.save(example_dir / "bad.npy", np.zeros((1, 63), np.float32))
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "bad.npy", "-o", example_dir / "y.npy")
+    assert_one_line_error(r, "argument #0 (%x) of @main expects <1 x 64 x f32>",
+                          "(1, 64) float32", "has shape (1, 63) float32")
+    assert not (example_dir / "y.npy").exists()
+
+
+def test_wrong_dtype(example_dir):
+    np.save(example_dir / "bad.npy", np.zeros((1, 64), np.float64))
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "bad.npy")
+    assert_one_line_error(r, "expects <1 x 64 x f32>", "has shape (1, 64) float64")
+
+
+def test_missing_input_file(example_dir):
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "nope.npy")
+    assert_one_line_error(r, "swir-run: error: cannot read input", "nope.npy",
+                          "No such file or directory")
+
+
+def test_not_an_npy_file(example_dir):
+    (example_dir / "text.npy").write_text("hello, not numpy\n")
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "text.npy")
+    assert_one_line_error(r, "swir-run: error: input", "text.npy' is not a .npy file")
+
+
+def test_pickled_object_array_is_refused(example_dir):
+    np.save(example_dir / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "obj.npy")
+    assert_one_line_error(r, "obj.npy' is not a .npy file")
+
+
+def test_wrong_number_of_inputs_and_outputs(example_dir):
+    inp = example_dir / "mlp_input.npy"
+    r = run(example_dir / "mlp.swir", "-i", inp, "-i", inp)
+    assert_one_line_error(r, "@main takes 1 argument(s), 2 given")
+    r = run(example_dir / "mlp.swir", "-i", inp, "-o", example_dir / "a.npy",
+            "-o", example_dir / "b.npy")
+    assert_one_line_error(r, "@main has 1 result(s), 2 --output given")
+    assert not (example_dir / "a.npy").exists()
+
+
+def test_unknown_function_and_flags(example_dir):
+    inp = example_dir / "mlp_input.npy"
+    assert_one_line_error(run(example_dir / "mlp.swir", "-i", inp, "--func", "nope"),
+                          "no function @nope")
+    assert_one_line_error(run(example_dir / "mlp.swir", "--frobnicate"),
+                          "swir-run: error: unrecognized arguments: --frobnicate")
+
+
+def test_missing_weights_file(example_dir):
+    (example_dir / "mlp.weights").unlink()
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "mlp_input.npy",
+            "-o", example_dir / "y.npy")
+    assert_one_line_error(r, "mlp.swir:", "error: @w1: cannot read weight file",
+                          "No such file or directory")
+    assert not (example_dir / "y.npy").exists()
+
+
+def test_short_weights_file(example_dir):
+    blob = (example_dir / "mlp.weights").read_bytes()
+    (example_dir / "mlp.weights").write_bytes(blob[:9620])
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "mlp_input.npy")
+    assert_one_line_error(r, "error: @b2:", "is too short: <10 x f32> needs 40 bytes at "
+                          "offset 9600, the file has 20")
+
+
+def test_offset_past_the_end(example_dir):
+    text = (example_dir / "mlp.swir").read_text().replace("offset 9600", "offset 99999")
+    (example_dir / "mlp.swir").write_text(text)
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "mlp_input.npy")
+    assert_one_line_error(r, "error: @b2: offset 99999 is past the end", "(9640 bytes)")
+
+
+def test_weight_diagnostics_point_at_the_global(example_dir):
+    (example_dir / "mlp.weights").unlink()
+    r = run(example_dir / "mlp.swir", "-i", example_dir / "mlp_input.npy")
+    line = r.stderr.splitlines()[0]
+    assert line.startswith(f"{example_dir / 'mlp.swir'}:9:8: error: @w1:"), line
+
+
+def test_invalid_module_is_diagnosed_before_running(example_dir):
+    (example_dir / "bad.swir").write_text('module "m"\nstage graph\nfunc @main() {\n')
+    r = run(example_dir / "bad.swir")
+    assert r.returncode == 1 and "bad.swir:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_endless_loop_is_stopped(tmp_path):
+    m = tmp_path / "loop.swir"
+    m.write_text('module "m"\nstage graph\nfunc @main(%x: <2 x f32>) -> <2 x f32> {\n'
+                 "'entry:\n  br 'spin(%x)\n'spin(%y: <2 x f32>):\n  %z = neg %y : <2 x f32>\n"
+                 "  br 'spin(%z)\n}\n")
+    from swir.interp.graph import GraphInterpreter
+    from swir.parser import parse_file
+    from swir.diagnostics import Diagnostic
+    interp = GraphInterpreter(parse_file(str(m)), tmp_path, max_steps=1000)
+    with pytest.raises(Diagnostic, match="did not finish within 1000 instructions"):
+        interp.run("main", [np.zeros(2, np.float32)])
