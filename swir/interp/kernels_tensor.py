@@ -1,0 +1,433 @@
+"""numpy kernels of the element-wise ops and of the data-movement and reduction
+tensor ops of the graph stage (docs/ir.md, "Graph-stage op set").
+
+Conventions (see :mod:`swir.interp.kernels`): ``attrs`` holds only the attributes
+written, so every kernel applies the documented defaults itself; the shapes were
+checked by the op's rule, and :func:`swir.interp.kernels.evaluate` casts each
+result to its declared element type.
+
+Element-wise kernels accept 0-d arrays (and numpy scalars): the loop-stage
+interpreter runs them on scalars. They never promote: operands share one element
+type (the op rules check it) and results keep it.
+
+Numerics:
+
+- i1 arithmetic follows C (and numpy): the integer result converted back to i1 is
+  ``result != 0``, so ``add`` is "or", ``sub`` is "xor", ``mul`` is "and", ``neg``
+  and ``abs`` are the identity.
+- Integer arithmetic wraps around (two's complement); integer ``div`` truncates
+  toward zero; division by zero is undefined in swir (numpy gives 0 here).
+- Transcendentals (exp, log, sqrt, rsqrt, tanh, sigmoid, erf, pow) of f16 and f32
+  are computed in f64 and rounded once, so results are (almost always) correctly
+  rounded and do not depend on whether numpy took a SIMD or a scalar path, i.e. a
+  scalar gives the same bits as the same element of a tensor. numpy has no erf:
+  ``math.erf`` is vectorised.
+- Sums, means and products of f16 / f32 accumulate in f64; ``evaluate`` rounds to
+  the result type.
+- NaN wins: ``max``, ``min``, ``reduce_max``, ``reduce_min`` propagate it and
+  ``argmax`` returns the first NaN's index (numpy).
+- Float attributes applied to an integer tensor (``clip`` bounds, ``pad`` value) are
+  converted as by ``cast`` (truncation toward zero), saturating to the type's range.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from swir.interp.kernels import dtype_of, kernel
+from swir.ir.types import ScalarType
+
+_BOOL = np.dtype(np.bool_)
+
+
+# -- helpers ------------------------------------------------------------------------
+
+def _attr(attrs: dict[str, Any], name: str, default: Any) -> Any:
+    v = attrs.get(name)
+    return default if v is None else v
+
+
+def _arr(x: Any) -> np.ndarray:
+    return np.asarray(x)
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f"
+
+
+def _work(a: np.ndarray) -> np.ndarray:
+    """The operand in the precision transcendentals are computed in (f64)."""
+    return a.astype(np.float64) if a.dtype.kind == "f" and a.dtype != np.float64 else a
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _axes(axes: Any, rank: int) -> tuple[int, ...]:
+    return tuple(_axis(a, rank) for a in axes)
+
+
+def _to_dtype(value: float, dtype: np.dtype) -> Any:
+    """A Python number converted to ``dtype`` as by ``cast`` (C conversion: a float
+    truncates toward zero; here it also saturates to the integer type's range)."""
+    dtype = np.dtype(dtype)
+    if dtype == _BOOL:
+        return np.bool_(value != 0)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        v = value if isinstance(value, int) else math.trunc(value) if math.isfinite(value) \
+            else (info.max if value > 0 else info.min)
+        return dtype.type(min(max(v, info.min), info.max))
+    return dtype.type(value)
+
+
+def _bool_arith(fn, *xs: np.ndarray) -> np.ndarray:
+    """Integer arithmetic on i1 operands, converted back to i1 (C: nonzero is true)."""
+    return _arr(fn(*(x.astype(np.int8) for x in xs))) != 0
+
+
+# -- element-wise unary ---------------------------------------------------------------
+
+def _unary(fn):
+    def run(attrs, result_types, x):
+        return [_arr(fn(_arr(x)))]
+    return run
+
+
+def _neg(x: np.ndarray) -> np.ndarray:
+    return x.copy() if x.dtype == _BOOL else np.negative(x)
+
+
+def _abs(x: np.ndarray) -> np.ndarray:
+    return x.copy() if x.dtype == _BOOL else np.abs(x)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    if x.dtype == _BOOL:
+        return x.copy()
+    return np.maximum(x, x.dtype.type(0))  # NaN stays NaN (ONNX Relu)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    w = _work(x)
+    return (w.dtype.type(1) / np.sqrt(w)).astype(x.dtype)
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    return x.dtype.type(1) / x  # IEEE division: correctly rounded in every float type
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    w = _work(x)
+    one = w.dtype.type(1)
+    # exp(-x) overflows to inf for very negative x, and 1 / inf = 0: no NaN.
+    return (one / (one + np.exp(-w))).astype(x.dtype)
+
+
+def _math(fn):
+    def run(x: np.ndarray) -> np.ndarray:
+        return fn(_work(x)).astype(x.dtype)
+    return run
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # math.erf is correctly handled for +-inf (+-1) and nan (nan).
+    return _arr(_ERF(x.astype(np.float64))).astype(np.float64).astype(x.dtype)
+
+
+def _not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x)
+
+
+for _name, _fn in (("neg", _neg), ("abs", _abs), ("relu", _relu),
+                   ("exp", _math(np.exp)), ("log", _math(np.log)),
+                   ("sqrt", _math(np.sqrt)), ("rsqrt", _rsqrt),
+                   ("reciprocal", _reciprocal), ("tanh", _math(np.tanh)),
+                   ("sigmoid", _sigmoid), ("erf", _erf),
+                   ("floor", np.floor), ("ceil", np.ceil), ("not", _not)):
+    kernel(_name)(_unary(_fn))
+
+
+# -- element-wise binary ---------------------------------------------------------------
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C, ONNX); x / 0 gives 0 (undefined)."""
+    q = np.floor_divide(a, b)
+    r = np.remainder(a, b)
+    fix = (r != 0) & ((a < 0) != (b < 0))
+    return q + fix.astype(q.dtype)
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if _is_float(a):
+        return np.true_divide(a, b)
+    if a.dtype == _BOOL:
+        return _bool_arith(_int_div, a, b)
+    return _int_div(a, b)
+
+
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.power(_work(a), _work(b)).astype(a.dtype)
+
+
+def _arith(fn):
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype == _BOOL:
+            return _bool_arith(fn, a, b)
+        return fn(a, b)
+    return run
+
+
+def _binary(fn):
+    def run(attrs, result_types, a, b):
+        return [_arr(fn(_arr(a), _arr(b)))]
+    return run
+
+
+for _name, _fn in (("add", _arith(np.add)), ("sub", _arith(np.subtract)),
+                   ("mul", _arith(np.multiply)), ("div", _div),
+                   ("pow", _pow),
+                   ("max", np.maximum), ("min", np.minimum),  # NaN-propagating
+                   ("and", np.logical_and), ("or", np.logical_or),
+                   ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
+                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
+    kernel(_name)(_binary(_fn))
+
+
+@kernel("select")
+def _select(attrs, result_types, c, x, y):
+    return [np.where(_arr(c), _arr(x), _arr(y))]
+
+
+@kernel("cast")
+def _cast(attrs, result_types, x):
+    to = attrs["to"]
+    dt = dtype_of(to if isinstance(to, ScalarType) else result_types[0])
+    x = _arr(x)
+    if dt == _BOOL:
+        return [x != 0]  # C: nonzero (and NaN) is true
+    if dt.kind in "iu" and _is_float(x):
+        # C conversion truncates toward zero; out-of-range values and NaN are
+        # undefined in C (numpy gives an unspecified value here).
+        return [np.trunc(x).astype(dt)]
+    return [x.astype(dt)]
+
+
+# -- composites that are element-wise ---------------------------------------------------
+
+@kernel("clip")
+def _clip(attrs, result_types, x):
+    x = _arr(x)
+    lo, hi = attrs.get("min"), attrs.get("max")
+    y = x
+    if lo is not None:
+        y = np.maximum(y, _to_dtype(lo, x.dtype))
+    if hi is not None:
+        y = np.minimum(y, _to_dtype(hi, x.dtype))
+    return [y.copy() if y is x else y]
+
+
+@kernel("leaky_relu")
+def _leaky_relu(attrs, result_types, x):
+    x = _arr(x)
+    alpha = x.dtype.type(_attr(attrs, "alpha", 0.01))
+    return [np.where(x >= 0, x, alpha * x)]
+
+
+# -- reductions ---------------------------------------------------------------------
+
+def _reduce_args(attrs, x: np.ndarray) -> tuple[tuple[int, ...], bool]:
+    axes = _axes(_attr(attrs, "axes", ()), x.ndim) or tuple(range(x.ndim))
+    return axes, bool(_attr(attrs, "keepdims", True))
+
+
+def _acc(x: np.ndarray) -> np.ndarray:
+    """Operand in the accumulation type: f16/f32 in f64, i1 as i64, else its own."""
+    if x.dtype in (np.float16, np.float32):
+        return x.astype(np.float64)
+    if x.dtype == _BOOL:
+        return x.astype(np.int64)
+    return x
+
+
+@kernel("reduce_sum")
+def _reduce_sum(attrs, result_types, x):
+    x = _arr(x)
+    axes, keep = _reduce_args(attrs, x)
+    a = _acc(x)
+    return [np.sum(a, axis=axes, keepdims=keep, dtype=a.dtype)]
+
+
+@kernel("reduce_prod")
+def _reduce_prod(attrs, result_types, x):
+    x = _arr(x)
+    axes, keep = _reduce_args(attrs, x)
+    a = _acc(x)
+    return [np.prod(a, axis=axes, keepdims=keep, dtype=a.dtype)]
+
+
+@kernel("reduce_mean")
+def _reduce_mean(attrs, result_types, x):
+    x = _arr(x)
+    axes, keep = _reduce_args(attrs, x)
+    a = x.astype(np.float64) if x.dtype != np.float64 else x
+    count = math.prod(x.shape[i] for i in axes)
+    return [np.sum(a, axis=axes, keepdims=keep) / count]
+
+
+@kernel("reduce_max")
+def _reduce_max(attrs, result_types, x):
+    x = _arr(x)
+    axes, keep = _reduce_args(attrs, x)
+    return [np.max(x, axis=axes, keepdims=keep)]  # NaN-propagating
+
+
+@kernel("reduce_min")
+def _reduce_min(attrs, result_types, x):
+    x = _arr(x)
+    axes, keep = _reduce_args(attrs, x)
+    return [np.min(x, axis=axes, keepdims=keep)]
+
+
+@kernel("argmax")
+def _argmax(attrs, result_types, x):
+    x = _arr(x)
+    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
+    keep = bool(_attr(attrs, "keepdims", True))
+    # np.argmax returns the first maximum (select_last_index = 0).
+    return [np.argmax(x, axis=axis, keepdims=keep).astype(np.int64)]
+
+
+# -- data movement ---------------------------------------------------------------------
+
+@kernel("transpose")
+def _transpose(attrs, result_types, x):
+    x = _arr(x)
+    perm = _attr(attrs, "perm", tuple(reversed(range(x.ndim))))
+    return [np.transpose(x, tuple(perm))]
+
+
+@kernel("reshape")
+def _reshape(attrs, result_types, x):
+    x = _arr(x)
+    shape = [x.shape[i] if d == 0 else d for i, d in enumerate(attrs["shape"])]
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = x.size // known
+    return [x.reshape(shape)]
+
+
+@kernel("flatten")
+def _flatten(attrs, result_types, x):
+    x = _arr(x)
+    axis = _axis(_attr(attrs, "axis", 1), x.ndim)
+    return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
+
+
+@kernel("concat")
+def _concat(attrs, result_types, *xs):
+    xs = [_arr(x) for x in xs]
+    return [np.concatenate(xs, axis=_axis(attrs["axis"], xs[0].ndim))]
+
+
+@kernel("split")
+def _split(attrs, result_types, x):
+    x = _arr(x)
+    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
+    bounds = np.cumsum(attrs["sizes"])[:-1]
+    return list(np.split(x, bounds, axis=axis))
+
+
+def _slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
+    """ONNX Slice clamping (docs/ir.md, slice) as a Python slice of the same elements."""
+    if start < 0:
+        start += dim
+    if end < 0:
+        end += dim
+    if step > 0:
+        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    start = min(max(start, 0), dim - 1)
+    end = min(max(end, -1), dim - 1)
+    return slice(start, None if end < 0 else end, step)
+
+
+@kernel("slice")
+def _slice(attrs, result_types, x):
+    x = _arr(x)
+    starts, ends = attrs["starts"], attrs["ends"]
+    axes = _attr(attrs, "axes", range(len(starts)))
+    steps = _attr(attrs, "steps", [1] * len(starts))
+    index = [slice(None)] * x.ndim
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        a = _axis(a, x.ndim)
+        index[a] = _slice_bounds(x.shape[a], s, e, st)
+    return [x[tuple(index)]]
+
+
+@kernel("pad")
+def _pad(attrs, result_types, x):
+    x = _arr(x)
+    pads = attrs["pads"]
+    mode = _attr(attrs, "mode", "constant")
+    r = x.ndim
+    if r == 0:
+        return [x.copy()]
+    width = [(pads[i], pads[i + r]) for i in range(r)]
+    if mode == "constant":
+        value = _to_dtype(_attr(attrs, "value", 0.0), x.dtype)
+        return [np.pad(x, width, mode="constant", constant_values=value)]
+    if mode in ("reflect", "edge"):
+        return [np.pad(x, width, mode=mode)]
+    raise ValueError(f"pad mode {mode!r}")
+
+
+@kernel("gather")
+def _gather(attrs, result_types, data, indices):
+    data, indices = _arr(data), _arr(indices)
+    axis = _axis(_attr(attrs, "axis", 0), data.ndim)
+    # np.take counts negative indices from the end and rejects out-of-range ones.
+    return [np.take(data, indices.astype(np.int64), axis=axis)]
+
+
+@kernel("resize_nearest")
+def _resize_nearest(attrs, result_types, x):
+    x = _arr(x)
+    scales = attrs["scales"]
+    index = []
+    for a, (d, s) in enumerate(zip(x.shape, scales)):
+        n = math.floor(d * s)
+        src = np.minimum(np.floor(np.arange(n) / s).astype(np.int64), d - 1)
+        shape = [1] * x.ndim
+        shape[a] = n
+        index.append(src.reshape(shape))
+    return [x[tuple(index)] if x.ndim else x.copy()]
+
+
+@kernel("expand")
+def _expand(attrs, result_types, x):
+    x = _arr(x)
+    shape = np.broadcast_shapes(x.shape, tuple(attrs["shape"]))
+    return [np.broadcast_to(x, shape).copy()]
+
+
+@kernel("squeeze")
+def _squeeze(attrs, result_types, x):
+    x = _arr(x)
+    axes = _axes(_attr(attrs, "axes", ()), x.ndim)
+    if not axes:
+        axes = tuple(a for a, d in enumerate(x.shape) if d == 1)
+    return [np.squeeze(x, axis=axes)]
+
+
+@kernel("unsqueeze")
+def _unsqueeze(attrs, result_types, x):
+    x = _arr(x)
+    axes = attrs["axes"]
+    return [np.expand_dims(x, _axes(axes, x.ndim + len(axes)))]
