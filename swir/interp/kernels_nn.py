@@ -1,0 +1,342 @@
+"""Interpreter kernels of the graph-stage neural-network ops (docs/ir.md, Graph-stage
+op set): matmul, convolution, pooling, normalisation and the activation composites.
+
+Floating-point inputs narrower than f64 are widened to f64 for every sum (dot
+products, windows, means and variances) and the whole composite is computed in f64;
+:func:`swir.interp.kernels.evaluate` rounds once to the declared result type. The
+interpreter is the reference the later stages are checked against, so it is at least
+as accurate as onnxruntime (which accumulates f32 in f32). Integer operands accumulate
+in i64 and wrap when ``evaluate`` casts back, as two's complement arithmetic does.
+
+Everything is vectorised: windowed ops read a strided view of the padded input
+(N x C x OH x OW x kH x kW, no copy); convolution is im2col + a batched matmul per
+group; the transposed convolution is a matmul followed by a scatter-add per kernel
+position (kH x kW slices, not a loop over pixels).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from swir.interp.kernels import kernel
+from swir.ir.types import ShapedType, Type
+
+
+# -- helpers -----------------------------------------------------------------------
+
+def _wide(a: np.ndarray) -> np.ndarray:
+    """The accumulation type: f64 for floats, i64 for integers and booleans."""
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        return a.astype(np.float64, copy=False)
+    if a.dtype.kind in "iub":
+        return a.astype(np.int64, copy=False)
+    return a
+
+
+def _ints(attrs: dict[str, Any], name: str, default: list[int]) -> list[int]:
+    v = attrs.get(name)
+    return list(default) if v is None else [int(e) for e in v]
+
+
+def _int(attrs: dict[str, Any], name: str, default: int) -> int:
+    v = attrs.get(name)
+    return default if v is None else int(v)
+
+
+def _float(attrs: dict[str, Any], name: str, default: float) -> float:
+    v = attrs.get(name)
+    return default if v is None else float(v)
+
+
+def _bool(attrs: dict[str, Any], name: str, default: bool) -> bool:
+    v = attrs.get(name)
+    return default if v is None else bool(v)
+
+
+def _out_hw(result_types: list[Type]) -> tuple[int, int]:
+    t = result_types[0]
+    assert isinstance(t, ShapedType)
+    return t.shape[2], t.shape[3]
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    """The value padding takes in a max: never wins."""
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind == "b":
+        return False
+    return np.iinfo(dtype).min
+
+
+def _padded(x: np.ndarray, pad: list[int], out_hw: tuple[int, int], kernel_hw: list[int],
+            stride: list[int], dilation: list[int], fill: Any = 0) -> np.ndarray:
+    """x padded by [top, left, bottom, right], and further at the bottom / right
+    (with ``fill``) so that every one of the OH x OW windows lies inside it (ceil mode
+    lets the last window run past the end padding)."""
+    widths = [(0, 0)] * (x.ndim - 2)
+    for axis in range(2):
+        size = x.shape[x.ndim - 2 + axis]
+        extent = dilation[axis] * (kernel_hw[axis] - 1) + 1
+        need = (out_hw[axis] - 1) * stride[axis] + extent
+        end = max(pad[axis + 2], need - size - pad[axis])
+        widths.append((pad[axis], end))
+    if not any(w for pair in widths for w in pair):
+        return x
+    return np.pad(x, widths, mode="constant", constant_values=fill)
+
+
+def _windows(xp: np.ndarray, out_hw: tuple[int, int], kernel_hw: list[int],
+             stride: list[int], dilation: list[int]) -> np.ndarray:
+    """Read-only view ``... x OH x OW x kH x kW`` of the windows of ``xp`` (its last
+    two axes are H and W): element [..., i, j, p, q] is
+    xp[..., i*sH + p*dH, j*sW + q*dW]."""
+    xp = np.ascontiguousarray(xp)
+    sh, sw = xp.strides[-2:]
+    shape = xp.shape[:-2] + tuple(out_hw) + tuple(kernel_hw)
+    strides = xp.strides[:-2] + (sh * stride[0], sw * stride[1],
+                                 sh * dilation[0], sw * dilation[1])
+    return as_strided(xp, shape=shape, strides=strides, writeable=False)
+
+
+def _channel(p: np.ndarray, rank: int) -> np.ndarray:
+    """A per-channel vector shaped to broadcast along axis 1 of a rank-``rank`` tensor."""
+    return p.reshape((p.shape[0],) + (1,) * (rank - 2))
+
+
+def _axis(attrs: dict[str, Any], rank: int, default: int = -1) -> int:
+    return _int(attrs, "axis", default) % rank
+
+
+# -- matmul ------------------------------------------------------------------------
+
+@kernel("matmul")
+def _matmul(attrs, result_types, a, b):
+    return [np.matmul(_wide(a), _wide(b))]
+
+
+# -- convolution ---------------------------------------------------------------------
+
+@kernel("conv2d")
+def _conv2d(attrs, result_types, x, w, bias=None):
+    stride = _ints(attrs, "stride", [1, 1])
+    pad = _ints(attrs, "pad", [0, 0, 0, 0])
+    dilation = _ints(attrs, "dilation", [1, 1])
+    groups = _int(attrs, "groups", 1)
+    x, w = _wide(x), _wide(w)
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    oh, ow = _out_hw(result_types)
+    xp = _padded(x, pad, (oh, ow), [kh, kw], stride, dilation)
+    win = _windows(xp, (oh, ow), [kh, kw], stride, dilation)      # N C OH OW kH kW
+    win = win.reshape(n, groups, cg, oh, ow, kh, kw)
+    # im2col: N x G x (OH*OW) x (Cg*kH*kW), then one batched matmul per group.
+    cols = win.transpose(0, 1, 3, 4, 2, 5, 6).reshape(n, groups, oh * ow, cg * kh * kw)
+    wmat = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)  # G x (Cg kH kW) x Og
+    y = np.matmul(cols, wmat)                                       # N G (OH OW) Og
+    y = y.transpose(0, 1, 3, 2).reshape(n, o, oh, ow)
+    if bias is not None:
+        y = y + _channel(_wide(bias), 4)
+    return [y]
+
+
+@kernel("conv_transpose2d")
+def _conv_transpose2d(attrs, result_types, x, w, bias=None):
+    stride = _ints(attrs, "stride", [1, 1])
+    pad = _ints(attrs, "pad", [0, 0, 0, 0])
+    dilation = _ints(attrs, "dilation", [1, 1])
+    out_pad = _ints(attrs, "output_padding", [0, 0])
+    groups = _int(attrs, "groups", 1)
+    x, w = _wide(x), _wide(w)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    sh, sw = stride
+    dh, dw = dilation
+    # Full output (before the pads crop it): input pixel (i, j) and kernel tap (p, q)
+    # land on (i*sH + p*dH, j*sW + q*dW); output_padding adds rows / columns at the end.
+    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + out_pad[0]
+    full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + out_pad[1]
+    xg = x.reshape(n, groups, cg, h * wd).transpose(0, 1, 3, 2)     # N G (H W) Cg
+    wg = w.reshape(groups, cg, og * kh * kw)                         # G Cg (Og kH kW)
+    taps = np.matmul(xg, wg).reshape(n, groups, h, wd, og, kh, kw)
+    taps = taps.transpose(0, 1, 4, 5, 6, 2, 3)                       # N G Og kH kW H W
+    full = np.zeros((n, groups, og, full_h, full_w), dtype=taps.dtype)
+    for p in range(kh):
+        rows = slice(p * dh, p * dh + (h - 1) * sh + 1, sh)
+        for q in range(kw):
+            cols = slice(q * dw, q * dw + (wd - 1) * sw + 1, sw)
+            full[:, :, :, rows, cols] += taps[:, :, :, p, q]
+    full = full.reshape(n, groups * og, full_h, full_w)
+    y = full[:, :, pad[0]:full_h - pad[2], pad[1]:full_w - pad[3]]
+    if bias is not None:
+        y = y + _channel(_wide(bias), 4)
+    return [y]
+
+
+# -- pooling -----------------------------------------------------------------------
+
+@kernel("max_pool2d")
+def _max_pool2d(attrs, result_types, x):
+    kern = _ints(attrs, "kernel", [])
+    stride = _ints(attrs, "stride", [1, 1])
+    pad = _ints(attrs, "pad", [0, 0, 0, 0])
+    dilation = _ints(attrs, "dilation", [1, 1])
+    out_hw = _out_hw(result_types)
+    x = np.asarray(x)
+    xp = _padded(x, pad, out_hw, kern, stride, dilation, fill=_lowest(x.dtype))
+    return [_windows(xp, out_hw, kern, stride, dilation).max(axis=(-2, -1))]
+
+
+def _pool_counts(size: int, out: int, k: int, s: int, p0: int, p1: int,
+                 include_pad: bool) -> np.ndarray:
+    """Per output index along one axis, how many window elements the divisor counts:
+    those inside the input, or (``include_pad``) inside the padded input. Elements a
+    ceil-mode window has past the end padding never count."""
+    start = np.arange(out) * s - p0
+    lo, hi = (-p0, size + p1) if include_pad else (0, size)
+    return np.minimum(start + k, hi) - np.maximum(start, lo)
+
+
+@kernel("avg_pool2d")
+def _avg_pool2d(attrs, result_types, x):
+    kern = _ints(attrs, "kernel", [])
+    stride = _ints(attrs, "stride", [1, 1])
+    pad = _ints(attrs, "pad", [0, 0, 0, 0])
+    include_pad = _bool(attrs, "count_include_pad", False)
+    out_hw = _out_hw(result_types)
+    x = _wide(x)
+    xp = _padded(x, pad, out_hw, kern, stride, [1, 1])
+    sums = _windows(xp, out_hw, kern, stride, [1, 1]).sum(axis=(-2, -1))
+    h, w = x.shape[2:]
+    ch = _pool_counts(h, out_hw[0], kern[0], stride[0], pad[0], pad[2], include_pad)
+    cw = _pool_counts(w, out_hw[1], kern[1], stride[1], pad[1], pad[3], include_pad)
+    return [sums / (ch[:, None] * cw[None, :])]
+
+
+@kernel("global_avg_pool2d")
+def _global_avg_pool2d(attrs, result_types, x):
+    return [_wide(x).mean(axis=(2, 3), keepdims=True)]
+
+
+# -- normalisation and composites -------------------------------------------------
+
+@kernel("batch_norm")
+def _batch_norm(attrs, result_types, x, scale, bias, mean, var):
+    eps = _float(attrs, "epsilon", 1e-5)
+    x = _wide(x)
+    r = x.ndim
+    factor = _wide(scale) / np.sqrt(_wide(var) + eps)
+    return [(x - _channel(_wide(mean), r)) * _channel(factor, r) + _channel(_wide(bias), r)]
+
+
+@kernel("softmax")
+def _softmax(attrs, result_types, x):
+    x = _wide(x)
+    axis = _axis(attrs, x.ndim)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return [e / e.sum(axis=axis, keepdims=True)]
+
+
+@kernel("log_softmax")
+def _log_softmax(attrs, result_types, x):
+    x = _wide(x)
+    axis = _axis(attrs, x.ndim)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
+
+
+@kernel("layer_norm")
+def _layer_norm(attrs, result_types, x, scale, bias=None):
+    eps = _float(attrs, "epsilon", 1e-5)
+    x = _wide(x)
+    axes = tuple(range(_axis(attrs, x.ndim), x.ndim))
+    centred = x - x.mean(axis=axes, keepdims=True)
+    var = np.mean(centred * centred, axis=axes, keepdims=True)
+    y = centred / np.sqrt(var + eps) * _wide(scale)
+    if bias is not None:
+        y = y + _wide(bias)
+    return [y]
+
+
+# -- gelu and erf ------------------------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_ONE_OVER_SQRT_PI = 1.0 / math.sqrt(math.pi)
+
+
+def _exp_minus_square(a: np.ndarray) -> np.ndarray:
+    """exp(-a*a) without the rounding error of a*a (which exp multiplies by a*a):
+    a = hi + lo with hi on a 2^-12 grid, so hi*hi is exact for |a| < 2^20."""
+    hi = np.round(a * 4096.0) / 4096.0
+    lo = a - hi
+    return np.exp(-hi * hi) * np.exp(-(2.0 * hi + lo) * lo)
+
+
+def _erf_erfc(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(erf(a), erfc(a)) in f64 for a >= 0 (nan propagates). Against math.erf /
+    math.erfc: erf within 2e-15 relative; erfc within 1e-15 relative for a >= 2 (down
+    to the f64 underflow) and 2e-13 relative (1e-15 absolute) below 2, where it is
+    1 - erf.
+
+    a < 2: the positive series erf(a) = 2/sqrt(pi) exp(-a^2) sum_n (2a^2)^n a / (2n+1)!!
+    (no cancellation; about 40 terms). a >= 2: Laplace's continued fraction
+    erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + (2/2)/(a + (3/2)/(a + ...)))),
+    60 levels evaluated backwards."""
+    a = np.asarray(a, dtype=np.float64)
+    erf = np.full(a.shape, np.nan)
+    erfc = np.full(a.shape, np.nan)
+    small = a < 2.0
+    if small.any():
+        s = a[small]
+        a2x2 = 2.0 * s * s
+        term = s.copy()
+        total = s.copy()
+        n = 0
+        while True:
+            n += 1
+            term = term * (a2x2 / (2 * n + 1))
+            total += term
+            if not np.any(term > 1e-17 * total):
+                break
+        e = _TWO_OVER_SQRT_PI * _exp_minus_square(s) * total
+        erf[small] = e
+        erfc[small] = 1.0 - e
+    large = a >= 2.0
+    if large.any():
+        s = np.minimum(a[large], 30.0)  # erfc(30) = 0 in f64; keeps inf out of exp
+        t = s.copy()
+        for k in range(60, 0, -1):
+            t = s + (0.5 * k) / t
+        c = _ONE_OVER_SQRT_PI * _exp_minus_square(s) / t
+        erfc[large] = c
+        erf[large] = 1.0 - c
+    return erf, erfc
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Vectorised f64 erf (numpy has none)."""
+    x = np.asarray(x, dtype=np.float64)
+    e, _ = _erf_erfc(np.abs(x))
+    return np.copysign(e, x)
+
+
+@kernel("gelu")
+def _gelu(attrs, result_types, x):
+    approximate = attrs.get("approximate") or "none"
+    x = _wide(x)
+    if approximate == "tanh":
+        # 0.5 x (1 + tanh(z)) = x / (1 + exp(-2z)): no cancellation for x << 0.
+        z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        return [x / (1.0 + np.exp(-2.0 * z))]
+    if approximate != "none":
+        raise ValueError(f"gelu: unknown approximate = {approximate!r}")
+    # 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(x / sqrt 2) = erfc(|x| / sqrt 2),
+    # computed directly so that the tail keeps its relative accuracy.
+    e, c = _erf_erfc(np.abs(x) * 0.7071067811865476)
+    return [np.where(x < 0, 0.5 * x * c, 0.5 * x * (1.0 + e))]
