@@ -18,6 +18,7 @@ on constant operands (a later ``-fold-constants`` pass calls it).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -41,6 +42,20 @@ def kernel(*names: str) -> Callable[[Kernel], Kernel]:
             KERNELS[n] = fn
         return fn
     return register
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """libm's erf, element-wise, in f64 (numpy has none; exact at +-inf and nan)."""
+    return np.asarray(_ERF(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """libm's erfc, element-wise, in f64: keeps relative accuracy in the tail."""
+    return np.asarray(_ERFC(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
 def dtype_of(t: Type) -> np.dtype:

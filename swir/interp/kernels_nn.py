@@ -16,13 +16,12 @@ position (kH x kW slices, not a loop over pixels).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from swir.interp.kernels import kernel
+from swir.interp.kernels import erf, erfc, kernel
 from swir.ir.types import ShapedType, Type
 
 
@@ -266,64 +265,6 @@ def _layer_norm(attrs, result_types, x, scale, bias=None):
 
 # -- gelu and erf ------------------------------------------------------------------
 
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_ONE_OVER_SQRT_PI = 1.0 / math.sqrt(math.pi)
-
-
-def _exp_minus_square(a: np.ndarray) -> np.ndarray:
-    """exp(-a*a) without the rounding error of a*a (which exp multiplies by a*a):
-    a = hi + lo with hi on a 2^-12 grid, so hi*hi is exact for |a| < 2^20."""
-    hi = np.round(a * 4096.0) / 4096.0
-    lo = a - hi
-    return np.exp(-hi * hi) * np.exp(-(2.0 * hi + lo) * lo)
-
-
-def _erf_erfc(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(erf(a), erfc(a)) in f64 for a >= 0 (nan propagates). Against math.erf /
-    math.erfc: erf within 2e-15 relative; erfc within 1e-15 relative for a >= 2 (down
-    to the f64 underflow) and 2e-13 relative (1e-15 absolute) below 2, where it is
-    1 - erf.
-
-    a < 2: the positive series erf(a) = 2/sqrt(pi) exp(-a^2) sum_n (2a^2)^n a / (2n+1)!!
-    (no cancellation; about 40 terms). a >= 2: Laplace's continued fraction
-    erfc(a) = exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + (2/2)/(a + (3/2)/(a + ...)))),
-    60 levels evaluated backwards."""
-    a = np.asarray(a, dtype=np.float64)
-    erf = np.full(a.shape, np.nan)
-    erfc = np.full(a.shape, np.nan)
-    small = a < 2.0
-    if small.any():
-        s = a[small]
-        a2x2 = 2.0 * s * s
-        term = s.copy()
-        total = s.copy()
-        n = 0
-        while True:
-            n += 1
-            term = term * (a2x2 / (2 * n + 1))
-            total += term
-            if not np.any(term > 1e-17 * total):
-                break
-        e = _TWO_OVER_SQRT_PI * _exp_minus_square(s) * total
-        erf[small] = e
-        erfc[small] = 1.0 - e
-    large = a >= 2.0
-    if large.any():
-        s = np.minimum(a[large], 30.0)  # erfc(30) = 0 in f64; keeps inf out of exp
-        t = s.copy()
-        for k in range(60, 0, -1):
-            t = s + (0.5 * k) / t
-        c = _ONE_OVER_SQRT_PI * _exp_minus_square(s) / t
-        erfc[large] = c
-        erf[large] = 1.0 - c
-    return erf, erfc
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """Vectorised f64 erf (numpy has none)."""
-    x = np.asarray(x, dtype=np.float64)
-    e, _ = _erf_erfc(np.abs(x))
-    return np.copysign(e, x)
 
 
 @kernel("gelu")
@@ -338,5 +279,5 @@ def _gelu(attrs, result_types, x):
         raise ValueError(f"gelu: unknown approximate = {approximate!r}")
     # 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(x / sqrt 2) = erfc(|x| / sqrt 2),
     # computed directly so that the tail keeps its relative accuracy.
-    e, c = _erf_erfc(np.abs(x) * 0.7071067811865476)
-    return [np.where(x < 0, 0.5 * x * c, 0.5 * x * (1.0 + e))]
+    a = np.abs(x) * 0.7071067811865476
+    return [np.where(x < 0, 0.5 * x * erfc(a), 0.5 * x * (1.0 + erf(a)))]

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of, kernel
+from swir.interp.kernels import dtype_of, erf, kernel
 from swir.ir.types import ScalarType
 
 _BOOL = np.dtype(np.bool_)
@@ -134,12 +134,8 @@ def _math(fn):
     return run
 
 
-_ERF = np.frompyfunc(math.erf, 1, 1)
-
-
 def _erf(x: np.ndarray) -> np.ndarray:
-    # math.erf is correctly handled for +-inf (+-1) and nan (nan).
-    return _arr(_ERF(x.astype(np.float64))).astype(np.float64).astype(x.dtype)
+    return erf(x).astype(x.dtype)
 
 
 def _not(x: np.ndarray) -> np.ndarray:
