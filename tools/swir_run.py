@@ -54,8 +54,11 @@ def load_input(path: str) -> np.ndarray:
             return np.load(fh, allow_pickle=False)
     except OSError as e:
         raise UsageError(f"cannot read input '{path}': {e.strerror or e}") from None
-    except (ValueError, EOFError) as e:
-        raise UsageError(f"input '{path}' is not a .npy file ({e})") from None
+    except Exception as e:  # noqa: BLE001  numpy's header parser raises many kinds
+        # (ValueError, EOFError, SyntaxError, tokenize.TokenError, ...): a file it
+        # cannot parse is not a .npy file, whatever the reason.
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"input '{path}' is not a .npy file ({reason})") from None
 
 
 def write_outputs(paths: list[str], arrays: list[np.ndarray]) -> None:

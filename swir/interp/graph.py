@@ -126,9 +126,10 @@ class GraphInterpreter:
 def dense_array(d: Dense, t: ShapedType | Type) -> np.ndarray:
     dtype = dtype_of(t)
     shape = t.shape if isinstance(t, ShapedType) else ()
-    if d.is_splat:
-        return np.full(shape, d.value, dtype=dtype)
-    return np.array(d.flat(), dtype=dtype).reshape(shape)
+    with np.errstate(over="ignore"):  # a literal beyond the type's range becomes inf
+        if d.is_splat:
+            return np.full(shape, d.value, dtype=dtype)
+        return np.array(d.flat(), dtype=dtype).reshape(shape)
 
 
 def constant_array(slot: Any, t: Type) -> np.ndarray:

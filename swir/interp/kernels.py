@@ -76,14 +76,17 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
     fn = KERNELS.get(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
-    with np.errstate(all="ignore"):  # inf / nan follow IEEE, as in ONNX runtimes
+    # inf / nan follow IEEE, as in ONNX runtimes, also when the f64 result is
+    # rounded to a narrower type below.
+    with np.errstate(all="ignore"):
         outs = fn(attrs, result_types, *operands)
-    if len(outs) != len(result_types):
-        raise KernelError(f"kernel '{opname}' returned {len(outs)} results, "
-                          f"expected {len(result_types)}")
+        if len(outs) != len(result_types):
+            raise KernelError(f"kernel '{opname}' returned {len(outs)} results, "
+                              f"expected {len(result_types)}")
+        arrays = [np.asarray(out).astype(dtype_of(t), copy=False)
+                  for out, t in zip(outs, result_types)]
     results = []
-    for out, t in zip(outs, result_types):
-        arr = np.asarray(out).astype(dtype_of(t), copy=False)
+    for arr, t in zip(arrays, result_types):
         shape = t.shape if isinstance(t, ShapedType) else ()
         if arr.shape != tuple(shape):
             raise KernelError(f"kernel '{opname}' produced shape {arr.shape}, "

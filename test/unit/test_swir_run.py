@@ -239,3 +239,39 @@ def test_endless_loop_is_stopped(tmp_path):
     interp = GraphInterpreter(parse_file(str(m)), tmp_path, max_steps=1000)
     with pytest.raises(Diagnostic, match="did not finish within 1000 instructions"):
         interp.run("main", [np.zeros(2, np.float32)])
+
+
+def test_corrupted_npy_inputs_are_errors_not_crashes(tmp_path):
+    """Truncated and byte-flipped .npy files: loading either succeeds or raises
+    the tool's one-line UsageError; binding then either matches or is a Diagnostic."""
+    import io
+    import random
+
+    from swir.diagnostics import Diagnostic
+    from swir.interp.run import check_arguments
+    from swir.parser import parse_file
+    from swir.tools.driver import UsageError
+    from swir.tools.swir_run import load_input
+
+    f = parse_file(str(EXAMPLE)).lookup("main")
+    buf = io.BytesIO()
+    np.save(buf, np.ones((1, 64), np.float32))
+    good = buf.getvalue()
+    rng = random.Random(7)
+    outcomes = {"loaded": 0, "refused": 0}
+    for i in range(300):
+        data = bytearray(good)
+        if i % 3 == 0:
+            data = data[:rng.randrange(len(data))]
+        else:
+            for _ in range(rng.randrange(1, 6)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        path = tmp_path / f"m{i}.npy"
+        path.write_bytes(bytes(data))
+        try:
+            arr = load_input(str(path))
+            check_arguments(f, [arr], [path.name])
+            outcomes["loaded"] += 1
+        except (UsageError, Diagnostic):
+            outcomes["refused"] += 1
+    assert outcomes["loaded"] > 0 and outcomes["refused"] > 0, outcomes
