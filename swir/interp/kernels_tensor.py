@@ -39,6 +39,7 @@ import numpy as np
 
 from swir.interp.kernels import dtype_of, erf, kernel
 from swir.ir.types import ScalarType
+from swir.ops.graph import slice_bounds
 
 _BOOL = np.dtype(np.bool_)
 
@@ -341,19 +342,6 @@ def _split(attrs, result_types, x):
     return list(np.split(x, bounds, axis=axis))
 
 
-def _slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
-    """ONNX Slice clamping (docs/ir.md, slice) as a Python slice of the same elements."""
-    if start < 0:
-        start += dim
-    if end < 0:
-        end += dim
-    if step > 0:
-        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-    start = min(max(start, 0), dim - 1)
-    end = min(max(end, -1), dim - 1)
-    return slice(start, None if end < 0 else end, step)
-
-
 @kernel("slice")
 def _slice(attrs, result_types, x):
     x = _arr(x)
@@ -363,7 +351,7 @@ def _slice(attrs, result_types, x):
     index = [slice(None)] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
         a = _axis(a, x.ndim)
-        index[a] = _slice_bounds(x.shape[a], s, e, st)
+        index[a] = slice_bounds(x.shape[a], s, e, st)
     return [x[tuple(index)]]
 
 

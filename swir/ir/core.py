@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from swir.diagnostics import Location
 from swir.ir.affine import Expr
 from swir.ir.types import Type
+from swir.ops.registry import lookup
 
 if TYPE_CHECKING:  # pragma: no cover
     from swir.ops.registry import OpDef
@@ -418,7 +419,6 @@ class Instruction:
     # -- operands ------------------------------------------------------------
     @property
     def opdef(self) -> "OpDef | None":
-        from swir.ops.registry import lookup
         return lookup(self.opname)
 
     @property

@@ -448,19 +448,23 @@ def _infer_split(inst: Instruction) -> list[Type]:
     return out
 
 
-def slice_length(dim: int, start: int, end: int, step: int) -> int:
-    """Elements ONNX Slice takes from an axis of size ``dim`` (after clamping)."""
+def slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
+    """ONNX Slice clamping on an axis of size ``dim``, as the Python slice that
+    takes the same elements (the shape rule and the interpreter's kernel share it)."""
     if start < 0:
         start += dim
     if end < 0:
         end += dim
     if step > 0:
-        start = min(max(start, 0), dim)
-        end = min(max(end, 0), dim)
-        return max(0, -(-(end - start) // step))
+        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
     start = min(max(start, 0), dim - 1)
     end = min(max(end, -1), dim - 1)
-    return max(0, -(-(start - end) // -step))
+    return slice(start, None if end < 0 else end, step)
+
+
+def slice_length(dim: int, start: int, end: int, step: int) -> int:
+    """Elements ONNX Slice takes from an axis of size ``dim`` (after clamping)."""
+    return len(range(*slice_bounds(dim, start, end, step).indices(dim)))
 
 
 def _infer_slice(inst: Instruction) -> list[Type]:
