@@ -39,7 +39,7 @@ from swir.ops.registry import OpError, lookup
 DEFAULT_LDM_BYTES = 65536
 MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
-_SYMBOL_OPS = {"cpe_id", "chunk", "const"}
+_SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
 
 
 class VerificationError(Exception):
@@ -175,6 +175,7 @@ class _Verifier:
                            g.loc, where)
             if self.m.stage == "graph":
                 self.error("'buffer' declarations appear from the loop stage on", g.loc, where)
+            self._buffer_offset(g, where)
         elif g.init is None:
             self.error("a global needs an initializer (file ... offset N or dense<...>)",
                        g.loc, where)
@@ -186,6 +187,27 @@ class _Verifier:
             except OpError as e:
                 self.error(str(e), g.loc, where)
 
+    def _buffer_offset(self, g: Global, where: str) -> None:
+        """``{offset = N}``: the buffer's byte offset in the module's arena."""
+        if "offset" not in g.attrs:
+            return
+        off = g.attrs["offset"]
+        size = g.type.element.bytes
+        if not isinstance(off, int) or isinstance(off, bool) or off < 0:
+            self.error(f"arena offset must be a non-negative integer, got {off!r}", g.loc, where)
+        elif off % size:
+            self.error(f"arena offset {off} is not a multiple of the element size {size}",
+                       g.loc, where)
+
+    def _outputs_attr(self, f: Function, where: str) -> None:
+        """``attributes {outputs = N}``: the last N parameters are result buffers."""
+        n = f.attrs["outputs"]
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(f.params):
+            self.error(f"'outputs' must be an integer in [0, {len(f.params)}], got {n!r}",
+                       f.loc, where)
+        elif not all(isinstance(p.type, BufType) for p in f.params[len(f.params) - n:]):
+            self.error("'outputs' parameters must be buffers", f.loc, where)
+
     def function(self, f: Function) -> None:
         where = f"@{f.name}"
         stage = self.m.stage
@@ -195,6 +217,8 @@ class _Verifier:
             self.error("kernels appear from the loop stage on", f.loc, where)
         if f.kind == "kernel" and f.result_types:
             self.error("a kernel returns nothing; it writes its buffer arguments", f.loc, where)
+        if "outputs" in f.attrs:
+            self._outputs_attr(f, where)
         if f.target is not None and stage != "dma":
             self.error(f"'{f.target}' functions appear at the dma stage", f.loc, where)
         if f.target == "cpe" and f.kind != "kernel":
@@ -513,6 +537,8 @@ class _Verifier:
             return 0, 63
         if isinstance(v, Result) and v.owner.opname == "chunk":
             return 0, int(v.owner.attrs.get("extent", 0))
+        if isinstance(v, Result) and v.owner.opname == "dyn_index":
+            return 0, int(v.owner.attrs.get("bound", 1)) - 1
         if isinstance(v, Result) and v.owner.opname == "const":
             c = v.owner.args[0]
             return (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None

@@ -8,7 +8,7 @@ Semantics (what the interpreter and the C emitter implement) are in docs/ir.md.
 from __future__ import annotations
 
 from swir.ir.core import Constraint, Instruction, Range, Value
-from swir.ir.types import INDEX, BufType, LDMType, Type
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, OpDef,
                                OpError, register)
 from swir.ops.util import access_arg, callee, check_writable, index_expr, value_arg
@@ -155,6 +155,15 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
     return [INDEX, INDEX]
 
 
+def _infer_dyn_index(inst: Instruction) -> list[Type]:
+    v = value_arg(inst, 0)
+    if not (isinstance(v.type, ScalarType) and v.type.is_int):
+        raise OpError(f"'dyn_index' takes an integer scalar, got {v.type}")
+    if inst.attrs["bound"] <= 0:
+        raise OpError("'dyn_index' bound must be positive")
+    return [INDEX]
+
+
 def _verify_spawn(inst: Instruction) -> None:
     target = callee(inst)
     if target.target != "cpe":
@@ -167,6 +176,12 @@ register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
 register(OpDef("store", "Write one element: store %v, %A[i, j].",
                stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
                category="memory"))
+register(OpDef("dyn_index", "A data-dependent subscript: the integer %v (negative counts from "
+                            "the end, v + bound) as an index in [0, bound); outside "
+                            "[-bound, bound) is a run-time error.",
+               stages=LOOP_AND_LATER, num_args=(1, 1),
+               attrs=(Attr("bound", "int", required=True, doc="size of the indexed dimension"),),
+               infer=_infer_dyn_index, category="memory"))
 register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
                stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
                pure=False, context="cpe", category="memory"))
