@@ -649,6 +649,12 @@ class Function:
         if body is not None:
             self.set_body(body)
 
+    def add_param(self, type: Type, name: str | None = None) -> "FuncParam":
+        """Append a parameter (callers must pass one more argument)."""
+        p = FuncParam(type, self, len(self.params), name)
+        self.params.append(p)
+        return p
+
     def set_body(self, body: Region) -> Region:
         body.parent = self
         self.body = body

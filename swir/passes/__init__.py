@@ -11,6 +11,8 @@ from swir.passes.manager import Pass
 PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
+    "lower-loops": "swir.passes.loop.lower_loops:LowerLoops",
+    "mem-plan": "swir.passes.loop.mem_plan:MemPlan",
     # Passes for testing the pass manager itself.
     "test-fail": "swir.passes.testing:TestFail",
     "test-invalid-ir": "swir.passes.testing:TestInvalidIR",

@@ -1,0 +1,128 @@
+"""Element-wise ops (numpy broadcasting) and the element-wise composites
+(clip, leaky_relu, gelu, batch_norm): one loop nest over the output, one store
+per element. :func:`elementwise_epilogue` turns a chain of such ops into the
+epilogue a fused kernel applies (the fusion hook)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from swir.interp.kernels import dtype_of
+from swir.interp.kernels_tensor import _to_dtype as to_dtype  # the graph kernel's conversion
+from swir.ir.affine import Expr
+from swir.ir.core import Instruction, Value
+from swir.ir.types import F64, ScalarType, TensorType
+from swir.lowering import lowering
+from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
+from swir.ops.elementwise import BINARY, COMPARE, UNARY
+
+_SIMPLE = set(UNARY) | set(BINARY) | set(COMPARE) | {"select"}
+_WIDE_MATH = {"gelu"}  # computed in f64 for f16/f32, as the graph kernels do
+
+
+def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
+                  out_shape: tuple[int, ...]) -> Value:
+    """An operand's element at an output position: scalar parameters are used
+    as they are, buffers are loaded with numpy broadcasting."""
+    if isinstance(param.type, ScalarType):
+        return param
+    return k.load(param, broadcast_index(param.type.shape, out_idx, out_shape)
+                  if param.type.shape != (1,) or out_shape else [0])
+
+
+def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Value:
+    """The scalar form of element-wise graph op ``inst`` on ``vals``."""
+    name = inst.opname
+    elem = _element(inst.results[0].type)
+    if name in _SIMPLE:
+        return k.op(name, *vals)
+    if name == "cast":
+        return k.b.create("cast", vals[0], types=[elem])
+    if name == "clip":
+        return _clip(k, inst, vals[0], elem)
+    if name == "leaky_relu":
+        alpha = k.const(float(inst.attrs.get("alpha", 0.01)), elem)
+        zero = k.const(0.0, elem)
+        neg = k.op("mul", alpha, vals[0])
+        return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
+    if name == "gelu":
+        return _gelu(k, inst, vals[0], elem)
+    if name == "batch_norm":
+        return _batch_norm(k, inst, vals, elem)
+    raise AssertionError(f"no scalar form for '{name}'")
+
+
+def _element(t) -> ScalarType:
+    return t.element if isinstance(t, TensorType) else t
+
+
+def _clip(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+    for bound, op in (("min", "max"), ("max", "min")):
+        if inst.attrs.get(bound) is not None:
+            v = to_dtype(inst.attrs[bound], dtype_of(elem)).item()
+            x = k.op(op, x, k.const(v if elem.is_float else int(v), elem))
+    return x
+
+
+def _wide(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
+    return x if elem == F64 else k.b.create("cast", x, types=[F64])
+
+
+def _narrow(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
+    return x if elem == F64 else k.b.create("cast", x, types=[elem])
+
+
+def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+    """In f64 like the graph kernel: x / (1 + exp(-2z)) for the tanh form,
+    0.5 x (1 + erf(x / sqrt 2)) otherwise."""
+    w = _wide(k, x, elem)
+    c = lambda v: k.const(v, F64)  # noqa: E731
+    if inst.attrs.get("approximate", "none") == "tanh":
+        cube = k.op("mul", k.op("mul", k.op("mul", c(0.044715), w), w), w)
+        z = k.op("mul", c(0.7978845608028654), k.op("add", w, cube))
+        den = k.op("add", c(1.0), k.op("exp", k.op("mul", c(-2.0), z)))
+        return _narrow(k, k.op("div", w, den), elem)
+    e = k.op("erf", k.op("mul", w, c(0.7071067811865476)))
+    return _narrow(k, k.op("mul", k.op("mul", c(0.5), w), k.op("add", c(1.0), e)), elem)
+
+
+def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],
+                elem: ScalarType) -> Value:
+    """(x - mean) * scale / sqrt(var + eps) + bias, in f64 like the graph kernel."""
+    x, scale, bias, mean, var = (_wide(k, v, elem) for v in vals)
+    eps = k.const(float(inst.attrs.get("epsilon", 1e-5)), F64)
+    factor = k.op("div", scale, k.op("sqrt", k.op("add", var, eps)))
+    return _narrow(k, k.op("add", k.op("mul", k.op("sub", x, mean), factor), bias), elem)
+
+
+def _operands(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list[Expr],
+              shape: tuple[int, ...]) -> list[Value]:
+    if inst.opname == "batch_norm":
+        # scale, bias, mean, var are per channel (axis 1).
+        ch = [idx[1]] if len(idx) > 1 else [Expr.of(0)]
+        return [operand_value(k, ins[0], idx, shape)] + [k.load(p, ch) for p in ins[1:]]
+    return [operand_value(k, p, idx, shape) for p in ins]
+
+
+@lowering(*sorted(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"}))
+def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
+                      outs: list[Value]) -> None:
+    shape = inst.results[0].type.shape
+    with k.loops(shape, loop_names(len(shape))) as ivs:
+        idx = [Expr.of(v) for v in ivs]
+        v = apply_scalar(k, inst, _operands(k, inst, ins, idx, shape))
+        k.finish(v, outs[0], idx)
+
+
+def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> Epilogue:
+    """The epilogue of a fused group: ``chain`` lists element-wise graph ops in
+    order, each with the operand position the running value takes and the
+    kernel parameters of its other operands (broadcast against the output)."""
+    def epilogue(k: KernelBuilder, idx: list[Expr], value: Value) -> Value:
+        for inst, pos, others in chain:
+            shape = inst.results[0].type.shape
+            vals = [operand_value(k, p, idx, shape) for p in others]
+            vals.insert(pos, value)
+            value = apply_scalar(k, inst, vals)
+        return value
+    return epilogue

@@ -1,0 +1,1 @@
+"""Lowering rules (movement): see swir/lowering/__init__.py."""

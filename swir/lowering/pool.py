@@ -1,0 +1,1 @@
+"""Lowering rules (pool): see swir/lowering/__init__.py."""

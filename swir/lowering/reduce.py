@@ -1,0 +1,1 @@
+"""Lowering rules (reduce): see swir/lowering/__init__.py."""

@@ -1,0 +1,303 @@
+"""-lower-loops: graph stage → loop stage.
+
+Every tensor op becomes a call of a ``kernel`` whose body is loop nests with
+affine loads and stores (the rules are in :mod:`swir.lowering`). Tensors
+become buffers: function parameters stay parameters, tensor results become
+output parameters (``attributes {outputs = N}``: the last N), weights become
+``buf`` globals, tensor constants become ``dense`` globals, and every other
+tensor is a ``buffer`` that memory planning (-mem-plan, run at the end)
+places in the arena. The host function keeps the graph function's control
+flow and calls the kernels in the original (dependence) order.
+
+A result that the function's only ``return`` returns is written straight
+into its output parameter; other returned values (parameters, globals, the
+same value twice, or several returns) and tensors passed to block arguments
+are copied by a copy kernel. Kernels that would be identical (same op,
+operand and result types, attributes) are emitted once and called twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from swir.diagnostics import Diagnostic
+from swir.ir.builder import Builder
+from swir.ir.core import (Apply, Block, DenseSlot, Function, Global, Instruction, Module,
+                          Region, Successor, Value)
+from swir.ir.types import ScalarType, TensorType, Type
+from swir.lowering import OpLowering, param_names, rule_for
+from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+
+_CONTROL = {"call", "return", "br", "cond_br"}
+
+
+def is_tensor(v: Value) -> bool:
+    return isinstance(v.type, TensorType)
+
+
+@dataclass
+class LowerLoops(Pass):
+    name = "lower-loops"
+    summary = "Lower graph ops to loop-nest kernels over planned buffers (graph -> loop)"
+    stages = ("graph",)
+
+    mem_plan: bool = option(True, "plan the arena of intermediate buffers afterwards (-mem-plan)")
+    share_kernels: bool = option(True, "emit identical kernels once")
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        ModuleLowering(module, self).run()
+        if self.mem_plan:
+            from swir.passes.loop.mem_plan import MemPlan
+            plan = MemPlan()
+            plan.run(module, analyses)
+            for k, v in plan.statistics.items():
+                self.bump(k, v)
+        return True
+
+
+class ModuleLowering:
+    def __init__(self, module: Module, p: LowerLoops) -> None:
+        self.m = module
+        self.p = p
+        self.kernels: dict[tuple, Function] = {}
+        self.extras: dict[str, list[Type | Global]] = {}  # kernel name -> its extra params
+        self.counters: dict[str, int] = {}
+
+    def run(self) -> None:
+        old = list(self.m.items)
+        for item in old:
+            self.m.remove(item)
+        for g in (i for i in old if isinstance(i, Global)):
+            g.type = buffer_type(g.type)
+            self.m.add(g)
+        funcs = [f for f in old if isinstance(f, Function)]
+        lowered = [FunctionLowering(self, f) for f in funcs]
+        for fl in lowered:
+            self.m.add(fl.new)
+        for fl in lowered:
+            fl.lower_body()
+        self.m.stage = "loop"
+        self.m.items.sort(key=_item_order)
+
+
+    # -- symbols ----------------------------------------------------------------------
+    def unique(self, base: str) -> str:
+        base = base if base and not base[0].isdigit() else f"t{base}"
+        name, n = base, 0
+        while self.m.lookup(name) is not None:
+            n += 1
+            name = f"{base}_{n}"
+        return name
+
+    def buffer(self, t: Type, base: str) -> Global:
+        return Builder.global_(self.m, self.unique(base), buffer_type(t), kind="buffer")
+
+    # -- kernels ------------------------------------------------------------------------
+    def kernel(self, inst: Instruction) -> tuple[Function, list[Type | Global]]:
+        """The kernel computing ``inst`` and its extra parameters (scratch buffer
+        types, constant tables); shared with an earlier identical instruction."""
+        key = (inst.opname, tuple(str(v.type) for v in inst.operands),
+               tuple(str(r.type) for r in inst.results), tuple(sorted(inst.attrs.items())))
+        if self.p.share_kernels and key in self.kernels:
+            f = self.kernels[key]
+            return f, self.extras[f.name]
+        low = rule_for(inst.opname)
+        if low is None:
+            raise PassFailure([Diagnostic(f"-lower-loops has no rule for '{inst.opname}'",
+                                          inst.loc)])
+        f, extras = self.build_kernel(inst, low)
+        self.kernels[key] = f
+        return f, extras
+
+    def build_kernel(self, inst: Instruction, low: OpLowering
+                     ) -> tuple[Function, list[Type | Global]]:
+        ins = list(inst.operands)
+        names = param_names(low, len(ins), len(inst.results))
+        types = [buffer_type(v.type) for v in ins] + [buffer_type(r.type) for r in inst.results]
+        n = self.counters.get(inst.opname, 0)
+        self.counters[inst.opname] = n + 1
+        k = KernelBuilder(self.m, self.unique(f"{inst.opname}_{n}"), list(zip(names, types)))
+        params = k.params
+        low.rule(k, inst, params[:len(ins)], params[len(ins):])
+        self.extras[k.function.name] = k.extras
+        return k.function, k.extras
+
+    def copy_kernel(self, t: Type) -> Function:
+        key = ("copy", str(t))
+        f = self.kernels.get(key)
+        if f is None:
+            n = self.counters.get("copy", 0)
+            self.counters["copy"] = n + 1
+            bt = buffer_type(t)
+            k = KernelBuilder(self.m, self.unique(f"copy_{n}"), [("X", bt), ("Y", bt)])
+            with k.loops(bt.shape, loop_names(bt.rank)) as ivs:
+                k.store(k.load(k.params[0], ivs), k.params[1], ivs)
+            f = self.kernels[key] = k.function
+            self.extras[f.name] = []
+        return f
+
+
+class FunctionLowering:
+    """One graph function → its loop-stage host function."""
+
+    def __init__(self, ml: ModuleLowering, old: Function) -> None:
+        self.ml = ml
+        self.old = old
+        params = [buffer_type(p.type) for p in old.params]
+        names = [p.name for p in old.params]
+        tensor_results = [t for t in old.result_types if isinstance(t, TensorType)]
+        out_names = self._out_names(len(tensor_results), set(n for n in names if n))
+        self.new = Function(old.name, params + [buffer_type(t) for t in tensor_results],
+                            [t for t in old.result_types if not isinstance(t, TensorType)],
+                            kind=old.kind, param_names=names + out_names,
+                            attrs=dict(old.attrs), loc=old.loc)
+        if tensor_results:
+            self.new.attrs["outputs"] = len(tensor_results)
+        self.outs = self.new.params[len(params):]
+        self.map: dict[Value, Value] = {p: q for p, q in zip(old.params, self.new.params)}
+
+    @staticmethod
+    def _out_names(n: int, taken: set[str]) -> list[str]:
+        names = ["out"] if n == 1 else [f"out{i}" for i in range(n)]
+        return [nm if nm not in taken else f"{nm}_" for nm in names]
+
+    # -- body ----------------------------------------------------------------------------
+    def lower_body(self) -> None:
+        if self.old.body is None:
+            return
+        blocks = self.old.body.blocks
+        self.blocks: dict[Block, Block] = {}
+        self.phis: dict[Block, list[Value | None]] = {}
+        new_blocks = []
+        for ob in blocks:
+            nb = Block(ob.label)
+            self.blocks[ob] = nb
+            self.phis[ob] = []
+            for a in ob.args:
+                if is_tensor(a):
+                    buf = self.ml.buffer(a.type, f"{self.old.name}_{a.name or 'arg'}")
+                    self.map[a] = buf
+                    self.phis[ob].append(buf)
+                else:
+                    self.map[a] = nb.add_argument(a.type, a.name)
+                    self.phis[ob].append(None)
+            new_blocks.append(nb)
+        self.new.set_body(Region(new_blocks))
+        self.direct = self._direct_outputs()
+        for ob in blocks:
+            b = Builder(self.blocks[ob])
+            for inst in ob.instructions:
+                self.lower_inst(b, inst)
+
+    def _direct_outputs(self) -> dict[Value, Value]:
+        """Values the only ``return`` returns, computed here: written in place."""
+        returns = [i for i in self.old.walk() if i.opname == "return"]
+        if len(returns) != 1:
+            return {}
+        direct: dict[Value, Value] = {}
+        tensors = [v for v in returns[0].operands if is_tensor(v)]
+        for v, out in zip(tensors, self.outs):
+            defined_here = hasattr(v, "owner") and isinstance(v.owner, Instruction)
+            if defined_here and v not in direct:
+                direct[v] = out
+        return direct
+
+    def result_buffer(self, r: Value) -> Value:
+        buf = self.direct.get(r) or self.ml.buffer(r.type, r.name or "t")
+        self.map[r] = buf
+        return buf
+
+    def lower_inst(self, b: Builder, inst: Instruction) -> None:
+        op = inst.opname
+        if op == "const" and inst.results and is_tensor(inst.results[0]):
+            slot = inst.args[0]
+            assert isinstance(slot, DenseSlot)
+            g = Builder.global_(self.ml.m, self.ml.unique(inst.results[0].name or "cst"),
+                                buffer_type(inst.results[0].type), init=slot.dense)
+            self.map[inst.results[0]] = g
+        elif op == "call":
+            self.lower_call(b, inst)
+        elif op == "return":
+            self.lower_return(b, inst)
+        elif op in ("br", "cond_br"):
+            self.lower_branch(b, inst)
+        elif any(is_tensor(v) for v in list(inst.operands) + list(inst.results)):
+            kernel, extras = self.ml.kernel(inst)
+            args = [self.value(v) for v in inst.operands]
+            args += [self.result_buffer(r) for r in inst.results]
+            args += [e if isinstance(e, Global) else
+                     self.ml.buffer(e, f"{kernel.name}_{p.name}")
+                     for e, p in zip(extras, kernel.params[-len(extras):] if extras else [])]
+            b.create_inst("call", Apply(kernel.name, tuple(args)))
+        else:
+            new = b.create_inst(op, *[self.slot(a) for a in inst.args],
+                                types=[r.type for r in inst.results], attrs=dict(inst.attrs),
+                                names=[r.name for r in inst.results])
+            for r, nr in zip(inst.results, new.results):
+                self.map[r] = nr
+
+    def slot(self, a):
+        if isinstance(a, Value):
+            return self.value(a)
+        return a.substitute(self.map) if hasattr(a, "substitute") else a
+
+    def value(self, v: Value) -> Value:
+        if isinstance(v, Global):
+            return v
+        return self.map[v]
+
+    def lower_call(self, b: Builder, inst: Instruction) -> None:
+        app = inst.args[0]
+        assert isinstance(app, Apply)
+        args = [self.value(a) for a in app.args]
+        args += [self.result_buffer(r) for r in inst.results if is_tensor(r)]
+        scalars = [r for r in inst.results if not is_tensor(r)]
+        new = b.create_inst("call", Apply(app.callee, tuple(args)),
+                            types=[r.type for r in scalars], names=[r.name for r in scalars])
+        for r, nr in zip(scalars, new.results):
+            self.map[r] = nr
+
+    def copy(self, b: Builder, src: Value, dst: Value) -> None:
+        if src is dst:
+            return
+        k = self.ml.copy_kernel(dst.type)
+        b.create_inst("call", Apply(k.name, (src, dst)))
+
+    def lower_return(self, b: Builder, inst: Instruction) -> None:
+        tensors = [v for v in inst.operands if is_tensor(v)]
+        for v, out in zip(tensors, self.outs):
+            self.copy(b, self.value(v), out)
+        b.create_inst("return", *[self.value(v) for v in inst.operands if not is_tensor(v)])
+
+    def lower_branch(self, b: Builder, inst: Instruction) -> None:
+        slots = []
+        for s in inst.args:
+            if not isinstance(s, Successor):
+                slots.append(self.slot(s))
+                continue
+            phis = self.phis[s.block]
+            moves = [(self.value(v), dst) for v, dst in zip(s.args, phis)
+                     if dst is not None and self.value(v) is not dst]
+            # A parallel copy: stage through temporaries when a source is
+            # itself one of the target's block-argument buffers.
+            if any(src in phis for src, _ in moves):
+                staged = []
+                for src, dst in moves:
+                    tmp = self.ml.buffer(dst.type, "phi_tmp")
+                    self.copy(b, src, tmp)
+                    staged.append((tmp, dst))
+                moves = staged
+            for src, dst in moves:
+                self.copy(b, src, dst)
+            scalars = tuple(self.value(v) for v, dst in zip(s.args, phis) if dst is None)
+            slots.append(Successor(self.blocks[s.block], scalars))
+        b.create_inst(inst.opname, *slots)
+
+
+def _item_order(item: Global | Function) -> int:
+    """Canonical layout: constant data, buffers, kernels, then host functions
+    (a stable sort keeps creation order within each group)."""
+    if isinstance(item, Global):
+        return 0 if item.kind == "global" else 1
+    return 2 if item.kind == "kernel" else 3
