@@ -37,7 +37,7 @@ def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Valu
     if name in _SIMPLE:
         return k.op(name, *vals)
     if name == "cast":
-        return k.b.create("cast", vals[0], types=[elem])
+        return k.op("cast", vals[0], to=elem)
     if name == "clip":
         return _clip(k, inst, vals[0], elem)
     if name == "leaky_relu":
@@ -65,11 +65,11 @@ def _clip(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
 
 
 def _wide(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
-    return x if elem == F64 else k.b.create("cast", x, types=[F64])
+    return x if elem == F64 else k.op("cast", x, to=F64)
 
 
 def _narrow(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
-    return x if elem == F64 else k.b.create("cast", x, types=[elem])
+    return x if elem == F64 else k.op("cast", x, to=elem)
 
 
 def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:

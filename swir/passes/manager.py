@@ -64,6 +64,11 @@ class Pass:
         return f"-{self.name}" + ("{" + ",".join(opts) + "}" if opts else "")
 
 
+def _either(words: tuple[str, ...]) -> str:
+    """("loop",) -> "loop"; ("loop", "buffered", "dma") -> "loop, buffered or dma"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
 def option_flag(field_name: str) -> str:
     return field_name.replace("_", "-")
 
@@ -116,7 +121,7 @@ class PassManager:
             try:
                 if p.stages is not None and module.stage not in p.stages:
                     raise PassFailure([Diagnostic(
-                        f"pass -{p.name} runs on the {' or '.join(p.stages)} stage, but the "
+                        f"pass -{p.name} runs on the {_either(p.stages)} stage, but the "
                         f"module is at the {module.stage} stage", module.loc)])
                 changed = bool(p.run(module, analyses))
                 if changed:
