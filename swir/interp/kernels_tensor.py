@@ -17,7 +17,7 @@ Numerics:
   and ``abs`` are the identity.
 - Integer arithmetic wraps around (two's complement); integer ``div`` truncates
   toward zero; division by zero is undefined in swir (numpy gives 0 here).
-- Transcendentals (exp, log, sqrt, rsqrt, tanh, sigmoid, erf, pow) of f16 and f32
+- Transcendentals (exp, log, sqrt, rsqrt, tanh, sigmoid, erf, erfc, pow) of f16 and f32
   are computed in f64 and rounded once, so results are (almost always) correctly
   rounded and do not depend on whether numpy took a SIMD or a scalar path, i.e. a
   scalar gives the same bits as the same element of a tensor. numpy has no erf:
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of, erf, kernel
+from swir.interp.kernels import dtype_of, erf, erfc, kernel
 from swir.ir.types import ScalarType
 from swir.ops.graph import slice_bounds
 
@@ -139,6 +139,10 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return erf(x).astype(x.dtype)
 
 
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return erfc(x).astype(x.dtype)
+
+
 def _not(x: np.ndarray) -> np.ndarray:
     return np.logical_not(x)
 
@@ -147,7 +151,7 @@ for _name, _fn in (("neg", _neg), ("abs", _abs), ("relu", _relu),
                    ("exp", _math(np.exp)), ("log", _math(np.log)),
                    ("sqrt", _math(np.sqrt)), ("rsqrt", _rsqrt),
                    ("reciprocal", _reciprocal), ("tanh", _math(np.tanh)),
-                   ("sigmoid", _sigmoid), ("erf", _erf),
+                   ("sigmoid", _sigmoid), ("erf", _erf), ("erfc", _erfc),
                    ("floor", np.floor), ("ceil", np.ceil), ("not", _not)):
     kernel(_name)(_unary(_fn))
 

@@ -91,6 +91,7 @@ UNARY = {
     "tanh": ("float", "hyperbolic tangent"),
     "sigmoid": ("float", "1 / (1 + e^-x)"),
     "erf": ("float", "Gauss error function"),
+    "erfc": ("float", "complementary error function, 1 - erf(x) without cancellation"),
     "relu": ("any", "max(x, 0)"),
     "floor": ("float", "round toward -inf"),
     "ceil": ("float", "round toward +inf"),

@@ -638,7 +638,7 @@ def test_unsqueeze(shape, axes):
 # -- beyond onnxruntime: scalars, NaN, i1 arithmetic, f64 erf --------------------------
 
 ELEMENTWISE_UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
-                     "sigmoid", "erf", "relu", "floor", "ceil"]
+                     "sigmoid", "erf", "erfc", "relu", "floor", "ceil"]
 
 
 @pytest.mark.parametrize("op", ELEMENTWISE_UNARY + ["not"])
@@ -683,6 +683,19 @@ def test_erf_f64():
     np.testing.assert_allclose(h, [math.erf(v) for v in x.astype(np.float16)], rtol=1e-3)
     _, (s,) = swir_eval("erf", [np.array([np.inf, -np.inf, np.nan])], {})
     np.testing.assert_array_equal(s, [1.0, -1.0, np.nan])
+
+
+def test_erfc():
+    """No ONNX op: checked against libm (math.erfc) for f64 and f32, including
+    the tail where 1 - erf(x) would have cancelled to zero."""
+    x = np.concatenate([np.linspace(-4, 4, 41), [6.0, 10.0, 27.0]])
+    _, (got,) = swir_eval("erfc", [x], {})
+    np.testing.assert_array_equal(got, [math.erfc(v) for v in x])
+    assert got[-2] > 0 and got[-2] == math.erfc(10.0)
+    _, (f,) = swir_eval("erfc", [x.astype(np.float32)], {})
+    np.testing.assert_array_equal(f, np.float32([math.erfc(float(v)) for v in x.astype(np.float32)]))
+    _, (s,) = swir_eval("erfc", [np.array([np.inf, -np.inf, np.nan])], {})
+    np.testing.assert_array_equal(s, [0.0, 2.0, np.nan])
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
