@@ -6,6 +6,11 @@
 Inputs bind to the function's parameters in order and must match their shapes
 and dtypes exactly. Outputs are written as .npy files (all of them, and only
 if the run succeeded); without --output, or with --print, results are printed.
+
+At the loop stage a func's results are the buffers named by ``attributes
+{outputs = N}`` (its last N parameters, which take no --input), then its return
+values; a kernel takes every parameter as an input and its results are the
+buffer parameters it writes, in parameter order (docs/ir.md, "Executing IR").
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from swir import __version__
-from swir.interp.run import default_function, run_function
+from swir.interp.run import default_function, run_function, signature
 from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify
@@ -91,8 +96,9 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"no function @{a.func.lstrip('@')} in {a.module}")
     else:
         f = default_function(module)
-    if a.output and len(a.output) != len(f.result_types):
-        raise UsageError(f"@{f.name} has {len(f.result_types)} result(s), "
+    _, result_types = signature(module, f)
+    if a.output and len(a.output) != len(result_types):
+        raise UsageError(f"@{f.name} has {len(result_types)} result(s), "
                          f"{len(a.output)} --output given")
     args = [load_input(p) for p in a.input]
     base = Path(a.module).parent if a.module != "-" else Path(".")
@@ -101,7 +107,7 @@ def main(argv: list[str]) -> int:
         write_outputs(a.output, results)
     if a.print or not a.output:
         for i, r in enumerate(results):
-            print(f"result #{i}: {f.result_types[i]}")
+            print(f"result #{i}: {result_types[i]}")
             print(np.array2string(r, threshold=1000))
     return 0
 

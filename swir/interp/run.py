@@ -1,6 +1,6 @@
 """Running a module function on numpy inputs: binding and checking arguments.
 The entry point ``swir-run`` and the tests use; it picks the interpreter for
-the module's stage (graph now; loop, buffered and dma come with their stages)."""
+the module's stage (graph and loop now; buffered and dma come with their stages)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from swir.diagnostics import Diagnostic
+from swir.interp import loop
 from swir.interp.graph import GraphInterpreter
 from swir.interp.kernels import dtype_of
-from swir.ir.core import Function, Module
+from swir.ir.core import FuncParam, Function, Module
 from swir.ir.types import ShapedType, Type
 
 
@@ -31,11 +32,32 @@ def shape_of(t: Type) -> tuple[int, ...]:
     return tuple(t.shape) if isinstance(t, ShapedType) else ()
 
 
-def check_arguments(f: Function, args: list[np.ndarray], names: list[str]) -> None:
-    """Each argument must have exactly its parameter's shape and dtype."""
-    if len(args) != len(f.params):
-        raise Diagnostic(f"@{f.name} takes {len(f.params)} argument(s), {len(args)} given")
-    for i, (p, a, src) in enumerate(zip(f.params, args, names)):
+def signature(module: Module, f: Function) -> tuple[list[FuncParam], list[Type]]:
+    """The parameters a run of f binds to arguments, and the types of its results.
+
+    Graph stage: every parameter; the declared results. Loop stage and later
+    (see :func:`swir.interp.loop.io_signature`): a ``func`` takes all but the
+    last N parameters of ``attributes {outputs = N}`` and returns those N
+    buffers, then its ``return`` values; a ``kernel`` takes every parameter and
+    returns the buffer parameters it writes, in parameter order."""
+    if module.stage == "graph":
+        return list(f.params), list(f.result_types)
+    return loop.io_signature(f)
+
+
+def check_arguments(f: Function, args: list[np.ndarray], names: list[str],
+                    params: list[FuncParam] | None = None) -> None:
+    """Each argument must have exactly its parameter's shape and dtype. ``params``
+    are the parameters taking arguments (default: all of f's)."""
+    params = list(f.params) if params is None else params
+    if len(args) != len(params):
+        outs = len(f.params) - len(params)
+        why = ""
+        if outs and f.kind == "func":
+            why = (f" (its last {outs} parameter(s) are output buffers, allocated by the "
+                   "run: attribute 'outputs')")
+        raise Diagnostic(f"@{f.name} takes {len(params)} argument(s){why}, {len(args)} given")
+    for i, (p, a, src) in enumerate(zip(params, args, names)):
         want_shape, want_dtype = shape_of(p.type), dtype_of(p.type)
         if a.shape != want_shape or a.dtype != want_dtype:
             raise Diagnostic(f"argument #{i} (%{p.name}) of @{f.name} expects {p.type}, "
@@ -46,8 +68,13 @@ def check_arguments(f: Function, args: list[np.ndarray], names: list[str]) -> No
 def run_function(module: Module, f: Function, args: list[np.ndarray],
                  base_dir: str | Path = ".", arg_names: list[str] | None = None
                  ) -> list[np.ndarray]:
-    check_arguments(f, args, arg_names or [f"argument #{i}" for i in range(len(args))])
+    names = arg_names or [f"argument #{i}" for i in range(len(args))]
+    params, _ = signature(module, f)
+    check_arguments(f, args, names, params)
     if module.stage == "graph":
         return GraphInterpreter(module, base_dir).call(f, args)
+    if module.stage in loop.STAGES:
+        return loop.LoopInterpreter(module, base_dir).call(f, args, names)
     raise Diagnostic(f"swir-run cannot execute the {module.stage} stage yet "
-                     "(only the graph stage has an interpreter)", module.loc)
+                     f"(interpreters exist for: graph, {', '.join(sorted(loop.STAGES))})",
+                     module.loc)

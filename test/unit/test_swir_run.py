@@ -275,3 +275,124 @@ def test_corrupted_npy_inputs_are_errors_not_crashes(tmp_path):
         except (UsageError, Diagnostic):
             outcomes["refused"] += 1
     assert outcomes["loaded"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+# -- loop stage ---------------------------------------------------------------------------
+
+LOOP = '''module "loop"
+stage loop
+global @w : buf<3 x f32> = dense<[1.0, 2.0, 4.0]>
+kernel @scale(%X: buf<3 x f32>, %k: f32, %Y: buf<3 x f32>) {
+  for %i = 0 to 3 {
+    %x = load %X[%i] : f32
+    %w = load @w[%i] : f32
+    %a = mul %x, %w : f32
+    %b = mul %a, %k : f32
+    store %b, %Y[%i]
+  }
+}
+kernel @pick(%X: buf<3 x f32>, %j: i64, %Y: buf<1 x f32>) {
+  %d = dyn_index %j {bound = 3} : index
+  %v = load %X[%d] : f32
+  store %v, %Y[0]
+}
+func @main(%x: buf<3 x f32>, %k: f32, %j: i64, %y: buf<3 x f32>, %p: buf<1 x f32>) -> f32 attributes {outputs = 2} {
+'entry:
+  call @scale(%x, %k, %y)
+  call @pick(%y, %j, %p)
+  %s = load %p[0] : f32
+  %t = add %s, %k : f32
+  return %t
+}
+'''
+
+
+@pytest.fixture
+def loop_dir(tmp_path):
+    (tmp_path / "loop.swir").write_text(LOOP)
+    np.save(tmp_path / "x.npy", np.array([1.0, 2.0, 3.0], np.float32))
+    np.save(tmp_path / "k.npy", np.array(0.5, np.float32))
+    np.save(tmp_path / "j.npy", np.array(-1, np.int64))
+    np.save(tmp_path / "bad.npy", np.array(3, np.int64))
+    return tmp_path
+
+
+def test_loop_stage_outputs_then_return_values(loop_dir):
+    d = loop_dir
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "j.npy",
+            "-o", d / "y.npy", "-o", d / "p.npy", "-o", d / "t.npy")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(d / "y.npy"), np.array([0.5, 2.0, 6.0], np.float32))
+    np.testing.assert_array_equal(np.load(d / "p.npy"), np.array([6.0], np.float32))
+    t = np.load(d / "t.npy")
+    assert t.shape == () and t.dtype == np.float32 and t == 6.5
+
+
+def test_loop_stage_print_names_the_result_types(loop_dir):
+    d = loop_dir
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "j.npy", "--print")
+    assert r.returncode == 0, r.stderr
+    heads = [line for line in r.stdout.splitlines() if line.startswith("result #")]
+    assert heads == ["result #0: buf<3 x f32>", "result #1: buf<1 x f32>", "result #2: f32"]
+
+
+def test_loop_stage_kernel_results_are_the_buffers_it_writes(loop_dir):
+    d = loop_dir
+    np.save(d / "y0.npy", np.zeros(3, np.float32))
+    r = run(d / "loop.swir", "--func", "scale", "-i", d / "x.npy", "-i", d / "k.npy",
+            "-i", d / "y0.npy", "-o", d / "y.npy")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(d / "y.npy"), np.array([0.5, 2.0, 6.0], np.float32))
+    r = run(d / "loop.swir", "--func", "scale", "-i", d / "x.npy", "-i", d / "k.npy",
+            "-i", d / "y0.npy", "-o", d / "y.npy", "-o", d / "z.npy")
+    assert_one_line_error(r, "@scale has 1 result(s), 2 --output given")
+
+
+def test_loop_stage_inputs_do_not_include_outputs(loop_dir):
+    d = loop_dir
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "j.npy",
+            "-i", d / "x.npy")
+    assert_one_line_error(r, "@main takes 3 argument(s) (its last 2 parameter(s) are output "
+                          "buffers", "4 given")
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "j.npy",
+            "-o", d / "y.npy")
+    assert_one_line_error(r, "@main has 3 result(s), 1 --output given")
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "j.npy", "-i", d / "j.npy")
+    assert_one_line_error(r, "argument #1 (%k) of @main expects f32", "has shape () int64")
+
+
+def test_loop_stage_runtime_error_is_located_and_writes_nothing(loop_dir):
+    d = loop_dir
+    r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "bad.npy",
+            "-o", d / "y.npy", "-o", d / "p.npy", "-o", d / "t.npy")
+    assert_one_line_error(r, f"{d / 'loop.swir'}:14:8: error: 'dyn_index' of %j = 3 is "
+                          "outside [-3, 3) (bound = 3)")
+    assert "note: in @pick, called from here" in r.stderr
+    assert not any((d / n).exists() for n in ("y.npy", "p.npy", "t.npy"))
+
+
+def test_other_stages_are_refused(tmp_path):
+    m = tmp_path / "b.swir"
+    m.write_text('module "b"\nstage buffered\nfunc @main() {\n\'entry:\n  return\n}\n')
+    r = run(m)
+    assert_one_line_error(r, "cannot execute the buffered stage yet")
+
+
+def test_lowered_example_gives_the_graph_result(tmp_path):
+    """The bundled example lowered to the loop stage (-lower-loops, with memory
+    planning) runs in the loop interpreter and gives the graph stage's result, up
+    to the accumulation type (the loop kernels sum in f32, the graph kernels in f64)."""
+    for name in ("mlp.swir", "mlp.weights"):
+        (tmp_path / name).write_bytes((ROOT / "examples" / name).read_bytes())
+    lowered = tmp_path / "mlp_loop.swir"
+    subprocess.run([str(Path(SWIR_RUN).parent / "swir-opt"), "-lower-loops",
+                    str(tmp_path / "mlp.swir"), "-o", str(lowered)], check=True)
+    assert "stage loop" in lowered.read_text() and "offset = " in lowered.read_text()
+    inp = ROOT / "examples" / "mlp_input.npy"
+    g, lo = tmp_path / "g.npy", tmp_path / "l.npy"
+    assert run(tmp_path / "mlp.swir", "-i", inp, "-o", g).returncode == 0
+    r = run(lowered, "-i", inp, "-o", lo)
+    assert r.returncode == 0, r.stderr
+    want, got = np.load(g), np.load(lo)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

@@ -1,0 +1,1108 @@
+"""The loop-stage interpreter: runs functions and kernels of a loop-stage module
+(loop nests over main-memory buffers) on numpy memory.
+
+Each swir function is compiled once, on its first call, into one Python
+function: structured loops become Python ``for ... in range(...)`` loops, ``if``
+guards Python ``if`` statements, SSA values Python locals, index expressions
+Python integer arithmetic, and loads and stores item accesses of flat numpy
+arrays with precomputed strides and a bounds check. A ``func``'s blocks become
+a ``while`` loop dispatching on the current block. Nothing is interpreted per
+executed instruction.
+
+Extending it (the buffered and dma stages): every op is compiled by an
+*emitter* registered in :data:`EMITTERS` (``@emitter("copy_in")``), which writes
+the op's Python code through the :class:`Emit` context; an op whose behaviour is
+easiest as ordinary Python binds a callable with :meth:`Emit.bind` and emits a
+call to it. :data:`WRITES` names the operand slots through which an op writes
+memory (a kernel's results at the top level are the buffers it writes), and
+:data:`STAGES` the module stages the interpreter accepts.
+
+Run-time representation of values: a buffer is a flat (1-D) numpy array; an
+``index`` is a Python int; every other scalar is a numpy scalar of its type
+(``np.float32``, ``np.bool_``, ...). Element-wise ops give exactly the graph
+interpreter's results: they run the graph kernels on 0-d arrays, except the ops
+whose direct numpy scalar arithmetic was checked, when this module was first
+used, to give the same bits as the kernels (see :func:`fast_template`).
+
+The execution rules (calling convention, the arena, poison, the order of
+``parallel`` iterations, ``dyn_index``, errors) are in docs/ir.md, "Executing IR".
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swir.diagnostics import Diagnostic, Location
+from swir.interp import kernels as _kernels
+from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
+from swir.interp.kernels import KERNELS, dtype_of
+from swir.ir.affine import Compound, Expr
+from swir.ir.core import (Access, Apply, Block, Constraint, Dense, FileInit, FuncParam,
+                          Function, Global, Instruction, Module, Successor, Value)
+from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
+from swir.limits import deep_recursion
+from swir.ops.elementwise import BINARY, COMPARE, UNARY
+
+# Module stages this interpreter runs (the buffered and dma stages add their ops
+# to EMITTERS and their stage here).
+STAGES = {"loop"}
+
+# Structured ops nested deeper than this inside one generated Python function go
+# into a function of their own (Python allows 20 statically nested loops).
+MAX_INLINE_DEPTH = 10
+# swir calls nested deeper than this are reported as unbounded recursion.
+MAX_CALL_DEPTH = 400
+# Fresh memory (the arena, buffers without an offset, output buffers) holds
+# these two bytes repeated: a NaN in f16, f32 and f64 (0x7FFA, 0x7FFA7FFA, ...),
+# and in integer types i16 32762, i32 2147123194, i64 9221823900860186618
+# (i8 alternates -6 and 127; i1 reads as true).
+POISON_BYTES = (0xFA, 0x7F)
+
+
+# ---------------------------------------------------------------------------
+# Op registry
+# ---------------------------------------------------------------------------
+
+OpEmitter = Callable[["Emit", Instruction], None]
+EMITTERS: dict[str, OpEmitter] = {}
+# Operand slots an op writes memory through (its Access's base or the buffer value).
+WRITES: dict[str, tuple[int, ...]] = {"store": (1,)}
+
+
+def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
+    """Register the code emitter of one or more ops."""
+    def register(fn: OpEmitter) -> OpEmitter:
+        for n in names:
+            if n in EMITTERS:
+                raise ValueError(f"emitter for '{n}' registered twice")
+            EMITTERS[n] = fn
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------
+
+def poison(arr: np.ndarray) -> None:
+    """Fill an array (its bytes) with the poison pattern."""
+    b = arr.reshape(-1).view(np.uint8)
+    b[0::2] = POISON_BYTES[0]
+    b[1::2] = POISON_BYTES[1]
+
+
+def fresh_array(t: ShapedType) -> np.ndarray:
+    """A new flat array for a buffer of type t, poisoned."""
+    arr = np.empty(t.num_elements, dtype=dtype_of(t))
+    poison(arr)
+    return arr
+
+
+def global_array(g: Global, base_dir: Path) -> np.ndarray:
+    """The contents of a constant ``global``, as the graph interpreter reads them."""
+    assert isinstance(g.type, ShapedType)
+    if isinstance(g.init, Dense):
+        return dense_array(g.init, g.type)
+    if isinstance(g.init, FileInit):
+        return load_file_global(g, base_dir)
+    raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
+
+
+class Memory:
+    """Main memory of a module: its constant globals (read-only, loaded once, on
+    first use) and its buffers. Buffers with ``{offset = N}`` are views into one
+    byte arena, ``max(offset + bytes)`` long, so buffers whose byte ranges
+    overlap share memory; a buffer without an offset has its own array."""
+
+    def __init__(self, module: Module, base_dir: str | Path = ".") -> None:
+        self.base_dir = Path(base_dir)
+        self._globals: dict[str, np.ndarray] = {}
+        self._buffers: dict[str, np.ndarray] = {}
+        bufs = [g for g in module.globals if g.kind == "buffer"]
+        placed = [g for g in bufs if _offset(g) is not None]
+        size = max((_offset(g) + g.type.bytes for g in placed), default=0)
+        self.arena = np.empty(size, dtype=np.uint8)
+        self._own: list[np.ndarray] = []
+        for g in bufs:
+            t = g.type
+            assert isinstance(t, ShapedType)
+            off = _offset(g)
+            if off is None:
+                arr = np.empty(t.num_elements, dtype=dtype_of(t))
+                self._own.append(arr)
+            else:
+                arr = self.arena[off:off + t.bytes].view(dtype_of(t))
+            self._buffers[g.name] = arr
+        self.reset()
+
+    def reset(self) -> None:
+        """Poison every buffer (a new run starts with nothing written)."""
+        poison(self.arena)
+        for arr in self._own:
+            poison(arr)
+
+    def array(self, g: Global) -> np.ndarray:
+        """The flat array of a global or buffer (constant globals are read-only)."""
+        if g.kind == "buffer":
+            return self._buffers[g.name]
+        arr = self._globals.get(g.name)
+        if arr is None:
+            arr = global_array(g, self.base_dir).reshape(-1)
+            arr.flags.writeable = False
+            self._globals[g.name] = arr
+        return arr
+
+    def buffer(self, name: str) -> np.ndarray:
+        """A buffer's memory, shaped as its type (a view: writes are visible)."""
+        return self._buffers[name]
+
+
+def _offset(g: Global) -> int | None:
+    off = g.attrs.get("offset")
+    if off is None:
+        return None
+    if not isinstance(off, int) or isinstance(off, bool) or off < 0:
+        raise Diagnostic(f"@{g.name}: arena offset must be a non-negative integer, got {off!r}",
+                         g.loc)
+    return off
+
+
+# ---------------------------------------------------------------------------
+# Calling convention
+# ---------------------------------------------------------------------------
+
+def written_params(f: Function) -> list[int]:
+    """Indices of the buffer parameters f writes: through a writing op (WRITES),
+    or by passing them to a function that writes the corresponding parameter."""
+    return sorted(_written(f.module, [f]).get(id(f), set()))
+
+
+def _written(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
+    """The written parameters of every function of the module, by id."""
+    memo: dict[int, set[int]] = {}
+    # Fixpoint over the call graph (recursion allowed): start from nothing written.
+    funcs = module.functions if module is not None else fallback
+    for g in funcs:
+        memo[id(g)] = set()
+    changed = True
+    while changed:
+        changed = False
+        for g in funcs:
+            params = {id(p): i for i, p in enumerate(g.params)}
+            out = memo[id(g)]
+            before = len(out)
+            for inst in g.walk():
+                for v in _written_values(inst, module, memo):
+                    i = params.get(id(v))
+                    if i is not None:
+                        out.add(i)
+            changed |= len(out) != before
+    return memo
+
+
+def _written_values(inst: Instruction, module: Module | None,
+                    memo: dict[int, set[int]]) -> Iterator[Value]:
+    for slot in WRITES.get(inst.opname, ()):
+        if slot < len(inst.args):
+            s = inst.args[slot]
+            yield s.base if isinstance(s, Access) else s
+    if inst.opname == "call" and inst.args and isinstance(inst.args[0], Apply):
+        app = inst.args[0]
+        callee = module.lookup(app.callee) if module is not None else None
+        if isinstance(callee, Function):
+            for i in memo.get(id(callee), ()):
+                if i < len(app.args):
+                    yield app.args[i]
+
+
+def output_count(f: Function) -> int:
+    """A func's ``outputs`` attribute: its last N parameters are result buffers."""
+    n = f.attrs.get("outputs", 0)
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(f.params):
+        raise Diagnostic(f"@{f.name}: 'outputs' must be an integer in [0, {len(f.params)}], "
+                         f"got {n!r}", f.loc)
+    return n
+
+
+def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:
+    """What running f from outside takes and gives: the parameters bound to
+    arguments, and the types of the results.
+
+    A ``func`` with ``attributes {outputs = N}`` takes all but its last N
+    parameters; its results are those N buffers, then its ``return`` values.
+    A ``kernel`` takes every parameter; its results are the buffer parameters
+    it writes, in parameter order."""
+    if f.kind == "kernel":
+        return list(f.params), [f.params[i].type for i in written_params(f)]
+    n = output_count(f)
+    inputs = f.params[:len(f.params) - n]
+    return list(inputs), [p.type for p in f.params[len(inputs):]] + list(f.result_types)
+
+
+def to_runtime(t: Type, a: np.ndarray) -> Any:
+    """An argument array as the interpreter holds it: a buffer is copied into a
+    fresh flat array; a scalar becomes a numpy scalar (an index a Python int)."""
+    dt = dtype_of(t)
+    if isinstance(t, ShapedType):
+        return np.array(a, dtype=dt, order="C", copy=True).reshape(-1)
+    v = np.asarray(a, dtype=dt)[()]
+    return int(v) if t == INDEX else v
+
+
+def from_runtime(t: Type, v: Any) -> np.ndarray:
+    """A result as an array of its type (scalars as 0-d arrays)."""
+    if isinstance(t, ShapedType):
+        return np.asarray(v).reshape(t.shape)
+    return np.asarray(v, dtype=dtype_of(t))
+
+
+# ---------------------------------------------------------------------------
+# Element-wise scalar ops: direct numpy scalar arithmetic where it is
+# bit-identical to the graph kernels, the kernels on 0-d arrays elsewhere.
+# ---------------------------------------------------------------------------
+
+_NUMERIC = ("f16", "f32", "f64", "i8", "i16", "i32", "i64")
+# Candidate templates per op; {0} {1} {2} are operand names (plain variables, so
+# repeating them is safe), {z} {o} the type's 0 and 1.
+# With two NaN operands, numpy's array loops return the first one; its compiled
+# scalar arithmetic may return the second, hence the swapped and NaN-guarded
+# forms (a + a is a's NaN, quieted; one NaN operand propagates either way).
+_CANDIDATES: dict[str, list[str]] = {
+    "add": ["{0} + {1}", "{1} + {0}", "({0} + {1} if {0} == {0} else {0} + {0})"],
+    "sub": ["{0} - {1}", "({0} - {1} if {0} == {0} else {0} + {0})"],
+    "mul": ["{0} * {1}", "{1} * {0}", "({0} * {1} if {0} == {0} else {0} + {0})"],
+    "neg": ["-{0}"], "abs": ["abs({0})"],
+    "max": ["({0} if {0} > {1} or {0} != {0} else {1})",
+            "({0} if {0} >= {1} or {0} != {0} else {1})"],
+    "min": ["({0} if {0} < {1} or {0} != {0} else {1})",
+            "({0} if {0} <= {1} or {0} != {0} else {1})"],
+    "relu": ["({0} if {0} > {z} or {0} != {0} else {z})",
+             "({0} if {0} >= {z} or {0} != {0} else {z})"],
+    "eq": ["({0} == {1})"], "ne": ["({0} != {1})"], "lt": ["({0} < {1})"],
+    "le": ["({0} <= {1})"], "gt": ["({0} > {1})"], "ge": ["({0} >= {1})"],
+    "select": ["({1} if {0} else {2})"],
+}
+_FLOAT_ONLY = {"div": ["{0} / {1}", "({0} / {1} if {0} == {0} else {0} + {0})"],
+               "reciprocal": ["{o} / {0}"]}
+_INDEX: dict[str, list[str]] = {   # index values are Python ints: wrap like int64
+    "add": ["_w64({0} + {1})"], "sub": ["_w64({0} - {1})"], "mul": ["_w64({0} * {1})"],
+    "neg": ["_w64(-{0})"], "abs": ["_w64(abs({0}))"], "max": ["max({0}, {1})"],
+    "min": ["min({0}, {1})"], "relu": ["max({0}, 0)"], "select": ["({1} if {0} else {2})"],
+    **{op: [f"(_T if {{0}} {sym} {{1}} else _F)"]
+       for op, sym in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
+                       ("ge", ">="))},
+}
+_BOOL: dict[str, list[str]] = {
+    "and": ["({0} & {1})"], "or": ["({0} | {1})"], "not": ["(_F if {0} else _T)"],
+    "select": ["({1} if {0} else {2})"],
+    **{op: _CANDIDATES[op] for op in COMPARE},
+}
+
+
+def _w64(x: int) -> int:
+    """Wrap a Python int to int64 (index arithmetic wraps like C's int64_t)."""
+    if -0x8000000000000000 <= x <= 0x7FFFFFFFFFFFFFFF:
+        return x
+    return ((x + 0x8000000000000000) & 0xFFFFFFFFFFFFFFFF) - 0x8000000000000000
+
+
+_TEMPLATE_NS: dict[str, Any] = {"_w64": _w64, "_T": np.True_, "_F": np.False_}
+
+
+def _candidates(op: str, tname: str) -> list[str]:
+    if tname == "index":
+        return _INDEX.get(op, [])
+    if tname == "i1":
+        return _BOOL.get(op, [])
+    if tname in _NUMERIC:
+        if tname.startswith("f") and op in _FLOAT_ONLY:
+            return _FLOAT_ONLY[op]
+        return _CANDIDATES.get(op, [])
+    return []
+
+
+def _samples(tname: str) -> list[Any]:
+    """Awkward values of a type, in the interpreter's representation."""
+    if tname == "index":
+        return [0, 1, -1, 7, -13, 2**62, 2**63 - 1, -2**63]
+    dt = np.dtype(_kernels.DTYPES[tname])
+    if tname == "i1":
+        return [np.False_, np.True_]
+    if dt.kind == "i":
+        info = np.iinfo(dt)
+        return [dt.type(v) for v in (0, 1, -1, 3, -7, info.max, info.min, info.min + 1)]
+    nan = np.array(np.nan, dt)
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+    neg_nan = (nan.view(bits) | bits(1 << (8 * dt.itemsize - 1))).view(dt)
+    payload = (nan.view(bits) | bits(1)).view(dt)  # a NaN with another payload
+    info = np.finfo(dt)
+    return [dt.type(v) for v in (0.0, -0.0, 1.0, -1.5, 0.1, 3.0, np.inf, -np.inf)] + \
+        [nan[()], neg_nan[()], payload[()], info.max, info.tiny, -info.smallest_subnormal]
+
+
+def _bits(x: Any, dt: np.dtype) -> bytes | None:
+    a = np.asarray(x)
+    return a.tobytes() if a.dtype == dt and a.shape == () else None
+
+
+def _template_agrees(op: str, tname: str, template: str) -> bool:
+    """Does the template give the kernel's bits (on 0-d arrays and on vectors)
+    and type for every combination of awkward values?"""
+    t = scalar(tname)
+    vals = _samples(tname)
+    if op == "select":
+        in_types = [scalar("i1"), t, t]
+        combos = [(c, a, b) for c in (np.True_, np.False_) for a in vals[:4] for b in vals[:4]]
+    elif op in UNARY:
+        in_types, combos = [t], [(a,) for a in vals]
+    else:
+        in_types, combos = [t, t], list(itertools.product(vals, vals))
+    rt = scalar("i1") if op in COMPARE else t
+    rdt = dtype_of(rt)
+    dt = dtype_of(t)
+    ns = dict(_TEMPLATE_NS, _z=dt.type(0) if tname != "index" else 0,
+              _o=dt.type(1) if tname != "index" else 1)
+    names = [f"x{i}" for i in range(len(in_types))]
+    with np.errstate(all="ignore"):
+        try:
+            fn = eval(f"lambda {', '.join(names)}: " + template.format(*names, z="_z", o="_o"),
+                      ns)
+            fast = [fn(*c) for c in combos]
+        except Exception:  # noqa: BLE001  a template that fails to run is not used
+            return False
+        cols = [np.array([c[i] for c in combos], dtype=dtype_of(it))
+                for i, it in enumerate(in_types)]
+        (vec,) = _kernels.evaluate(op, {}, [TensorType((len(combos),), rt)], cols)
+        for k, (c, r) in enumerate(zip(combos, fast)):
+            (ref,) = _kernels.evaluate(op, {}, [rt], [np.asarray(x, dtype=dtype_of(it))
+                                                    for x, it in zip(c, in_types)])
+            want = ref.tobytes()
+            if _bits(r, rdt) != want or vec[k].tobytes() != want:
+                return False
+            if tname == "index" and op not in COMPARE and type(r) is not int:
+                return False
+    return True
+
+
+_FAST: dict[tuple[str, str], str | None] = {}
+
+
+def fast_template(op: str, tname: str) -> str | None:
+    """The Python expression template computing ``op`` on scalars of type
+    ``tname`` directly, if one gives the kernels' exact bits here; else None
+    (the op then calls its kernel). Checked once per process."""
+    key = (op, tname)
+    if key not in _FAST:
+        _FAST[key] = next((c for c in _candidates(op, tname)
+                           if _template_agrees(op, tname, c)), None)
+    return _FAST[key]
+
+
+def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..., Any]:
+    """A callable running the graph kernel of ``op`` on scalars: operands as 0-d
+    arrays, the result converted to its type exactly as ``kernels.evaluate``
+    does, and returned in the interpreter's representation."""
+    _kernels._load()
+    fn = KERNELS.get(op)
+    if fn is None:
+        raise KeyError(op)
+    asarray = np.asarray
+    dts = [dtype_of(t) for t in result_types]
+    is_index = [t == INDEX for t in result_types]
+
+    def convert(out: Any, dt: np.dtype, idx: bool) -> Any:
+        r = asarray(out).astype(dt, copy=False)[()]
+        return int(r) if idx else r
+
+    if len(result_types) == 1:
+        dt, idx = dts[0], is_index[0]
+
+        def run1(*xs: Any) -> Any:
+            return convert(fn(attrs, result_types, *[asarray(x) for x in xs])[0], dt, idx)
+        return run1
+
+    def run(*xs: Any) -> tuple:
+        outs = fn(attrs, result_types, *[asarray(x) for x in xs])
+        return tuple(convert(o, dt, idx) for o, dt, idx in zip(outs, dts, is_index))
+    return run
+
+
+# ---------------------------------------------------------------------------
+# Code generation
+# ---------------------------------------------------------------------------
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, Global):
+        return f"@{v.name}"
+    return f"%{getattr(v, 'name', None) or '?'}"
+
+
+def _expr_text(e: Any) -> str:
+    from swir.ir.affine import format_expr
+    return format_expr(Expr.of(e), _value_text)
+
+
+def _access_text(acc: Access) -> str:
+    return f"{_value_text(acc.base)}[{', '.join(_expr_text(i) for i in acc.indices)}]"
+
+
+def free_values(inst: Instruction) -> list[Value]:
+    """Values an instruction and its regions read but do not define (globals excluded)."""
+    defined: set[int] = set()
+    used: dict[int, Value] = {}
+    for x in inst.walk():
+        defined.update(id(r) for r in x.results)
+        for region in x.regions:
+            for b in region.blocks:
+                defined.update(id(a) for a in b.args)
+        for v in x.operands:
+            if not isinstance(v, Global):
+                used.setdefault(id(v), v)
+    return [v for k, v in used.items() if k not in defined]
+
+
+class Emit:
+    """Writes the body of one generated Python function.
+
+    Emitters call :meth:`line` to write statements, :meth:`name` for the Python
+    variable holding a value, :meth:`define` for the variable a result is
+    assigned to, :meth:`expr` for the Python text of an index expression,
+    :meth:`bind` to make a Python object available to the code, and
+    :meth:`region` to emit a nested single-block region."""
+
+    def __init__(self, interp: LoopInterpreter, function: Function) -> None:
+        self.interp = interp
+        self.function = function
+        self.lines: list[str] = []
+        self.indent = 1
+        self.depth = 0  # structured nesting inside this generated function
+        self.hoisted: dict[str, str] = {}  # local name -> namespace name (globals)
+        # Inclusive value ranges of loop variables with constant bounds, to leave
+        # out bounds checks that can never fail.
+        self.ranges: dict[int, tuple[int, int]] = {}
+        # Block -> its number, for branches in a func's CFG.
+        self.blocks: dict[int, int] = {}
+
+    # -- writing code ------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    @contextmanager
+    def indented(self) -> Iterator[None]:
+        self.indent += 1
+        n = len(self.lines)
+        try:
+            yield
+        finally:
+            if len(self.lines) == n:
+                self.line("pass")
+            self.indent -= 1
+
+    def bind(self, obj: Any, prefix: str = "k") -> str:
+        return self.interp.bind(obj, prefix)
+
+    def fresh(self, prefix: str) -> str:
+        return self.interp.fresh(prefix)
+
+    # -- values ------------------------------------------------------------------
+    def name(self, v: Any) -> str:
+        if isinstance(v, Global):
+            local = f"g_{self.interp.name_of(v)}"
+            if local not in self.hoisted:
+                self.hoisted[local] = self.interp.global_name(v)
+            return local
+        n = self.interp.names.get(id(v))
+        if n is None:
+            raise Diagnostic(f"value {_value_text(v)} is used where it is not defined",
+                             self.function.loc)
+        return n
+
+    def define(self, v: Value) -> str:
+        return self.name(v)
+
+    def expr(self, e: Any) -> str:
+        """Python text of an index expression (an int, a Value or an Expr)."""
+        if isinstance(e, int) and not isinstance(e, bool):
+            return str(e)
+        if isinstance(e, Value):
+            c = self.interp.int_consts.get(id(e))
+            return str(c) if c is not None else self.name(e)
+        e = Expr.of(e)
+        parts: list[str] = []
+        for atom, coef in e.terms:
+            a = self._atom(atom)
+            term = a if coef == 1 else f"-{a}" if coef == -1 else f"{coef}*{a}"
+            parts.append(term if not parts else
+                         f" - {term[1:]}" if term.startswith("-") else f" + {term}")
+        if e.const or not parts:
+            c = e.const
+            parts.append(str(c) if not parts else f" - {-c}" if c < 0 else f" + {c}")
+        text = "".join(parts)
+        return text if len(parts) == 1 else f"({text})"
+
+    def _atom(self, atom: Any) -> str:
+        if not isinstance(atom, Compound):
+            return self.expr(atom)
+        args = [self.expr(a) for a in atom.args]
+        d = atom.divisor
+        if atom.kind == "floordiv":
+            return f"({args[0]} // {d})"
+        if atom.kind == "ceildiv":
+            return f"(-(-{args[0]} // {d}))"
+        if atom.kind == "mod":
+            return f"({args[0]} % {d})"
+        return f"{atom.kind}({', '.join(args)})"  # Python's min / max
+
+    def interval(self, e: Any) -> tuple[int, int] | None:
+        """Inclusive bounds of an index expression from the constant loop bounds
+        around it, or None when unknown."""
+        if isinstance(e, Value):
+            c = self.interp.int_consts.get(id(e))
+            return (c, c) if c is not None else self.ranges.get(id(e))
+        e = Expr.of(e)
+        lo = hi = e.const
+        for atom, coef in e.terms:
+            if isinstance(atom, Compound):
+                rs = [self.interval(a) for a in atom.args]
+                d = atom.divisor
+                if atom.kind == "mod":
+                    r = rs[0] if rs[0] is not None and 0 <= rs[0][0] and rs[0][1] < d \
+                        else (0, d - 1)
+                elif any(x is None for x in rs):
+                    return None
+                elif atom.kind == "floordiv":
+                    r = (rs[0][0] // d, rs[0][1] // d)
+                elif atom.kind == "ceildiv":
+                    r = (-(-rs[0][0] // d), -(-rs[0][1] // d))
+                elif atom.kind == "min":
+                    r = (min(x[0] for x in rs), min(x[1] for x in rs))
+                else:
+                    r = (max(x[0] for x in rs), max(x[1] for x in rs))
+            else:
+                r = self.interval(atom)
+                if r is None:
+                    return None
+            lo, hi = (lo + coef * r[0], hi + coef * r[1]) if coef > 0 else \
+                (lo + coef * r[1], hi + coef * r[0])
+        return lo, hi
+
+    # -- memory accesses -----------------------------------------------------------
+    def offset(self, inst: Instruction, acc: Access) -> str:
+        """Emit the bounds check of an element access; return the Python text of
+        its flat offset."""
+        t = acc.base.type
+        if not isinstance(t, ShapedType) or len(acc.indices) != t.rank \
+                or not all(isinstance(i, (Expr, Value, int)) for i in acc.indices):
+            raise Diagnostic(f"'{inst.opname}' needs one subscript per dimension of "
+                             f"{_value_text(acc.base)}", inst.loc)
+        strides = [1] * t.rank
+        for k in range(t.rank - 2, -1, -1):
+            strides[k] = strides[k + 1] * t.shape[k + 1]
+        subs: list[str] = []      # each subscript's value, for the error message
+        checks: list[str] = []
+        flat = Expr.of(0)         # the part of the offset proven in bounds
+        checked: list[str] = []   # terms of checked subscripts
+        for k, (ix, dim, stride) in enumerate(zip(acc.indices, t.shape, strides)):
+            ix = Expr.of(ix)
+            text = self.expr(ix)
+            r = self.interval(ix)
+            if r is not None and 0 <= r[0] and r[1] < dim:
+                subs.append(text)
+                flat = flat + ix.scale(stride)
+                continue
+            if not re.fullmatch(r"-?\w+", text):
+                tmp = f"_s{k}"
+                self.line(f"{tmp} = {text}")
+                text = tmp
+            subs.append(text)
+            checks.append(f"0 <= {text} < {dim}")
+            checked.append(text if stride == 1 else f"{text}*{stride}")
+        if checks:
+            fail = self.bind(_oob_reporter(inst, acc), "oob")
+            self.line(f"if not ({' and '.join(checks)}): {fail}({', '.join(subs)})")
+        if not checked:
+            return self.expr(flat)
+        if flat.is_constant and flat.const == 0:
+            return " + ".join(checked)
+        return " + ".join([self.expr(flat)] + checked)
+
+    # -- structure ------------------------------------------------------------------
+    def count(self, n: int, inst: Instruction | None = None) -> None:
+        """Count n executed instructions; with inst, check the step limit there."""
+        if n:
+            self.line(f"_st[0] += {n}")
+        if inst is not None:
+            self.line(f"if _st[0] > _MAX: {self.bind(_limit_reporter(self.interp, inst), 'lim')}()")
+
+    def instruction(self, inst: Instruction) -> None:
+        if inst.regions and self.depth >= MAX_INLINE_DEPTH:
+            self.interp.compile_unit(self, inst)
+            return
+        fn = EMITTERS.get(inst.opname)
+        if fn is None:
+            raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.interp.stage} "
+                             "stage (the interpreter has no rule for it)", inst.loc)
+        fn(self, inst)
+
+    def region(self, block: Block, count: bool = True) -> None:
+        """Emit a structured region's single block one level deeper."""
+        with self.indented():
+            self.depth += 1
+            try:
+                if count:
+                    self.count(len(block.instructions))
+                for inst in block.instructions:
+                    self.instruction(inst)
+            finally:
+                self.depth -= 1
+
+    def assemble(self, fname: str, params: list[str]) -> str:
+        head = [f"def {fname}({', '.join(params)}):"]
+        head += [f"    {local} = {ns}" for local, ns in self.hoisted.items()]
+        return "\n".join(head + (self.lines or ["    pass"])) + "\n"
+
+
+def _oob_reporter(inst: Instruction, acc: Access) -> Callable[..., None]:
+    t = acc.base.type
+
+    def report(*subs: int) -> None:
+        for k, (s, dim) in enumerate(zip(subs, t.shape)):
+            if not 0 <= s < dim:
+                raise Diagnostic(
+                    f"'{inst.opname}' {_access_text(acc)} is out of bounds: subscript #{k} "
+                    f"({_expr_text(acc.indices[k])}) is {s}, outside [0, {dim}) of "
+                    f"{_value_text(acc.base)} : {t}", inst.loc)
+        raise AssertionError("bounds check failed without an out-of-bounds subscript")
+    return report
+
+
+def _limit_reporter(interp: LoopInterpreter, inst: Instruction) -> Callable[[], None]:
+    def report() -> None:
+        raise Diagnostic(f"execution did not finish within {interp.max_steps} instructions "
+                         "(an endless loop?)", inst.loc)
+    return report
+
+
+def _raiser(message: str, loc: Location | None) -> Callable[..., None]:
+    def report(*_: Any) -> None:
+        raise Diagnostic(message, loc)
+    return report
+
+
+# ---------------------------------------------------------------------------
+# The interpreter
+# ---------------------------------------------------------------------------
+
+class LoopInterpreter:
+    """Runs functions of a loop-stage module. One instance holds the module's
+    memory and the compiled functions; each top-level :meth:`call` starts with
+    freshly poisoned buffers and a new step count."""
+
+    def __init__(self, module: Module, base_dir: str | Path = ".",
+                 max_steps: int = MAX_STEPS) -> None:
+        if module.stage not in STAGES:
+            raise Diagnostic(f"the loop-stage interpreter cannot run a {module.stage}-stage "
+                             "module", module.loc)
+        self.module = module
+        self.stage = module.stage
+        self.max_steps = max_steps
+        self.memory = Memory(module, base_dir)
+        # [steps executed, current call depth]
+        self.state = [0, 0]
+        self.ns: dict[str, Any] = {"__builtins__": __builtins__, "_st": self.state,
+                                   "_MAX": max_steps, **_TEMPLATE_NS}
+        self.names: dict[int, str] = {}
+        self.int_consts: dict[int, int] = {}
+        self.sources: dict[str, str] = {}  # generated Python, by function name
+        self._compiled: dict[int, Callable[..., tuple]] = {}
+        self._counter = itertools.count()
+        self._named: set[int] = set()
+        self._global_names: dict[str, str] = {}
+        self._written_cache: dict[int, set[int]] | None = None
+
+    # -- running ----------------------------------------------------------------------
+    def run(self, name: str, args: list[np.ndarray]) -> list[np.ndarray]:
+        f = self.module.lookup(name)
+        if not isinstance(f, Function):
+            raise Diagnostic(f"no function @{name} in module \"{self.module.name}\"",
+                             self.module.loc)
+        return self.call(f, args)
+
+    def call(self, f: Function, args: list[np.ndarray],
+             arg_names: list[str] | None = None) -> list[np.ndarray]:
+        """Run f from outside (see :func:`io_signature`): bind copies of the
+        arguments, allocate poisoned output buffers, run, return the results."""
+        from swir.interp.run import check_arguments
+        inputs, _ = io_signature(f)
+        check_arguments(f, args, arg_names or [f"argument #{i}" for i in range(len(args))],
+                        inputs)
+        if f.body is None:
+            raise Diagnostic(f"@{f.name} is only declared; it has no body to run", f.loc)
+        self.memory.reset()
+        self.state[0] = self.state[1] = 0
+        values = [to_runtime(p.type, a) for p, a in zip(inputs, args)]
+        outputs = [fresh_array(p.type) for p in f.params[len(inputs):]]
+        fn = self.function(f)
+        with np.errstate(all="ignore"), deep_recursion():
+            returned = fn(*values, *outputs)
+        if f.kind == "kernel":
+            return [from_runtime(f.params[i].type, values[i]) for i in self.written(f)]
+        results = [from_runtime(p.type, o) for p, o in zip(f.params[len(inputs):], outputs)]
+        return results + [from_runtime(t, v) for t, v in zip(f.result_types, returned)]
+
+    @property
+    def steps(self) -> int:
+        """Instructions executed by the last call."""
+        return self.state[0]
+
+    # -- compiling ------------------------------------------------------------------
+    def bind(self, obj: Any, prefix: str = "k") -> str:
+        name = f"_{prefix}{next(self._counter)}"
+        self.ns[name] = obj
+        return name
+
+    def fresh(self, prefix: str) -> str:
+        return f"_{prefix}{next(self._counter)}"
+
+    def global_name(self, g: Global) -> str:
+        """The namespace name bound to a global's or buffer's flat array."""
+        n = self._global_names.get(g.name)
+        if n is None:
+            n = self._global_names[g.name] = self.bind(self.memory.array(g), "G")
+        return n
+
+    def written(self, f: Function) -> list[int]:
+        """:func:`written_params` of f (computed once for the whole module)."""
+        if self._written_cache is None:
+            self._written_cache = _written(self.module, [f])
+        return sorted(self._written_cache.get(id(f), set()))
+
+    def name_of(self, v: Value) -> str:
+        n = self.names.get(id(v))
+        if n is None:
+            base = re.sub(r"\W", "_", v.name or "")[:24]
+            n = self.names[id(v)] = f"v{next(self._counter)}_{base}"
+        return n
+
+    def _declare(self, f: Function) -> None:
+        """Name every value of f (a CFG may use a value printed later)."""
+        if id(f) in self._named:
+            return
+        self._named.add(id(f))
+        for p in f.params:
+            self.name_of(p)
+        for inst in f.walk():
+            for r in inst.results:
+                self.name_of(r)
+            if inst.opname == "const" and len(inst.results) == 1 \
+                    and inst.results[0].type == INDEX and isinstance(inst.args[0], Expr) \
+                    and inst.args[0].is_constant:
+                self.int_consts[id(inst.results[0])] = inst.args[0].const
+            for region in inst.regions:
+                for b in region.blocks:
+                    for a in b.args:
+                        self.name_of(a)
+        if f.body is not None:
+            for b in f.body.blocks:
+                for a in b.args:
+                    self.name_of(a)
+
+    def function(self, f: Function) -> Callable[..., tuple]:
+        """f compiled: a Python function of its parameters' values returning the
+        tuple of its ``return`` values (empty for a kernel)."""
+        fn = self._compiled.get(id(f))
+        if fn is None:
+            fn = self._compiled[id(f)] = self._compile(f)
+        return fn
+
+    def _compile(self, f: Function) -> Callable[..., tuple]:
+        if f.body is None:
+            raise Diagnostic(f"@{f.name} is only declared; it has no body to run", f.loc)
+        self._declare(f)
+        e = Emit(self, f)
+        blocks = f.body.blocks
+        with deep_recursion():
+            if f.kind == "kernel" or len(blocks) == 1:
+                self._straight(e, f, blocks[0])
+            else:
+                self._cfg(e, f, blocks)
+        fname = self.fresh("f_" + re.sub(r"\W", "_", f.name)[:32])
+        return self._define(fname, e.assemble(fname, [e.name(p) for p in f.params]), f)
+
+    def _define(self, fname: str, source: str, f: Function) -> Callable[..., Any]:
+        self.sources[fname] = source
+        code = compile(source, f"<swir @{f.name}>", "exec")
+        exec(code, self.ns)  # noqa: S102  (our own generated code)
+        return self.ns[fname]
+
+    def _straight(self, e: Emit, f: Function, block: Block) -> None:
+        first = block.instructions[0] if block.instructions else None
+        e.count(len(block.instructions), first)
+        for inst in block.instructions:
+            e.instruction(inst)
+        if block.terminator is None or block.terminator.opname != "return":
+            if f.kind != "kernel":
+                raise Diagnostic(f"block '{block.label} of @{f.name} ends without a "
+                                 "terminator", f.loc)
+            e.line("return ()")
+
+    def _cfg(self, e: Emit, f: Function, blocks: list[Block]) -> None:
+        e.blocks = {id(b): i for i, b in enumerate(blocks)}
+        e.line("_b = 0")
+        e.line("while True:")
+        e.indent += 1
+        e.depth += 1
+        for i, b in enumerate(blocks):
+            if b.terminator is None:
+                raise Diagnostic(f"block '{b.label} of @{f.name} ends without a terminator",
+                                 b.loc or f.loc)
+            e.line(f"if _b == {i}:")
+            with e.indented():
+                e.count(len(b.instructions), b.instructions[0])
+                for inst in b.instructions:
+                    e.instruction(inst)
+        e.line("raise AssertionError('no block ' + str(_b))")
+        e.depth -= 1
+        e.indent -= 1
+
+    def compile_unit(self, parent: Emit, inst: Instruction) -> None:
+        """Compile a structured instruction nested too deeply into a Python
+        function of its free values, and emit a call to it."""
+        free = free_values(inst)
+        u = Emit(self, parent.function)
+        params = [u.name(v) for v in free]
+        fn = EMITTERS.get(inst.opname)
+        if fn is None:
+            raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.stage} stage",
+                             inst.loc)
+        fn(u, inst)
+        fname = self.fresh("u")
+        self._define(fname, u.assemble(fname, params), parent.function)
+        parent.line(f"{fname}({', '.join(parent.name(v) for v in free)})")
+
+    def caller(self, callee: Function, inst: Instruction) -> Callable[..., tuple]:
+        """The Python callable a ``call`` of callee runs: compiles it on first
+        use, limits the call depth, and notes the call site on errors."""
+        interp, state = self, self.state
+        compiled: list[Callable[..., tuple]] = []
+
+        def call(*args: Any) -> tuple:
+            if not compiled:
+                compiled.append(interp.function(callee))
+            if state[1] >= MAX_CALL_DEPTH:
+                raise Diagnostic(f"calls nested more than {MAX_CALL_DEPTH} deep (unbounded "
+                                 "recursion?)", inst.loc)
+            state[1] += 1
+            try:
+                return compiled[0](*args)
+            except Diagnostic as d:
+                if len(d.notes) < 8:
+                    d.notes.append((f"in @{callee.name}, called from here", inst.loc))
+                raise
+            finally:
+                state[1] -= 1
+        return call
+
+
+# ---------------------------------------------------------------------------
+# Op emitters: the loop stage
+# ---------------------------------------------------------------------------
+
+def _loop_range(e: Emit, inst: Instruction) -> tuple[str, Block]:
+    step = inst.attrs.get("step", 1)
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+        raise Diagnostic(f"loop step must be a positive integer, got {step!r}", inst.loc)
+    if len(inst.regions) != 1 or len(inst.regions[0].blocks) != 1 \
+            or len(inst.regions[0].blocks[0].args) != 1:
+        raise Diagnostic("a loop has one body block taking its induction variable", inst.loc)
+    lb, ub = e.expr(inst.args[0]), e.expr(inst.args[1])
+    rng = f"range({lb}, {ub}" + (f", {step})" if step != 1 else ")")
+    return rng, inst.regions[0].blocks[0]
+
+
+@emitter("for", "parallel")
+def _emit_loop(e: Emit, inst: Instruction) -> None:
+    """for: iterations in order. parallel: in REVERSE order, so that a loop wrongly
+    marked parallel (a loop-carried dependence) computes something else."""
+    rng, body = _loop_range(e, inst)
+    if inst.opname == "parallel":
+        rng += "[::-1]"
+    var = body.args[0]
+    r = e.fresh("r")
+    e.line(f"{r} = {rng}")
+    e.line(f"_st[0] += len({r}) * {len(body.instructions)}")
+    e.count(0, inst)
+    e.line(f"for {e.define(var)} in {r}:")
+    lo, hi = e.interval(inst.args[0]), e.interval(inst.args[1])
+    if lo is not None and hi is not None:
+        e.ranges[id(var)] = (lo[0], max(lo[0], hi[1] - 1))
+    try:
+        e.region(body, count=False)
+    finally:
+        e.ranges.pop(id(var), None)
+
+
+_RELATIONS = {">=", "<=", "==", "!=", ">", "<"}
+
+
+@emitter("if")
+def _emit_if(e: Emit, inst: Instruction) -> None:
+    conds = []
+    for c in inst.args:
+        if not isinstance(c, Constraint) or c.rel not in _RELATIONS:
+            raise Diagnostic("'if' takes affine conditions like %i + 1 >= 0", inst.loc)
+        conds.append(f"{e.expr(c.lhs)} {c.rel} {e.expr(c.rhs)}")
+    e.line(f"if {' and '.join(conds)}:")
+    e.region(inst.regions[0].blocks[0])
+    if len(inst.regions) > 1 and inst.regions[1].blocks:
+        e.line("else:")
+        e.region(inst.regions[1].blocks[0])
+
+
+@emitter("load")
+def _emit_load(e: Emit, inst: Instruction) -> None:
+    acc = inst.args[0]
+    assert isinstance(acc, Access)
+    off = e.offset(inst, acc)
+    read = f"{e.name(acc.base)}[{off}]"
+    if inst.results[0].type == INDEX:
+        read = f"int({read})"
+    e.line(f"{e.define(inst.results[0])} = {read}")
+
+
+@emitter("store")
+def _emit_store(e: Emit, inst: Instruction) -> None:
+    acc = inst.args[1]
+    assert isinstance(acc, Access)
+    if isinstance(acc.base, Global) and acc.base.kind == "global":
+        fail = _raiser(f"'store' writes to @{acc.base.name}, a constant global", inst.loc)
+        e.line(f"{e.bind(fail, 'ro')}()")
+        return
+    off = e.offset(inst, acc)
+    e.line(f"{e.name(acc.base)}[{off}] = {e.name(inst.args[0])}")
+
+
+@emitter("dyn_index")
+def _emit_dyn_index(e: Emit, inst: Instruction) -> None:
+    n = inst.attrs.get("bound")
+    v = inst.args[0]
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise Diagnostic(f"'dyn_index' needs a positive integer bound, got {n!r}", inst.loc)
+    fail = e.bind(_dyn_reporter(inst, n), "dyn")
+    d = e.define(inst.results[0])
+    e.line(f"{d} = int({e.name(v)})")
+    e.line(f"if {d} < 0: {d} += {n}")
+    e.line(f"if not 0 <= {d} < {n}: {fail}({e.name(v)})")
+
+
+def _dyn_reporter(inst: Instruction, n: int) -> Callable[[Any], None]:
+    def report(v: Any) -> None:
+        raise Diagnostic(f"'dyn_index' of {_value_text(inst.args[0])} = {int(v)} is outside "
+                         f"[-{n}, {n}) (bound = {n})", inst.loc)
+    return report
+
+
+@emitter("const")
+def _emit_const(e: Emit, inst: Instruction) -> None:
+    t = inst.results[0].type
+    if not isinstance(t, ScalarType):
+        raise Diagnostic(f"a loop-stage constant is a scalar, not {t}", inst.loc)
+    v = constant_array(inst.args[0], t)[()]
+    e.line(f"{e.define(inst.results[0])} = {e.bind(int(v) if t == INDEX else v, 'c')}")
+
+
+def _emit_elementwise(e: Emit, inst: Instruction) -> None:
+    op = inst.opname
+    operands = list(inst.args)
+    if not all(isinstance(v, Value) and isinstance(v.type, ScalarType) for v in operands) \
+            or len(inst.results) != 1:
+        raise Diagnostic(f"'{op}' on buffers or tensors cannot run at the loop stage; loop "
+                         "bodies compute on scalars", inst.loc)
+    value_type = operands[-1].type
+    names = [e.name(v) for v in operands]
+    res = e.define(inst.results[0])
+    # Ops with attributes (cast) always run their kernel.
+    template = None if inst.attrs else fast_template(op, value_type.name)
+    if template is not None:
+        z = e.bind(dtype_of(value_type).type(0) if value_type != INDEX else 0, "z") \
+            if "{z}" in template else ""
+        o = e.bind(dtype_of(value_type).type(1) if value_type != INDEX else 1, "o") \
+            if "{o}" in template else ""
+        e.line(f"{res} = {template.format(*names, z=z, o=o)}")
+        return
+    try:
+        fn = scalar_kernel(op, dict(inst.attrs), [r.type for r in inst.results])
+    except KeyError:
+        raise Diagnostic(f"no kernel for '{op}'", inst.loc) from None
+    e.line(f"{res} = {e.bind(fn, 'op_' + op)}({', '.join(names)})")
+
+
+for _op in [*UNARY, *BINARY, *COMPARE, "select", "cast"]:
+    emitter(_op)(_emit_elementwise)
+
+
+@emitter("call")
+def _emit_call(e: Emit, inst: Instruction) -> None:
+    app = inst.args[0]
+    assert isinstance(app, Apply)
+    callee = e.interp.module.lookup(app.callee)
+    args = ", ".join(e.name(a) for a in app.args)
+    if not isinstance(callee, Function):
+        fn = _raiser(f"call to undefined function @{app.callee}", inst.loc)
+    elif callee.body is None:
+        fn = _raiser(f"@{callee.name} is only declared; it has no body to run", inst.loc)
+    else:
+        fn = e.interp.caller(callee, inst)
+        for i in e.interp.written(callee):
+            a = app.args[i] if i < len(app.args) else None
+            if isinstance(a, Global) and a.kind == "global":
+                fn = _raiser(f"call passes @{a.name}, a constant global, to parameter "
+                             f"%{callee.params[i].name} of @{callee.name}, which writes it",
+                             inst.loc)
+                break
+    call = f"{e.bind(fn, 'call')}({args})"
+    if inst.results:
+        e.line(f"{', '.join(e.define(r) for r in inst.results)}, = {call}")
+    else:
+        e.line(call)
+
+
+@emitter("return")
+def _emit_return(e: Emit, inst: Instruction) -> None:
+    vals = [e.name(v) for v in inst.args]
+    e.line(f"return ({''.join(v + ', ' for v in vals)})")
+
+
+def _jump(e: Emit, succ: Successor) -> None:
+    blocks = e.blocks
+    if id(succ.block) not in blocks:
+        raise Diagnostic(f"branch to block '{succ.block.label} outside the function body",
+                         None)
+    if succ.args:
+        targets = "".join(e.name(a) + ", " for a in succ.block.args)
+        values = "".join(e.name(a) + ", " for a in succ.args)
+        e.line(f"{targets}= {values}")   # every value is read before any is bound
+    e.line(f"_b = {blocks[id(succ.block)]}")
+    e.line("continue")
+
+
+@emitter("br")
+def _emit_br(e: Emit, inst: Instruction) -> None:
+    _jump(e, inst.args[0])
+
+
+@emitter("cond_br")
+def _emit_cond_br(e: Emit, inst: Instruction) -> None:
+    c, yes, no = inst.args
+    e.line(f"if {e.name(c)}:")
+    e.indent += 1
+    _jump(e, yes)
+    e.indent -= 1
+    _jump(e, no)
