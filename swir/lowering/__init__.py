@@ -31,7 +31,7 @@ class OpLowering:
 
 
 LOWERINGS: dict[str, OpLowering] = {}
-_RULE_MODULES = ("elementwise", "linalg", "pool", "reduce", "movement")
+_RULE_MODULES = ("elementwise", "linalg", "pool", "reduce", "movement", "padding")
 
 
 def lowering(*names: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()):
@@ -44,9 +44,8 @@ def lowering(*names: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...]
 
 
 def rule_for(opname: str) -> OpLowering | None:
-    if not LOWERINGS:
-        for m in _RULE_MODULES:
-            importlib.import_module(f"swir.lowering.{m}")
+    for m in _RULE_MODULES:  # cached by Python after the first import
+        importlib.import_module(f"swir.lowering.{m}")
     return LOWERINGS.get(opname)
 
 

@@ -74,7 +74,7 @@ def _narrow(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
 
 def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
     """In f64 like the graph kernel: x / (1 + exp(-2z)) for the tanh form,
-    0.5 x (1 + erf(x / sqrt 2)) otherwise."""
+    0.5 x (1 + erf(|x| / sqrt 2)), or 0.5 x erfc(|x| / sqrt 2) for x < 0."""
     w = _wide(k, x, elem)
     c = lambda v: k.const(v, F64)  # noqa: E731
     if inst.attrs.get("approximate", "none") == "tanh":
@@ -82,8 +82,12 @@ def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
         z = k.op("mul", c(0.7978845608028654), k.op("add", w, cube))
         den = k.op("add", c(1.0), k.op("exp", k.op("mul", c(-2.0), z)))
         return _narrow(k, k.op("div", w, den), elem)
-    e = k.op("erf", k.op("mul", w, c(0.7071067811865476)))
-    return _narrow(k, k.op("mul", k.op("mul", c(0.5), w), k.op("add", c(1.0), e)), elem)
+    # For x < 0, 1 + erf(x / sqrt 2) = erfc(|x| / sqrt 2): no cancellation.
+    a = k.op("mul", k.op("abs", w), c(0.7071067811865476))
+    half_x = k.op("mul", c(0.5), w)
+    tail = k.op("mul", half_x, k.op("erfc", a))
+    body = k.op("mul", half_x, k.op("add", c(1.0), k.op("erf", a)))
+    return _narrow(k, k.op("select", k.op("lt", w, c(0.0)), tail, body), elem)
 
 
 def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],

@@ -59,14 +59,16 @@ class KernelBuilder:
         self._top = self.b.block
 
     # -- values ------------------------------------------------------------------
-    def const(self, value: float | int | bool, type: ScalarType) -> Value:
-        """A constant, created once at the top of the kernel."""
+    def const(self, value: float | int | bool, type: ScalarType, name: str | None = None
+              ) -> Value:
+        """A constant, created once at the top of the kernel (``name`` names it
+        when it is first made; default ``zero`` or ``c``)."""
         key = (repr(value), type)
         c = self._consts.get(key)
         if c is None:
             first = self._top.instructions[0] if self._top.instructions else None
             b = Builder(self._top, before=first)
-            name = "zero" if value == 0 and not isinstance(value, bool) else "c"
+            name = name or ("zero" if value == 0 and not isinstance(value, bool) else "c")
             if isinstance(value, float) or not type.is_int and not isinstance(value, bool):
                 c = b.create_inst("const", Literal(float(value)), types=[type],
                                   names=[name]).results[0]
