@@ -76,12 +76,37 @@ class _Names:
         self.names: dict[int, str] = {}
         self.counter = 0
         self.labels: dict[int, str] = {}
+        self.order: dict[int, str] = {}  # unnamed value -> its number (see number())
 
     def visible(self, name: str) -> bool:
         return any(name in s for s in self.scopes)
 
+    def number(self, f: Function) -> None:
+        """Number f's unnamed values in textual order (outer code, a loop's
+        body, then the code after it), so %0, %1, ... read top-down; numbers
+        used as names in f are skipped."""
+        values: list[Value] = list(f.params)
+
+        def region(r: Region) -> None:
+            for b in r.blocks:
+                values.extend(b.args)
+                for inst in b.instructions:
+                    values.extend(inst.results)
+                    for sub in inst.regions:
+                        region(sub)
+        if f.body is not None:
+            region(f.body)
+        explicit = {v.name for v in values if v.name is not None}
+        n = 0
+        for v in values:
+            if v.name is None:
+                while str(n) in explicit:
+                    n += 1
+                self.order[id(v)] = str(n)
+                n += 1
+
     def declare(self, v: Value) -> None:
-        base = v.name
+        base = v.name or self.order.get(id(v))
         if base is None:
             while self.visible(str(self.counter)):
                 self.counter += 1
@@ -162,6 +187,7 @@ class Printer:
 
     def function(self, f: Function) -> None:
         names = _Names()
+        names.number(f)
         for p in f.params:
             names.declare(p)
         head = f"{f.target} " if f.target else ""

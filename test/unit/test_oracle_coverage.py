@@ -29,3 +29,19 @@ def test_every_graph_op_is_checked_against_onnxruntime():
     missing = [o for o in _graph_ops() if not re.search(rf"[\"']{o}[\"']", src)]
     assert not missing, f"no onnxruntime oracle test names: {missing}"
     assert len(_graph_ops()) >= 60
+
+
+def test_every_graph_op_has_a_lowering_rule_and_a_lowering_test():
+    """-lower-loops handles every graph op, and each is run through the loop
+    stage against the graph stage in test_lower_{loops,nn,tensor}.py (ops
+    tested by a sweep over a registry table, like the element-wise ones, are
+    named through that table)."""
+    from swir.lowering import rule_for
+    missing = [o for o in _graph_ops() if rule_for(o) is None]
+    assert not missing, f"no lowering rule for: {missing}"
+    src = "".join((HERE / f"test_lower_{s}.py").read_text() for s in ("loops", "nn", "tensor"))
+    from swir.ops.elementwise import BINARY, COMPARE, UNARY
+    swept = set(UNARY) | set(BINARY) | set(COMPARE)  # parametrized over the tables
+    untested = [o for o in _graph_ops()
+                if o not in swept and not re.search(rf"[\"']{o}[\"']", src)]
+    assert not untested, f"no lowering test names: {untested}"
