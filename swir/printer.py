@@ -11,12 +11,29 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from swir.ir.affine import Expr, format_expr
-from swir.ir.core import (Access, Apply, Block, Constraint, Dense, DenseSlot, FileInit,
-                          Function, Global, Instruction, Literal, Module, Range, Region,
-                          Successor, SymbolRef, Value)
+from swir.ir.core import (
+    Access,
+    Apply,
+    Block,
+    Constraint,
+    Dense,
+    DenseSlot,
+    FileInit,
+    Function,
+    Global,
+    Instruction,
+    Literal,
+    Module,
+    Range,
+    Region,
+    Successor,
+    SymbolRef,
+    Value,
+)
 from swir.ir.types import Type
 from swir.limits import deep_recursion
 

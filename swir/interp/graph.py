@@ -16,11 +16,23 @@ from typing import Any
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.ir.affine import Expr
-from swir.ir.core import (Apply, Block, Dense, DenseSlot, FileInit, Function, Global,
-                          Instruction, Literal, Module, Successor, Value)
-from swir.ir.types import ShapedType, Type
 from swir.interp.kernels import dtype_of, evaluate
+from swir.ir.affine import Expr
+from swir.ir.core import (
+    Apply,
+    Block,
+    Dense,
+    DenseSlot,
+    FileInit,
+    Function,
+    Global,
+    Instruction,
+    Literal,
+    Module,
+    Successor,
+    Value,
+)
+from swir.ir.types import ShapedType, Type
 
 # Instructions executed before a run is declared non-terminating (CFG loops).
 MAX_STEPS = 10_000_000

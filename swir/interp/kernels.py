@@ -19,7 +19,8 @@ on constant operands (a later ``-fold-constants`` pass calls it).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

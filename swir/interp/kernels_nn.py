@@ -24,7 +24,6 @@ from numpy.lib.stride_tricks import as_strided
 from swir.interp.kernels import erf, erfc, kernel
 from swir.ir.types import ShapedType, Type
 
-
 # -- helpers -----------------------------------------------------------------------
 
 def _wide(a: np.ndarray) -> np.ndarray:

@@ -44,8 +44,21 @@ from swir.interp import kernels as _kernels
 from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
 from swir.interp.kernels import KERNELS, dtype_of
 from swir.ir.affine import Compound, Expr
-from swir.ir.core import (Access, Apply, Block, Constraint, Dense, FileInit, FuncParam,
-                          Function, Global, Instruction, Module, Successor, Value)
+from swir.ir.core import (
+    Access,
+    Apply,
+    Block,
+    Constraint,
+    Dense,
+    FileInit,
+    FuncParam,
+    Function,
+    Global,
+    Instruction,
+    Module,
+    Successor,
+    Value,
+)
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
 from swir.ops.elementwise import BINARY, COMPARE, UNARY

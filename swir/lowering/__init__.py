@@ -14,8 +14,8 @@ The rule modules are imported on first use (see :func:`rule_for`).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from swir.ir.core import Instruction, Value
 from swir.lowering.kernel import KernelBuilder

@@ -5,10 +5,12 @@ epilogue a fused kernel applies (the fusion hook)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from swir.interp.kernels import dtype_of
-from swir.interp.kernels_tensor import _to_dtype as to_dtype  # the graph kernel's conversion
+from swir.interp.kernels_tensor import (
+    _to_dtype as to_dtype,  # the graph kernel's conversion
+)
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, ScalarType, TensorType
@@ -76,7 +78,7 @@ def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
     """In f64 like the graph kernel: x / (1 + exp(-2z)) for the tanh form,
     0.5 x (1 + erf(|x| / sqrt 2)), or 0.5 x erfc(|x| / sqrt 2) for x < 0."""
     w = _wide(k, x, elem)
-    c = lambda v: k.const(v, F64)  # noqa: E731
+    c = lambda v: k.const(v, F64)
     if inst.attrs.get("approximate", "none") == "tanh":
         cube = k.op("mul", k.op("mul", k.op("mul", c(0.044715), w), w), w)
         z = k.op("mul", c(0.7978845608028654), k.op("add", w, cube))

@@ -11,8 +11,9 @@ and a relu after it is still one kernel with one store per element.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from swir.ir.affine import Expr
 from swir.ir.builder import Builder
@@ -59,7 +60,7 @@ class KernelBuilder:
         self._top = self.b.block
 
     # -- values ------------------------------------------------------------------
-    def const(self, value: float | int | bool, type: ScalarType, name: str | None = None
+    def const(self, value: float | bool, type: ScalarType, name: str | None = None
               ) -> Value:
         """A constant, created once at the top of the kernel (``name`` names it
         when it is first made; default ``zero`` or ``c``)."""
@@ -101,18 +102,25 @@ class KernelBuilder:
     def reduce(self, out: Value, idx: Sequence[Index], init: Value,
                extents: Sequence[int], names: Sequence[str],
                term: Callable[[list[Value]], Value], combine: str = "add",
-               finalize: Callable[[Value], Value] | None = None) -> None:
+               finalize: Callable[[Value], Value] | None = None,
+               output: bool = True) -> None:
         """TVM's reduction through memory: ``out[idx] = init``, then in the
         reduction loops ``out[idx] = combine(out[idx], term(ivs))``; finally the
-        element's value goes through ``finalize`` (a mean's division) and the
-        epilogue, stored once more only when there is something to apply."""
+        element's value goes through ``finalize`` (a mean's division) and, for
+        an ``output`` element (not a scratch value), the epilogue — stored once
+        more only when there is something to apply."""
         self.store(init, out, idx)
         with self.loops(extents, names) as rivs:
             acc = self.load(out, idx)
             self.store(self.op(combine, acc, term(rivs)), out, idx)
-        if finalize is not None or self.epilogue is not None:
+        epilogue = self.epilogue is not None and output
+        if finalize is not None or epilogue:
             v = self.load(out, idx)
-            self.finish(finalize(v) if finalize is not None else v, out, idx)
+            v = finalize(v) if finalize is not None else v
+            if output:
+                self.finish(v, out, idx)
+            else:
+                self.store(v, out, idx)
 
     def scratch(self, shape: tuple[int, ...], element: ScalarType, name: str) -> Value:
         """A temporary buffer the kernel needs (a row maximum, a running sum):
@@ -121,7 +129,7 @@ class KernelBuilder:
         self.extras.append(t)
         return self.function.add_param(t, name)
 
-    def table(self, values: "np.ndarray", element: ScalarType, name: str) -> Value:
+    def table(self, values: np.ndarray, element: ScalarType, name: str) -> Value:
         """A constant table computed at compile time (e.g. an average pool's
         per-position divisor): a ``dense`` global passed as an extra parameter."""
         t = BufType(values.shape or (1,), element)
@@ -168,7 +176,7 @@ def _unique(module: Module, base: str) -> str:
     return name
 
 
-def _nested(a: "np.ndarray"):
+def _nested(a: np.ndarray):
     """numpy array → the nested tuples a Dense literal holds."""
     if a.ndim == 0:
         return (a.item(),)

@@ -9,8 +9,8 @@ compute nest over its zero-inserted input (see :func:`lower_conv_transpose2d`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
@@ -126,13 +126,13 @@ def conv_nest(k: KernelBuilder, src: Value, w: Value, bias: Value | None, out: V
 
         finalize = None
         if bias is not None:
-            finalize = lambda v: k.op("add", v, k.load(bias, [c_out]))  # noqa: E731
+            finalize = lambda v: k.op("add", v, k.load(bias, [c_out]))
         k.reduce(out, idx, zero, [e for e, _ in red], [nm for _, nm in red], term,
                  finalize=finalize)
 
 
 def padded_input(k: KernelBuilder, x: Value, pad: list[int],
-                 fill: float | int | bool | Value = 0.0,
+                 fill: float | bool | Value = 0.0,
                  extra: tuple[int, int] = (0, 0)) -> Value:
     """``x`` itself, or a scratch copy padded by [top, left, bottom, right] (and
     ``extra`` more rows / columns at the bottom / right) with ``fill``."""

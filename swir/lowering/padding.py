@@ -23,10 +23,12 @@ unpadded axis reads ``src[i]``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from swir.interp.kernels import dtype_of
-from swir.interp.kernels_tensor import _to_dtype as to_dtype  # the graph kernel's conversion
+from swir.interp.kernels_tensor import (
+    _to_dtype as to_dtype,  # the graph kernel's conversion
+)
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.types import ScalarType
@@ -34,7 +36,7 @@ from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, loop_names
 
 
-def named_const(k: KernelBuilder, value: float | int | bool, elem: ScalarType,
+def named_const(k: KernelBuilder, value: float | bool, elem: ScalarType,
                 name: str) -> Value:
     """``k.const`` under a readable name: the builder calls non-zero constants
     ``%c``, which would clash with (and rename) a channel loop ``%c``."""
@@ -44,7 +46,7 @@ def named_const(k: KernelBuilder, value: float | int | bool, elem: ScalarType,
     return v
 
 
-def fill_value(k: KernelBuilder, value: float | int | bool | Value, elem: ScalarType) -> Value:
+def fill_value(k: KernelBuilder, value: float | bool | Value, elem: ScalarType) -> Value:
     """``value`` as a constant of ``elem``, converted as the graph ``pad``
     kernel converts its ``value`` attribute (as by ``cast``, saturating)."""
     if isinstance(value, Value):
@@ -125,7 +127,7 @@ def reflect_index(i: Expr, n: int, before: int, after: int) -> Expr:
 
 def emit_pad(k: KernelBuilder, src: Value, src_shape: Sequence[int], dst: Value,
              pads_before: Sequence[int], pads_after: Sequence[int], mode: str,
-             value: float | int | bool | Value = 0.0, finish: bool = False) -> None:
+             value: float | bool | Value = 0.0, finish: bool = False) -> None:
     """Write ``src`` (shape ``src_shape``) padded into ``dst``, whose shape is
     ``src_shape + pads_before + pads_after``: guard-free nests (module
     docstring). ``value`` is the ``constant`` fill (a number converted to the

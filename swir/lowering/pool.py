@@ -14,12 +14,15 @@ constant window size otherwise.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from swir.interp.kernels import dtype_of
-from swir.interp.kernels_nn import _lowest, _pool_counts  # the graph kernels' definitions
+from swir.interp.kernels_nn import (  # the graph kernels' definitions
+    _lowest,
+    _pool_counts,
+)
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.lowering import lowering
@@ -109,10 +112,10 @@ def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     src = padded_input(k, x, pad, 0.0, _extra(x, y, kern, stride, pad, dilation))
     if (table == table.flat[0]).all():
         div = named_const(k, float(table.flat[0]), elem, "size")
-        finalize = lambda idx: lambda v: k.op("div", v, div)  # noqa: E731
+        finalize = lambda idx: lambda v: k.op("div", v, div)
     else:
         d = k.table(table.astype(dtype_of(elem)), elem, "D")
-        finalize = lambda idx: lambda v: k.op("div", v, k.load(d, idx[2:]))  # noqa: E731
+        finalize = lambda idx: lambda v: k.op("div", v, k.load(d, idx[2:]))
     _window_nest(k, src, y, kern, stride, dilation, k.const(0.0, elem), "add", finalize)
 
 

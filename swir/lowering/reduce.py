@@ -23,7 +23,7 @@ once, as the graph kernels do.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -79,21 +79,6 @@ class Rows:
         it = iter(kept)
         return [Expr.of(0) if d in self.reduced else Expr.of(next(it))
                 for d in range(len(self.shape))]
-
-
-def accumulate(k: KernelBuilder, buf: Value, idx: Sequence[Expr], init: Value,
-               extents: Sequence[int], names: Sequence[str],
-               term: Callable[[list[Value]], Value], combine: str,
-               finalize: Callable[[Value], Value] | None = None) -> None:
-    """``KernelBuilder.reduce`` into a scratch buffer: no epilogue (a scratch
-    value is not an output element). ``finalize`` rewrites the element once
-    the reduction loops are done (a mean's division, log of a sum)."""
-    k.store(init, buf, idx)
-    with k.loops(extents, names) as rivs:
-        acc = k.load(buf, idx)
-        k.store(k.op(combine, acc, term(rivs)), buf, idx)
-    if finalize is not None:
-        k.store(finalize(k.load(buf, idx)), buf, idx)
 
 
 def named(v: Value, name: str) -> Value:
@@ -193,9 +178,9 @@ def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     n = shape[axis]
     best = k.scratch(rows.row_shape, elem, "max")
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
-        accumulate(k, best, ivs, lowest(k, elem), [n], rows.red_names,
+        k.reduce(best, ivs, lowest(k, elem), [n], rows.red_names,
                    lambda rivs: k.load(x, rows.source(ivs, rivs)),
-                   "or" if elem == I1 else "max")
+                   "or" if elem == I1 else "max", output=False)
     none = named(k.const(n, I64), "size")
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
         m = named(k.load(best, ivs), "best")
@@ -232,14 +217,14 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     sm = k.scratch(rows.row_shape, F64, "sum")
 
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
-        accumulate(k, mx, ivs, named(k.const(-math.inf, F64), "ninf"), rows.red_extents, rows.red_names,
-                   lambda rivs: wide(k, k.load(x, rows.source(ivs, rivs))), "max")
+        k.reduce(mx, ivs, named(k.const(-math.inf, F64), "ninf"), rows.red_extents, rows.red_names,
+                   lambda rivs: wide(k, k.load(x, rows.source(ivs, rivs))), "max", output=False)
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
         m = named(k.load(mx, ivs), "m")
-        accumulate(k, sm, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
+        k.reduce(sm, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
                    lambda rivs: k.op("exp", k.op("sub", wide(k, k.load(
                        x, rows.source(ivs, rivs))), m)),
-                   "add", (lambda s: k.op("log", s)) if log else None)
+                   "add", (lambda s: k.op("log", s)) if log else None, output=False)
 
     # Every axis in order (stores are row-major), split after the last kept
     # axis: the row's max and sum are loaded there, once per row when the
@@ -278,9 +263,9 @@ def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
     std = k.scratch(rows.row_shape, F64, "std")
 
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
-        accumulate(k, mean, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
+        k.reduce(mean, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
                    lambda rivs: wide(k, k.load(x, rows.source(ivs, rivs))), "add",
-                   lambda s: k.op("div", s, count))
+                   lambda s: k.op("div", s, count), output=False)
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
         mu = named(k.load(mean, ivs), "mu")
 
@@ -289,9 +274,9 @@ def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
             return k.op("mul", c, c)
 
         e = named(k.const(eps, F64), "eps")
-        accumulate(k, std, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
+        k.reduce(std, ivs, k.const(0.0, F64), rows.red_extents, rows.red_names,
                    square, "add",
-                   lambda s: k.op("sqrt", k.op("add", k.op("div", s, count), e)))
+                   lambda s: k.op("sqrt", k.op("add", k.op("div", s, count), e)), output=False)
 
     with k.loops(rows.kept_extents, rows.kept_names) as ivs:
         mu, sd = named(k.load(mean, ivs), "mu"), named(k.load(std, ivs), "sd")

@@ -11,8 +11,12 @@ from swir.passes.manager import Pass
 PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
+    "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
     "lower-loops": "swir.passes.loop.lower_loops:LowerLoops",
     "mem-plan": "swir.passes.loop.mem_plan:MemPlan",
+    "parallelize": "swir.passes.loop.parallelize:Parallelize",
+    "reorder-loops": "swir.passes.loop.reorder_loops:ReorderLoops",
+    "split-loop": "swir.passes.loop.split_loop:SplitLoop",
     # Passes for testing the pass manager itself.
     "test-fail": "swir.passes.testing:TestFail",
     "test-invalid-ir": "swir.passes.testing:TestInvalidIR",

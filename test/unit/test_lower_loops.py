@@ -14,6 +14,7 @@ rounding of the graph result).
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +23,9 @@ from hypothesis import strategies as st
 
 from swir.interp.kernels import dtype_of
 from swir.interp.run import run_function
-from swir.ir.affine import Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Apply, Module
-from swir.ir.types import F32, BufType, TensorType
+from swir.ir.types import BufType
 from swir.lowering.elementwise import elementwise_epilogue
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import lower_matmul
@@ -227,7 +227,7 @@ def test_fused_epilogue_is_one_kernel():
         "  %r = relu %s : <3 x 4 x f32>\n  return %r\n}\n", "<test>")
     mm, add, relu = list(g.lookup("main").walk())[:3]
     m = Module("f", stage="loop")
-    t = lambda v: BufType(v.type.shape, v.type.element)  # noqa: E731
+    t = lambda v: BufType(v.type.shape, v.type.element)
     k = KernelBuilder(m, "matmul_add_relu", [("A", t(mm.args[0])), ("B", t(mm.args[1])),
                                              ("Bias", t(add.args[1])), ("C", t(relu.results[0]))])
     A, B, bias, C = k.params
@@ -252,14 +252,14 @@ def test_fused_epilogue_is_one_kernel():
 
 # -- bufferization --------------------------------------------------------------------------
 
-BUFFERIZATION = open(__file__.replace("unit/test_lower_loops.py",
-                                      "Transforms/LowerLoops/bufferization.swir")).read()
+BUFFERIZATION = (Path(__file__).parents[1] / "Transforms" / "LowerLoops" /
+                 "bufferization.swir").read_text()
 
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_outputs_copies_calls_and_block_arguments(flag):
     x = rng_for("buf").standard_normal(4).astype(np.float32)
-    want, got, m = run_both(BUFFERIZATION, [x, np.array(flag)])
+    want, got, _ = run_both(BUFFERIZATION, [x, np.array(flag)])
     assert_identical(want, got)
 
 
@@ -367,8 +367,7 @@ def test_a_wrong_plan_is_caught_by_the_interpreter():
 
 # -- bundled examples ----------------------------------------------------------------------
 
-EXAMPLES = sorted(p for p in __import__("pathlib").Path(__file__).parents[2].joinpath(
-    "examples").glob("*.swir"))
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.swir"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -347,7 +347,7 @@ def fused_module(graph_text: str, rule, chain_len: int, extra_names: list[str]):
     insts = list(g.lookup("main").walk())
     op, chain = insts[0], insts[1:1 + chain_len]
     m = Module("f", stage="loop")
-    bt = lambda v: buffer_type(v.type)  # noqa: E731
+    bt = lambda v: buffer_type(v.type)
     others = [[a for a in c.operands if a is not prev] for c, prev in
               zip(chain, [op.results[0]] + [c.results[0] for c in chain])]
     params = [(f"X{i}", bt(a)) for i, a in enumerate(op.operands)]

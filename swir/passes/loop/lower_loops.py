@@ -22,9 +22,19 @@ from dataclasses import dataclass
 
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
-from swir.ir.core import (Apply, Block, DenseSlot, Function, Global, Instruction, Module,
-                          Region, Successor, Value)
-from swir.ir.types import ScalarType, TensorType, Type
+from swir.ir.core import (
+    Apply,
+    Block,
+    DenseSlot,
+    Function,
+    Global,
+    Instruction,
+    Module,
+    Region,
+    Successor,
+    Value,
+)
+from swir.ir.types import TensorType, Type
 from swir.lowering import OpLowering, param_names, rule_for
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
@@ -147,7 +157,7 @@ class FunctionLowering:
         params = [buffer_type(p.type) for p in old.params]
         names = [p.name for p in old.params]
         tensor_results = [t for t in old.result_types if isinstance(t, TensorType)]
-        out_names = self._out_names(len(tensor_results), set(n for n in names if n))
+        out_names = self._out_names(len(tensor_results), {n for n in names if n})
         self.new = Function(old.name, params + [buffer_type(t) for t in tensor_results],
                             [t for t in old.result_types if not isinstance(t, TensorType)],
                             kind=old.kind, param_names=names + out_names,
