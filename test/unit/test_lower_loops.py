@@ -412,3 +412,76 @@ def test_resnet18_shaped_model_lowers_and_plans_to_its_peak():
     s = p.statistics
     assert s["arena size (bytes)"] == s["peak live size (bytes)"]
     assert s["arena size (bytes)"] * 4 < s["unshared size (bytes)"]
+
+
+# -- control flow and symbols (regressions found in review) ---------------------------------
+
+def _graph(body: str, sig: str, globals_: str = "") -> str:
+    return f'module "t"\nstage graph\n{globals_}\n{sig} {{\n{body}\n}}\n'
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_br_copies_only_on_the_taken_edge(flag):
+    text = _graph("'entry:\n  cond_br %c, 'j(%x), 'j(%y)\n'j(%r: <4 x f32>):\n  return %r",
+                  "func @main(%x: <4 x f32>, %y: <4 x f32>, %c: i1) -> <4 x f32>")
+    x, y = np.float32([1, -2, 3, -4]), np.float32([10, 20, 30, 40])
+    want, got, _ = run_both(text, [x, y, np.array(flag)])
+    assert_identical(want, got)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_loop_carried_tensors_and_a_swap_leaving_the_loop(n):
+    """A back edge that doubles an accumulator and swaps two tensors, and an
+    exit edge that passes the old values: the exit must not see the copies
+    of the back edge."""
+    text = _graph(
+        "'entry:\n  %z = const 0 : i32\n  br 'loop(%x, %x, %y, %z)\n"
+        "'loop(%acc: <4 x f32>, %a: <4 x f32>, %b: <4 x f32>, %i: i32):\n"
+        "  %new = add %acc, %acc : <4 x f32>\n  %one = const 1 : i32\n"
+        "  %i2 = add %i, %one : i32\n  %c = lt %i2, %n : i1\n"
+        "  cond_br %c, 'loop(%new, %b, %a, %i2), 'exit(%acc)\n"
+        "'exit(%r: <4 x f32>):\n  return %r, %a, %b",
+        "func @main(%x: <4 x f32>, %y: <4 x f32>, %n: i32) -> (<4 x f32>, <4 x f32>, <4 x f32>)")
+    x, y = np.float32([1, -2, 3, -4]), np.float32([10, 20, 30, 40])
+    want, got, _ = run_both(text, [x, y, np.array(n, np.int32)])
+    assert_identical(want, got)
+
+
+def test_returned_and_0d_globals():
+    text = _graph("'entry:\n  %a = neg %x : <4 x f32>\n"
+                  "  %g = gather @m, @i0 {axis = 1} : <2 x f32>\n  return @w, %a, %g",
+                  "func @main(%x: <4 x f32>) -> (<4 x f32>, <4 x f32>, <2 x f32>)",
+                  "global @w : <4 x f32> = dense<[1.0, 2.0, 3.0, 4.0]>\n"
+                  "global @i0 : <i64> = dense<2>\n"
+                  "global @m : <2 x 3 x f32> = dense<[[1.0, 5.0, -2.0], [3.0, 4.0, 6.0]]>")
+    want, got, _ = run_both(text, [np.float32([1, -2, 3, -4])])
+    assert_identical(want, got)
+
+
+def test_recursion_is_refused_at_the_call():
+    text = _graph("'entry:\n  %r = call @main(%x) : <4 x f32>\n  return %r",
+                  "func @main(%x: <4 x f32>) -> <4 x f32>")
+    from swir.passes.manager import PassFailure
+    m = parse_module(text, "<t>")
+    with pytest.raises(PassFailure, match="calls @main recursively") as e:
+        LowerLoops().run(m, AnalysisManager())
+    assert e.value.diagnostics[0].loc.line == 6
+
+
+@pytest.mark.parametrize("name", ["sharing", "overlap", "host-loop", "kernel-calls"])
+def test_planned_loop_modules_compute_what_unplanned_ones_do(name):
+    """The golden -mem-plan inputs, run with every buffer in its own memory and
+    then with the plan's shared arena: the same bits."""
+    text = (Path(__file__).parents[1] / "Transforms" / "MemPlan" / f"{name}.swir").read_text()
+    plain = parse_module(text, name)
+    planned = parse_module(text, name)
+    MemPlan().run(planned, AnalysisManager())
+    verify(planned)
+    f = plain.lookup("main")
+    n_in = len(f.params) - f.attrs.get("outputs", 0)
+    args = [rng_for(name, i).standard_normal(p.type.shape).astype(dtype_of(p.type.element))
+            for i, p in enumerate(f.params[:n_in])]
+    want = run_function(plain, f, args)
+    got = run_function(planned, planned.lookup("main"), args)
+    assert_identical(want, got)
+    assert not any(np.isnan(w).any() for w in want)

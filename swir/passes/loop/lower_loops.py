@@ -73,15 +73,20 @@ class ModuleLowering:
         self.kernels: dict[tuple, Function] = {}
         self.extras: dict[str, list[Type | Global]] = {}  # kernel name -> its extra params
         self.counters: dict[str, int] = {}
+        self.globals: dict[Global, Global] = {}  # graph-stage symbol -> loop-stage symbol
 
     def run(self) -> None:
         old = list(self.m.items)
+        funcs = [f for f in old if isinstance(f, Function)]
+        reject_recursion(funcs)
         for item in old:
             self.m.remove(item)
+        # New symbols for the loop stage; the graph instructions keep seeing
+        # the tensor-typed originals (the rules read shapes from them).
         for g in (i for i in old if isinstance(i, Global)):
-            g.type = buffer_type(g.type)
-            self.m.add(g)
-        funcs = [f for f in old if isinstance(f, Function)]
+            self.globals[g] = Global(g.name, buffer_type(g.type), g.kind, g.init,
+                                     attrs=dict(g.attrs), loc=g.loc)
+            self.m.add(self.globals[g])
         lowered = [FunctionLowering(self, f) for f in funcs]
         for fl in lowered:
             self.m.add(fl.new)
@@ -254,7 +259,7 @@ class FunctionLowering:
 
     def value(self, v: Value) -> Value:
         if isinstance(v, Global):
-            return v
+            return self.ml.globals[v]
         return self.map[v]
 
     def lower_call(self, b: Builder, inst: Instruction) -> None:
@@ -281,28 +286,70 @@ class FunctionLowering:
         b.create_inst("return", *[self.value(v) for v in inst.operands if not is_tensor(v)])
 
     def lower_branch(self, b: Builder, inst: Instruction) -> None:
+        """Tensor block arguments are buffers the branch copies into. A ``br``
+        copies before branching; each edge of a ``cond_br`` that passes tensors
+        gets a block of its own holding that edge's copies, so only the taken
+        edge copies."""
         slots = []
         for s in inst.args:
             if not isinstance(s, Successor):
                 slots.append(self.slot(s))
                 continue
-            phis = self.phis[s.block]
-            moves = [(self.value(v), dst) for v, dst in zip(s.args, phis)
-                     if dst is not None and self.value(v) is not dst]
-            # A parallel copy: stage through temporaries when a source is
-            # itself one of the target's block-argument buffers.
-            if any(src in phis for src, _ in moves):
-                staged = []
-                for src, dst in moves:
-                    tmp = self.ml.buffer(dst.type, "phi_tmp")
-                    self.copy(b, src, tmp)
-                    staged.append((tmp, dst))
-                moves = staged
-            for src, dst in moves:
-                self.copy(b, src, dst)
-            scalars = tuple(self.value(v) for v, dst in zip(s.args, phis) if dst is None)
-            slots.append(Successor(self.blocks[s.block], scalars))
+            target = self.blocks[s.block]
+            scalars = tuple(self.value(v) for v, dst in zip(s.args, self.phis[s.block])
+                            if dst is None)
+            moves = self.moves(s)
+            if moves and inst.opname != "br":
+                edge = Block(f"{target.label or 'bb'}_edge")
+                self.new.body.add_block(edge)
+                eb = Builder(edge)
+                self.parallel_copy(eb, moves, self.phis[s.block])
+                eb.create_inst("br", Successor(target, scalars))
+                slots.append(Successor(edge, ()))
+                continue
+            self.parallel_copy(b, moves, self.phis[s.block])
+            slots.append(Successor(target, scalars))
         b.create_inst(inst.opname, *slots)
+
+    def moves(self, s: Successor) -> list[tuple[Value, Value]]:
+        return [(self.value(v), dst) for v, dst in zip(s.args, self.phis[s.block])
+                if dst is not None and self.value(v) is not dst]
+
+    def parallel_copy(self, b: Builder, moves: list[tuple[Value, Value]],
+                      phis: list[Value | None]) -> None:
+        """Copy each source to its block-argument buffer, as if all at once:
+        through temporaries when a source is itself one of those buffers."""
+        if any(src in phis for src, _ in moves):
+            staged = []
+            for src, dst in moves:
+                tmp = self.ml.buffer(dst.type, "phi_tmp")
+                self.copy(b, src, tmp)
+                staged.append((tmp, dst))
+            moves = staged
+        for src, dst in moves:
+            self.copy(b, src, dst)
+
+def reject_recursion(funcs: list[Function]) -> None:
+    """Every tensor gets one static buffer, so a function that can call itself
+    would overwrite its caller's tensors: refuse, at the call that closes the
+    cycle."""
+    calls = {f.name: [(i, i.args[0].callee) for i in f.walk() if i.opname == "call"]
+             for f in funcs}
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        for inst, callee in calls.get(name, []):
+            if state.get(callee) == 1:
+                raise PassFailure([Diagnostic(
+                    f"-lower-loops: @{name} calls @{callee} recursively; recursion is not "
+                    "supported (every tensor is lowered to one static buffer)", inst.loc)])
+            if callee in calls and callee not in state:
+                visit(callee)
+        state[name] = 2
+    for f in funcs:
+        if f.name not in state:
+            visit(f.name)
 
 
 def _item_order(item: Global | Function) -> int:

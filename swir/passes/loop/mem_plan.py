@@ -13,7 +13,10 @@ for the programs the timeline cannot order:
 
 - a buffer passed to a called ``func`` lives across the whole call;
 - in a function with more than one block (a CFG, possibly a loop), every
-  buffer it touches lives across the whole function;
+  buffer it touches lives across the whole function, and in a ``for`` or
+  ``parallel`` loop of a host function across the whole loop;
+- a kernel call uses every buffer the kernel names, also through kernels it
+  calls; a ``spawn``'s buffers stay in use until the next ``join``;
 - a buffer used under two roots, in a recursive function, or nowhere on the
   timeline lives for the whole program.
 
@@ -110,75 +113,145 @@ def place_in_order(order: list[Global], life: dict[Global, tuple[int, int]], ali
     return offsets
 
 
+class _Span:
+    """Uses of buffers on a timeline that starts at 0: ``uses[g] = [first, last]``."""
+
+    def __init__(self) -> None:
+        self.t = 0
+        self.uses: dict[Global, list[int]] = {}
+
+    def use(self, g: Global, t: int | None = None) -> None:
+        t = self.t if t is None else t
+        r = self.uses.get(g)
+        if r is None:
+            self.uses[g] = [t, t]
+        else:
+            r[0], r[1] = min(r[0], t), max(r[1], t)
+
+    def hold_since(self, start: int) -> None:
+        """Code from ``start`` to now may repeat (a loop, a CFG): whatever it
+        touches lives across all of it."""
+        for r in self.uses.values():
+            if r[1] > start:
+                r[0], r[1] = min(r[0], start), self.t
+
+
 class Lifetimes:
-    """First and last use of every buffer on the program timeline."""
+    """First and last use of every buffer on the program timeline.
+
+    Each function is summarised once — its length on the timeline and the
+    interval of each buffer it uses, relative to its start — and a call
+    splices the callee's summary in, so the cost is linear in the program
+    however often functions are called.
+    """
 
     def __init__(self, module: Module) -> None:
         self.m = module
-        self.t = 0
-        self.first: dict[Global, int] = {}
-        self.last: dict[Global, int] = {}
-        self.roots_of: dict[Global, set[str]] = {}
+        self.summaries: dict[str, _Span] = {}
+        self.active: set[str] = set()
         self.forever: set[Global] = set()
-        self.stack: list[Function] = []
-        self.root = ""
+        self._reachable: dict[str, set[Global]] = {}
 
     def compute(self) -> dict[Global, tuple[int, int]]:
         called = {a.callee for i in self.m.walk() for a in i.args if isinstance(a, Apply)}
         roots = [f for f in self.m.functions
                  if f.kind == "func" and f.body is not None and f.name not in called]
+        program = _Span()
+        roots_of: dict[Global, set[str]] = {}
         for f in roots:
-            self.root = f.name
-            self.visit(f)
-        end = self.t + 1
+            start = program.t
+            span = self.summary(f)
+            for g, (lo, hi) in span.uses.items():
+                program.use(g, start + lo)
+                program.use(g, start + hi)
+                roots_of.setdefault(g, set()).add(f.name)
+            program.t += span.t + 1
+        end = program.t + 1
         out = {}
         for g in (g for g in self.m.globals if g.kind == "buffer"):
-            if g in self.forever or g not in self.first or len(self.roots_of[g]) > 1:
+            if g in self.forever or g not in program.uses or len(roots_of[g]) > 1:
                 out[g] = (0, end)
             else:
-                out[g] = (self.first[g], self.last[g])
+                out[g] = tuple(program.uses[g])
         return out
 
-    def use(self, g: Global) -> None:
-        self.first.setdefault(g, self.t)
-        self.last[g] = self.t
-        self.roots_of.setdefault(g, set()).add(self.root)
+    def summary(self, f: Function) -> _Span:
+        done = self.summaries.get(f.name)
+        if done is not None:
+            return done
+        span = _Span()
+        if f.name in self.active:  # recursion: the timeline cannot order it
+            self.forever |= self.buffers_reachable(f)
+            return span
+        self.active.add(f.name)
+        if f.body is not None:
+            self.region_uses(f.body, span)
+            if len(f.body.blocks) > 1:
+                span.hold_since(0)
+        self.active.discard(f.name)
+        self.summaries[f.name] = span
+        return span
 
-    def visit(self, f: Function) -> None:
-        if f in self.stack:  # recursion: the timeline cannot order it
-            for g in _buffers_in(f):
-                self.forever.add(g)
-            return
-        self.stack.append(f)
-        start = self.t
-        for inst in f.walk():
-            self.t += 1
-            self.instruction(inst)
-        if f.body is not None and len(f.body.blocks) > 1:
-            for g, last in self.last.items():
-                if last > start:  # touched in this function (or its callees)
-                    self.first[g] = min(self.first[g], start)
-                    self.last[g] = self.t
-        self.stack.pop()
+    def region_uses(self, region, span: _Span) -> None:
+        pending: list[Global] = []  # spawned, in use until the join
+        for block in region.blocks:
+            for inst in block.instructions:
+                span.t += 1
+                self.instruction(inst, span, pending)
 
-    def instruction(self, inst: Instruction) -> None:
+    def instruction(self, inst: Instruction, span: _Span, pending: list[Global]) -> None:
         args = [v for v in inst.operands if isinstance(v, Global) and v.kind == "buffer"]
         for g in args:
-            self.use(g)
+            span.use(g)
+        if inst.opname == "join":
+            for g in pending:
+                span.use(g)
+            pending.clear()
+        if inst.regions:
+            start = span.t
+            for r in inst.regions:
+                self.region_uses(r, span)
+            if inst.opname in ("for", "parallel"):
+                span.hold_since(start)
+            return
         app = next((a for a in inst.args if isinstance(a, Apply)), None)
         callee = self.m.lookup(app.callee) if app is not None else None
         if not isinstance(callee, Function) or callee.body is None:
             return
         if callee.kind == "kernel":
-            for g in _buffers_in(callee):
-                self.use(g)
+            inside = self.buffers_reachable(callee)
+            for g in inside:
+                span.use(g)
+            if inst.opname == "spawn":
+                pending.extend(args + sorted(inside, key=lambda g: g.name))
             return
-        self.visit(callee)
-        self.t += 1
+        sub = self.summary(callee)
+        start = span.t
+        for g, (lo, hi) in sub.uses.items():
+            span.use(g, start + lo)
+            span.use(g, start + hi)
+        span.t += sub.t + 1
         for g in args:  # live across the whole call
-            self.use(g)
+            span.use(g)
 
+    def buffers_reachable(self, f: Function) -> set[Global]:
+        """Buffers f names, directly or in anything it calls."""
+        if f.name in self._reachable:
+            return self._reachable[f.name]
+        seen: set[str] = set()
+        out: set[Global] = set()
 
-def _buffers_in(f: Function) -> set[Global]:
-    return {v for i in f.walk() for v in i.operands
-            if isinstance(v, Global) and v.kind == "buffer"}
+        def walk(fn: Function) -> None:
+            if fn.name in seen:
+                return
+            seen.add(fn.name)
+            for inst in fn.walk():
+                out.update(v for v in inst.operands
+                           if isinstance(v, Global) and v.kind == "buffer")
+                for a in inst.args:
+                    callee = self.m.lookup(a.callee) if isinstance(a, Apply) else None
+                    if isinstance(callee, Function):
+                        walk(callee)
+        walk(f)
+        self._reachable[f.name] = out
+        return out
