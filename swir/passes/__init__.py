@@ -12,6 +12,7 @@ PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
+    "ldm-plan": "swir.passes.buffered.ldm_plan:LDMPlan",
     "lower-loops": "swir.passes.loop.lower_loops:LowerLoops",
     "mem-plan": "swir.passes.loop.mem_plan:MemPlan",
     "parallelize": "swir.passes.loop.parallelize:Parallelize",
