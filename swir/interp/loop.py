@@ -10,12 +10,19 @@ a ``while`` loop dispatching on the current block. Nothing is interpreted per
 executed instruction.
 
 Extending it (the buffered and dma stages): every op is compiled by an
-*emitter* registered in :data:`EMITTERS` (``@emitter("copy_in")``), which writes
+*emitter* (``@emitter("load")`` registers one in :data:`EMITTERS`), which writes
 the op's Python code through the :class:`Emit` context; an op whose behaviour is
 easiest as ordinary Python binds a callable with :meth:`Emit.bind` and emits a
-call to it. :data:`WRITES` names the operand slots through which an op writes
-memory (a kernel's results at the top level are the buffers it writes), and
-:data:`STAGES` the module stages the interpreter accepts.
+call to it. An interpreter compiles with the table in its ``emitters``
+attribute, so a later stage's interpreter (a subclass, such as
+:class:`swir.interp.buffered.BufferedInterpreter`) overlays its own emitters on
+:data:`EMITTERS` — adding ops and replacing loop-stage ones — without changing
+what this interpreter does; its ``stages`` attribute names the module stages it
+accepts. Emitters may also run code when the region they stand in ends
+(:meth:`Emit.at_exit`), and loops are emitted by :func:`emit_loop` with the
+order of their iterations as a parameter. :data:`WRITES` names the operand slots
+through which an op writes memory (a kernel's results at the top level are the
+buffers it writes).
 
 Run-time representation of values: a buffer is a flat (1-D) numpy array; an
 ``index`` is a Python int; every other scalar is a numpy scalar of its type
@@ -32,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,8 +70,8 @@ from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scala
 from swir.limits import deep_recursion
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
 
-# Module stages this interpreter runs (the buffered and dma stages add their ops
-# to EMITTERS and their stage here).
+# Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
+# dma stages have interpreters of their own, subclasses of LoopInterpreter).
 STAGES = {"loop"}
 
 # Structured ops nested deeper than this inside one generated Python function go
@@ -86,7 +93,7 @@ POISON_BYTES = (0xFA, 0x7F)
 OpEmitter = Callable[["Emit", Instruction], None]
 EMITTERS: dict[str, OpEmitter] = {}
 # Operand slots an op writes memory through (its Access's base or the buffer value).
-WRITES: dict[str, tuple[int, ...]] = {"store": (1,)}
+WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,)}
 
 
 def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
@@ -502,6 +509,14 @@ class Emit:
         self.ranges: dict[int, tuple[int, int]] = {}
         # Block -> its number, for branches in a func's CFG.
         self.blocks: dict[int, int] = {}
+        # Per open structured region (the function body first): Python lines to
+        # run when the region ends (see at_exit).
+        self.exits: list[list[str]] = [[]]
+        # Number of `parallel` loops enclosing the code being emitted, in this
+        # generated function.
+        self.parallel_depth = 0
+        # Scratch space for a later stage's emitters (per generated function).
+        self.data: dict[str, Any] = {}
 
     # -- writing code ------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -658,7 +673,7 @@ class Emit:
         if inst.regions and self.depth >= MAX_INLINE_DEPTH:
             self.interp.compile_unit(self, inst)
             return
-        fn = EMITTERS.get(inst.opname)
+        fn = self.interp.emitters.get(inst.opname)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.interp.stage} "
                              "stage (the interpreter has no rule for it)", inst.loc)
@@ -668,13 +683,28 @@ class Emit:
         """Emit a structured region's single block one level deeper."""
         with self.indented():
             self.depth += 1
+            self.exits.append([])
             try:
                 if count:
                     self.count(len(block.instructions))
                 for inst in block.instructions:
                     self.instruction(inst)
+                self.exit_lines(1)
             finally:
+                self.exits.pop()
                 self.depth -= 1
+
+    def at_exit(self, text: str) -> None:
+        """Run the Python statement text when the innermost open region ends
+        (after its last instruction, or before a ``return`` leaves it); the
+        statements of one region run in the reverse order of registration."""
+        self.exits[-1].append(text)
+
+    def exit_lines(self, scopes: int) -> None:
+        """Emit the at_exit statements of the innermost ``scopes`` open regions."""
+        for lines in reversed(self.exits[len(self.exits) - scopes:]):
+            for text in reversed(lines):
+                self.line(text)
 
     def assemble(self, fname: str, params: list[str]) -> str:
         head = [f"def {fname}({', '.join(params)}):"]
@@ -716,12 +746,20 @@ def _raiser(message: str, loc: Location | None) -> Callable[..., None]:
 class LoopInterpreter:
     """Runs functions of a loop-stage module. One instance holds the module's
     memory and the compiled functions; each top-level :meth:`call` starts with
-    freshly poisoned buffers and a new step count."""
+    freshly poisoned buffers and a new step count.
+
+    Subclasses for later stages set ``stages`` (the module stages they run),
+    ``emitters`` (the op emitters they compile with, usually their own overlaid
+    on :data:`EMITTERS`) and ``description``."""
+
+    stages: set[str] | frozenset[str] = STAGES
+    emitters: Mapping[str, OpEmitter] = EMITTERS
+    description = "loop-stage interpreter"
 
     def __init__(self, module: Module, base_dir: str | Path = ".",
                  max_steps: int = MAX_STEPS) -> None:
-        if module.stage not in STAGES:
-            raise Diagnostic(f"the loop-stage interpreter cannot run a {module.stage}-stage "
+        if module.stage not in self.stages:
+            raise Diagnostic(f"the {self.description} cannot run a {module.stage}-stage "
                              "module", module.loc)
         self.module = module
         self.stage = module.stage
@@ -864,6 +902,7 @@ class LoopInterpreter:
             if f.kind != "kernel":
                 raise Diagnostic(f"block '{block.label} of @{f.name} ends without a "
                                  "terminator", f.loc)
+            e.exit_lines(len(e.exits))
             e.line("return ()")
 
     def _cfg(self, e: Emit, f: Function, blocks: list[Block]) -> None:
@@ -891,7 +930,7 @@ class LoopInterpreter:
         free = free_values(inst)
         u = Emit(self, parent.function)
         params = [u.name(v) for v in free]
-        fn = EMITTERS.get(inst.opname)
+        fn = self.emitters.get(inst.opname)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.stage} stage",
                              inst.loc)
@@ -940,26 +979,34 @@ def _loop_range(e: Emit, inst: Instruction) -> tuple[str, Block]:
     return rng, inst.regions[0].blocks[0]
 
 
-@emitter("for", "parallel")
-def _emit_loop(e: Emit, inst: Instruction) -> None:
-    """for: iterations in order. parallel: in REVERSE order, so that a loop wrongly
-    marked parallel (a loop-carried dependence) computes something else."""
+def emit_loop(e: Emit, inst: Instruction, order: Callable[[str], str] | None = None) -> None:
+    """Emit a ``for`` or ``parallel`` loop. ``order`` maps the Python name of the
+    iterations' ``range`` to the Python expression iterated over (default: the
+    range itself, in order); the bounds are evaluated once, at entry."""
     rng, body = _loop_range(e, inst)
-    if inst.opname == "parallel":
-        rng += "[::-1]"
     var = body.args[0]
     r = e.fresh("r")
     e.line(f"{r} = {rng}")
     e.line(f"_st[0] += len({r}) * {len(body.instructions)}")
     e.count(0, inst)
-    e.line(f"for {e.define(var)} in {r}:")
+    e.line(f"for {e.define(var)} in {order(r) if order is not None else r}:")
     lo, hi = e.interval(inst.args[0]), e.interval(inst.args[1])
     if lo is not None and hi is not None:
         e.ranges[id(var)] = (lo[0], max(lo[0], hi[1] - 1))
+    par = inst.opname == "parallel"
+    e.parallel_depth += par
     try:
         e.region(body, count=False)
     finally:
+        e.parallel_depth -= par
         e.ranges.pop(id(var), None)
+
+
+@emitter("for", "parallel")
+def _emit_loop(e: Emit, inst: Instruction) -> None:
+    """for: iterations in order. parallel: in REVERSE order, so that a loop wrongly
+    marked parallel (a loop-carried dependence) computes something else."""
+    emit_loop(e, inst, (lambda r: f"{r}[::-1]") if inst.opname == "parallel" else None)
 
 
 _RELATIONS = {">=", "<=", "==", "!=", ">", "<"}
@@ -1090,6 +1137,13 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
 @emitter("return")
 def _emit_return(e: Emit, inst: Instruction) -> None:
     vals = [e.name(v) for v in inst.args]
+    if any(e.exits):
+        # Leaving every open region: values first, then their exit statements.
+        tmp = [e.fresh("ret") for _ in vals]
+        for t, v in zip(tmp, vals):
+            e.line(f"{t} = {v}")
+        e.exit_lines(len(e.exits))
+        vals = tmp
     e.line(f"return ({''.join(v + ', ' for v in vals)})")
 
 

@@ -1,6 +1,6 @@
 """Running a module function on numpy inputs: binding and checking arguments.
 The entry point ``swir-run`` and the tests use; it picks the interpreter for
-the module's stage (graph and loop now; buffered and dma come with their stages)."""
+the module's stage (graph, loop and buffered now; dma comes with its stage)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp import loop
+from swir.interp import buffered, loop
 from swir.interp.graph import GraphInterpreter
 from swir.interp.kernels import dtype_of
 from swir.ir.core import FuncParam, Function, Module
@@ -73,8 +73,9 @@ def run_function(module: Module, f: Function, args: list[np.ndarray],
     check_arguments(f, args, names, params)
     if module.stage == "graph":
         return GraphInterpreter(module, base_dir).call(f, args)
-    if module.stage in loop.STAGES:
-        return loop.LoopInterpreter(module, base_dir).call(f, args, names)
+    for interp in (loop.LoopInterpreter, buffered.BufferedInterpreter):
+        if module.stage in interp.stages:
+            return interp(module, base_dir).call(f, args, names)
+    stages = sorted(loop.LoopInterpreter.stages | buffered.BufferedInterpreter.stages)
     raise Diagnostic(f"swir-run cannot execute the {module.stage} stage yet "
-                     f"(interpreters exist for: graph, {', '.join(sorted(loop.STAGES))})",
-                     module.loc)
+                     f"(interpreters exist for: graph, {', '.join(stages)})", module.loc)

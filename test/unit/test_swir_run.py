@@ -373,9 +373,9 @@ def test_loop_stage_runtime_error_is_located_and_writes_nothing(loop_dir):
 
 def test_other_stages_are_refused(tmp_path):
     m = tmp_path / "b.swir"
-    m.write_text('module "b"\nstage buffered\nfunc @main() {\n\'entry:\n  return\n}\n')
+    m.write_text('module "b"\nstage dma\nfunc @main() {\n\'entry:\n  return\n}\n')
     r = run(m)
-    assert_one_line_error(r, "cannot execute the buffered stage yet")
+    assert_one_line_error(r, "cannot execute the dma stage yet")
 
 
 def test_lowered_example_gives_the_graph_result(tmp_path):

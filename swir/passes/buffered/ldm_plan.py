@@ -129,6 +129,18 @@ class Tensor:
         return self.base.name or "?"
 
     @property
+    def has_holes(self) -> bool:
+        """Whether the tile may hold elements the nest never writes (a stride
+        above 1, two variables in one dimension, constant offsets): copying it
+        out must then copy it in first, so the holes keep their values."""
+        return any(len(c) > 1 or any(abs(k) > 1 for k in c.values()) or lo != hi
+                   for c, lo, hi in zip(self.coefs, self.cmin, self.cmax))
+
+    @property
+    def copied_in(self) -> bool:
+        return self.read or (self.written and self.has_holes)
+
+    @property
     def shape(self) -> tuple[int, ...]:
         return self.base.type.shape
 
@@ -449,12 +461,12 @@ class Plan:
 
     def copies(self) -> int:
         trips = [v.ntiles for v in self.order]
-        return sum(executions(lv, trips) * ((t.read and not self._initialised(t)) + t.written)
+        return sum(executions(lv, trips) * ((t.copied_in and not self._initialised(t)) + t.written)
                    for t, lv in self.levels.items())
 
     def _initialised(self, t: Tensor) -> bool:
         """A reduction's output is initialised in LDM, never copied in."""
-        return bool(self.nest.red) and t.base is self.nest.output
+        return bool(self.nest.red) and t.base is self.nest.output and not t.has_holes
 
     def describe(self, kernel: str, capacity: int) -> str:
         tiles = self.nest.tiles()
@@ -489,7 +501,7 @@ class Plan:
         here = [t for t, lv in self.levels.items() if lv == pos]
         for t in here:
             self._bounds(t)
-            if t.read and not self._initialised(t):
+            if t.copied_in and not self._initialised(t):
                 self._copy(b, t, "copy_in")
         out_here = bool(self.nest.red) and pos == self.out_level
         if out_here:
@@ -702,8 +714,8 @@ def dma_count(nest: Nest, order: list[LoopVar]) -> int:
     total = 0
     for t in nest.buffered():
         lv = copy_level(_corr(t), outer)
-        init = bool(nest.red) and t.base is nest.output
-        n = (t.read and not init) + t.written
+        init = bool(nest.red) and t.base is nest.output and not t.has_holes
+        n = (t.copied_in and not init) + t.written
         total += executions(lv, trips) * t.segments(tiles) * n
     return total
 

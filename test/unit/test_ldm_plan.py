@@ -1,0 +1,297 @@
+"""-ldm-plan: the analyses on swTVM's worked example (through the API), the
+copy placement rule, and every graph op run through graph -> loop ->
+buffered against the graph-stage interpreter, on awkward extents (1, 3, 7,
+13, 1000) and with a small LDM so that tiles, remainder tiles and several
+CPE tasks occur, checking that no simulated CPE exceeds its LDM.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swir.analysis.correlation import COMP, NUM, SIZE, Classification, correlation
+from swir.analysis.placement import copy_level, executions
+from swir.interp.kernels import dtype_of
+from swir.interp.run import run_function
+from swir.ir.builder import Builder
+from swir.ir.core import Module
+from swir.ir.types import F32, I1, I64, TensorType, scalar
+from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.registry import all_ops
+from swir.parser import parse_module
+from swir.passes.buffered.ldm_plan import LDMPlan, Nest, Plan, dma_count, order_loops, size_buffers
+from swir.passes.loop.lower_loops import LowerLoops
+from swir.passes.manager import AnalysisManager
+from swir.printer import print_module
+from swir.verifier import verify
+
+PAPER = """
+module "paper"
+stage loop
+kernel @matmul_0(%A: buf<1 x 1024 x f32>, %B: buf<1024 x 1024 x f32>, %C: buf<1 x 1024 x f32>) {
+  %zero = const 0.0 : f32
+  for %x = 0 to 1 {
+    for %y = 0 to 1024 {
+      store %zero, %C[%x, %y]
+      for %k = 0 to 1024 {
+        %c = load %C[%x, %y] : f32
+        %a = load %A[%x, %k] : f32
+        %b = load %B[%k, %y] : f32
+        %m = mul %a, %b : f32
+        %s = add %c, %m : f32
+        store %s, %C[%x, %y]
+      }
+    }
+  }
+}
+"""
+
+
+def paper_nest() -> Nest:
+    m = parse_module(PAPER, "<paper>")
+    top = next(i for i in m.lookup("matmul_0").body.blocks[0].instructions if i.opname == "for")
+    nest, why = Nest.parse(top)
+    assert nest is not None, why
+    return nest
+
+
+def test_paper_classification():
+    """x is a numvar, y a sizevar, k a compvar (Section 5.2)."""
+    nest = paper_nest()
+    byname = {v.name: v.iv for v in nest.vars}
+    dims = correlation({t.name: [_expr(c) for c in t.coefs] for t in nest.tensors}, byname.values())
+    assert dims["B"].dims == [{byname["y"]}, {byname["k"]}]   # lowest dimension first
+    cls = Classification(dims, set(byname.values()), list(byname.values()))
+    kinds = cls.classify()
+    assert kinds[SIZE] == [byname["y"]] and kinds[COMP] == [byname["k"]]
+    assert cls.vartype(byname["x"]) == NUM
+    # UPDATE(UP) on y: C's buffered dimension moves past y, so x (in C's next
+    # dimension, and still in A's higher one) becomes a compvar; DOWN undoes it.
+    cls.update(byname["y"], up=True)
+    assert dims["C"].cur_buf_dim == 1 and cls.vartype(byname["x"]) == COMP
+    cls.update(byname["y"], up=False)
+    assert dims["C"].cur_buf_dim == 0 and cls.vartype(byname["x"]) == NUM
+
+
+def _expr(coefs):
+    from swir.ir.affine import Expr
+    return Expr(tuple(coefs.items()), 0)
+
+
+def test_paper_plan_through_the_analysis_api():
+    """Initial phase: y = 64 (516 bytes), then k = 64: 16,896 bytes = 16.5 KB,
+    the paper's intermediate step; expansion: y = 128, 33,536 bytes = 32.75 KB;
+    k = 128 would need 66,560 bytes (65 KB) and stops the expansion."""
+    nest = paper_nest()
+    steps = size_buffers(nest, 65536 - 4096)
+    assert steps[0] == ("initial", {"x": 1, "y": 64, "k": 1}, 516)
+    assert steps[1] == ("initial", {"x": 1, "y": 64, "k": 64}, 16896)
+    assert steps[2] == ("expand", {"x": 1, "y": 128, "k": 64}, 33536)
+    assert len(steps) == 3
+    assert {v.name: v.tile for v in nest.vars} == {"x": 1, "y": 128, "k": 64}
+    assert nest.ldm_bytes() == 33536
+    # The same plan with the full 64 KB and no reserve: 65 KB still does not fit.
+    nest = paper_nest()
+    size_buffers(nest, 65536)
+    assert {v.name: v.tile for v in nest.vars} == {"x": 1, "y": 128, "k": 64}
+
+
+def test_paper_loop_order_and_parallel_loop():
+    """Algorithm 2: ko inside yo (the output stays in LDM across k); yo is
+    spread over the CPEs; 8 + 16*8*2 copies per call."""
+    nest = paper_nest()
+    size_buffers(nest, 61440)
+    order = order_loops(nest)
+    assert [v.name for v in order] == ["y", "k"]
+    ko_first = dma_count(nest, list(reversed(order)))
+    assert dma_count(nest, order) < ko_first
+    plan = Plan.make(nest, 64)
+    assert [v.name for v in plan.parallel] == ["y"]
+    assert plan.copies() == 8 + 2 * 8 * 16
+
+
+def test_copy_level_is_the_placement_rule():
+    # Outer loops yo, ko: A[x, k] depends on ko -> inside ko; C[x, y] on yo only.
+    assert copy_level({"k"}, ["y", "k"]) == 2
+    assert copy_level({"y"}, ["y", "k"]) == 1
+    assert copy_level(set(), ["y", "k"]) == 0
+    assert copy_level(set(), ["y", "k"], floor=1) == 1  # at least inside the CPE loop
+    assert copy_level({"x"}, ["y", "k"]) == 0           # x has no tile loop
+    assert executions(2, [8, 16]) == 128 and executions(0, [8, 16]) == 1
+
+
+# -- every graph op through the buffered stage ---------------------------------------------
+
+def rng_for(*key) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def T(shape, elem="f32") -> TensorType:
+    return TensorType(tuple(shape), scalar(elem))
+
+
+# (op, operand types, attributes). Extents 1, 3, 7, 13 and 1000 throughout.
+CASES = [
+    ("matmul", [T((1, 1000)), T((1000, 7))], {}),
+    ("matmul", [T((3, 13)), T((13, 7))], {}),
+    ("matmul", [T((2, 3, 7)), T((7, 13))], {}),
+    ("conv2d", [T((1, 3, 13, 13)), T((7, 3, 3, 3)), T((7,))],
+     {"stride": [2, 2], "pad": [1, 1, 1, 1]}),
+    ("conv2d", [T((1, 7, 13, 13)), T((7, 1, 3, 3))], {"pad": [1, 1, 1, 1], "groups": 7}),
+    ("conv2d", [T((1, 6, 7, 7)), T((4, 3, 1, 3))], {"groups": 2, "dilation": [1, 2]}),
+    ("conv2d", [T((1, 13, 7, 7)), T((3, 13, 1, 1))], {}),
+    ("conv_transpose2d", [T((1, 3, 7, 7)), T((3, 5, 3, 3))],
+     {"stride": [2, 2], "pad": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ("max_pool2d", [T((1, 3, 13, 13))],
+     {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "ceil_mode": True}),
+    ("avg_pool2d", [T((1, 3, 13, 7))], {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1]}),
+    ("avg_pool2d", [T((1, 3, 7, 7))], {"kernel": [3, 3], "count_include_pad": True}),
+    ("global_avg_pool2d", [T((1, 7, 13, 13))], {}),
+    ("batch_norm", [T((1, 7, 13, 3))] + [T((7,))] * 4, {}),
+    ("softmax", [T((3, 1000))], {}),
+    ("log_softmax", [T((7, 13))], {"axis": 0}),
+    ("layer_norm", [T((3, 7, 13)), T((13,)), T((13,))], {}),
+    ("reduce_sum", [T((7, 13, 3))], {"axes": [1]}),
+    ("reduce_mean", [T((7, 13, 3))], {"axes": [0, 2], "keepdims": False}),
+    ("reduce_max", [T((7, 13))], {}),
+    ("reduce_min", [T((13, 7))], {"axes": [-1]}),
+    ("reduce_prod", [T((7, 3))], {"axes": [1]}),
+    ("argmax", [T((7, 13))], {"axis": 1}),
+    ("transpose", [T((3, 7, 13))], {"perm": [2, 0, 1]}),
+    ("reshape", [T((7, 13))], {"shape": [91]}),
+    ("reshape", [T((6, 13))], {"shape": [3, 26]}),
+    ("flatten", [T((1, 7, 13, 1))], {"axis": 1}),
+    ("concat", [T((3, 7)), T((3, 13)), T((3, 1))], {"axis": 1}),
+    ("split", [T((7, 13))], {"axis": 1, "sizes": [6, 7]}),
+    ("slice", [T((13, 7))], {"starts": [1], "ends": [12], "steps": [2]}),
+    ("slice", [T((13, 7))], {"starts": [-1], "ends": [-1000], "steps": [-3], "axes": [1]}),
+    ("pad", [T((7, 13))], {"pads": [1, 2, 3, 0]}),
+    ("pad", [T((7, 13))], {"pads": [2, 0, 1, 3], "mode": "reflect"}),
+    ("gather", [T((13, 7)), T((3,), "i64")], {"axis": 0}),
+    ("resize_nearest", [T((1, 3, 7, 7))], {"scales": [1.0, 1.0, 2.0, 1.5]}),
+    ("expand", [T((7, 1))], {"shape": [3, 7, 13]}),
+    ("squeeze", [T((1, 7, 1, 13))], {}),
+    ("unsqueeze", [T((7, 13))], {"axes": [0, 3]}),
+    ("clip", [T((7, 13))], {"min": -0.5, "max": 0.5}),
+    ("leaky_relu", [T((7, 13))], {"alpha": 0.2}),
+    ("gelu", [T((1000,))], {}),
+    ("select", [T((7, 1), "i1"), T((7, 13)), T((13,))], {}),
+    ("cast", [T((7, 13))], {"to": I64}),
+] + [(n, [T((7, 13))], {}) for n in sorted(UNARY) if UNARY[n][0] == "float"] \
+  + [(n, [T((7, 13)), T((13,))], {}) for n in sorted(BINARY) if BINARY[n][0] != "bool"] \
+  + [(n, [T((7, 13), "i1"), T((7, 1), "i1")], {}) for n in sorted(BINARY) if BINARY[n][0] == "bool"] \
+  + [("not", [T((13, 7), "i1")], {}), ("relu", [T((1000,))], {}), ("neg", [T((3, 7))], {}),
+     ("abs", [T((3, 7))], {})] \
+  + [(n, [T((7, 13)), T((7, 1))], {}) for n in sorted(COMPARE)]
+
+# Ops whose loop-stage kernels sum in the element type (the graph interpreter
+# sums f32 in f64), compared within 2·n·u·op(|x|): n terms, unit roundoff u,
+# and op(|x|) the same op on absolute values, which bounds Σ|terms|.
+SUMS = {"matmul", "conv2d", "conv_transpose2d", "avg_pool2d", "global_avg_pool2d",
+        "reduce_sum", "reduce_mean"}
+# Computed in f64 and rounded once at both stages: at most one rounding apart.
+WIDE = {"softmax", "log_softmax", "layer_norm", "gelu", "batch_norm"}
+
+
+def build(op: str, types: list, attrs: dict) -> str:
+    m = Module("case", stage="graph")
+    f, b = Builder.function(m, "main", types)
+    inst = b.create_inst(op, *f.params, attrs=attrs)
+    f.result_types = [r.type for r in inst.results]
+    b.create_inst("return", *inst.results)
+    verify(m)
+    return print_module(m)
+
+
+def inputs(op: str, types: list, key) -> list[np.ndarray]:
+    rng = rng_for(key)
+    out = []
+    for i, t in enumerate(types):
+        dt = dtype_of(t.element)
+        if t.element == I1:
+            out.append(rng.random(t.shape) < 0.5)
+        elif op == "gather" and i == 1:
+            out.append(np.array([2, -1, 12], dtype=dt))
+        elif dt.kind in "iu":
+            out.append(rng.integers(-5, 6, t.shape).astype(dt))
+        else:
+            x = rng.standard_normal(t.shape)
+            if op in ("log", "sqrt", "rsqrt", "pow", "div", "batch_norm", "reduce_prod"):
+                x = np.abs(x) + 0.5
+            out.append(x.astype(dt))
+    return out
+
+
+def buffered(text: str, ldm_size: int) -> tuple[Module, LDMPlan]:
+    m = parse_module(text, "<case>")
+    LowerLoops().run(m, AnalysisManager())
+    p = LDMPlan(ldm_size=ldm_size)
+    p.run(m, AnalysisManager())
+    verify(m)
+    assert print_module(parse_module(print_module(m), "<printed>")) == print_module(m)
+    return m, p
+
+
+@pytest.mark.parametrize("ldm_size", [65536, 2048])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0] if isinstance(c, tuple) else str(c))
+def test_buffered_stage_computes_the_graph_result(case, ldm_size):
+    op, types, attrs = case
+    text = build(op, types, attrs)
+    args = inputs(op, types, (op, str(types)))
+    g = parse_module(text, "<case>")
+    want = run_function(g, g.lookup("main"), args)
+    m, plan = buffered(text, ldm_size)
+    from swir.interp.buffered import BufferedInterpreter
+    interp = BufferedInterpreter(m, ".")
+    got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
+    assert all(peak <= ldm_size for peak in interp.ldm_peak.values()), interp.ldm_peak
+    for w, o in zip(want, got):
+        o = o.reshape(w.shape)
+        assert o.dtype == w.dtype
+        if w.dtype.kind != "f":
+            np.testing.assert_array_equal(o, w)
+        elif op in SUMS:
+            absargs = [np.abs(a) if a.dtype.kind == "f" else a for a in args]
+            (bound,) = run_function(g, g.lookup("main"), absargs)[:1]
+            n = max(a.size for a in args)
+            u = np.finfo(w.dtype).eps / 2
+            err = np.abs(o.astype(np.float64) - w.astype(np.float64))
+            assert np.all(err <= 2 * n * u * np.abs(bound.astype(np.float64)) + 1e-30)
+        elif op in WIDE or op == "reduce_prod":
+            np.testing.assert_allclose(o, w, rtol=4 * np.finfo(w.dtype).eps, atol=0)
+        else:
+            np.testing.assert_array_equal(o, w)
+
+
+def test_every_graph_op_goes_through_the_buffered_stage():
+    structural = {"const", "call", "return", "br", "cond_br"}
+    graph_ops = {o.name for o in all_ops() if "graph" in o.stages} - structural
+    assert graph_ops <= {c[0] for c in CASES}, graph_ops - {c[0] for c in CASES}
+
+
+def test_small_ldm_makes_tiles_and_several_tasks():
+    text = build("matmul", [T((1, 1000)), T((1000, 7))], {})
+    m, p = buffered(text, 2048)
+    out = print_module(m)
+    assert "parallel" in out and "min(" in out and p.statistics["nests planned"] >= 1
+
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.swir"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_bundled_examples_buffered_stage_matches_graph(path):
+    """The buffered stage of every bundled example gives the graph result
+    (f32 sums accumulate in f32 below the graph stage: 1e-5 relative is
+    about 80 ulp of headroom on these softmax outputs)."""
+    args = [np.load(p) for p in sorted(path.parent.glob(path.stem + "_input*.npy"))]
+    g = parse_module(path.read_text(), str(path))
+    want = run_function(g, g.lookup("main"), args, base_dir=path.parent)
+    m, _ = buffered(path.read_text(), 65536)
+    got = run_function(m, m.lookup("main"), args, base_dir=path.parent)
+    for w, o in zip(want, got):
+        np.testing.assert_allclose(o, w, rtol=1e-5, atol=0)
