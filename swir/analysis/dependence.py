@@ -53,8 +53,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from swir.ir.affine import Compound, Expr
-from swir.ir.core import (Access, BlockArgument, Constraint, Global, Instruction, Range,
-                          Result, Value)
+from swir.ir.core import (
+    Access,
+    BlockArgument,
+    Constraint,
+    Global,
+    Instruction,
+    Range,
+    Result,
+    Value,
+)
 
 LOOP_OPS = ("for", "parallel")
 DIRECTIONS = ("<", "=", ">")
@@ -203,17 +211,17 @@ def _constant(v: Value | None) -> bool:
 class Lin:
     """``sum(coef * var) + const`` over integer variables (ints)."""
 
-    __slots__ = ("co", "c")
+    __slots__ = ("c", "co")
 
     def __init__(self, co: dict[int, int] | None = None, c: int = 0) -> None:
         self.co = {v: a for v, a in (co or {}).items() if a}
         self.c = c
 
     @staticmethod
-    def var(v: int) -> "Lin":
+    def var(v: int) -> Lin:
         return Lin({v: 1})
 
-    def __add__(self, o: "Lin | int") -> "Lin":
+    def __add__(self, o: Lin | int) -> Lin:
         if isinstance(o, int):
             return Lin(self.co, self.c + o)
         co = dict(self.co)
@@ -221,13 +229,13 @@ class Lin:
             co[v] = co.get(v, 0) + a
         return Lin(co, self.c + o.c)
 
-    def __sub__(self, o: "Lin | int") -> "Lin":
+    def __sub__(self, o: Lin | int) -> Lin:
         return self + (-o if isinstance(o, int) else o.scale(-1))
 
-    def scale(self, k: int) -> "Lin":
+    def scale(self, k: int) -> Lin:
         return Lin({v: a * k for v, a in self.co.items()}, self.c * k)
 
-    def subst(self, v: int, by: "Lin") -> "Lin":
+    def subst(self, v: int, by: Lin) -> Lin:
         a = self.co.get(v)
         if not a:
             return self
@@ -251,7 +259,7 @@ class _System:
         self.nvars += 1
         return self.nvars - 1
 
-    def copy(self) -> "_System":
+    def copy(self) -> _System:
         return _System(self.nvars, list(self.eqs), list(self.ineqs))
 
 
@@ -398,7 +406,7 @@ class _Problem:
         self.private = private
         self.shared: dict[int, Lin] = {}
 
-    def instance(self, tag: str) -> "_Instance":
+    def instance(self, tag: str) -> _Instance:
         return _Instance(self, tag)
 
 

@@ -19,14 +19,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from swir.analysis.dependence import (Dependence, ancestors, carried_dependence,
-                                      fusion_preventing_dependence, nest_dependences,
-                                      value_name)
+from swir.analysis.dependence import (
+    Dependence,
+    ancestors,
+    carried_dependence,
+    fusion_preventing_dependence,
+    nest_dependences,
+    value_name,
+)
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr, format_expr
 from swir.ir.builder import Builder
-from swir.ir.core import (Access, Apply, Block, BlockArgument, Constraint, Function,
-                          Instruction, Module, Region, Successor, Value)
+from swir.ir.core import (
+    Access,
+    Apply,
+    Block,
+    BlockArgument,
+    Constraint,
+    Function,
+    Instruction,
+    Module,
+    Region,
+    Successor,
+    Value,
+)
 from swir.ir.types import INDEX
 
 LOOP_OPS = ("for", "parallel")
