@@ -624,11 +624,12 @@ class _Verifier:
         return None
 
     def _dma_span(self, acc: Access, inst: Instruction, t: ShapedType) -> str | None:
-        """A DMA reads or writes count elements (in blocks, when strided) from its start."""
+        """A DMA reads or writes count elements (in blocks, when strided) from its
+        start in main memory; the LDM side is always packed."""
         count, bsize = inst.attrs.get("count", 0), inst.attrs.get("bsize", 0)
         stride = inst.attrs.get("stride", 0)
         span = count
-        if bsize:
+        if bsize and not isinstance(t, LDMType):
             blocks = -(-count // bsize)
             span = blocks * bsize + (blocks - 1) * stride
         strides = [1] * t.rank

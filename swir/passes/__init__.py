@@ -11,6 +11,7 @@ from swir.passes.manager import Pass
 PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
+    "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
     "ldm-plan": "swir.passes.buffered.ldm_plan:LDMPlan",
     "lower-loops": "swir.passes.loop.lower_loops:LowerLoops",

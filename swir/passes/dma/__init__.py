@@ -1,0 +1,1 @@
+"""Passes producing and working on the dma stage."""

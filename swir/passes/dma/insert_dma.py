@@ -1,0 +1,338 @@
+"""-insert-dma: buffered stage → dma stage (swTVM's DMA auto-insertion and
+the MPE / CPE split).
+
+- **MPE / CPE split.** Every ``func`` becomes a ``host func`` and every
+  ``kernel`` a ``cpe kernel``; a call of a kernel becomes ``spawn`` + ``join``
+  (the arguments become the kernel's parameter struct). A kernel with several
+  ``parallel`` loops becomes one cpe kernel per loop, spawned in order: the
+  ``join`` between them is the barrier the buffered stage's semantics need.
+- **Work split.** The ``parallel`` loop becomes a per-CPE range:
+  ``%id = cpe_id``, ``%lo, %hi = chunk %id {extent, workers}``,
+  ``for %p = %lo to %hi`` (guarded by ``%id < workers`` when fewer workers
+  than CPEs are used), balanced to within one iteration. Side-effecting code
+  outside the parallel loop runs on CPE 0 only.
+- **DMA.** Each ``copy_in`` / ``copy_out`` becomes DMAs (``dma_get`` /
+  ``dma_put``) with the main-memory start element, element count, block size
+  and stride: contiguous dimensions are merged into one block, one further
+  dimension becomes the stride of a single strided DMA, dimensions beyond
+  that are loops of DMAs. A region whose extents vary (remainder tiles) gets
+  an ``if`` per varying extent: whole tiles and edge tiles each get the
+  fewest DMAs for their constant extents, so edge tiles move exactly what
+  exists (rows of an edge tile that do not fill their LDM rows go one DMA per
+  row, to the row's place in the LDM buffer).
+- **Waits.** The gets of one group of ``copy_in``s share reply word 0 and one
+  ``dma_wait`` placed just before the first instruction that is not part of
+  the group (the first use of the buffers); the branches of an edge-tile
+  ``if`` use reply word 2 and wait at their own end. Puts use reply word 1 and are waited for right after they are
+  issued (before the buffer can be overwritten and before the kernel ends).
+
+Double buffering is not implemented yet (see docs/passes.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from swir.ir.affine import Compound, Expr
+from swir.ir.builder import Builder
+from swir.ir.core import (Access, Apply, Block, Constraint, Function, Instruction, Module,
+                          Range, Region, Value)
+from swir.ir.types import INDEX, LDMType
+from swir.passes.manager import AnalysisManager, Pass
+
+GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
+CPES = 64
+
+
+@dataclass
+class InsertDMA(Pass):
+    name = "insert-dma"
+    summary = "Lower copies to DMA, split MPE host code from CPE kernels (buffered -> dma)"
+    stages = ("buffered",)
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        split = {}
+        for f in list(module.functions):
+            if f.kind == "kernel" and f.body is not None:
+                split[f.name] = self.split_kernel(module, f)
+        for f in module.functions:
+            if f.kind == "kernel":
+                f.target = "cpe"
+                if f.body is not None:
+                    self.lower_kernel(f)
+            else:
+                f.target = "host"
+        for f in module.functions:
+            if f.kind == "func" and f.body is not None:
+                self.spawn_calls(f, split)
+        module.stage = "dma"
+        return True
+
+    # -- MPE / CPE split -------------------------------------------------------------
+    def split_kernel(self, module: Module, f: Function) -> list[str]:
+        """One cpe kernel per parallel loop (the join between spawns is the
+        barrier between them); returns the kernels to spawn, in order."""
+        block = f.body.blocks[0]
+        loops = [i for i in block.instructions if i.opname == "parallel"]
+        names = [f.name]
+        for n, loop in enumerate(loops[1:], 1):
+            name = _unique(module, f"{f.name}_{n}")
+            g, b = Builder.function(module, name, [p.type for p in f.params], kind="kernel",
+                                    param_names=[p.name for p in f.params])
+            inner = list(loop.walk())
+            for old, new in zip(f.params, g.params):
+                for inst in inner:
+                    inst.replace_uses_of(old, new)
+            for inst in list(block.instructions):
+                if inst.opname == "const" and any(u in inner for r in inst.results
+                                                  for u in r.users):
+                    copy = b.create_inst("const", *inst.args, types=[r.type for r in inst.results],
+                                         names=[r.name for r in inst.results])
+                    for u in inner:
+                        u.replace_uses_of(inst.results[0], copy.results[0])
+            loop.detach()
+            g.body.blocks[0].append(loop)
+            module.items.remove(g)
+            module.items.insert(module.items.index(f) + n, g)
+            names.append(name)
+            self.bump("kernels split off")
+        return names
+
+    def spawn_calls(self, f: Function, split: dict[str, list[str]]) -> None:
+        for inst in list(f.walk()):
+            app = inst.args[0] if inst.opname == "call" and inst.args else None
+            if not isinstance(app, Apply) or app.callee not in split:
+                continue
+            b = Builder(inst.parent, before=inst)
+            for name in split[app.callee]:
+                b.create_inst("spawn", Apply(name, app.args))
+                b.create_inst("join")
+                self.bump("spawns")
+            inst.erase()
+
+    # -- CPE kernels ---------------------------------------------------------------------
+    def lower_kernel(self, f: Function) -> None:
+        block = f.body.blocks[0]
+        first = next((i for i in block.instructions if i.opname != "const"), None)
+        b = Builder(block, before=first)
+        cpe = b.create("cpe_id", types=[INDEX], names=["id"])
+        for inst in list(block.instructions):
+            if inst.opname == "parallel":
+                self.distribute(inst, cpe)
+            elif inst.opname not in ("const", "cpe_id") and not _pure(inst):
+                _guard_cpe0(inst, cpe)
+        for inst in list(f.walk()):
+            if inst.opname in ("copy_in", "copy_out") and inst.parent is not None:
+                self.lower_copy(inst)
+        self.place_get_waits(f)
+
+    def distribute(self, loop: Instruction, cpe: Value) -> None:
+        lb, ub = loop.args[0], loop.args[1]
+        workers = int(loop.attrs.get("workers", CPES))
+        extent = ub - lb
+        assert extent.is_constant, "parallel loops of the buffered stage have constant bounds"
+        b = Builder(loop.parent, before=loop)
+        guard = None
+        if workers < CPES:
+            guard = b.create_inst("if", Constraint(Expr.of(cpe), "<", Expr.of(workers)),
+                                  regions=[Region([Block(None)])])
+            b = Builder(guard.regions[0].blocks[0])
+        chunk = b.create_inst("chunk", Expr.of(cpe),
+                              attrs={"extent": extent.const, "workers": workers},
+                              types=[INDEX, INDEX], names=["lo", "hi"])
+        lo, hi = chunk.results
+        body = loop.regions[0]
+        loop.regions = []
+        new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
+                            regions=[body])
+        body.parent = new
+        loop.erase()
+        self.bump("parallel loops distributed")
+
+    # -- copies → DMA ------------------------------------------------------------------
+    def lower_copy(self, inst: Instruction) -> None:
+        get = inst.opname == "copy_in"
+        acc: Access = inst.args[0] if get else inst.args[1]
+        ldm: Value = inst.args[1] if get else inst.args[0]
+        region = CopyRegion(acc, ldm, get)
+        b = Builder(inst.parent, before=inst)
+        if region.compounds:
+            region.emit_cases(b, region.compounds, {})
+            self.bump("edge-tile branches", 2 ** len(region.compounds) - 1)
+        else:
+            n = region.emit(b, GET_REPLY if get else PUT_REPLY, {})
+            if not get:
+                b.create_inst("dma_wait", attrs={"reply": PUT_REPLY, "times": n})
+        inst.erase()
+
+    def place_get_waits(self, f: Function) -> None:
+        """Gets on reply 0 are waited for once per group, just before the first
+        instruction after the group that is not a DMA (the first use)."""
+        _wait_groups(f.body.blocks[0])
+
+
+def _wait_groups(block: Block) -> None:
+    pending = 0
+    for inst in list(block.instructions):
+        issued = _gets_issued(inst)
+        if issued is not None:  # a get, or a loop of them: counted here
+            pending += issued
+            continue
+        if _dma_only(inst):     # an edge-tile branch: it waits for itself
+            continue
+        if pending:
+            inst.insert_before(Instruction("dma_wait",
+                                           attrs={"reply": GET_REPLY, "times": pending}))
+            pending = 0
+        for region in inst.regions:
+            for b in region.blocks:
+                _wait_groups(b)
+    if pending:
+        block.append(Instruction("dma_wait", attrs={"reply": GET_REPLY, "times": pending}))
+
+
+def _dma_only(inst: Instruction) -> bool:
+    """DMA instructions, and loops / guards holding nothing else."""
+    if inst.opname in ("dma_get", "dma_put", "dma_wait"):
+        return True
+    return bool(inst.regions) and inst.opname in ("for", "if") and all(
+        _dma_only(i) for r in inst.regions for b in r.blocks for i in b.instructions)
+
+
+def _gets_issued(inst: Instruction) -> int | None:
+    """How many reply-0 gets an instruction issues (None: it is not a get or a
+    loop of gets with a constant trip count)."""
+    if inst.opname == "dma_get" and inst.attrs.get("reply") == GET_REPLY:
+        return 1
+    lb, ub = (Expr.of(a) for a in inst.args[:2]) if inst.opname == "for" else (None, None)
+    if inst.opname == "for" and lb.is_constant and ub.is_constant:
+        body = inst.regions[0].blocks[0].instructions
+        counts = [_gets_issued(i) for i in body]
+        if body and all(c is not None for c in counts):
+            return (ub.const - lb.const) * sum(counts)
+    return None
+
+
+class CopyRegion:
+    """A copy's main-memory region: per ranged dimension its start, extent
+    (an expression: edge tiles are smaller) and the LDM dimension it fills."""
+
+    def __init__(self, acc: Access, ldm: Value, get: bool) -> None:
+        self.acc, self.ldm, self.get = acc, ldm, get
+        self.shape = acc.base.type.shape
+        self.pitch = [math.prod(self.shape[d + 1:]) for d in range(len(self.shape))]
+        self.start = [ix.lo if isinstance(ix, Range) else ix for ix in acc.indices]
+        maxes = iter(ldm.type.shape)
+        self.dims = [(d, ix.lo, ix.hi - ix.lo, next(maxes))
+                     for d, ix in enumerate(acc.indices) if isinstance(ix, Range)]
+        seen: dict = {}
+        for _, _, ext, _ in self.dims:
+            for atom, _ in ext.terms:
+                if isinstance(atom, Compound):
+                    seen.setdefault(atom.key(), atom)
+        self.compounds = list(seen.values())
+
+    # -- edge tiles ----------------------------------------------------------------------
+    def emit_cases(self, b: Builder, todo: list[Compound], values: dict) -> None:
+        """One branch per whole / edge choice of each varying extent, each with
+        constant extents, so every branch moves exactly what exists."""
+        if not todo:
+            n = self.emit(b, EDGE_REPLY, values)
+            b.create_inst("dma_wait", attrs={"reply": EDGE_REPLY, "times": n})
+            return
+        atom, rest = todo[0], todo[1:]
+        full, edge, x = _min_cases(atom)
+        guard = b.create_inst("if", Constraint(x, ">=", Expr.of(full)),
+                              regions=[Region([Block(None)]), Region([Block(None)])])
+        self.emit_cases(Builder(guard.regions[0].blocks[0]), rest, {**values, atom.key(): full})
+        self.emit_cases(Builder(guard.regions[1].blocks[0]), rest, {**values, atom.key(): edge})
+
+    def extents(self, values: dict) -> list[int]:
+        out = []
+        for _, _, ext, _ in self.dims:
+            total = ext.const
+            for atom, c in ext.terms:
+                total += c * values[atom.key()]
+            out.append(total)
+        return out
+
+    # -- one whole or edge tile ----------------------------------------------------------
+    def emit(self, b: Builder, reply: int, values: dict) -> int:
+        """The fewest DMAs for constant extents: the innermost dimension, when
+        contiguous in memory, is the block; whole rows of memory (that also
+        fill their LDM rows) widen it; one more dimension becomes the stride;
+        dimensions beyond are loops. Returns the DMAs issued."""
+        ext = self.extents(values)
+        dims = [(d, lo, e, m) for (d, lo, _, m), e in zip(self.dims, ext)]
+        last = len(dims) - 1
+        if self.pitch[dims[last][0]] == 1:
+            block, k = dims[last][2], last
+            packed = dims[last][2] == dims[last][3]   # the LDM rows hold no gaps
+            while packed and k > 0 and self.pitch[dims[k - 1][0]] == block:
+                block *= dims[k - 1][2]                # whole rows: still contiguous
+                packed = dims[k - 1][2] == dims[k - 1][3]
+                k -= 1
+            strided = dims[k - 1] if packed and k > 0 else None
+        else:   # the innermost ranged dimension is not contiguous in memory
+            block, k, strided = 1, last + 1, dims[last]
+        outer = dims[:k - 1] if strided is not None else dims[:k]
+        attrs = {"count": block * (strided[2] if strided else 1), "reply": reply}
+        if strided is not None and self.pitch[strided[0]] != block:
+            attrs["bsize"] = block
+            attrs["stride"] = self.pitch[strided[0]] - block
+        return self._loops(b, outer, attrs, {})
+
+    def _loops(self, b: Builder, outer: list, attrs: dict, at: dict) -> int:
+        if not outer:
+            mem = Access(self.acc.base, tuple(at.get(d, s) for d, s in enumerate(self.start)))
+            local = self._local(at)
+            if self.get:
+                b.create_inst("dma_get", mem, local, attrs=dict(attrs), arrow=1)
+            else:
+                b.create_inst("dma_put", local, mem, attrs=dict(attrs), arrow=1)
+            return 1
+        d, lo, e, _ = outer[0]
+        with b.loop(0, e, name=f"r{d}") as iv:
+            n = self._loops(b, outer[1:], attrs, {**at, d: lo + iv, ("ldm", d): Expr.of(iv)})
+        return e * n
+
+    def _local(self, at: dict) -> Value | Access:
+        idx = [at.get(("ldm", d)) for d, _, _, _ in self.dims]
+        if all(i is None for i in idx):
+            return self.ldm
+        return Access(self.ldm, tuple(i if i is not None else Expr.of(0) for i in idx))
+
+
+def _min_cases(atom: Compound) -> tuple[int, int, Expr]:
+    """For -ldm-plan's remainder extent min(T, E - T*vo): the whole value T,
+    the edge value ((E - 1) mod T) + 1, and E - T*vo (whole when >= T)."""
+    const = [a for a in atom.args if a.is_constant]
+    other = [a for a in atom.args if not a.is_constant]
+    if atom.kind != "min" or len(const) != 1 or len(other) != 1:
+        raise NotImplementedError(f"extent {atom} is not a remainder tile")
+    t, x = const[0].const, other[0]
+    if len(x.terms) != 1 or x.terms[0][1] != -t:
+        raise NotImplementedError(f"extent {atom} is not a remainder tile")
+    return t, (x.const - 1) % t + 1, x
+
+
+def _pure(inst: Instruction) -> bool:
+    d = inst.opdef
+    return d is not None and d.pure and not inst.regions
+
+
+def _guard_cpe0(inst: Instruction, cpe: Value) -> None:
+    guard = Instruction("if", [Constraint(Expr.of(cpe), "==", Expr.of(0))],
+                        regions=[Region([Block(None)])])
+    inst.insert_before(guard)
+    inst.detach()
+    guard.regions[0].blocks[0].append(inst)
+
+
+def _unique(module: Module, base: str) -> str:
+    name, n = base, 0
+    while module.lookup(name) is not None:
+        n += 1
+        name = f"{base}_{n}"
+    return name
