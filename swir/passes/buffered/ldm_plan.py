@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 
 from swir.analysis.correlation import COMP, SIZE, Classification, correlation
-from swir.analysis.dependence import carried_dependence
+from swir.analysis.dependence import carried_dependence, nest_dependences
 from swir.analysis.placement import copy_level, executions
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
@@ -58,11 +58,12 @@ class LDMPlan(Pass):
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        reserve = self.ldm_size // 16 if self.ldm_reserve < 0 else self.ldm_reserve
+        reserve = self.ldm_size // 16 if self.ldm_reserve == -1 else self.ldm_reserve
         capacity = self.ldm_size - reserve
-        if self.ldm_init < 1 or self.cpes < 1 or capacity <= 0:
+        if self.ldm_init < 1 or not 1 <= self.cpes <= 64 or reserve < 0 or capacity <= 0:
             raise PassFailure([Diagnostic(
-                "-ldm-plan: need ldm-init >= 1, cpes >= 1 and ldm-size > ldm-reserve "
+                "-ldm-plan: need ldm-init >= 1, cpes in [1, 64], ldm-reserve >= 0 (or -1) and "
+                "ldm-size > ldm-reserve "
                 f"(got {self.ldm_init}, {self.cpes}, {self.ldm_size}, {reserve})",
                 module.loc)])
         for f in module.functions:
@@ -130,15 +131,19 @@ class Tensor:
 
     @property
     def has_holes(self) -> bool:
-        """Whether the tile may hold elements the nest never writes (a stride
-        above 1, two variables in one dimension, constant offsets): copying it
-        out must then copy it in first, so the holes keep their values."""
-        return any(len(c) > 1 or any(abs(k) > 1 for k in c.values()) or lo != hi
-                   for c, lo, hi in zip(self.coefs, self.cmin, self.cmax))
+        """Whether the tile may hold elements the nest never writes: a stride
+        above 1, two variables in one dimension, one variable in two, constant
+        offsets. Copying such a tile out would overwrite the holes (which
+        another CPE may be writing), so written tensors with holes stay in
+        main memory."""
+        used = [v for c in self.coefs for v in c]
+        return len(used) != len(set(used)) or any(
+            len(c) > 1 or any(abs(k) > 1 for k in c.values()) or lo != hi
+            for c, lo, hi in zip(self.coefs, self.cmin, self.cmax))
 
     @property
     def copied_in(self) -> bool:
-        return self.read or (self.written and self.has_holes)
+        return self.read
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -177,6 +182,7 @@ class Nest:
     vars: list[LoopVar]
     tensors: list[Tensor]
     output: Value | None
+    initialised: bool = False
 
     @staticmethod
     def parse(top: Instruction) -> tuple[Nest | None, str]:
@@ -186,6 +192,8 @@ class Nest:
         items = band[-1].regions[0].blocks[0].instructions
         inner = [i for i in items if i.regions]
         red: list[Instruction] = []
+        if any(i.opname == "call" for i in top.walk()):
+            return None, "it calls a function (its memory effects stay in main memory)"
         if not inner:
             pre, body, post = [], list(items), []
         elif len(inner) == 1 and inner[0].opname == "for":
@@ -224,8 +232,13 @@ class Nest:
         vars_ += [LoopVar(lp.regions[0].blocks[0].args[0], _name(lp), lp.args[1].const, lp,
                           reduction=True) for lp in red]
         ivs = {v.iv for v in vars_}
+        why = _illegal(band, red, output)
+        if why:
+            return None, why
         tensors = _tensors(pre + body + post, ivs)
-        return Nest(top, band, red, pre, body, post, vars_, tensors, output), ""
+        nest = Nest(top, band, red, pre, body, post, vars_, tensors, output)
+        nest.initialised = any(i.opname == "store" and i.args[1].base is output for i in pre)
+        return nest, ""
 
     def buffered(self) -> list[Tensor]:
         return [t for t in self.tensors if t.direct is None]
@@ -255,6 +268,23 @@ def _needed(pre: list[Instruction], stmts: list[Instruction], writers: list[Inst
         if inst.opname == "load" and inst.args[0].base in written:
             return [], "it reads, before its inner loops, memory those loops write"
     return [i for i in pre if i in need], ""
+
+
+def _illegal(band: list[Instruction], red: list[Instruction], output: Value | None
+             ) -> str:
+    """Tiling, reordering and spreading the output loops is legal when no
+    dependence crosses output iterations; reordering reduction loops when the
+    only dependences they carry are the accumulation into the output."""
+    loops = band + red
+    for dep in nest_dependences(loops):
+        accumulation = dep.first.buffer is output and dep.second.buffer is output \
+            and output is not None
+        for dv in dep.directions:
+            if any(d != "=" for d in dv[:len(band)]):
+                return "a dependence crosses its output loops"
+            if any(d != "=" for d in dv[len(band):]) and not accumulation:
+                return "a dependence other than the accumulation crosses its reduction loops"
+    return ""
 
 
 def _live(stmts: list[Instruction]) -> list[Instruction]:
@@ -330,6 +360,9 @@ def _tensors(stmts: list[Instruction], ivs: set[Value]) -> list[Tensor]:
             t.direct = why
         t.read |= inst.opname == "load"
         t.written |= inst.opname == "store"
+    for t in found.values():
+        if t.written and t.direct is None and t.has_holes:
+            t.direct = "its tile would have holes that other CPEs may write"
     return list(found.values())
 
 
@@ -466,7 +499,7 @@ class Plan:
 
     def _initialised(self, t: Tensor) -> bool:
         """A reduction's output is initialised in LDM, never copied in."""
-        return bool(self.nest.red) and t.base is self.nest.output and not t.has_holes
+        return bool(self.nest.red) and self.nest.initialised and t.base is self.nest.output
 
     def describe(self, kernel: str, capacity: int) -> str:
         tiles = self.nest.tiles()
@@ -714,7 +747,7 @@ def dma_count(nest: Nest, order: list[LoopVar]) -> int:
     total = 0
     for t in nest.buffered():
         lv = copy_level(_corr(t), outer)
-        init = bool(nest.red) and t.base is nest.output and not t.has_holes
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
         n = (t.copied_in and not init) + t.written
         total += executions(lv, trips) * t.segments(tiles) * n
     return total
