@@ -1,11 +1,17 @@
 """swir-run: execute a function of a swir module in the reference interpreter.
 
     swir-run MODEL.swir --input X.npy [--input Y.npy ...] [--output OUT.npy ...]
-             [--func NAME] [--print]
+             [--func NAME] [--print] [--stats FILE.json] [--no-verify]
 
 Inputs bind to the function's parameters in order and must match their shapes
 and dtypes exactly. Outputs are written as .npy files (all of them, and only
 if the run succeeded); without --output, or with --print, results are printed.
+--stats writes the run's counters as JSON (with the outputs, only on success):
+instructions executed; from the buffered stage on, per function LDM
+high-water marks and copies; at the dma stage DMA gets and puts, bytes each
+way, transfer-size histograms and waits (docs/ir.md, "Executing IR").
+--no-verify skips the verifier, to test the interpreter's own run-time checks
+on modules the verifier would reject.
 
 At the loop stage a func's results are the buffers named by ``attributes
 {outputs = N}`` (its last N parameters, which take no --input), then its return
@@ -16,6 +22,7 @@ buffer parameters it writes, in parameter order (docs/ir.md, "Executing IR").
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -49,6 +56,12 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="where to write a result, in result order (repeat for each)")
     p.add_argument("--func", "-f", metavar="NAME", help="the function to run (default: @main)")
     p.add_argument("--print", action="store_true", help="print the results")
+    p.add_argument("--stats", metavar="FILE.json",
+                   help="write the run's counters (per kernel at the buffered and dma "
+                        "stages) as JSON")
+    p.add_argument("--no-verify", action="store_true",
+                   help="run without verifying the module first (the interpreter's own "
+                        "run-time checks still apply)")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p.parse_args(argv)
 
@@ -66,17 +79,23 @@ def load_input(path: str) -> np.ndarray:
         raise UsageError(f"input '{path}' is not a .npy file ({reason})") from None
 
 
-def write_outputs(paths: list[str], arrays: list[np.ndarray]) -> None:
-    """Write every output to a temporary file first, then move them all into place."""
+def write_outputs(paths: list[str], arrays: list[np.ndarray],
+                  extra: list[tuple[str, bytes]] | None = None) -> None:
+    """Write every output (and every extra file, as raw bytes) to a temporary
+    file first, then move them all into place."""
     temps: list[tuple[str, str]] = []
+    jobs: list[tuple[str, np.ndarray | bytes]] = [*zip(paths, arrays), *(extra or [])]
     try:
-        for path, arr in zip(paths, arrays):
+        for path, content in jobs:
             target = Path(path)
             fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
                                        prefix=f".{target.name}.", suffix=".tmp")
             temps.append((tmp, path))
             with os.fdopen(fd, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
+                if isinstance(content, bytes):
+                    fh.write(content)
+                else:
+                    np.save(fh, content, allow_pickle=False)
         for tmp, path in temps:
             os.replace(tmp, path)
     except OSError as e:
@@ -86,10 +105,22 @@ def write_outputs(paths: list[str], arrays: list[np.ndarray]) -> None:
         raise UsageError(f"cannot write output: {e.strerror or e} ({e.filename})") from None
 
 
+def stats_json(stats: dict) -> str:
+    """Counters as JSON: one key per line, lists on one line."""
+    def fmt(v: object, indent: str) -> str:
+        if isinstance(v, dict) and v:
+            inner = indent + " "
+            items = [f"{inner}{json.dumps(str(k))}: {fmt(x, inner)}" for k, x in v.items()]
+            return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+        return json.dumps(v)
+    return fmt(stats, "") + "\n"
+
+
 def main(argv: list[str]) -> int:
     a = _args(argv)
     module = parse_file(a.module)
-    verify(module)
+    if not a.no_verify:
+        verify(module)
     if a.func is not None:
         f = module.lookup(a.func.lstrip("@"))
         if not isinstance(f, Function):
@@ -102,9 +133,11 @@ def main(argv: list[str]) -> int:
                          f"{len(a.output)} --output given")
     args = [load_input(p) for p in a.input]
     base = Path(a.module).parent if a.module != "-" else Path(".")
-    results = run_function(module, f, args, base, [f"'{p}'" for p in a.input])
-    if a.output:
-        write_outputs(a.output, results)
+    stats: dict | None = {} if a.stats is not None else None
+    results = run_function(module, f, args, base, [f"'{p}'" for p in a.input], stats)
+    extra = [] if a.stats is None else [(a.stats, stats_json(stats).encode())]
+    if a.output or extra:
+        write_outputs(a.output, results, extra)
     if a.print or not a.output:
         for i, r in enumerate(results):
             print(f"result #{i}: {result_types[i]}")

@@ -22,6 +22,10 @@ stage's (:data:`BUFFERED_EMITTERS`):
   CPE), copies and elements moved each way, and the iterations each CPE ran
   (:class:`KernelStats`, ``BufferedInterpreter.kernel_stats``).
 
+The dma stage's interpreter (:mod:`swir.interp.dma`) extends this one through
+``buffer_class`` (what ``ldm_alloc`` makes), ``stats_class`` (what
+``kernel_stats`` holds) and ``copy_hook`` (called before a copy moves data).
+
 The rules are in docs/ir.md, "Executing IR", "The buffered stage".
 """
 
@@ -172,6 +176,9 @@ class BufferedInterpreter(LoopInterpreter):
     stages = frozenset({"buffered"})
     emitters: ClassVar[Mapping[str, OpEmitter]] = ChainMap(BUFFERED_EMITTERS, EMITTERS)
     description = "buffered-stage interpreter"
+    # What ldm_alloc makes, and what kernel_stats holds (a later stage extends them).
+    buffer_class: ClassVar[type[LDMBuffer]] = LDMBuffer
+    stats_class: ClassVar[type[KernelStats]] = KernelStats
 
     def __init__(self, module: Module, base_dir: str | Path = ".",
                  max_steps: int = MAX_STEPS, ldm_size: int | None = None,
@@ -220,7 +227,7 @@ class BufferedInterpreter(LoopInterpreter):
     def stats_for(self, f: Function) -> KernelStats:
         s = self.kernel_stats.get(f.name)
         if s is None:
-            s = self.kernel_stats[f.name] = KernelStats(f.name)
+            s = self.kernel_stats[f.name] = self.stats_class(f.name)
         return s
 
     def _compile(self, f: Function) -> Callable[..., tuple]:
@@ -240,6 +247,20 @@ class BufferedInterpreter(LoopInterpreter):
                 active.pop()
         return run
 
+    # Called by every copy_in / copy_out before it moves data, with the LDM
+    # buffer, the part of it copied (a tuple of slices), whether it is a
+    # copy_in, and a function raising a located diagnostic; None: no hook.
+    copy_hook: Callable[[LDMBuffer, tuple, bool, Callable[[str], None]], None] | None = None
+
+    def stats(self) -> dict[str, Any]:
+        """The counters of every function called in the last run (by name), as
+        JSON-ready data: :meth:`KernelStats.as_dict` plus the per-CPE figures."""
+        out = super().stats()
+        out["functions"] = {n: dict(s.as_dict(), ldm_peak_cpe=list(s.ldm_peak_cpe),
+                                    cpe_iterations=list(s.cpe_iterations))
+                            for n, s in self.kernel_stats.items() if s.calls}
+        return out
+
     def _free(self, buf: LDMBuffer) -> None:
         self.live[buf.owner] -= buf.nbytes
         self.live_buffers[buf.owner].pop(id(buf), None)
@@ -251,7 +272,7 @@ class BufferedInterpreter(LoopInterpreter):
         name, loc, nbytes = _value_text(inst.results[0]), inst.loc, t.bytes
         state, live, live_buffers, active = self.cpe_state, self.live, self.live_buffers, \
             self.active
-        cap = self.ldm_size
+        cap, make = self.ldm_size, self.buffer_class
 
         def alloc() -> LDMBuffer:
             cpe = state[0]
@@ -264,7 +285,7 @@ class BufferedInterpreter(LoopInterpreter):
                     f"bytes of LDM live at once, more than the {cap} bytes of LDM "
                     f"(ldm_size)", loc, notes[-8:])
             live[cpe] = total
-            buf = LDMBuffer(t, cpe, name, loc)
+            buf = make(t, cpe, name, loc)
             live_buffers[cpe][id(buf)] = buf
             for s in active:
                 if total > s.ldm_peak_cpe[cpe]:
@@ -327,7 +348,7 @@ class BufferedInterpreter(LoopInterpreter):
                 raise Diagnostic(f"'copy_out' writes to @{acc.base.name}, a constant global",
                                  inst.loc)
             return refuse
-        stats, state = self.stats_for(f), self.cpe_state
+        stats, state, hook = self.stats_for(f), self.cpe_state, self.copy_hook
         shape, ldm_shape = tuple(mt.shape), tuple(lt.shape)
         elem_bytes = lt.bytes // lt.num_elements
         text = _copy_text(inst)
@@ -370,6 +391,8 @@ class BufferedInterpreter(LoopInterpreter):
             main = mem.reshape(shape)[tuple(region)]
             local = tuple(slice(0, e) for e in extents)
             n = main.size
+            if hook is not None:
+                hook(buf, local, inbound, fail)
             if inbound:
                 buf.array[local] = main
                 buf.valid[local] = 1

@@ -22,7 +22,9 @@ accepts. Emitters may also run code when the region they stand in ends
 (:meth:`Emit.at_exit`), and loops are emitted by :func:`emit_loop` with the
 order of their iterations as a parameter. :data:`WRITES` names the operand slots
 through which an op writes memory (a kernel's results at the top level are the
-buffers it writes).
+buffers it writes). :meth:`LoopInterpreter.entry` gives what a top-level call
+runs (the dma stage runs a cpe kernel on every CPE) and
+:meth:`LoopInterpreter.stats` the run's counters (``swir-run --stats``).
 
 Run-time representation of values: a buffer is a flat (1-D) numpy array; an
 ``index`` is a Python int; every other scalar is a numpy scalar of its type
@@ -93,7 +95,8 @@ POISON_BYTES = (0xFA, 0x7F)
 OpEmitter = Callable[["Emit", Instruction], None]
 EMITTERS: dict[str, OpEmitter] = {}
 # Operand slots an op writes memory through (its Access's base or the buffer value).
-WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,)}
+WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
+                                      "dma_get": (1,), "dma_put": (1,)}
 
 
 def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
@@ -233,7 +236,7 @@ def _written_values(inst: Instruction, module: Module | None,
         if slot < len(inst.args):
             s = inst.args[slot]
             yield s.base if isinstance(s, Access) else s
-    if inst.opname == "call" and inst.args and isinstance(inst.args[0], Apply):
+    if inst.opname in ("call", "spawn") and inst.args and isinstance(inst.args[0], Apply):
         app = inst.args[0]
         callee = module.lookup(app.callee) if module is not None else None
         if isinstance(callee, Function):
@@ -800,7 +803,7 @@ class LoopInterpreter:
         self.state[0] = self.state[1] = 0
         values = [to_runtime(p.type, a) for p, a in zip(inputs, args)]
         outputs = [fresh_array(p.type) for p in f.params[len(inputs):]]
-        fn = self.function(f)
+        fn = self.entry(f)
         with np.errstate(all="ignore"), deep_recursion():
             returned = fn(*values, *outputs)
         if f.kind == "kernel":
@@ -812,6 +815,16 @@ class LoopInterpreter:
     def steps(self) -> int:
         """Instructions executed by the last call."""
         return self.state[0]
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the last top-level run, as JSON-ready data (``swir-run
+        --stats``); later stages' interpreters add theirs."""
+        return {"steps": self.steps}
+
+    def entry(self, f: Function) -> Callable[..., tuple]:
+        """The callable a top-level :meth:`call` of f runs (f compiled; a later
+        stage may wrap it, e.g. to run a CPE kernel on every CPE)."""
+        return self.function(f)
 
     # -- compiling ------------------------------------------------------------------
     def bind(self, obj: Any, prefix: str = "k") -> str:

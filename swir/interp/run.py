@@ -1,15 +1,16 @@
 """Running a module function on numpy inputs: binding and checking arguments.
 The entry point ``swir-run`` and the tests use; it picks the interpreter for
-the module's stage (graph, loop and buffered now; dma comes with its stage)."""
+the module's stage (graph, loop, buffered, dma) and can report its counters."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp import buffered, loop
+from swir.interp import buffered, dma, loop
 from swir.interp.graph import GraphInterpreter
 from swir.interp.kernels import dtype_of
 from swir.ir.core import FuncParam, Function, Module
@@ -65,17 +66,41 @@ def check_arguments(f: Function, args: list[np.ndarray], names: list[str],
                              f"{a.shape} {a.dtype}")
 
 
+# The interpreters of the stages after the graph stage.
+INTERPRETERS: tuple[type[loop.LoopInterpreter], ...] = (
+    loop.LoopInterpreter, buffered.BufferedInterpreter, dma.DMAInterpreter)
+
+
+def interpreter_for(module: Module, base_dir: str | Path = ".") -> Any:
+    """A fresh interpreter for the module's stage."""
+    if module.stage == "graph":
+        return GraphInterpreter(module, base_dir)
+    for interp in INTERPRETERS:
+        if module.stage in interp.stages:
+            return interp(module, base_dir)
+    stages = sorted(set().union(*(i.stages for i in INTERPRETERS)))
+    raise Diagnostic(f"swir-run cannot execute the {module.stage} stage "
+                     f"(interpreters exist for: graph, {', '.join(stages)})", module.loc)
+
+
 def run_function(module: Module, f: Function, args: list[np.ndarray],
-                 base_dir: str | Path = ".", arg_names: list[str] | None = None
-                 ) -> list[np.ndarray]:
+                 base_dir: str | Path = ".", arg_names: list[str] | None = None,
+                 stats: dict[str, Any] | None = None) -> list[np.ndarray]:
+    """Run f on the arguments; with ``stats``, fill that dict with the run's
+    counters as JSON-ready data: ``stage``, ``function``, ``steps`` (instructions
+    executed), and from the buffered stage on ``functions`` (per function run),
+    at the dma stage also ``total`` (see docs/ir.md, "Executing IR")."""
     names = arg_names or [f"argument #{i}" for i in range(len(args))]
     params, _ = signature(module, f)
     check_arguments(f, args, names, params)
+    interp = interpreter_for(module, base_dir)
     if module.stage == "graph":
-        return GraphInterpreter(module, base_dir).call(f, args)
-    for interp in (loop.LoopInterpreter, buffered.BufferedInterpreter):
-        if module.stage in interp.stages:
-            return interp(module, base_dir).call(f, args, names)
-    stages = sorted(loop.LoopInterpreter.stages | buffered.BufferedInterpreter.stages)
-    raise Diagnostic(f"swir-run cannot execute the {module.stage} stage yet "
-                     f"(interpreters exist for: graph, {', '.join(stages)})", module.loc)
+        results = interp.call(f, args)
+        counters: dict[str, Any] = {"steps": interp.steps}
+    else:
+        results = interp.call(f, args, names)
+        counters = interp.stats()
+    if stats is not None:
+        stats.clear()
+        stats.update({"stage": module.stage, "function": f.name, **counters})
+    return results
