@@ -1,0 +1,105 @@
+"""-insert-dma, checked numerically: every graph op through graph -> loop ->
+buffered -> dma runs on 64 simulated CPEs (private LDM, reply words, data in
+flight until waited) and gives the graph-stage result; the paper matmul's
+counted DMA traffic equals the closed form of its plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swir.interp.dma import DMAInterpreter
+from swir.interp.run import run_function
+from swir.parser import parse_module
+from swir.passes.buffered.ldm_plan import LDMPlan
+from swir.passes.dma.insert_dma import InsertDMA
+from swir.passes.loop.lower_loops import LowerLoops
+from swir.passes.manager import AnalysisManager
+from swir.printer import print_module
+from swir.verifier import verify
+
+def _sibling(name: str):
+    """A sibling test module (pytest imports tests by path, not by name)."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_cases = _sibling("test_ldm_plan")   # the every-graph-op case table and its helpers
+CASES, SUMS, WIDE, build, inputs = (_cases.CASES, _cases.SUMS, _cases.WIDE, _cases.build,
+                                    _cases.inputs)
+
+
+def to_dma(text: str, ldm_size: int = 65536):
+    m = parse_module(text, "<case>")
+    for p in (LowerLoops(), LDMPlan(ldm_size=ldm_size), InsertDMA()):
+        p.run(m, AnalysisManager())
+    verify(m)
+    assert print_module(parse_module(print_module(m), "<printed>")) == print_module(m)
+    return m
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_dma_stage_computes_the_graph_result(case):
+    op, types, attrs = case
+    text = build(op, types, attrs)
+    args = inputs(op, types, (op, str(types)))
+    g = parse_module(text, "<case>")
+    want = run_function(g, g.lookup("main"), args)
+    m = to_dma(text)
+    interp = DMAInterpreter(m, ".")
+    got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
+    assert all(s.ldm_peak <= 65536 for s in interp.kernel_stats.values())
+    for w, o in zip(want, got):
+        o = o.reshape(w.shape)
+        assert o.dtype == w.dtype
+        if w.dtype.kind != "f":
+            np.testing.assert_array_equal(o, w)
+        elif op in SUMS:
+            # Loop-stage kernels sum in the element type (the graph interpreter
+            # in f64): within 2·n·u·op(|x|), as in test_ldm_plan.py.
+            absargs = [np.abs(a) if a.dtype.kind == "f" else a for a in args]
+            (bound,) = run_function(g, g.lookup("main"), absargs)[:1]
+            n = max(a.size for a in args)
+            err = np.abs(o.astype(np.float64) - w.astype(np.float64))
+            u = np.finfo(w.dtype).eps / 2
+            assert np.all(err <= 2 * n * u * np.abs(bound.astype(np.float64)) + 1e-30)
+        elif op in WIDE or op == "reduce_prod":
+            np.testing.assert_allclose(o, w, rtol=4 * np.finfo(w.dtype).eps, atol=0)
+        else:
+            np.testing.assert_array_equal(o, w)
+
+
+PAPER = """
+module "paper"
+stage graph
+func @main(%a: <1 x 1024 x f32>, %b: <1024 x 1024 x f32>) -> <1 x 1024 x f32> {
+'entry:
+  %c = matmul %a, %b : <1 x 1024 x f32>
+  return %c
+}
+"""
+
+
+def test_paper_matmul_dma_traffic_is_the_closed_form_of_its_plan():
+    """Plan y = 128 (8 tiles), k = 64 (16 tiles): per y tile and k tile one
+    get of A's 64 floats and one strided get of B's 64 x 128 tile; per y tile
+    one put of C's 128 floats. So 8*16*2 = 256 gets moving 8*16*(64 + 8192)*4
+    = 4,227,072 bytes (A read 8 times, B exactly once), and 8 puts of 512
+    bytes = 4,096 bytes; one wait per k step and one per put."""
+    m = to_dma(PAPER)
+    interp = DMAInterpreter(m, ".")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 1024)).astype(np.float32)
+    (c,) = interp.call(m.lookup("main"), [a, b])
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    s = interp.kernel_stats["matmul_0"]
+    assert (s.gets, s.puts) == (8 * 16 * 2, 8)
+    assert s.bytes_in == 8 * 16 * (64 + 64 * 128) * 4 == 4_227_072
+    assert s.bytes_out == 1024 * 4
+    assert s.waits == 8 * 16 + 8
+    assert max(s.ldm_peak_cpe) == 33536 and sum(1 for p in s.ldm_peak_cpe if p) == 8
