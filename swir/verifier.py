@@ -497,7 +497,11 @@ class _Verifier:
             coef = dict((id(a), c) for a, c in e.terms)[id(iv)]
             lb, ub, _ = self.loop_bounds[id(iv)]
             rest = Expr(tuple((a, c) for a, c in e.terms if a is not iv), e.const)
-            return self._hi(rest + (ub - 1 if coef > 0 else lb).scale(coef))
+            # An enclosing guard on the variable itself (if %t < 15) tightens it.
+            g_hi, g_lo = self._guard_hi(Expr.of(iv)), self._guard_hi(-Expr.of(iv))
+            top = ub - 1 if g_hi is None else Expr.minmax("min", [ub - 1, g_hi])
+            bottom = lb if g_lo is None else Expr.minmax("max", [lb, -g_lo])
+            return self._hi(rest + (top if coef > 0 else bottom).scale(coef))
         total = e.const
         for atom, coef in e.terms:
             r = self._atom_range(atom)
@@ -669,7 +673,19 @@ class _TooComplex(Exception):
 
 
 def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
-    """Record ``d REL 0`` as bounds on d's linear part."""
+    """Record ``d REL 0`` as bounds on d's linear part (and, for one scaled
+    variable, c*x + k REL 0, on the variable itself)."""
+    if len(d.terms) == 1 and abs(d.terms[0][1]) > 1 and rel in (">=", ">", "<=", "<"):
+        (atom, c), k = d.terms[0], d.const
+        if rel in (">", "<"):  # integers: x > 0 is x - 1 >= 0
+            k, rel = (k - 1, ">=") if rel == ">" else (k + 1, "<=")
+        if rel == "<=":
+            c, k = -c, -k      # now c*x + k >= 0
+        x = Expr.of(atom)
+        if c > 0:   # x >= ceil(-k / c)
+            _add_guard(out, x - (-(k // c)), ">=")
+        else:       # x <= floor(k / -c)
+            _add_guard(out, x - (k // -c), "<=")
     key = d.linear_part().key()
     lo, hi = out.get(key, [-_INF, _INF])
     c = d.const

@@ -93,8 +93,10 @@ def parse_args(argv: list[str]) -> Options:
                 o.flags[name[3:]] = False
             elif eq:
                 o.globals[name] = (value, i)
-            else:
-                raise command_line_error(PROG, argv, i, f"unknown option '{a}'")
+            elif name.startswith("no-"):   # --no-double-buffer: a boolean pass option
+                o.globals[name[3:]] = ("false", i)
+            else:                          # --double-buffer
+                o.globals[name] = ("true", i)
         elif a == "-" or not a.startswith("-"):
             if seen_input:
                 raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")

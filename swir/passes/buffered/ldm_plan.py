@@ -55,6 +55,8 @@ class LDMPlan(Pass):
                                   "(default -1: ldm-size / 16, i.e. 4 KB of 64 KB)")
     ldm_init: int = option(64, "initial buffer size in elements (Algorithm 1)")
     cpes: int = option(64, "CPEs to spread the parallel loop over")
+    double_buffer: bool = option(False, "leave room for -insert-dma's double buffering: count "
+                                        "every read-only tile twice")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
@@ -78,6 +80,8 @@ class LDMPlan(Pass):
 
     def plan_nest(self, kernel: str, top: Instruction, capacity: int) -> None:
         nest, why = Nest.parse(top)
+        if nest is not None:
+            nest.double = self.double_buffer
         if nest is None:
             self.bump("nests kept as written")
             self.remark(top, f"@{kernel}: nest kept as written (not planned): {why}")
@@ -183,6 +187,7 @@ class Nest:
     tensors: list[Tensor]
     output: Value | None
     initialised: bool = False
+    double: bool = False      # read-only tiles count twice (double buffering)
 
     @staticmethod
     def parse(top: Instruction) -> tuple[Nest | None, str]:
@@ -248,7 +253,8 @@ class Nest:
 
     def ldm_bytes(self) -> int:
         tiles = self.tiles()
-        return sum(t.bytes(tiles) for t in self.buffered())
+        return sum(t.bytes(tiles) * (2 if self.double and t.read and not t.written else 1)
+                   for t in self.buffered())
 
 
 def _needed(pre: list[Instruction], stmts: list[Instruction], writers: list[Instruction]

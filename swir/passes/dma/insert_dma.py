@@ -26,7 +26,10 @@ the MPE / CPE split).
   ``if`` use reply word 2 and wait at their own end. Puts use reply word 1 and are waited for right after they are
   issued (before the buffer can be overwritten and before the kernel ends).
 
-Double buffering is not implemented yet (see docs/passes.md).
+- **Double buffering** (on by default where the second buffers fit): a
+  tile loop's gets are issued one tile ahead into a second buffer set on
+  alternating reply words, so the transfer of tile t+1 overlaps the compute
+  of tile t (docs/passes.md).
 """
 
 from __future__ import annotations
@@ -36,12 +39,23 @@ from dataclasses import dataclass
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
-from swir.ir.core import (Access, Apply, Block, Constraint, Function, Instruction, Module,
-                          Range, Region, Value)
-from swir.ir.types import INDEX, LDMType
-from swir.passes.manager import AnalysisManager, Pass
+from swir.ir.core import (
+    Access,
+    Apply,
+    Block,
+    Constraint,
+    Function,
+    Instruction,
+    Module,
+    Range,
+    Region,
+    Value,
+)
+from swir.ir.types import INDEX
+from swir.passes.manager import AnalysisManager, Pass, option
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
+EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
 CPES = 64
 
 
@@ -51,16 +65,23 @@ class InsertDMA(Pass):
     summary = "Lower copies to DMA, split MPE host code from CPE kernels (buffered -> dma)"
     stages = ("buffered",)
 
+    double_buffer: bool = option(True, "overlap each tile's gets with the previous tile's "
+                                       "compute where the doubled buffers fit the LDM")
+
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         split = {}
         for f in list(module.functions):
             if f.kind == "kernel" and f.body is not None:
                 split[f.name] = self.split_kernel(module, f)
+        size = int(module.attrs.get("ldm_size", 65536))
+        self.capacity = size - size // 16
         for f in module.functions:
             if f.kind == "kernel":
                 f.target = "cpe"
                 if f.body is not None:
                     self.lower_kernel(f)
+                    if self.double_buffer:
+                        self.double_buffer_loops(f)
             else:
                 f.target = "host"
         for f in module.functions:
@@ -166,6 +187,20 @@ class InsertDMA(Pass):
                 b.create_inst("dma_wait", attrs={"reply": PUT_REPLY, "times": n})
         inst.erase()
 
+    # -- double buffering ---------------------------------------------------------------
+    def double_buffer_loops(self, f: Function) -> None:
+        for loop in [i for i in f.walk() if i.opname == "for"]:
+            plan = _double_buffer_plan(loop)
+            if plan is None:
+                continue
+            gets, wait, rest, bufs = plan
+            extra = sum(b.type.bytes for b in bufs)
+            if _ldm_total(f) + extra > self.capacity:
+                self.bump("loops left single-buffered (LDM full)")
+                continue
+            _double_buffer(loop, gets, wait, rest, bufs)
+            self.bump("loops double-buffered")
+
     def place_get_waits(self, f: Function) -> None:
         """Gets on reply 0 are waited for once per group, just before the first
         instruction after the group that is not a DMA (the first use)."""
@@ -190,6 +225,125 @@ def _wait_groups(block: Block) -> None:
                 _wait_groups(b)
     if pending:
         block.append(Instruction("dma_wait", attrs={"reply": GET_REPLY, "times": pending}))
+
+
+def _ldm_total(f: Function) -> int:
+    return sum(i.results[0].type.bytes for i in f.walk() if i.opname == "ldm_alloc")
+
+
+def _double_buffer_plan(loop: Instruction):
+    """A tile loop whose body starts with a group of gets (reply 0) into whole
+    LDM buffers allocated outside it, then their wait: the gets can run one
+    tile ahead. The buffers must be written by nothing else in the loop and
+    not used after it."""
+    body = loop.regions[0].blocks[0].instructions
+    k = 0
+    while k < len(body) and body[k].opname == "dma_get" and body[k].attrs.get("reply") == 0:
+        k += 1
+    if k == 0 or k >= len(body) or body[k].opname != "dma_wait" or \
+            body[k].attrs.get("reply") != GET_REPLY or body[k].attrs.get("times") != k:
+        return None
+    gets, wait, rest = body[:k], body[k], body[k + 1:]
+    bufs = []
+    for g in gets:
+        dst = g.args[1]
+        if not isinstance(dst, Value) or dst.owner.opname != "ldm_alloc":
+            return None
+        if any(a is loop for a in _ancestors(dst.owner)):
+            return None
+        bufs.append(dst)
+    if len(set(bufs)) != len(bufs):
+        return None
+    iv = loop.regions[0].blocks[0].args[0]
+    if not any(iv in set(g.operands) for g in gets):
+        return None           # the same data every tile: nothing to prefetch
+    inside = set(loop.walk())
+    for buf in bufs:
+        for u in buf.users:
+            if u not in inside:
+                if u.opname != "ldm_alloc" and _after(u, loop):
+                    return None
+            elif u not in gets and _writes(u, buf):
+                return None
+    return gets, wait, rest, bufs
+
+
+def _ancestors(inst: Instruction):
+    p = inst.parent
+    while p is not None and p.parent is not None:
+        owner = p.parent.parent
+        if not isinstance(owner, Instruction):
+            return
+        yield owner
+        p = owner.parent
+
+
+def _after(u: Instruction, loop: Instruction) -> bool:
+    """Whether ``u`` comes after ``loop`` (in its block or an enclosing one)."""
+    outer = loop
+    while outer is not None:
+        block = outer.parent
+        x = u
+        while x is not None and x.parent is not block:
+            owner = x.parent.parent.parent if x.parent and x.parent.parent else None
+            x = owner if isinstance(owner, Instruction) else None
+        if x is not None:
+            return block.index_of(x) > block.index_of(outer)
+        owner = block.parent.parent if block.parent else None
+        outer = owner if isinstance(owner, Instruction) else None
+    return False
+
+
+def _writes(u: Instruction, buf: Value) -> bool:
+    if u.opname == "store":
+        return u.args[1].base is buf
+    if u.opname == "dma_get":
+        dst = u.args[1]
+        return dst is buf or (isinstance(dst, Access) and dst.base is buf)
+    return u.opname not in ("load", "dma_put")
+
+
+def _double_buffer(loop: Instruction, gets, wait, rest, bufs) -> None:
+    """for t { gets(t); wait; body(t) } becomes, with buffers B0 = B and B1:
+    gets(lb) -> B0; for t step 2 { gets(t+1) -> B1; wait B0; body(t, B0);
+    if t+1 < ub { gets(t+2) -> B0; wait B1; body(t+1, B1) } } — each get
+    issued one tile ahead, guarded at the end, on alternating reply words."""
+    from swir.ir.clone import clone
+    iv = loop.regions[0].blocks[0].args[0]
+    lb, ub = Expr.of(loop.args[0]), Expr.of(loop.args[1])
+    step = int(loop.attrs.get("step", 1))
+    times = wait.attrs["times"]
+    second = {}
+    for buf in bufs:
+        b1 = Builder(buf.owner.parent, before=buf.owner).create_inst(
+            "ldm_alloc", types=[buf.type], names=[f"{buf.name}_next"]).results[0]
+        second[buf] = b1
+    b = Builder(loop.parent, before=loop)
+
+    def issue(at: Builder, t: Expr, swap: bool, reply: int) -> None:
+        mapping = {iv: t, **(second if swap else {})}
+        for new in clone(at, gets, mapping):
+            new.attrs["reply"] = reply
+
+    def when(at: Builder, c: Constraint) -> Builder:
+        g = at.create_inst("if", c, regions=[Region([Block(None)])])
+        return Builder(g.regions[0].blocks[0])
+
+    issue(when(b, Constraint(lb, "<", ub)), lb, False, EVEN_REPLY)
+    with b.loop(loop.args[0], loop.args[1], step=2 * step, name=iv.name) as t:
+        # Guards on the loop variable itself (t < ub - s), which the verifier
+        # uses to bound every subscript built from it.
+        issue(when(b, Constraint(Expr.of(t), "<", ub - step)), Expr.of(t) + step, True,
+              ODD_REPLY)
+        b.create_inst("dma_wait", attrs={"reply": EVEN_REPLY, "times": times})
+        clone(b, rest, {iv: Expr.of(t)})
+        odd = when(b, Constraint(Expr.of(t), "<", ub - step))
+        issue(when(odd, Constraint(Expr.of(t), "<", ub - 2 * step)), Expr.of(t) + 2 * step,
+              False, EVEN_REPLY)
+        odd.create_inst("dma_wait", attrs={"reply": ODD_REPLY, "times": times})
+        clone(odd, rest, {iv: Expr.of(t) + step, **second})
+    loop.drop_references()
+    loop.detach()
 
 
 def _dma_only(inst: Instruction) -> bool:
