@@ -82,6 +82,7 @@ class InsertDMA(Pass):
                     self.lower_kernel(f)
                     if self.double_buffer:
                         self.double_buffer_loops(f)
+                    self.delay_put_waits(f)
             else:
                 f.target = "host"
         for f in module.functions:
@@ -164,6 +165,11 @@ class InsertDMA(Pass):
                               types=[INDEX, INDEX], names=["lo", "hi"])
         lo, hi = chunk.results
         body = loop.regions[0]
+        # Each CPE runs the kernel once: its LDM buffers (static arrays in
+        # the C code) are allocated once, before its share of the tiles.
+        for alloc in [i for i in body.blocks[0].instructions if i.opname == "ldm_alloc"]:
+            alloc.detach()
+            b.insert(alloc)
         loop.regions = []
         new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
                             regions=[body])
@@ -187,9 +193,40 @@ class InsertDMA(Pass):
                 b.create_inst("dma_wait", attrs={"reply": PUT_REPLY, "times": n})
         inst.erase()
 
+    def delay_put_waits(self, f: Function) -> None:
+        """A put at the end of a loop body is waited for at the start of the
+        next iteration (before anything can overwrite its buffer) and once
+        after the loop, so the transfer overlaps the loop's control and the
+        next tile's first gets."""
+        for loop in [i for i in f.walk() if i.opname == "for"]:
+            body = loop.regions[0].blocks[0].instructions
+            if len(body) < 2 or body[-1].opname != "dma_wait" or \
+                    body[-1].attrs.get("reply") != PUT_REPLY or body[-2].opname != "dma_put":
+                continue
+            wait = body[-1]
+            put_buffer = body[-2].args[0]
+            put_buffer = put_buffer.base if isinstance(put_buffer, Access) else put_buffer
+            if any(a is loop for a in _ancestors(put_buffer.owner)):
+                continue   # the buffer ends with the iteration: wait inside it
+            iv = loop.regions[0].blocks[0].args[0]
+            lb, ub = Expr.of(loop.args[0]), Expr.of(loop.args[1])
+            wait.detach()
+            first = loop.regions[0].blocks[0].instructions[0]
+            g = Instruction("if", [Constraint(Expr.of(iv), ">", lb)],
+                            regions=[Region([Block(None)])])
+            first.insert_before(g)
+            g.regions[0].blocks[0].append(Instruction("dma_wait", attrs=dict(wait.attrs)))
+            after = Instruction("if", [Constraint(lb, "<", ub)],
+                                regions=[Region([Block(None)])])
+            loop.insert_after(after)
+            after.regions[0].blocks[0].append(wait)
+            self.bump("put waits delayed to the next iteration")
+
     # -- double buffering ---------------------------------------------------------------
     def double_buffer_loops(self, f: Function) -> None:
         for loop in [i for i in f.walk() if i.opname == "for"]:
+            if loop.parent is None or not loop.args:   # inside a loop already rewritten
+                continue
             plan = _double_buffer_plan(loop)
             if plan is None:
                 continue
@@ -236,6 +273,8 @@ def _double_buffer_plan(loop: Instruction):
     LDM buffers allocated outside it, then their wait: the gets can run one
     tile ahead. The buffers must be written by nothing else in the loop and
     not used after it."""
+    if not (Expr.of(loop.args[0]).is_constant and Expr.of(loop.args[1]).is_constant):
+        return None           # per-CPE ranges: their guards are not bounded statically yet
     body = loop.regions[0].blocks[0].instructions
     k = 0
     while k < len(body) and body[k].opname == "dma_get" and body[k].attrs.get("reply") == 0:
