@@ -480,6 +480,33 @@ class _Verifier:
                 out = c + e.const if out is None else min(out, c + e.const)
         return out
 
+    def _guard_bounds(self, iv: Value) -> tuple[list[Expr], list[Expr]]:
+        """Upper and lower bounds of ``iv`` from enclosing guards lo <= L <= hi
+        whose linear part L has ``iv`` with coefficient +-1 (the rest of L may
+        hold other symbols: t < %hi - 1 bounds t by %hi - 2)."""
+        tops: list[Expr] = []
+        bottoms: list[Expr] = []
+        for guards in self.guards:
+            for entry in guards.values():
+                lo, hi, lin = entry
+                c = next((c for a, c in lin.terms if a is iv), 0)
+                if c not in (1, -1):
+                    continue
+                rest = lin - Expr.of(iv).scale(c)      # L = c*iv + rest
+                if any(id(a) in self.loop_bounds for a in rest.values()):
+                    continue   # a guard between loop variables: may go in circles
+                if c == 1:
+                    if hi < _INF:
+                        tops.append(Expr.of(hi) - rest)
+                    if lo > -_INF:
+                        bottoms.append(Expr.of(lo) - rest)
+                else:
+                    if hi < _INF:
+                        bottoms.append(rest - hi)
+                    if lo > -_INF:
+                        tops.append(rest - lo)
+        return tops, bottoms
+
     def _hi_unguarded(self, e: Expr) -> int | None:
         self._budget -= 1
         if self._budget < 0:  # distributing min/max is exponential in the worst case
@@ -497,10 +524,11 @@ class _Verifier:
             coef = dict((id(a), c) for a, c in e.terms)[id(iv)]
             lb, ub, _ = self.loop_bounds[id(iv)]
             rest = Expr(tuple((a, c) for a, c in e.terms if a is not iv), e.const)
-            # An enclosing guard on the variable itself (if %t < 15) tightens it.
-            g_hi, g_lo = self._guard_hi(Expr.of(iv)), self._guard_hi(-Expr.of(iv))
-            top = ub - 1 if g_hi is None else Expr.minmax("min", [ub - 1, g_hi])
-            bottom = lb if g_lo is None else Expr.minmax("max", [lb, -g_lo])
+            # Enclosing guards on the variable (if %t < 15, if %t < %hi - 1)
+            # tighten its bounds.
+            tops, bottoms = self._guard_bounds(iv)
+            top = Expr.minmax("min", [ub - 1] + tops)
+            bottom = Expr.minmax("max", [lb] + bottoms)
             return self._hi(rest + (top if coef > 0 else bottom).scale(coef))
         total = e.const
         for atom, coef in e.terms:
@@ -686,8 +714,9 @@ def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
             _add_guard(out, x - (-(k // c)), ">=")
         else:       # x <= floor(k / -c)
             _add_guard(out, x - (k // -c), "<=")
-    key = d.linear_part().key()
-    lo, hi = out.get(key, [-_INF, _INF])
+    lin = d.linear_part()
+    key = lin.key()
+    lo, hi = out.get(key, [-_INF, _INF])[:2]
     c = d.const
     if rel in (">=", "=="):
         lo = max(lo, -c)
@@ -697,7 +726,7 @@ def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
         hi = min(hi, -c)
     if rel == "<":
         hi = min(hi, -c - 1)
-    out[key] = [lo, hi]
+    out[key] = [lo, hi, lin]
 
 
 def _context_error(context: str | None, f: Function | None, stage: str) -> str | None:
