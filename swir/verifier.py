@@ -129,6 +129,7 @@ class _Verifier:
         self.loop_bounds: dict[int, tuple[Expr, Expr, int]] = {}
         self._budget = _BOUNDS_BUDGET
         self.guards: list[dict[tuple, list[int]]] = []
+        self._substituted: set[int] = set()  # symbols being bounded through a guard
         self.func: Function | None = None
         ldm = module_attr_ldm(module)
         self.ldm_bytes = ldm
@@ -490,6 +491,9 @@ class _Verifier:
             for entry in guards.values():
                 lo, hi, lin = entry
                 c = next((c for a, c in lin.terms if a is iv), 0)
+                if c in (1, -1) and any(id(a) in self._substituted
+                                         for a in lin.values() if a is not iv):
+                    continue
                 if c not in (1, -1):
                     continue
                 rest = lin - Expr.of(iv).scale(c)      # L = c*iv + rest
@@ -530,6 +534,28 @@ class _Verifier:
             top = Expr.minmax("min", [ub - 1] + tops)
             bottom = Expr.minmax("max", [lb] + bottoms)
             return self._hi(rest + (top if coef > 0 else bottom).scale(coef))
+        # A symbol isolated by a guard (if %lo < %hi) is bounded by the other
+        # symbols, once per symbol on the way (guards may relate them in circles).
+        for atom, coef in e.terms:
+            if isinstance(atom, Compound) or id(atom) in self._substituted:
+                continue
+            tops, bottoms = self._guard_bounds(atom)
+            cands = tops if coef > 0 else bottoms
+            if not cands:
+                continue
+            rest = Expr(tuple((a, c) for a, c in e.terms if a is not atom), e.const)
+            self._substituted.add(id(atom))
+            try:
+                plain = self._hi_plain(e)
+                tight = [h for h in (self._hi(rest + c.scale(coef)) for c in cands)
+                         if h is not None]
+            finally:
+                self._substituted.discard(id(atom))
+            known = [h for h in [plain] + tight if h is not None]
+            return min(known) if known else None
+        return self._hi_plain(e)
+
+    def _hi_plain(self, e: Expr) -> int | None:
         total = e.const
         for atom, coef in e.terms:
             r = self._atom_range(atom)

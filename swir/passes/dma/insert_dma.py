@@ -273,8 +273,6 @@ def _double_buffer_plan(loop: Instruction):
     LDM buffers allocated outside it, then their wait: the gets can run one
     tile ahead. The buffers must be written by nothing else in the loop and
     not used after it."""
-    if not (Expr.of(loop.args[0]).is_constant and Expr.of(loop.args[1]).is_constant):
-        return None           # per-CPE ranges: the prologue's guard is not bounded statically yet
     body = loop.regions[0].blocks[0].instructions
     k = 0
     while k < len(body) and body[k].opname == "dma_get" and body[k].attrs.get("reply") == 0:
