@@ -574,21 +574,25 @@ class _Verifier:
 
     def _atom_range(self, atom: object) -> tuple[int, int] | None:
         # min/max atoms never get here: _hi_unguarded distributes them first.
-        if isinstance(atom, Compound):  # floordiv / ceildiv / mod of one expression
-            r = self._bounds(atom.args[0])
-            d = atom.divisor
-            if atom.kind == "mod":
-                return (r[0], r[1]) if r is not None and r[0] >= 0 and r[1] < d else (0, d - 1)
-            if r is None:
-                return None
-            if atom.kind == "floordiv":
-                return r[0] // d, r[1] // d
-            return -(-r[0] // d), -(-r[1] // d)
         hi, lo = self._guard_hi(Expr.of(atom)), self._guard_hi(-Expr.of(atom))
-        r = self._symbol_range(atom)
+        if isinstance(atom, Compound):  # floordiv / ceildiv / mod of one expression
+            r = self._compound_range(atom)
+        else:
+            r = self._symbol_range(atom)
         if r is None:
             return None if hi is None or lo is None else (-lo, hi)
         return (r[0] if lo is None else max(r[0], -lo), r[1] if hi is None else min(r[1], hi))
+
+    def _compound_range(self, atom: Compound) -> tuple[int, int] | None:
+        r = self._bounds(atom.args[0])
+        d = atom.divisor
+        if atom.kind == "mod":
+            return (r[0], r[1]) if r is not None and r[0] >= 0 and r[1] < d else (0, d - 1)
+        if r is None:
+            return None
+        if atom.kind == "floordiv":
+            return r[0] // d, r[1] // d
+        return -(-r[0] // d), -(-r[1] // d)
 
     def _symbol_range(self, v: object) -> tuple[int, int] | None:
         if isinstance(v, Result) and v.owner.opname == "cpe_id":

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import (
@@ -52,7 +53,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX
-from swir.passes.manager import AnalysisManager, Pass, option
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
@@ -97,6 +98,17 @@ class InsertDMA(Pass):
         barrier between them); returns the kernels to spawn, in order."""
         block = f.body.blocks[0]
         loops = [i for i in block.instructions if i.opname == "parallel"]
+        others = [i for i in block.instructions
+                  if i.opname not in ("parallel", "const", "return")]
+        if loops and others:
+            raise PassFailure([Diagnostic(
+                f"-insert-dma: @{f.name} has '{others[0].opname}' beside its parallel "
+                "loops; code outside the CPE loops would need a barrier (not supported)",
+                others[0].loc)])
+        for loop in loops:
+            if loop.attrs.get("step", 1) != 1:
+                raise PassFailure([Diagnostic(
+                    "-insert-dma: parallel loops with a step are not supported", loop.loc)])
         names = [f.name]
         for n, loop in enumerate(loops[1:], 1):
             name = _unique(module, f"{f.name}_{n}")
@@ -251,7 +263,7 @@ def _wait_groups(block: Block) -> None:
         if issued is not None:  # a get, or a loop of them: counted here
             pending += issued
             continue
-        if _dma_only(inst):     # an edge-tile branch: it waits for itself
+        if _self_waiting_gets(inst):   # an edge-tile branch of gets: it waits for itself
             continue
         if pending:
             inst.insert_before(Instruction("dma_wait",
@@ -298,10 +310,18 @@ def _double_buffer_plan(loop: Instruction):
     for buf in bufs:
         for u in buf.users:
             if u not in inside:
-                if u.opname != "ldm_alloc" and _after(u, loop):
-                    return None
-            elif u not in gets and _writes(u, buf):
+                return None   # used before or after the loop: the second buffer would differ
+            if u not in gets and _writes(u, buf):
                 return None
+    # Prefetching tile t+1 before tile t runs is wrong if the loop writes the
+    # memory it reads (a dependence between tiles through main memory).
+    sources = {g.args[0].base for g in gets}
+    for u in inside:
+        target = u.args[1] if u.opname in ("store", "dma_put") else None
+        if isinstance(target, Access) and target.base in sources:
+            return None
+        if u.opname in ("call", "spawn"):
+            return None
     return gets, wait, rest, bufs
 
 
@@ -383,12 +403,19 @@ def _double_buffer(loop: Instruction, gets, wait, rest, bufs) -> None:
     loop.detach()
 
 
-def _dma_only(inst: Instruction) -> bool:
-    """DMA instructions, and loops / guards holding nothing else."""
-    if inst.opname in ("dma_get", "dma_put", "dma_wait"):
-        return True
-    return bool(inst.regions) and inst.opname in ("for", "if") and all(
-        _dma_only(i) for r in inst.regions for b in r.blocks for i in b.instructions)
+def _self_waiting_gets(inst: Instruction) -> bool:
+    """An edge-tile branch of gets: loops / guards holding only gets and waits
+    on a reply word other than the group's (they wait for themselves). Puts
+    read LDM, so they never pass a pending group."""
+    if not (inst.regions and inst.opname in ("for", "if")):
+        return False
+
+    def ok(i: Instruction) -> bool:
+        if i.opname in ("dma_get", "dma_wait"):
+            return i.attrs.get("reply") != GET_REPLY
+        return i.opname in ("for", "if") and all(
+            ok(j) for r in i.regions for b in r.blocks for j in b.instructions)
+    return ok(inst)
 
 
 def _gets_issued(inst: Instruction) -> int | None:
