@@ -43,18 +43,21 @@ def to_dma(text: str, ldm_size: int = 65536, double: bool = False):
     return m
 
 
+@pytest.mark.parametrize("ldm_size", [65536, 2048])
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double-buffered"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
-def test_dma_stage_computes_the_graph_result(case, double):
+def test_dma_stage_computes_the_graph_result(case, double, ldm_size):
+    """At 64 KB and at 2 KB of LDM (many tiles, remainder tiles in several
+    dimensions, fused parallel indices)."""
     op, types, attrs = case
     text = build(op, types, attrs)
     args = inputs(op, types, (op, str(types)))
     g = parse_module(text, "<case>")
     want = run_function(g, g.lookup("main"), args)
-    m = to_dma(text, double=double)
+    m = to_dma(text, ldm_size=ldm_size, double=double)
     interp = DMAInterpreter(m, ".")
     got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
-    assert all(s.ldm_peak <= 65536 for s in interp.kernel_stats.values())
+    assert all(s.ldm_peak <= ldm_size for s in interp.kernel_stats.values())
     for w, o in zip(want, got):
         o = o.reshape(w.shape)
         assert o.dtype == w.dtype
