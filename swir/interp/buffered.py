@@ -266,6 +266,16 @@ class BufferedInterpreter(LoopInterpreter):
         self.live_buffers[buf.owner].pop(id(buf), None)
 
     # -- run-time helpers bound into the generated code ------------------------------
+    def read_reporter(self, inst: Instruction, acc: Access) -> Callable[[LDMBuffer, int], None]:
+        """What a load of an invalid LDM element reports (the dma stage says more)."""
+        state = self.cpe_state
+
+        def report(buf: LDMBuffer, flat: int) -> None:
+            raise Diagnostic(f"CPE {state[0]}: read of LDM {_element_text(buf, flat)} that "
+                             f"was neither copied in nor written (load {_region_text(acc)})",
+                             inst.loc)
+        return report
+
     def allocator(self, inst: Instruction) -> Callable[[], LDMBuffer]:
         t = inst.results[0].type
         assert isinstance(t, LDMType)
@@ -469,13 +479,6 @@ def _emit_ldm_alloc(e: Emit, inst: Instruction) -> None:
     e.at_exit(f"_ldm_free({b})")
 
 
-def _read_reporter(inst: Instruction, acc: Access, state: list[int]) -> Callable[..., None]:
-    def report(buf: LDMBuffer, flat: int) -> None:
-        raise Diagnostic(f"CPE {state[0]}: read of LDM {_element_text(buf, flat)} that was "
-                         f"neither copied in nor written (load {_region_text(acc)})", inst.loc)
-    return report
-
-
 @buffered_emitter("load")
 def _emit_load(e: Emit, inst: Instruction) -> None:
     acc = inst.args[0]
@@ -484,7 +487,7 @@ def _emit_load(e: Emit, inst: Instruction) -> None:
         return
     d, ok = _ldm_locals(e, inst, acc.base)
     off = _simple(e, e.offset(inst, acc))
-    bad = e.bind(_read_reporter(inst, acc, _interp(e).cpe_state), "unread")
+    bad = e.bind(_interp(e).read_reporter(inst, acc), "unread")
     e.line(f"if not {ok}[{off}]: {bad}({e.name(acc.base)}, {off})")
     read = f"{d}[{off}]"
     if inst.results[0].type == INDEX:

@@ -63,7 +63,7 @@ from swir.ir.core import (
     Range,
     Value,
 )
-from swir.ir.types import INDEX, LDMType, ShapedType
+from swir.ir.types import LDMType, ShapedType
 
 # Transfers smaller than this many bytes are counted as small (DMA efficiency
 # falls for blocks below a few hundred bytes; ../shared/design/sunway.md).
@@ -698,22 +698,6 @@ def _busy_local(e: Emit, v: Value) -> str:
     if info is not None and info[0] == e.parallel_depth:
         return info[1]
     return f"{e.name(v)}.busy"
-
-
-@dma_emitter("load")
-def _emit_load(e: Emit, inst: Instruction) -> None:
-    acc = inst.args[0]
-    if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
-        EMITTERS["load"](e, inst)
-        return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
-    bad = e.bind(_interp(e).read_reporter(inst, acc), "unread")
-    e.line(f"if not {ok}[{off}]: {bad}({e.name(acc.base)}, {off})")
-    read = f"{d}[{off}]"
-    if inst.results[0].type == INDEX:
-        read = f"int({read})"
-    e.line(f"{e.define(inst.results[0])} = {read}")
 
 
 @dma_emitter("store")

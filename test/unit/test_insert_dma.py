@@ -18,6 +18,7 @@ from swir.passes.manager import AnalysisManager
 from swir.printer import print_module
 from swir.verifier import verify
 
+
 def _sibling(name: str):
     """A sibling test module (pytest imports tests by path, not by name)."""
     import importlib.util
@@ -29,8 +30,8 @@ def _sibling(name: str):
 
 
 _cases = _sibling("test_ldm_plan")   # the every-graph-op case table and its helpers
-CASES, SUMS, WIDE, build, inputs = (_cases.CASES, _cases.SUMS, _cases.WIDE, _cases.build,
-                                    _cases.inputs)
+CASES, build, inputs, assert_matches_graph = (_cases.CASES, _cases.build, _cases.inputs,
+                                              _cases.assert_matches_graph)
 
 
 def to_dma(text: str, ldm_size: int = 65536, double: bool = False):
@@ -58,24 +59,7 @@ def test_dma_stage_computes_the_graph_result(case, double, ldm_size):
     interp = DMAInterpreter(m, ".")
     got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
     assert all(s.ldm_peak <= ldm_size for s in interp.kernel_stats.values())
-    for w, o in zip(want, got):
-        o = o.reshape(w.shape)
-        assert o.dtype == w.dtype
-        if w.dtype.kind != "f":
-            np.testing.assert_array_equal(o, w)
-        elif op in SUMS:
-            # Loop-stage kernels sum in the element type (the graph interpreter
-            # in f64): within 2·n·u·op(|x|), as in test_ldm_plan.py.
-            absargs = [np.abs(a) if a.dtype.kind == "f" else a for a in args]
-            (bound,) = run_function(g, g.lookup("main"), absargs)[:1]
-            n = max(a.size for a in args)
-            err = np.abs(o.astype(np.float64) - w.astype(np.float64))
-            u = np.finfo(w.dtype).eps / 2
-            assert np.all(err <= 2 * n * u * np.abs(bound.astype(np.float64)) + 1e-30)
-        elif op in WIDE or op == "reduce_prod":
-            np.testing.assert_allclose(o, w, rtol=4 * np.finfo(w.dtype).eps, atol=0)
-        else:
-            np.testing.assert_array_equal(o, w)
+    assert_matches_graph(op, g, args, want, got)
 
 
 PAPER = """
