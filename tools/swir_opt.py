@@ -145,7 +145,7 @@ def _convert(value: str, typ: type, what: str) -> object:
         raise UsageError(f"{what} expects {typ.__name__}, got '{value}'") from None
 
 
-def build_passes(o: Options, argv: list[str]) -> list[Pass]:
+def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
     declared: set[str] = set()
     passes: list[Pass] = []
     for name, local, idx in o.passes:
@@ -159,12 +159,12 @@ def build_passes(o: Options, argv: list[str]) -> list[Pass]:
                 kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"--{k}")
         for k, v in local.items():
             if k not in fields:
-                raise command_line_error(PROG, argv, idx, f"pass -{name} has no option '{k}'")
+                raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
             kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"-{name} option {k}")
         passes.append(cls(**kwargs))
     for k, (_, idx) in o.globals.items():
         if k not in declared:
-            raise command_line_error(PROG, argv, idx,
+            raise command_line_error(prog, argv, idx,
                                      f"unknown option '--{k}' (no pass in the pipeline takes it)")
     return passes
 

@@ -1,0 +1,93 @@
+"""Build a generated project with ``make emu`` and run it on numpy arrays: what
+the tests, the demo and the benchmarks use to check generated C against the
+reference interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swir.codegen.names import file_stem
+from swir.interp.kernels import dtype_of
+from swir.ir.types import ShapedType, Type
+
+# make target -> program suffix
+TARGETS = {"emu": "_emu", "emu-asan": "_emu_asan", "emu-tsan": "_emu_tsan"}
+
+
+class EmulationError(Exception):
+    """Building or running the generated program failed; the message has its output."""
+
+
+def program_path(project: Path, module_name: str, target: str = "emu") -> Path:
+    return Path(project) / (file_stem(module_name) + TARGETS[target])
+
+
+def build(project: Path, module_name: str, target: str = "emu", timeout: float = 300) -> Path:
+    """``make -C project target``; the program it built."""
+    r = subprocess.run(["make", "-s", "-C", str(project), target], capture_output=True,
+                       text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise EmulationError(f"make {target} failed in {project}:\n{r.stdout}{r.stderr}")
+    return program_path(project, module_name, target)
+
+
+@dataclass
+class Run:
+    outputs: list[np.ndarray]
+    stats: dict[str, Any]
+    stderr: str
+
+
+def run(program: Path, inputs: list[np.ndarray], input_types: list[Type],
+        output_types: list[Type], repeat: int = 1, timeout: float = 600,
+        env: dict[str, str] | None = None) -> Run:
+    """Run the program on ``inputs`` (converted to the declared types, written
+    raw little-endian), reading back one array per output type and the
+    counters of ``--stats``."""
+    with tempfile.TemporaryDirectory(prefix="swir-emu-") as tmp:
+        d = Path(tmp)
+        cmd = [str(program)]
+        for i, (a, t) in enumerate(zip(inputs, input_types)):
+            path = d / f"in{i}.bin"
+            np.ascontiguousarray(a, dtype=dtype_of(t).newbyteorder("<")).tofile(path)
+            cmd += ["--input", str(path)]
+        for i in range(len(output_types)):
+            cmd += ["--output", str(d / f"out{i}.bin")]
+        cmd += ["--stats", str(d / "stats.json"), "--repeat", str(repeat)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, **(env or {})})
+        if r.returncode != 0:
+            raise EmulationError(f"{program.name} exited with status {r.returncode}:\n"
+                                 f"{r.stdout}{r.stderr}")
+        outputs = []
+        for i, t in enumerate(output_types):
+            shape = t.shape if isinstance(t, ShapedType) else ()
+            data = np.fromfile(d / f"out{i}.bin", dtype=dtype_of(t).newbyteorder("<"))
+            outputs.append(data.astype(dtype_of(t)).reshape(shape))
+        stats = json.loads((d / "stats.json").read_text())
+        return Run(outputs, stats, r.stderr)
+
+
+# The DMA counters the emulation and the dma-stage interpreter both keep, which
+# must agree exactly.
+DMA_COUNTERS = ("gets", "puts", "bytes_in", "bytes_out", "waits", "size_histogram",
+                "small_transfers", "blocks", "block_histogram")
+
+
+def dma_counters(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per kernel, the counters of DMA_COUNTERS (kernels that moved nothing and
+    waited for nothing are left out, as the interpreter reports none)."""
+    out = {}
+    for name, s in stats.get("functions", {}).items():
+        c = {k: s.get(k) for k in DMA_COUNTERS}
+        if c["gets"] or c["puts"] or c["waits"]:
+            out[name] = c
+    return out

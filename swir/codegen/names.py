@@ -1,0 +1,121 @@
+"""C identifiers for names that come from models.
+
+swir names (``@conv1.w``, ``%hi_1``, a module called ``"my net; rm -rf"``) may
+hold any character a model author or an importer chose. Nothing of them reaches
+C, the Makefile or a file path unchanged: every name becomes ``[A-Za-z_]
+[A-Za-z0-9_]*``, never a C keyword, never a name the generated code or the
+libraries it includes use (``exp``, ``athread_get``, ``swir_...``), and unique
+in its scope (a clash gets ``_2``, ``_3``, ...). Comments quote original names
+through :func:`comment_text`, which cannot close the comment.
+"""
+
+from __future__ import annotations
+
+import re
+
+C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool", "_Complex", "_Imaginary", "bool", "true", "false", "_Float16", "asm", "typeof"])
+
+# Names the generated files or the headers they include define or use: libm,
+# libc, stdint, the athread API, and the generated code's own fixed names.
+LIBRARY_NAMES = frozenset(["main", "argc", "argv", "errno", "stdin", "stdout", "stderr", "printf", "fprintf", "snprintf", "sprintf", "puts", "fopen", "fclose", "fread", "fwrite", "fseek", "ftell", "remove", "rename", "malloc", "calloc", "realloc", "free", "exit", "abort", "memcpy", "memset", "memcmp", "strcmp", "strlen", "strtol", "strtoul", "strtod", "atoi", "size_t", "FILE", "NULL", "EOF", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "tanh", "tanhf", "erf", "erff", "erfc", "erfcf", "floor", "floorf", "ceil", "ceilf", "fabs", "fabsf", "fmax", "fmin", "isnan", "isinf", "INFINITY", "NAN", "HUGE_VAL", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "INT8_MIN", "INT16_MIN", "INT32_MIN", "INT64_MIN", "INT8_MAX", "INT16_MAX", "INT32_MAX", "INT64_MAX", "INT64_C", "UINT64_C", "athread_init", "athread_halt", "athread_spawn", "athread_join", "athread_get", "athread_put", "athread_get_id", "athread_syn", "PE_MODE", "BCAST_MODE", "ROW_MODE", "BROW_MODE", "RANK_MODE", "ARRAY_SCOPE", "ROW_SCOPE", "COL_SCOPE", "dma_mode", "SLAVE_FUN", "ldm_malloc", "ldm_free", "_MYID", "_ROW", "_COL", "ldm", "reply", "para", "arg", "p", "weights", "arena", "runs", "repeat"])
+
+_RESERVED_PREFIXES = ("swir_", "SWIR_", "athread_", "slave_", "__", "_Z")
+_BAD = re.compile(r"[^A-Za-z0-9_]")
+
+
+def c_identifier(name: str, fallback: str = "v") -> str:
+    """``name`` with every character outside [A-Za-z0-9_] replaced by '_', never
+    empty and never starting with a digit (no uniqueness: see :class:`Scope`)."""
+    text = _BAD.sub("_", name)
+    if not text or not text.strip("_"):
+        text = fallback + text
+    if text[0].isdigit():
+        text = fallback + text
+    return text
+
+
+def _reserved(name: str) -> bool:
+    return (name in C_KEYWORDS or name in LIBRARY_NAMES
+            or name.startswith(_RESERVED_PREFIXES) or re.match(r"_[A-Z]", name) is not None)
+
+
+class Scope:
+    """Unique, safe C names for the things declared in one C scope.
+
+    ``outer`` scopes' names are avoided too, so a local never shadows a function
+    or global it might need (a value named ``%exp`` must not hide ``exp()``)."""
+
+    def __init__(self, outer: Scope | None = None) -> None:
+        self.outer = outer
+        self._taken: set[str] = set()
+        self._of: dict[object, str] = {}
+
+    def _used(self, name: str) -> bool:
+        s: Scope | None = self
+        while s is not None:
+            if name in s._taken:
+                return True
+            s = s.outer
+        return False
+
+    def declare(self, name: str, key: object = None, fallback: str = "v") -> str:
+        """A fresh C name derived from ``name``; ``key`` (optional) remembers it."""
+        base = c_identifier(name, fallback)
+        if _reserved(base):
+            base = base.lstrip("_") + "_" if not base.startswith("_") else fallback + base
+            if _reserved(base):
+                base = fallback + "_" + base
+        text, n = base, 1
+        while self._used(text):
+            n += 1
+            text = f"{base}_{n}"
+        self._taken.add(text)
+        if key is not None:
+            self._of[id(key)] = text
+        return text
+
+    def reserve(self, *names: str) -> None:
+        """Names the generator itself uses in this scope."""
+        self._taken.update(names)
+
+    def lookup(self, key: object) -> str:
+        s: Scope | None = self
+        while s is not None:
+            if id(key) in s._of:
+                return s._of[id(key)]
+            s = s.outer
+        raise KeyError(key)
+
+
+def comment_text(text: str) -> str:
+    """Text safe inside a C block comment and on one line: no '*/', no '/*',
+    no newlines, no trigraph-like '??', nothing outside printable ASCII."""
+    out = []
+    for ch in text:
+        out.append(ch if " " <= ch <= "~" else f"\\x{ord(ch):02x}" if ord(ch) < 256
+                   else f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+    s = "".join(out)
+    return s.replace("*/", "* /").replace("/*", "/ *").replace("??", "?\\?")
+
+
+def c_string(text: str) -> str:
+    """A C string literal holding ``text`` (UTF-8), every risky byte escaped."""
+    out = ['"']
+    for b in text.encode("utf-8"):
+        ch = chr(b)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "?":
+            out.append("\\?")   # no trigraphs
+        elif 32 <= b < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\{b:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def file_stem(name: str) -> str:
+    """A module name as a file-name stem and Makefile word: [A-Za-z0-9_] only."""
+    text = _BAD.sub("_", name).strip("_")
+    return text or "model"

@@ -1,0 +1,575 @@
+"""The Sunway athread C project for a dma-stage module (swTVM's AOT code
+generation, 000_ba374e17f4714793.txt Section IV, Fig. 2).
+
+    main.c          MPE: arena, constants, inputs, the host functions, outputs
+    layers.h/.c     MPE: per CPE kernel, fill its parameter struct and spawn it
+    layers_mix.h    both: the parameter structs (Para) and small helpers
+    layers_slave.c  CPE: one function per kernel, LDM buffers, DMA
+    Makefile        sw5cc for Sunway (default), `make emu` for the host
+    weights.bin     the constants main.c loads (size checked)
+    emu/            swir's athread emulation runtime (for `make emu`)
+
+:func:`generate` returns the files as bytes; nothing is written until every
+file has been produced (the caller writes the directory atomically).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from swir.codegen import scalar, templates
+from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
+from swir.codegen.names import Scope, c_string, comment_text, file_stem
+from swir.diagnostics import Diagnostic
+from swir.interp.graph import dense_array
+from swir.interp.loop import global_array, output_count, written_params
+from swir.ir.core import (
+    Apply,
+    Dense,
+    FileInit,
+    FuncParam,
+    Function,
+    Global,
+    Instruction,
+    Module,
+)
+from swir.ir.types import LDMType, ScalarType, ShapedType, Type
+
+WEIGHTS_FILE = "weights.bin"
+ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
+RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
+
+
+@dataclass
+class Options:
+    entry: str = "main"          # the function main() runs
+    source: str = "<input>"      # the swir file the module came from (comments)
+    ldm_reserve: int = 4096      # LDM bytes the plan left for stack and reply words
+
+
+class WriteError(Exception):
+    """The project directory cannot be written (exists, not a directory, I/O)."""
+
+
+def write_project(files: dict[str, bytes], out: str, force: bool) -> None:
+    """Write every file into a fresh directory beside ``out``, then move it into
+    place: ``out`` ends up complete, or (on any failure) as it was."""
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise WriteError(f"'{out}' exists and is not a directory")
+    if target.exists() and not force:
+        raise WriteError(f"'{out}' exists; use --force to replace it")
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
+    except OSError as e:
+        raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
+    old: Path | None = None
+    try:
+        for rel, data in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
+            os.rmdir(old)
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except OSError as e:
+        if old is not None and not target.exists():
+            os.replace(old, target)
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+
+def generate(module: Module, options: Options) -> dict[str, bytes]:
+    """Every file of the project, by relative path."""
+    return Project(module, options).files()
+
+
+class Project:
+    def __init__(self, module: Module, options: Options) -> None:
+        if module.stage != "dma":
+            raise Diagnostic(f"swir-cg: code generation needs a dma-stage module, got stage "
+                             f"'{module.stage}'", module.loc)
+        self.m, self.opt = module, options
+        self.stem = file_stem(module.name)
+        self.scope = Scope()                       # every file-scope C name
+        self.scope.reserve("ldm", "reply")
+        self.reply_words = 0
+        self._globals: dict[int, str] = {}
+        self._slave_globals: dict[int, Global] = {}
+        self._ldm_paths: dict[int, str] = {}
+        self._frames: dict[str, str] = {}         # kernel C name -> struct text
+        self.entry = self._entry()
+        self.host_funcs, self.spawned, self.cpe_called = self._reachable()
+        self._c_names: dict[tuple[int, str], str] = {}
+        for f in self.spawned:
+            self._c_names[(id(f), "cpe")] = self.scope.declare(f.name, fallback="k")
+        for f in self.cpe_called:
+            self._c_names[(id(f), "cpe")] = self.scope.declare(f.name, fallback="k")
+        for f in self.host_funcs:
+            self._c_names[(id(f), "host")] = self.scope.declare(f.name, fallback="f")
+        self._para = {id(f): self.scope.declare(self._c_names[(id(f), "cpe")] + "_para")
+                      for f in self.spawned}
+        self._spawn = {id(f): self.scope.declare("spawn_" + self._c_names[(id(f), "cpe")])
+                       for f in self.spawned}
+
+    # -- what to emit --------------------------------------------------------------
+    def _entry(self) -> Function:
+        f = self.m.lookup(self.opt.entry)
+        if not isinstance(f, Function) or f.body is None:
+            raise Diagnostic(f"swir-cg: the module has no function @{self.opt.entry} to run "
+                             "(choose one with --func)", self.m.loc)
+        if f.target == "cpe" or f.kind != "func":
+            raise Diagnostic(f"swir-cg: @{f.name} is a kernel; the program runs a host func",
+                             f.loc)
+        return f
+
+    def _reachable(self) -> tuple[list[Function], list[Function], list[Function]]:
+        """Host functions, spawned CPE kernels and kernels called on a CPE,
+        each in the order first reached from the entry function."""
+        host: list[Function] = []
+        spawned: list[Function] = []
+        cpe: list[Function] = []
+        seen: set[tuple[int, str]] = set()
+        todo: list[tuple[Function, str]] = [(self.entry, "host")]
+        while todo:
+            f, side = todo.pop(0)
+            if (id(f), side) in seen:
+                continue
+            seen.add((id(f), side))
+            if side == "host":
+                host.append(f)
+            elif side == "spawn":
+                spawned.append(f)
+            else:
+                cpe.append(f)
+            for inst in f.body.walk() if f.body is not None else ():
+                if inst.opname in ("call", "spawn"):
+                    callee = self.function(inst.args[0].callee, inst)  # type: ignore[union-attr]
+                    to = "spawn" if inst.opname == "spawn" else \
+                        ("host" if side == "host" else "cpe")
+                    todo.append((callee, to))
+        for f in cpe:
+            if any(i.opname == "ldm_alloc" for i in f.body.walk()):  # type: ignore[union-attr]
+                raise Diagnostic(f"swir-cg: @{f.name} allocates LDM but is called from a CPE "
+                                 "kernel; its buffers would overlap its caller's (only "
+                                 "spawned kernels may allocate LDM)", f.loc)
+        return host, spawned, cpe
+
+    def function(self, name: str, inst: Instruction) -> Function:
+        f = self.m.lookup(name)
+        if not isinstance(f, Function):
+            raise Diagnostic(f"swir-cg: @{name} is not a function", inst.loc)
+        if f.body is None:
+            raise Diagnostic(f"swir-cg: @{name} is only declared; it has no body to compile",
+                             inst.loc)
+        return f
+
+    # -- names the bodies ask for ---------------------------------------------------------
+    def call_name(self, f: Function, side: str, inst: Instruction) -> str:
+        return self._c_names[(id(f), "host" if side == "host" else "cpe")]
+
+    def spawn_name(self, f: Function) -> str:
+        return self._spawn[id(f)]
+
+    def global_name(self, g: Global, side: str) -> str:
+        if id(g) not in self._globals:
+            self._globals[id(g)] = self.scope.declare(g.name, fallback="g")
+        if side == "cpe":
+            self._slave_globals[id(g)] = g
+        return self._globals[id(g)]
+
+    def note_reply(self, reply: int) -> None:
+        if not isinstance(reply, int) or reply < 0 or reply > 1023:
+            raise Diagnostic(f"swir-cg: reply word {reply} is out of range [0, 1023]", None)
+        self.reply_words = max(self.reply_words, reply + 1)
+
+    def ldm_alloc(self, e: BodyEmitter, inst: Instruction) -> None:
+        t = inst.results[0].type
+        assert isinstance(t, LDMType)
+        name = e.define(inst.results[0], "L")
+        e.line(declare_pointer(t, name, self._ldm_paths[id(inst)]))
+
+    # -- files -------------------------------------------------------------------------
+    def files(self) -> dict[str, bytes]:
+        slave = self._slave_c()         # first: it decides the reply words and LDM frames
+        host_functions = [self._host_function(f) for f in reversed(self.host_funcs)]
+        weights, constants = self._constants()
+        out = {
+            "layers_mix.h": self._mix_h(),
+            "layers.h": self._layers_h(),
+            "layers.c": self._layers_c(),
+            "layers_slave.c": slave,
+            "main.c": self._main_c(host_functions, constants),
+            "Makefile": self._makefile(),
+        }
+        files = {k: v.encode("utf-8") for k, v in out.items()}
+        files[WEIGHTS_FILE] = weights
+        runtime = resources.files("swir.codegen") / "runtime"
+        for name in RUNTIME_FILES:
+            files[f"emu/{name}"] = (runtime / name).read_bytes()
+        return files
+
+    def header(self, what: str) -> str:
+        return (f"/* {what}\n"
+                f" * Generated by swir-cg from {comment_text(self.opt.source)} "
+                f"(module {comment_text(repr(self.m.name))}); do not edit. */\n")
+
+    def where(self, f: Function) -> str:
+        loc = f.loc
+        return comment_text(str(loc)) if loc is not None else comment_text(self.opt.source)
+
+    # layers_mix.h ----------------------------------------------------------------------
+    def _mix_h(self) -> str:
+        parts = [self.header("layers_mix.h: what the MPE and the CPEs share: each CPE "
+                             "kernel's parameter\n * struct (Para) and small helpers."),
+                 templates.MIX_PRELUDE]
+        if self._uses_f16():
+            parts.append(templates.F16)
+        parts.append(scalar.helpers())
+        for f in self.spawned:
+            fields = []
+            for p in f.params:
+                n = self._param_field(p)
+                if isinstance(p.type, ShapedType):
+                    fields.append(f"    {scalar.c_type(p.type.element)} *{n};"
+                                  f"   /* {comment_text(str(p.type))} */")
+                else:
+                    fields.append(f"    {scalar.c_type(p.type)} {n};")  # type: ignore[arg-type]
+            if not fields:
+                fields.append("    char unused;   /* C structs cannot be empty */")
+            parts.append(f"/* @{comment_text(f.name)}'s arguments ({self.where(f)}). */\n"
+                         f"typedef struct {{\n" + "\n".join(fields) +
+                         f"\n}} {self._para[id(f)]};\n")
+        parts.append("#endif\n")
+        return "\n".join(parts)
+
+    def _param_field(self, p: FuncParam) -> str:
+        scope = self._field_scopes.setdefault(id(p.owner), Scope())
+        try:
+            return scope.lookup(p)
+        except KeyError:
+            return scope.declare(p.name or f"arg{p.index}", p, "a")
+
+    @property
+    def _field_scopes(self) -> dict[int, Scope]:
+        if not hasattr(self, "_fs"):
+            self._fs: dict[int, Scope] = {}
+        return self._fs
+
+    def _uses_f16(self) -> bool:
+        def f16(t: object) -> bool:
+            e = t.element if isinstance(t, ShapedType) else t
+            return isinstance(e, ScalarType) and e.name == "f16"
+        for item in self.m.items:
+            if isinstance(item, Global) and f16(item.type):
+                return True
+            if isinstance(item, Function):
+                if any(f16(p.type) for p in item.params):
+                    return True
+                for inst in item.body.walk() if item.body is not None else ():
+                    if any(f16(r.type) for r in inst.results):
+                        return True
+        return False
+
+    # layers.h / layers.c -----------------------------------------------------------------
+    def _wrapper_params(self, f: Function) -> str:
+        ps = []
+        for p in f.params:
+            t = p.type
+            n = self._param_field(p)
+            ps.append(f"{scalar.c_type(t.element)} *{n}" if isinstance(t, ShapedType)
+                      else f"{scalar.c_type(t)} {n}")  # type: ignore[arg-type]
+        return ", ".join(ps) or "void"
+
+    def _layers_h(self) -> str:
+        lines = [self.header("layers.h: the MPE side of each CPE kernel: fill its "
+                             "parameters and spawn it\n * on the 64 CPEs (the caller joins)."),
+                 "#ifndef SWIR_LAYERS_H", "#define SWIR_LAYERS_H", "",
+                 '#include "layers_mix.h"', ""]
+        for f in self.spawned:
+            lines.append(f"void {self._spawn[id(f)]}({self._wrapper_params(f)});")
+        lines += ["", "#endif", ""]
+        return "\n".join(lines)
+
+    def _layers_c(self) -> str:
+        lines = [self.header("layers.c: MPE wrappers: each fills its kernel's Para struct "
+                             "and spawns the\n * kernel on the 64 CPEs."),
+                 "#include <athread.h>", "", '#include "layers.h"', ""]
+        for f in self.spawned:
+            lines.append(f"extern void SLAVE_FUN({self._c_names[(id(f), 'cpe')]})(void *);")
+        for f in self.spawned:
+            k, para = self._c_names[(id(f), "cpe")], self._para[id(f)]
+            lines += ["", f"/* @{comment_text(f.name)} ({self.where(f)}) */",
+                      f"void {self._spawn[id(f)]}({self._wrapper_params(f)})", "{",
+                      "    /* static: the CPEs read it from main memory until the join */",
+                      f"    static {para} para;"]
+            for p in f.params:
+                n = self._param_field(p)
+                lines.append(f"    para.{n} = {n};")
+            lines += [f"    SWIR_KERNEL({c_string(f.name)});",
+                      f"    athread_spawn({k}, &para);", "}"]
+        lines.append("")
+        return "\n".join(lines)
+
+    # layers_slave.c ----------------------------------------------------------------------
+    def _slave_c(self) -> str:
+        bodies = []
+        for f in self.cpe_called:
+            bodies.append(self._cpe_function(f, spawned=False))
+        for f in self.spawned:
+            bodies.append(self._cpe_function(f, spawned=True))
+        out = [self.header("layers_slave.c: the CPE kernels. Each runs on all 64 CPEs, "
+                           "takes its share of\n * the work by CPE id, and moves data "
+                           "between main memory and its LDM by DMA."),
+               "#include <slave.h>", "", '#include "layers_mix.h"', ""]
+        if self._frames:
+            out.append("/* Each CPE's LDM buffers. Kernels run one at a time, so their "
+                       "buffers share the\n * space: one struct per kernel, in a union. */")
+            out += list(self._frames.values())
+            members = "\n".join(f"    struct {k}_ldm {k};" for k in self._frames)
+            out.append(f"static __thread_local union {{\n{members}\n}} ldm "
+                       "__attribute__((aligned(64)));\n")
+        if self.reply_words:
+            out.append("/* DMA reply words: each completed DMA adds one to its word. */")
+            out.append(f"static __thread_local volatile int reply[{self.reply_words}];\n")
+        for g in self._slave_globals.values():
+            out.append(f"extern {self._global_decl(g)};   /* main memory, defined in main.c */")
+        if self._slave_globals:
+            out.append("")
+        out += bodies
+        return "\n".join(out)
+
+    def _cpe_function(self, f: Function, spawned: bool) -> str:
+        k = self._c_names[(id(f), "cpe")]
+        scope = Scope(self.scope)
+        scope.reserve("p", "arg")
+        e = BodyEmitter(self, f, "cpe", scope)
+        written = set(written_params(f))
+        params = []
+        for p in f.params:
+            name = scope.declare(p.name or f"arg{p.index}", p, "a")
+            t = p.type
+            if spawned:
+                if not p.has_uses:
+                    continue
+                field = self._param_field(p)
+                if isinstance(t, ShapedType):
+                    e.line(declare_pointer(t, name, f"p->{field}",
+                                           const=p.index not in written))
+                else:
+                    e.line(f"const {scalar.c_type(t)} {name} = p->{field};")  # type: ignore[arg-type]
+            else:
+                if isinstance(t, ShapedType):
+                    head, tail = pointer_type(t, const=p.index not in written)
+                    params.append(f"{head}{name}{tail}")
+                else:
+                    params.append(f"{scalar.c_type(t)} {name}")  # type: ignore[arg-type]
+                if not p.has_uses:
+                    e.line(f"(void){name};")
+        allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
+        if allocs and spawned:
+            self._frames[k] = self._frame(f, k)
+            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});")
+        e.region(f.body.entry)  # type: ignore[union-attr]
+        head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
+        if spawned:
+            used = any(p.has_uses for p in f.params)
+            first = [f"    const {self._para[id(f)]} *const p = "
+                     f"({self._para[id(f)]} *)arg;"] if used else ["    (void)arg;"]
+            return head + f"void {k}(void *arg)\n{{\n" + "\n".join(first + e.lines) + "\n}\n"
+        return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
+                + "\n".join(e.lines) + "\n}\n")
+
+    def _frame(self, f: Function, k: str) -> str:
+        """The struct of kernel k's LDM buffers: a region's buffers side by side,
+        the regions nested in it (alive one at a time) in a union after them.
+        Buffers go in decreasing element size, so no padding falls between them."""
+        counter = [0]
+
+        def struct_body(block, path: str, depth: int) -> list[str]:
+            pad = "    " * depth
+            own = [i for i in block.instructions if i.opname == "ldm_alloc"]
+            own.sort(key=lambda i: -i.results[0].type.element.bytes)
+            fields = Scope()
+            lines = []
+            for inst in own:
+                t = inst.results[0].type
+                member = fields.declare(inst.results[0].name or "L", fallback="L")
+                self._ldm_paths[id(inst)] = f"{path}.{member}"
+                dims = "".join(f"[{d}]" for d in t.shape)
+                lines.append(f"{pad}{scalar.c_type(t.element)} {member}{dims};")
+            nested = []
+            for inst in block.instructions:
+                for region in inst.regions:
+                    for b in region.blocks:
+                        if any(i.opname == "ldm_alloc" for i in b.walk()):
+                            counter[0] += 1
+                            name = f"r{counter[0]}"
+                            union_path = f"{path}.nested"
+                            body = struct_body(b, f"{union_path}.{name}", depth + 2)
+                            nested.append((name, body))
+            if nested:
+                lines.append(f"{pad}union {{")
+                for name, body in nested:
+                    lines.append(f"{pad}    struct {{")
+                    lines += body
+                    lines.append(f"{pad}    }} {name};")
+                lines.append(f"{pad}}} nested;")
+            return lines
+
+        body = struct_body(f.body.entry, f"ldm.{k}", 1)  # type: ignore[union-attr]
+        return (f"struct {k}_ldm {{   /* @{comment_text(f.name)} */\n"
+                + "\n".join(body) + "\n};\n")
+
+    # main.c -----------------------------------------------------------------------------
+    def _host_function(self, f: Function) -> str:
+        name = self._c_names[(id(f), "host")]
+        scope = Scope(self.scope)
+        e = BodyEmitter(self, f, "host", scope)
+        params = []
+        for p in f.params:
+            n = scope.declare(p.name or f"arg{p.index}", p, "a")
+            t = p.type
+            params.append(f"{scalar.c_type(t.element)} *{n}" if isinstance(t, ShapedType)
+                          else f"{scalar.c_type(t)} {n}")  # type: ignore[arg-type]
+            if not p.has_uses:
+                e.line(f"(void){n};")
+        for i, t in enumerate(f.result_types):
+            if not isinstance(t, ScalarType):
+                raise Diagnostic(f"swir-cg: @{f.name} returns {t}; at the dma stage results "
+                                 "are output buffers or scalars", f.loc)
+            scope.reserve(f"result{i}")
+            params.append(f"{scalar.c_type(t)} *result{i}")
+        if f.kind == "func":
+            self._host_locals(e, f)
+        blocks = f.body.blocks  # type: ignore[union-attr]
+        labels = Scope()
+        for b in blocks:
+            e.labels[id(b)] = labels.declare("bb_" + (b.label or "block"))
+        for k, b in enumerate(blocks):
+            if len(blocks) > 1:
+                e.lines.append(f"{e.labels[id(b)]}:;")
+            e.region(b)
+        head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
+        return (head + f"static void {name}({', '.join(params) or 'void'})\n{{\n"
+                + "\n".join(e.lines) + "\n}\n")
+
+    def _host_locals(self, e: BodyEmitter, f: Function) -> None:
+        """A func's values are declared up front: its blocks jump to each other."""
+        decls = []
+        for b in f.body.blocks:  # type: ignore[union-attr]
+            values = list(b.args) if b is not f.body.entry else []  # type: ignore[union-attr]
+            for inst in b.instructions:
+                values += inst.results
+            for v in values:
+                t = v.type
+                if not isinstance(t, ScalarType):
+                    raise Diagnostic(f"swir-cg: %{v.name} has type {t}; host code holds only "
+                                     "scalars at the dma stage", f.loc)
+                n = e.define(v)
+                decls.append(f"{scalar.c_type(t)} {n} = 0;")
+                if not v.has_uses:
+                    decls.append(f"(void){n};")
+        for d in decls:
+            e.line(d)
+
+    def _global_decl(self, g: Global) -> str:
+        t = g.type
+        assert isinstance(t, ShapedType)
+        return f"{scalar.c_type(t.element)} *{self._globals[id(g)]}"
+
+    def _constants(self) -> tuple[bytes, str]:
+        """weights.bin and the C that places the constants: file-backed and
+        listed constants are read from the file, each at a 64-byte boundary;
+        splat constants are filled in at start (they take no file space)."""
+        blob = bytearray()
+        read, fill, decls = [], [], []
+        base_dir = Path(self.opt.source).parent
+        for g in self.m.globals:
+            if g.kind != "global" or id(g) not in self._globals:
+                continue
+            t = g.type
+            assert isinstance(t, ShapedType)
+            n = self._globals[id(g)]
+            decls.append(f"{'' if id(g) in self._slave_globals else 'static '}"
+                         f"{self._global_decl(g)};   /* @{comment_text(g.name)} : "
+                         f"{comment_text(str(t))} */")
+            if isinstance(g.init, Dense) and g.init.is_splat:
+                value = dense_array(g.init, t).reshape(-1)[0] if t.num_elements else 0
+                fill.append((n, t, value))
+                continue
+            if not isinstance(g.init, (Dense, FileInit)):
+                raise Diagnostic(f"swir-cg: @{g.name} has no contents", g.loc)
+            data = global_array(g, base_dir)
+            arr = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+            blob += b"\0" * (-len(blob) % ALIGN)
+            read.append((n, t, len(blob)))
+            blob += arr.tobytes()
+        code = templates.constants_code(decls, read, fill, len(blob), c_string)
+        return bytes(blob), code
+
+    def _buffers(self) -> str:
+        """The arena (buffers with a planned offset) and buffers of their own."""
+        placed, own, decls = [], [], []
+        size = 0
+        for g in self.m.globals:
+            if g.kind != "buffer" or id(g) not in self._globals:
+                continue
+            t = g.type
+            assert isinstance(t, ShapedType)
+            n = self._globals[id(g)]
+            off = g.attrs.get("offset")
+            static = "" if id(g) in self._slave_globals else "static "
+            where = f"arena offset {off}" if isinstance(off, int) else "own memory"
+            decls.append(f"{static}{self._global_decl(g)};   /* @{comment_text(g.name)} : "
+                         f"{comment_text(str(t))}, {where} */")
+            if isinstance(off, int) and not isinstance(off, bool) and off >= 0:
+                placed.append((n, g, off))
+                size = max(size, off + t.bytes)
+            else:
+                own.append((n, g))
+        return templates.buffers_code(decls, placed, own, size, c_string)
+
+    def _main_c(self, host_functions: list[str], constants: str) -> str:
+        f = self.entry
+        n_out = output_count(f)
+        inputs = f.params[:len(f.params) - n_out]
+        outputs = f.params[len(inputs):]
+        entry_name = self._c_names[(id(f), "host")]
+        return templates.main_c(
+            header=self.header(f"main.c: the MPE program: allocates main memory, loads the "
+                               f"constants, reads the inputs,\n * runs @{comment_text(f.name)}"
+                               " (which spawns the CPE kernels in order) and writes the "
+                               "outputs."),
+            constants=constants, buffers=self._buffers(), functions=host_functions,
+            entry=entry_name, inputs=inputs, outputs=outputs, results=list(f.result_types),
+            c_string=c_string)
+
+    # Makefile ---------------------------------------------------------------------------
+    def _makefile(self) -> str:
+        return templates.makefile(self.stem, comment_text(self.opt.source),
+                                  self.opt.ldm_reserve)
+
+
+def param_types(f: Function) -> list[Type]:
+    return [p.type for p in f.params]
+
+
+def apply_of(inst: Instruction) -> Apply:
+    a = inst.args[0]
+    assert isinstance(a, Apply)
+    return a

@@ -1,0 +1,189 @@
+"""Scalars in C: type names, exact literals, and one C expression per
+element-wise op.
+
+Each expression gives what the graph interpreter's numpy kernel gives
+(swir/interp/kernels_tensor.py), so the generated program can be checked
+against it: transcendentals are computed in double and rounded to the type, as
+the kernels do; integer arithmetic wraps (through unsigned arithmetic, since
+signed overflow is undefined in C); integer division truncates and x / 0 is 0;
+``max`` / ``min`` / ``relu`` propagate NaN; float-to-integer ``cast`` saturates
+(NaN gives the type's minimum), where C would be undefined.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from swir.ir.types import INDEX, ScalarType
+
+C_TYPES = {"f16": "swir_f16", "f32": "float", "f64": "double", "i1": "bool",
+           "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+           "index": "long"}
+_UNSIGNED = {"i32": "uint32_t", "i64": "uint64_t", "index": "unsigned long"}
+_INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"),
+               "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX"),
+               "index": ("INT64_MIN", "INT64_MAX")}
+_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
+         "erfc": "erfc"}
+
+
+class Unsupported(Exception):
+    """An op or type combination with no C form (the caller locates it)."""
+
+
+def c_type(t: ScalarType) -> str:
+    return C_TYPES[t.name]
+
+
+def literal(value: object, t: ScalarType) -> str:
+    """``value`` exactly, as a C constant of type ``t``."""
+    if t.name == "i1":
+        return "true" if bool(value) else "false"
+    if not t.is_float:
+        v = int(value)  # type: ignore[arg-type]
+        if t.name in ("i64", "index") and v == -(1 << 63):
+            return "INT64_MIN"
+        text = str(v) if abs(v) < (1 << 31) else f"INT64_C({v})"
+        return text if t.name in ("i32", "i64", "index") else f"({c_type(t)}){text}"
+    x = float(value)  # type: ignore[arg-type]
+    if math.isnan(x):
+        body = "NAN"
+    elif math.isinf(x):
+        body = "INFINITY" if x > 0 else "-INFINITY"
+    else:
+        # The shortest decimal that reads back as this value of the type.
+        np_type = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[t.name]
+        body = np.format_float_scientific(np_type(x), unique=True, trim="-") \
+            if (x != 0 and not 1e-4 <= abs(x) < 1e16) \
+            else np.format_float_positional(np_type(x), unique=True, trim="0")
+        if "." not in body and "e" not in body:
+            body += ".0"
+        body += "f" if t.name == "f32" else ""
+    if t.name == "f16":
+        return f"(swir_f16){body}"
+    if t.name == "f32" and body in ("NAN", "INFINITY", "-INFINITY"):
+        return body     # float constants already
+    if t.name == "f64" and body in ("NAN", "INFINITY", "-INFINITY"):
+        return f"(double){body}"
+    return body
+
+
+def _wrap(t: ScalarType, sym: str, a: str, b: str) -> str:
+    """a SYM b with two's-complement wrap-around instead of undefined overflow."""
+    if t.name in _UNSIGNED:
+        u = _UNSIGNED[t.name]
+        return f"({c_type(t)})(({u}){a} {sym} ({u}){b})"
+    return f"({c_type(t)})({a} {sym} {b})"   # i8 / i16: int arithmetic cannot overflow
+
+
+def _in_double(t: ScalarType, expr: str) -> str:
+    """A double-precision result rounded to ``t`` (as the kernels round f64 results)."""
+    return expr if t.name == "f64" else f"({c_type(t)}){expr}"
+
+
+def _d(t: ScalarType, a: str) -> str:
+    return a if t.name == "f64" else f"(double){a}"
+
+
+def expression(op: str, operand_types: list[ScalarType], args: list[str],
+               result: ScalarType, attrs: dict) -> str:
+    """The C expression computing element-wise ``op`` on scalar operands."""
+    t = operand_types[-1]
+    a = args[0]
+    b = args[1] if len(args) > 1 else ""
+    is_bool, is_float = t.name == "i1", t.is_float
+    if op == "cast":
+        return _cast(operand_types[0], result, a)
+    if op == "select":
+        return f"({a} ? {b} : {args[2]})"
+    compare = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+    if op in compare:
+        return f"({a} {compare[op]} {b})"
+    if op in ("and", "or", "not"):
+        return {"and": f"({a} && {b})", "or": f"({a} || {b})", "not": f"!{a}"}[op]
+    if is_bool:
+        return _bool_op(op, a, b)
+    if op in ("add", "sub", "mul"):
+        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
+        return f"({a} {sym} {b})" if is_float else _wrap(t, sym, a, b)
+    if op == "div":
+        return f"({a} / {b})" if is_float else f"swir_div_{t.name}({a}, {b})"
+    if op == "neg":
+        return f"(-{a})" if is_float else _wrap(t, "-", "0", a)
+    if op == "abs":
+        if is_float:
+            return _in_double(t, f"fabs({_d(t, a)})")
+        return f"({a} < 0 ? {_wrap(t, '-', '0', a)} : {a})"
+    if op in ("max", "min"):
+        sym = ">" if op == "max" else "<"
+        keep_nan = f" || {a} != {a}" if is_float else ""
+        return f"(({a} {sym} {b}{keep_nan}) ? {a} : {b})"
+    if op == "relu":
+        zero = literal(0, t)
+        keep_nan = f" || {a} != {a}" if is_float else ""
+        return f"(({a} > {zero}{keep_nan}) ? {a} : {zero})"
+    if not is_float:
+        raise Unsupported(f"'{op}' on {t} has no C form")
+    return _float_op(op, t, a, b)
+
+
+def _bool_op(op: str, a: str, b: str) -> str:
+    """Arithmetic on i1 as the kernels do it: in integers, nonzero is true."""
+    if op in ("add", "max"):
+        return f"({a} || {b})"
+    if op == "sub":
+        return f"({a} != {b})"
+    if op in ("mul", "min", "div", "and"):
+        return f"({a} && {b})"
+    if op in ("neg", "abs", "relu"):
+        return a
+    raise Unsupported(f"'{op}' on i1 has no C form")
+
+
+def _float_op(op: str, t: ScalarType, a: str, b: str) -> str:
+    one = literal(1, t)
+    if op in _LIBM:
+        return _in_double(t, f"{_LIBM[op]}({_d(t, a)})")
+    if op == "rsqrt":
+        return _in_double(t, f"(1.0 / sqrt({_d(t, a)}))")
+    if op == "reciprocal":
+        return f"({one} / {a})"
+    if op == "sigmoid":
+        return _in_double(t, f"(1.0 / (1.0 + exp(-{_d(t, a)})))")
+    if op in ("floor", "ceil"):
+        return _in_double(t, f"{op}({_d(t, a)})")
+    if op == "pow":
+        return _in_double(t, f"pow({_d(t, a)}, {_d(t, b)})")
+    raise Unsupported(f"'{op}' on {t} has no C form")
+
+
+def _cast(src: ScalarType, dst: ScalarType, a: str) -> str:
+    if dst.name == "i1":
+        return f"({a} != 0)"
+    if src.is_float and not dst.is_float:
+        return f"swir_f2{'i64' if dst == INDEX else dst.name}({_d(src, a)})"
+    return f"({c_type(dst)}){a}"
+
+
+def helpers() -> str:
+    """The static inline functions the expressions above call (in layers_mix.h)."""
+    out = ["/* Integer division as swir defines it: truncating, x / 0 == 0, MIN / -1 wraps. */"]
+    for name in ("i8", "i16", "i32", "i64"):
+        ct = C_TYPES[name]
+        neg = _wrap(ScalarType(name), "-", "0", "a")
+        out.append(f"static inline {ct} swir_div_{name}({ct} a, {ct} b) "
+                   f"{{ return b == 0 ? 0 : b == -1 ? {neg} : ({ct})(a / b); }}")
+    out.append("static inline long swir_div_index(long a, long b) "
+               "{ return b == 0 ? 0 : b == -1 ? (long)(0ul - (unsigned long)a) : a / b; }")
+    out.append("/* Float to integer: truncate toward zero, saturate, NaN gives the minimum. */")
+    for name in ("i8", "i16", "i32", "i64"):
+        ct = C_TYPES[name]
+        lo, hi = _INT_LIMITS[name]
+        # The upper test is >= 2^(bits-1), exact in double (INT64_MAX is not).
+        top = f"{float(1 << (int(name[1:]) - 1))!r}"
+        out.append(f"static inline {ct} swir_f2{name}(double x) "
+                   f"{{ return x != x || x <= (double){lo} ? {lo} : x >= {top} ? {hi} "
+                   f": ({ct})x; }}")
+    return "\n".join(out) + "\n"

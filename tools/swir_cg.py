@@ -1,0 +1,183 @@
+"""swir-cg: compile a swir module to the Sunway athread C project.
+
+    swir-cg IN.swir -o DIR [--force] [--func NAME] [--print-pipeline] [--stats]
+            [--PASS-OPTION=VALUE ...]
+
+The module may be at any stage; swir-cg runs what is left of the default
+pipeline (graph clean-up, -lower-loops, -ldm-plan, -insert-dma), verifying after
+every pass, then writes DIR: main.c, layers.h, layers.c, layers_mix.h,
+layers_slave.c, Makefile, weights.bin and the emulation runtime in emu/.
+``make -C DIR`` builds for Sunway with sw5cc, ``make -C DIR emu`` for this
+machine. DIR is written completely or not at all; an existing DIR is replaced
+only with --force.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from swir import __version__
+from swir.codegen.project import Options as CodegenOptions
+from swir.codegen.project import WriteError, generate, write_project
+from swir.parser import parse_module, read_source
+from swir.passes.manager import Pass, PassManager, option_flag
+from swir.verifier import verify
+
+from .driver import UsageError, command_line_error, run_tool
+from .swir_opt import Options, _field_type, build_passes
+
+PROG = "swir-cg"
+
+# What each stage still needs, in order (graph passes that exist first).
+PIPELINE = {
+    "graph": ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"],
+    "loop": ["ldm-plan", "insert-dma"],
+    "buffered": ["insert-dma"],
+    "dma": [],
+}
+DEFAULT_LDM_RESERVE = 65536 // 16
+
+
+def usage() -> str:
+    from swir.passes import pass_class
+    lines = [f"usage: {PROG} IN.swir -o DIR [options]", "",
+             "Compiles a swir module (any stage) to the Sunway athread C project in DIR,",
+             "running what is left of the pipeline:"]
+    for stage, names in PIPELINE.items():
+        lines.append(f"  {stage + ':':<10} " + (" ".join(f"-{n}" for n in names) or "(nothing)"))
+    lines += ["", "Options:",
+              "  -o DIR                     the project directory to write",
+              "  --force                    replace DIR if it exists",
+              "  --func NAME                the function the program runs (default: main)",
+              "  --print-pipeline           print the passes that will run, with their options",
+              "  --stats                    report each pass's statistics",
+              "  --help, --version", "",
+              "Pass options (given to every pass in the pipeline that takes them):"]
+    seen = set()
+    for names in PIPELINE.values():
+        for n in names:
+            cls = pass_class(n)
+            for f in cls.options():  # type: ignore[union-attr]
+                flag = option_flag(f.name)
+                if flag in seen:
+                    continue
+                seen.add(flag)
+                text = f"--{flag}=<{_field_type(f).__name__}>"
+                lines.append(f"  {text:<26} {f.metadata.get('help', '')} (-{n}, default: "
+                             f"{f.default})")
+    lines += ["", "Build: make -C DIR (Sunway, sw5cc) or make -C DIR emu (this machine).",
+              "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]"]
+    return "\n".join(lines) + "\n"
+
+
+class Command:
+    def __init__(self) -> None:
+        self.input: str | None = None
+        self.output: str | None = None
+        self.force = self.print_pipeline = self.stats = False
+        self.func = "main"
+        self.globals: dict[str, tuple[str, int]] = {}
+
+
+def parse_args(argv: list[str]) -> Command:
+    c = Command()
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            sys.stdout.write(usage())
+            raise SystemExit(0)
+        if a == "--version":
+            print(f"{PROG} {__version__}")
+            raise SystemExit(0)
+        if a in ("-o", "--output", "--func"):
+            if i + 1 >= len(argv):
+                raise command_line_error(PROG, argv, i, f"'{a}' needs a value")
+            if a == "--func":
+                c.func = argv[i + 1]
+            else:
+                c.output = argv[i + 1]
+            i += 2
+            continue
+        if a in ("--force", "--print-pipeline", "--stats"):
+            setattr(c, a[2:].replace("-", "_"), True)
+        elif a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if eq:
+                c.globals[name] = (value, i)
+            elif name.startswith("no-"):
+                c.globals[name[3:]] = ("false", i)
+            else:
+                c.globals[name] = ("true", i)
+        elif a.startswith("-") and a != "-":
+            raise command_line_error(PROG, argv, i, f"unknown option '{a}' (see {PROG} --help; "
+                                                    "to run passes of your own, use swir-opt)")
+        else:
+            if c.input is not None:
+                raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")
+            c.input = a
+        i += 1
+    if c.input is None:
+        raise UsageError("no input file (see swir-cg --help)")
+    if c.output is None and not c.print_pipeline:
+        raise UsageError("no output directory: give -o DIR")
+    return c
+
+
+def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
+    o = Options(passes=[(n, {}, 0) for n in PIPELINE.get(stage, [])], globals=c.globals)
+    if not o.passes:
+        for k, (_, idx) in c.globals.items():
+            raise command_line_error(PROG, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
+                                                      "module runs no passes)")
+    return build_passes(o, argv, PROG)
+
+
+def ldm_reserve(passes: list[Pass]) -> int:
+    """The LDM the plan left for the CPE stack and reply words (the emulation's
+    capacity check uses it)."""
+    for p in passes:
+        if p.name == "ldm-plan":
+            r = p.ldm_reserve
+            return p.ldm_size // 16 if r == -1 else r  # type: ignore[attr-defined]
+    return DEFAULT_LDM_RESERVE
+
+
+def main(argv: list[str]) -> int:
+    try:
+        c = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    assert c.input is not None
+    text = read_source(c.input)
+    name = "<stdin>" if c.input == "-" else c.input
+    module = parse_module(text, name)
+    verify(module)
+    passes = pipeline(module.stage, c, argv)
+    if c.print_pipeline:
+        print(" ".join(p.spelling() for p in passes) or "(no passes)")
+        if c.output is None:
+            return 0
+    manager = PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr)
+    manager.run(module)
+    if c.stats:
+        for r in manager.records:
+            stats = ", ".join(f"{k}: {v}" for k, v in sorted(r.statistics.items()))
+            print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
+                  + (f" ({stats})" if stats else ""), file=sys.stderr)
+    files = generate(module, CodegenOptions(entry=c.func, source=name,
+                                            ldm_reserve=ldm_reserve(passes)))
+    assert c.output is not None
+    try:
+        write_project(files, c.output, c.force)
+    except WriteError as e:
+        raise UsageError(str(e)) from None
+    return 0
+
+
+def entry() -> None:
+    sys.exit(run_tool(PROG, main))
+
+
+if __name__ == "__main__":
+    entry()
