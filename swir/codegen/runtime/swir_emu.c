@@ -1,0 +1,871 @@
+/* swir's emulation of the Sunway athread runtime on the host: one pthread per
+ * CPE, checked and counted DMAs, JSON counters. See swir_emu.h for the model.
+ *
+ * Threading: the MPE thread owns the kernel table, the main-memory registry
+ * and the spawn state, and changes them only while no kernel runs. Each CPE
+ * thread touches only its own slot of `cpes` (found through the thread-local
+ * `self`); the MPE resets the slots before creating the threads and reads them
+ * after joining them, so thread creation and join order every access. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "athread.h"
+#include "slave.h"
+
+#if SWIR_LDM_RESERVE < 0 || SWIR_LDM_RESERVE >= SWIR_LDM_BYTES
+#error "SWIR_LDM_RESERVE must be at least 0 and less than SWIR_LDM_BYTES"
+#endif
+
+/* The bytes of LDM a kernel's buffers may use. */
+#define LDM_CAPACITY ((size_t)(SWIR_LDM_BYTES) - (size_t)(SWIR_LDM_RESERVE))
+
+/* Histogram buckets are powers of two 2**k; k < 64 covers every size. */
+#define BUCKETS 64
+
+/* Kernel names are printed at most this long in error messages. */
+#define NAME_TEXT 160
+
+#ifdef __GNUC__
+#define SWIR_NORETURN __attribute__((noreturn))
+#define SWIR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SWIR_NORETURN
+#define SWIR_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------------
+ * State
+ * ------------------------------------------------------------------------ */
+
+/* DMA counters; the same meaning as the dma-stage interpreter's DMAStats. */
+struct counters {
+    long long gets, puts, waits, bytes_in, bytes_out;
+    long long small;                  /* transfers under SWIR_SMALL_TRANSFER bytes */
+    long long blocks;                 /* contiguous main-memory blocks moved */
+    long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
+    long long block_hist[BUCKETS];    /* blocks by log2(size bucket) */
+};
+
+struct kernel {
+    char *name;
+    long long spawns, calls;
+    struct counters c;
+    long long ldm_peak_cpe[SWIR_CPES];
+    double wall_seconds;
+};
+
+/* The block layout of one DMA on its main-memory side. A contiguous DMA is
+ * one full block of `len` bytes. */
+struct shape {
+    size_t len;       /* total bytes */
+    size_t bsize;     /* bytes per full block */
+    size_t pitch;     /* main-memory bytes from one block's start to the next */
+    size_t full;      /* full blocks */
+    size_t rem;       /* bytes of the partial last block (0: none) */
+    size_t blocks;    /* full + (rem > 0) */
+    size_t extent;    /* main-memory bytes from the first byte to the last */
+};
+
+/* A DMA issued and not yet performed: blocks of the shape are copied from
+ * `from` to `to`, stepping `from_step` / `to_step` bytes per block (pitch on
+ * the main-memory side, bsize on the packed LDM side). */
+struct dma {
+    int get;
+    const unsigned char *from;
+    unsigned char *to;
+    size_t from_step, to_step;
+    struct shape s;
+    volatile int *reply;
+};
+
+struct cpe {
+    int id;
+    pthread_t thread;
+    struct counters c;
+    size_t ldm_peak;
+    int framed;                       /* SWIR_LDM_FRAME called in this run */
+    const unsigned char *frame;
+    size_t frame_bytes;
+    struct dma *queue;                /* DMAs not yet waited for, in issue order */
+    size_t queued, queue_cap;
+    /* The registered block the last DMA was in, tried first by the next. */
+    size_t last_block;
+};
+
+/* A registered main-memory block. */
+struct block {
+    const unsigned char *base;
+    size_t bytes;
+    char *name;
+};
+
+static struct cpe cpes[SWIR_CPES];
+static __thread struct cpe *self;     /* this thread's CPE; NULL on the MPE */
+
+static struct kernel *kernels;        /* in order of first spawn */
+static size_t n_kernels, cap_kernels;
+
+static struct block *blocks;
+static size_t n_blocks, cap_blocks;
+
+static struct {
+    int initialized;
+    int running;                      /* spawned and not joined */
+    char *next_name;                  /* from SWIR_KERNEL, for the next spawn */
+    size_t kernel;                    /* the running (or last) kernel's index */
+    const char *kernel_name;          /* its name; CPE threads read it */
+    void (*fn)(void *);
+    void *arg;
+    double start;
+} mpe;
+
+/* athread_syn's barrier, by hand rather than a pthread_barrier_t so that a
+ * CPE returning while others wait for it (a hang on Sunway) is an error, not
+ * a hang. Guarded by `lock`; reset by the MPE at each spawn. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int waiting;                      /* CPEs arrived in the current round */
+    unsigned long round;              /* rounds completed */
+    int returned;                     /* CPEs of this spawn that have returned */
+    int first_returned;               /* the first of them */
+} syn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, -1};
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------ */
+
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* `name` made safe for a one-line message in `buf`: control characters and
+ * backslashes escaped, long names cut with "...". */
+static const char *printable(char *buf, size_t size, const char *name)
+{
+    size_t n = 0;
+    const unsigned char *p;
+    for (p = (const unsigned char *)name; *p && n + 8 < size; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", *p);
+        else if (*p == '\\')
+            n += (size_t)snprintf(buf + n, size - n, "\\\\");
+        else
+            buf[n++] = (char)*p;
+    }
+    strcpy(buf + n, *p ? "..." : "");
+    return buf;
+}
+
+static void fail(const char *kernel, int cpe, const char *fmt, ...)
+    SWIR_NORETURN SWIR_PRINTF(3, 4);
+
+/* Print `swir-emu: error: kernel 'K', CPE N: MESSAGE` and exit(1). The lock
+ * is never released: a second thread failing at the same moment waits here
+ * until exit ends the process, so exactly one message is printed. */
+static void fail(const char *kernel, int cpe, const char *fmt, ...)
+{
+    char name[NAME_TEXT];
+    va_list ap;
+    pthread_mutex_lock(&fail_lock);
+    fputs("swir-emu: error: ", stderr);
+    if (kernel)
+        fprintf(stderr, "kernel '%s'%s", printable(name, sizeof name, kernel),
+                cpe >= 0 ? ", " : ": ");
+    if (cpe >= 0)
+        fprintf(stderr, "CPE %d: ", cpe);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    exit(1);
+}
+
+/* The calling CPE, or an error naming `what` when the MPE calls CPE code. */
+static struct cpe *cpe_self(const char *what)
+{
+    if (!self)
+        fail(mpe.running ? mpe.kernel_name : NULL, -1,
+             "%s called outside a CPE (it is CPE code; this thread is the MPE)", what);
+    return self;
+}
+
+/* An error naming `what` when a CPE calls MPE code. */
+static void mpe_only(const char *what)
+{
+    if (self)
+        fail(mpe.kernel_name, self->id, "%s called on a CPE (it is MPE code)", what);
+}
+
+/* ------------------------------------------------------------------------
+ * Small helpers
+ * ------------------------------------------------------------------------ */
+
+/* `p` resized to hold at least `need` items of `size` bytes (doubling). */
+static void *grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    size_t n = *cap ? *cap : 8;
+    if (need <= *cap)
+        return p;
+    while (n < need)
+        n *= 2;
+    p = realloc(p, n * size);
+    if (!p)
+        fail(NULL, -1, "out of host memory");
+    *cap = n;
+    return p;
+}
+
+static char *copy_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (!p)
+        fail(NULL, -1, "out of host memory");
+    return memcpy(p, s, n);
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* k with 2**k <= n < 2**(k+1), for n > 0: the histogram bucket of n. */
+static int bucket_index(size_t n)
+{
+    int k = -1;
+    while (n) {
+        n >>= 1;
+        k++;
+    }
+    return k;
+}
+
+static void counters_add(struct counters *to, const struct counters *from)
+{
+    int k;
+    to->gets += from->gets;
+    to->puts += from->puts;
+    to->waits += from->waits;
+    to->bytes_in += from->bytes_in;
+    to->bytes_out += from->bytes_out;
+    to->small += from->small;
+    to->blocks += from->blocks;
+    for (k = 0; k < BUCKETS; k++) {
+        to->size_hist[k] += from->size_hist[k];
+        to->block_hist[k] += from->block_hist[k];
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * MPE: init, spawn, join, halt
+ * ------------------------------------------------------------------------ */
+
+int athread_init(void)
+{
+    mpe_only("athread_init");
+    mpe.initialized = 1;
+    return 0;
+}
+
+int athread_halt(void)
+{
+    int i;
+    mpe_only("athread_halt");
+    if (mpe.running)
+        fail(mpe.kernel_name, -1, "athread_halt while the kernel is running: "
+             "athread_join it first");
+    for (i = 0; i < SWIR_CPES; i++) {
+        free(cpes[i].queue);
+        cpes[i].queue = NULL;
+        cpes[i].queue_cap = 0;
+    }
+    mpe.initialized = 0;
+    return 0;
+}
+
+void swir_emu_kernel(const char *name)
+{
+    mpe_only("SWIR_KERNEL");
+    if (!name)
+        fail(NULL, -1, "SWIR_KERNEL with a null name");
+    free(mpe.next_name);
+    mpe.next_name = copy_string(name);
+}
+
+/* The index of kernel `name` in the table, added at the end if new. */
+static size_t kernel_index(const char *name)
+{
+    size_t i;
+    for (i = 0; i < n_kernels; i++)
+        if (strcmp(kernels[i].name, name) == 0)
+            return i;
+    kernels = grow(kernels, &cap_kernels, n_kernels + 1, sizeof *kernels);
+    memset(&kernels[n_kernels], 0, sizeof *kernels);
+    kernels[n_kernels].name = copy_string(name);
+    return n_kernels++;
+}
+
+/* A CPE thread: run the kernel, then insist every DMA it issued was waited for. */
+static void *cpe_main(void *arg)
+{
+    struct cpe *c = arg;
+    self = c;
+    mpe.fn(mpe.arg);
+    if (c->queued) {
+        const struct dma *d = &c->queue[0];
+        fail(mpe.kernel_name, c->id,
+             "returned with %zu DMA%s not waited for (%s%s of %zu bytes on reply word at LDM %p)",
+             c->queued, c->queued == 1 ? "" : "s", c->queued == 1 ? "" : "the first: ",
+             d->get ? "athread_get" : "athread_put", d->s.len, (void *)d->reply);
+    }
+    /* From now on this CPE never reaches an athread_syn: wake the CPEs
+     * waiting in one so that they report it. */
+    pthread_mutex_lock(&syn.lock);
+    if (syn.returned++ == 0)
+        syn.first_returned = c->id;
+    if (syn.waiting)
+        pthread_cond_broadcast(&syn.cond);
+    pthread_mutex_unlock(&syn.lock);
+    self = NULL;
+    return NULL;
+}
+
+static void reset_cpe(struct cpe *c, int id)
+{
+    memset(&c->c, 0, sizeof c->c);
+    c->id = id;
+    c->ldm_peak = 0;
+    c->framed = 0;
+    c->frame = NULL;
+    c->frame_bytes = 0;
+    c->queued = 0;
+}
+
+int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
+{
+    const char *name;
+    char other[NAME_TEXT];
+    size_t k;
+    int i;
+    mpe_only("athread_spawn");
+    name = mpe.next_name ? mpe.next_name : cname;
+    if (!mpe.initialized)
+        fail(name, -1, "athread_spawn before athread_init (or after athread_halt)");
+    if (mpe.running)
+        fail(name, -1, "athread_spawn while kernel '%s' is still running: athread_join it first",
+             printable(other, sizeof other, mpe.kernel_name));
+    if (!fn)
+        fail(name, -1, "athread_spawn of a null function");
+    k = kernel_index(name);
+    free(mpe.next_name);
+    mpe.next_name = NULL;
+    kernels[k].spawns += 1;
+    kernels[k].calls += SWIR_CPES;
+    mpe.kernel = k;
+    mpe.kernel_name = kernels[k].name;
+    mpe.fn = fn;
+    mpe.arg = arg;
+    mpe.running = 1;
+    for (i = 0; i < SWIR_CPES; i++)
+        reset_cpe(&cpes[i], i);
+    syn.waiting = syn.returned = 0;
+    syn.first_returned = -1;
+    mpe.start = now_seconds();
+    for (i = 0; i < SWIR_CPES; i++)
+        if (pthread_create(&cpes[i].thread, NULL, cpe_main, &cpes[i]) != 0)
+            fail(mpe.kernel_name, -1, "cannot start the thread of CPE %d", i);
+    return 0;
+}
+
+int athread_join(void)
+{
+    struct kernel *k;
+    int i;
+    mpe_only("athread_join");
+    if (!mpe.running)
+        fail(NULL, -1, "athread_join without a running athread_spawn");
+    for (i = 0; i < SWIR_CPES; i++)
+        if (pthread_join(cpes[i].thread, NULL) != 0)
+            fail(mpe.kernel_name, -1, "cannot join the thread of CPE %d", i);
+    k = &kernels[mpe.kernel];
+    k->wall_seconds += now_seconds() - mpe.start;
+    for (i = 0; i < SWIR_CPES; i++) {
+        counters_add(&k->c, &cpes[i].c);
+        if ((long long)cpes[i].ldm_peak > k->ldm_peak_cpe[i])
+            k->ldm_peak_cpe[i] = (long long)cpes[i].ldm_peak;
+    }
+    mpe.running = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Main memory registry
+ * ------------------------------------------------------------------------ */
+
+void swir_emu_memory(const void *base, size_t bytes, const char *name)
+{
+    size_t i;
+    mpe_only("SWIR_MEMORY");
+    if (mpe.running)
+        fail(mpe.kernel_name, -1, "SWIR_MEMORY while the kernel is running: register "
+             "main memory before spawning");
+    if (!name)
+        name = "(unnamed)";
+    if (bytes == 0)
+        return;                       /* an empty block admits no DMA anyway */
+    if (!base)
+        fail(NULL, -1, "SWIR_MEMORY of %zu bytes at a null address ('%s')", bytes, name);
+    for (i = 0; i < n_blocks; i++)
+        if (blocks[i].base == base && blocks[i].bytes == bytes) {
+            free(blocks[i].name);     /* registered again (e.g. each run): rename */
+            blocks[i].name = copy_string(name);
+            return;
+        }
+    blocks = grow(blocks, &cap_blocks, n_blocks + 1, sizeof *blocks);
+    blocks[n_blocks].base = base;
+    blocks[n_blocks].bytes = bytes;
+    blocks[n_blocks].name = copy_string(name);
+    n_blocks++;
+}
+
+/* Whether block `b` holds all of [lo, hi). */
+static int block_holds(const struct block *b, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t base = (uintptr_t)b->base;
+    return lo >= base && hi - base <= b->bytes;
+}
+
+/* The registered block holding byte `p`, or NULL. */
+static const struct block *block_at(uintptr_t p)
+{
+    size_t i;
+    for (i = 0; i < n_blocks; i++) {
+        uintptr_t lo = (uintptr_t)blocks[i].base;
+        if (p >= lo && p - lo < blocks[i].bytes)
+            return &blocks[i];
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * CPE: id, LDM frame, barrier
+ * ------------------------------------------------------------------------ */
+
+int athread_get_id(int core)
+{
+    struct cpe *c = cpe_self("athread_get_id");
+    if (core != -1)
+        fail(mpe.kernel_name, c->id, "athread_get_id(%d): the emulation supports only -1 "
+             "(this CPE)", core);
+    return c->id;
+}
+
+void swir_emu_ldm_frame(const void *base, size_t bytes)
+{
+    struct cpe *c = cpe_self("SWIR_LDM_FRAME");
+    if (bytes > LDM_CAPACITY)
+        fail(mpe.kernel_name, c->id, "needs %zu bytes of LDM; the capacity is %zu (%lld bytes "
+             "of LDM minus %lld reserved for the stack and reply words)", bytes, LDM_CAPACITY,
+             (long long)(SWIR_LDM_BYTES), (long long)(SWIR_LDM_RESERVE));
+    if (!base && bytes)
+        fail(mpe.kernel_name, c->id, "SWIR_LDM_FRAME of %zu bytes at a null address", bytes);
+    c->framed = 1;
+    c->frame = base;
+    c->frame_bytes = bytes;
+    if (bytes > c->ldm_peak)
+        c->ldm_peak = bytes;
+}
+
+void athread_syn(int scope, int mask)
+{
+    struct cpe *c = cpe_self("athread_syn");
+    unsigned long round;
+    if (scope != ARRAY_SCOPE)
+        fail(mpe.kernel_name, c->id, "athread_syn(%s, ...) is not supported by the emulation "
+             "(only ARRAY_SCOPE)", scope == ROW_SCOPE ? "ROW_SCOPE" :
+             scope == COL_SCOPE ? "COL_SCOPE" : "an unknown scope");
+    if ((mask & 0xffff) != 0xffff)
+        fail(mpe.kernel_name, c->id, "athread_syn(ARRAY_SCOPE, 0x%x) is not supported by the "
+             "emulation (only the mask 0xffff, all 64 CPEs)", (unsigned)mask);
+    pthread_mutex_lock(&syn.lock);
+    round = syn.round;
+    if (++syn.waiting == SWIR_CPES) {
+        syn.waiting = 0;
+        syn.round++;
+        pthread_cond_broadcast(&syn.cond);
+    }
+    while (round == syn.round) {
+        if (syn.returned)
+            fail(mpe.kernel_name, c->id, "athread_syn can never complete: CPE %d returned "
+                 "without reaching it (on Sunway the CPEs would wait forever)",
+                 syn.first_returned);
+        pthread_cond_wait(&syn.cond, &syn.lock);
+    }
+    pthread_mutex_unlock(&syn.lock);
+}
+
+/* ------------------------------------------------------------------------
+ * CPE: DMA
+ * ------------------------------------------------------------------------ */
+
+/* The main-memory block layout of a DMA of `len` bytes (len > 0; bsize and
+ * stride >= 0). Strided exactly when 0 < bsize < len, as in the interpreter. */
+static struct shape shape_of(int len, int bsize, int stride)
+{
+    struct shape s;
+    s.len = (size_t)len;
+    if (bsize > 0 && bsize < len) {
+        s.bsize = (size_t)bsize;
+        s.pitch = (size_t)bsize + (size_t)stride;
+        s.full = s.len / s.bsize;
+        s.rem = s.len % s.bsize;
+        s.blocks = s.full + (s.rem > 0);
+        s.extent = (s.blocks - 1) * s.pitch + (s.rem ? s.rem : s.bsize);
+    } else {
+        s.bsize = s.pitch = s.extent = s.len;
+        s.full = s.blocks = 1;
+        s.rem = 0;
+    }
+    return s;
+}
+
+/* "4 blocks of 80 bytes with 112 skipped between them" or "320 bytes". */
+static const char *shape_text(char *buf, size_t size, const struct shape *s)
+{
+    if (s->blocks == 1)
+        snprintf(buf, size, "%zu bytes", s->len);
+    else
+        snprintf(buf, size, "%zu bytes in %zu blocks of %zu with %zu skipped between them",
+                 s->len, s->blocks, s->bsize, s->pitch - s->bsize);
+    return buf;
+}
+
+/* The LDM side [ldm, ldm + len) must lie inside this CPE's LDM frame. */
+static void check_ldm(const struct cpe *c, const char *op, int get, const void *ldm, size_t len)
+{
+    uintptr_t lo = (uintptr_t)ldm, base = (uintptr_t)c->frame;
+    const char *dir = get ? "into" : "from";
+    if (lo >= base && lo - base <= c->frame_bytes) {
+        size_t off = lo - base;
+        if (len <= c->frame_bytes - off)
+            return;
+        fail(mpe.kernel_name, c->id, "%s of %zu bytes %s LDM at offset %zu of the LDM frame "
+             "runs %zu bytes past its end (the frame is %zu bytes)", op, len, dir, off,
+             off + len - c->frame_bytes, c->frame_bytes);
+    }
+    fail(mpe.kernel_name, c->id, "%s of %zu bytes %s LDM at %p: outside this CPE's LDM frame "
+         "[%p, +%zu)", op, len, dir, ldm, (const void *)c->frame, c->frame_bytes);
+}
+
+/* The main-memory extent of a DMA must not be in this CPE's LDM frame (src
+ * and dest swapped) and, once main memory is registered, must lie inside one
+ * registered block. */
+static void check_memory(struct cpe *c, const char *op, int get, const void *mem,
+                         const struct shape *s)
+{
+    uintptr_t lo = (uintptr_t)mem, hi, flo = (uintptr_t)c->frame;
+    const char *verb = get ? "reads" : "writes";
+    const struct block *b;
+    char what[128], name[NAME_TEXT];
+    size_t i;
+    shape_text(what, sizeof what, s);
+    if (!mem)
+        fail(mpe.kernel_name, c->id, "%s %s main memory at a null address", op, verb);
+    if (lo > UINTPTR_MAX - s->extent)
+        fail(mpe.kernel_name, c->id, "%s %s main memory at %p (%s) past the end of the "
+             "address space", op, verb, mem, what);
+    hi = lo + s->extent;
+    if (c->frame_bytes && lo < flo + c->frame_bytes && flo < hi)
+        fail(mpe.kernel_name, c->id, "%s %s main memory at %p (%s) that overlaps this CPE's "
+             "LDM frame: are the source and the destination swapped?", op, verb, mem, what);
+    if (n_blocks == 0)
+        return;
+    if (c->last_block < n_blocks && block_holds(&blocks[c->last_block], lo, hi))
+        return;
+    for (i = 0; i < n_blocks; i++)
+        if (block_holds(&blocks[i], lo, hi)) {
+            c->last_block = i;
+            return;
+        }
+    if ((b = block_at(lo)) != NULL)
+        fail(mpe.kernel_name, c->id, "%s %s main memory outside block '%s' (%zu bytes): %s "
+             "from its byte %zu reach byte %zu, past its end", op, verb,
+             printable(name, sizeof name, b->name), b->bytes, what,
+             (size_t)(lo - (uintptr_t)b->base), (size_t)(hi - 1 - (uintptr_t)b->base));
+    if ((b = block_at(hi - 1)) != NULL)
+        fail(mpe.kernel_name, c->id, "%s %s main memory outside block '%s' (%zu bytes): %s "
+             "start %zu bytes before it", op, verb, printable(name, sizeof name, b->name),
+             b->bytes, what, (size_t)((uintptr_t)b->base - lo));
+    fail(mpe.kernel_name, c->id, "%s %s main memory at %p (%s) outside every registered "
+         "main-memory block (%zu registered)", op, verb, mem, what, n_blocks);
+}
+
+static void count(struct counters *k, int get, const struct shape *s)
+{
+    if (get) {
+        k->gets++;
+        k->bytes_in += (long long)s->len;
+    } else {
+        k->puts++;
+        k->bytes_out += (long long)s->len;
+    }
+    k->size_hist[bucket_index(s->len)]++;
+    if (s->len < SWIR_SMALL_TRANSFER)
+        k->small++;
+    k->blocks += (long long)s->blocks;
+    k->block_hist[bucket_index(s->bsize)] += (long long)s->full;
+    if (s->rem)
+        k->block_hist[bucket_index(s->rem)]++;
+}
+
+static const char *mode_name(dma_mode mode)
+{
+    switch (mode) {
+    case PE_MODE: return "PE_MODE";
+    case BCAST_MODE: return "BCAST_MODE";
+    case ROW_MODE: return "ROW_MODE";
+    case BROW_MODE: return "BROW_MODE";
+    case RANK_MODE: return "RANK_MODE";
+    }
+    return "an unknown mode";
+}
+
+/* Validate, count and queue one DMA; the copy happens in swir_emu_wait, so
+ * using its LDM buffer before the wait gives wrong results on the host too. */
+static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
+                  volatile void *reply, int stride, int bsize)
+{
+    const char *op = get ? "athread_get" : "athread_put";
+    struct cpe *c = cpe_self(op);
+    const void *mem = get ? src : dest, *ldm = get ? dest : src;
+    struct dma *d;
+    struct shape s;
+    if (mode != PE_MODE)
+        fail(mpe.kernel_name, c->id, "%s in %s is not supported by the emulation (only "
+             "PE_MODE)", op, mode_name(mode));
+    if (len <= 0)
+        fail(mpe.kernel_name, c->id, "%s of %d bytes: the length must be positive", op, len);
+    if (bsize < 0 || stride < 0)
+        fail(mpe.kernel_name, c->id, "%s with bsize %d and stride %d: neither may be negative",
+             op, bsize, stride);
+    if (!reply)
+        fail(mpe.kernel_name, c->id, "%s without a reply word", op);
+    if (!c->framed)
+        fail(mpe.kernel_name, c->id, "%s of %d bytes %s LDM before the kernel declared its "
+             "LDM (SWIR_LDM_FRAME)", op, len, get ? "into" : "from");
+    s = shape_of(len, bsize, stride);
+    /* Main memory first: with source and destination swapped, its check says so. */
+    check_memory(c, op, get, mem, &s);
+    check_ldm(c, op, get, ldm, s.len);
+    count(&c->c, get, &s);
+
+    c->queue = grow(c->queue, &c->queue_cap, c->queued + 1, sizeof *c->queue);
+    d = &c->queue[c->queued++];
+    d->get = get;
+    d->from = src;
+    d->to = dest;
+    d->from_step = get ? s.pitch : s.bsize;
+    d->to_step = get ? s.bsize : s.pitch;
+    d->s = s;
+    d->reply = (volatile int *)reply;
+}
+
+int athread_get(dma_mode mode, const void *src, void *dest, int len,
+                volatile void *reply, char mask, int stride, int bsize)
+{
+    (void)mask;                       /* selects CPEs in broadcast modes only */
+    issue(1, mode, src, dest, len, reply, stride, bsize);
+    return 0;
+}
+
+int athread_put(dma_mode mode, const void *src, void *dest, int len,
+                volatile void *reply, int stride, int bsize)
+{
+    issue(0, mode, src, dest, len, reply, stride, bsize);
+    return 0;
+}
+
+/* Move the data of one DMA and count its completion on its reply word. */
+static void perform(const struct dma *d)
+{
+    const struct shape *s = &d->s;
+    size_t i;
+    for (i = 0; i < s->full; i++)
+        memcpy(d->to + i * d->to_step, d->from + i * d->from_step, s->bsize);
+    if (s->rem)
+        memcpy(d->to + s->full * d->to_step, d->from + s->full * d->from_step, s->rem);
+    (*d->reply)++;
+}
+
+void swir_emu_wait(volatile int *reply, int n)
+{
+    struct cpe *c = cpe_self("SWIR_WAIT");
+    size_t i, kept = 0;
+    int has;
+    if (!reply)
+        fail(mpe.kernel_name, c->id, "SWIR_WAIT on a null reply word");
+    /* Perform this word's DMAs in issue order; keep the others queued. */
+    for (i = 0; i < c->queued; i++) {
+        if (c->queue[i].reply == reply)
+            perform(&c->queue[i]);
+        else
+            c->queue[kept++] = c->queue[i];
+    }
+    c->queued = kept;
+    has = *reply;
+    if (has != n)
+        fail(mpe.kernel_name, c->id, "SWIR_WAIT waits for %d completion%s on a reply word "
+             "that has %d (%s)", n, n == 1 ? "" : "s", has,
+             has < n ? "on Sunway the CPE would spin forever"
+                     : "more DMAs completed on it than the wait counts");
+    *reply = 0;
+    c->c.waits++;
+}
+
+/* ------------------------------------------------------------------------
+ * Counters as JSON
+ * ------------------------------------------------------------------------ */
+
+void swir_emu_reset_stats(void)
+{
+    size_t i;
+    mpe_only("swir_emu_reset_stats");
+    if (mpe.running)
+        fail(mpe.kernel_name, -1, "swir_emu_reset_stats while the kernel is running");
+    for (i = 0; i < n_kernels; i++)
+        free(kernels[i].name);
+    n_kernels = 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    const unsigned char *p;
+    fputc('"', f);
+    for (p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);             /* other bytes as given (UTF-8 names stay UTF-8) */
+    }
+    fputc('"', f);
+}
+
+/* The shortest of %.15g..%.17g that reads back as x, always with a '.' or
+ * an exponent so that JSON readers see a float. */
+static void json_double(FILE *f, double x)
+{
+    char buf[40];
+    int prec;
+    for (prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    fputs(buf, f);
+    if (!strpbrk(buf, ".eEn"))
+        fputs(".0", f);
+}
+
+static void json_histogram(FILE *f, const long long *h)
+{
+    const char *sep = "";
+    int k;
+    fputc('{', f);
+    for (k = 0; k < BUCKETS; k++)
+        if (h[k]) {
+            fprintf(f, "%s\"%llu\": %lld", sep, 1ULL << k, h[k]);
+            sep = ", ";
+        }
+    fputc('}', f);
+}
+
+static void json_kernel(FILE *f, const struct kernel *k)
+{
+    const struct counters *c = &k->c;
+    long long transfers = c->gets + c->puts, peak = 0;
+    int i;
+    for (i = 0; i < SWIR_CPES; i++)
+        if (k->ldm_peak_cpe[i] > peak)
+            peak = k->ldm_peak_cpe[i];
+    fprintf(f, "{\"spawns\": %lld, \"calls\": %lld, \"gets\": %lld, \"puts\": %lld, "
+            "\"transfers\": %lld, \"waits\": %lld, \"bytes_in\": %lld, \"bytes_out\": %lld, "
+            "\"size_histogram\": ", k->spawns, k->calls, c->gets, c->puts, transfers,
+            c->waits, c->bytes_in, c->bytes_out);
+    json_histogram(f, c->size_hist);
+    fprintf(f, ", \"small_transfers\": %lld, \"small_share\": ", c->small);
+    json_double(f, transfers ? (double)c->small / (double)transfers : 0.0);
+    fprintf(f, ", \"blocks\": %lld, \"block_histogram\": ", c->blocks);
+    json_histogram(f, c->block_hist);
+    fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
+    for (i = 0; i < SWIR_CPES; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);
+    fputs("], \"wall_seconds\": ", f);
+    json_double(f, k->wall_seconds);
+    fputc('}', f);
+}
+
+/* Counters summed over kernels; LDM high-water marks are the maxima. */
+static void total_of(struct kernel *t)
+{
+    size_t i;
+    int j;
+    memset(t, 0, sizeof *t);
+    for (i = 0; i < n_kernels; i++) {
+        const struct kernel *k = &kernels[i];
+        t->spawns += k->spawns;
+        t->calls += k->calls;
+        t->wall_seconds += k->wall_seconds;
+        counters_add(&t->c, &k->c);
+        for (j = 0; j < SWIR_CPES; j++)
+            if (k->ldm_peak_cpe[j] > t->ldm_peak_cpe[j])
+                t->ldm_peak_cpe[j] = k->ldm_peak_cpe[j];
+    }
+}
+
+int swir_emu_write_stats(const char *path, int runs)
+{
+    struct kernel total;
+    FILE *f;
+    size_t i;
+    int bad;
+    mpe_only("swir_emu_write_stats");
+    if (mpe.running)
+        fail(mpe.kernel_name, -1, "swir_emu_write_stats while the kernel is running: "
+             "athread_join it first");
+    f = path ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "swir-emu: error: cannot write the counters to '%s': %s\n",
+                path ? path : "(null)", path ? strerror(errno) : "no path");
+        return -1;
+    }
+    fprintf(f, "{\"runs\": %d, \"functions\": {", runs);
+    for (i = 0; i < n_kernels; i++) {
+        fputs(i ? ",\n  " : "\n  ", f);
+        json_string(f, kernels[i].name);
+        fputs(": ", f);
+        json_kernel(f, &kernels[i]);
+    }
+    fputs("},\n \"total\": ", f);
+    total_of(&total);
+    json_kernel(f, &total);
+    fputs("}\n", f);
+    bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "swir-emu: error: cannot write the counters to '%s': %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* swir's emulation of the Sunway athread runtime: the declarations shared by
+ * the MPE side (athread.h) and the CPE side (slave.h), and the SWIR_* hooks the
+ * generated code calls.
+ *
+ * The generated project builds for the real machine with sw5cc and, with
+ * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: one real
+ * thread per CPE, each CPE's `__thread_local` LDM private to its thread, every
+ * DMA checked and counted the way swir's dma-stage interpreter counts it
+ * (swir/interp/dma.py). Without SWIR_EMU the generated layers_mix.h defines
+ * the SWIR_* hooks as no-ops and SWIR_WAIT as the hardware spin loop.
+ *
+ * Every error the runtime detects prints one line to stderr,
+ *     swir-emu: error: kernel 'NAME', CPE N: MESSAGE
+ * and ends the process with exit status 1. */
+#ifndef SWIR_EMU_H
+#define SWIR_EMU_H
+
+#include <stddef.h>
+
+#ifndef SWIR_EMU
+#define SWIR_EMU 1
+#endif
+
+/* CPEs of one core group (an 8 x 8 grid, id = row * 8 + col). */
+#define SWIR_CPES 64
+
+/* LDM per CPE, and the part of it the code generator leaves for the CPE
+ * stack and the reply words: a kernel's LDM frame may use the rest. Override
+ * with -DSWIR_LDM_BYTES=... / -DSWIR_LDM_RESERVE=... (when compiling
+ * swir_emu.c; the generated code only passes sizes). */
+#ifndef SWIR_LDM_BYTES
+#define SWIR_LDM_BYTES 65536
+#endif
+#ifndef SWIR_LDM_RESERVE
+#define SWIR_LDM_RESERVE 4096
+#endif
+
+/* DMAs shorter than this many bytes are counted as small (as in the
+ * interpreter's SMALL_TRANSFER). */
+#define SWIR_SMALL_TRANSFER 256
+
+/* MPE, before a spawn: the swir kernel name the next spawn's counters are
+ * recorded under (and its error messages name); without it the spawned C
+ * function's name is used. */
+#define SWIR_KERNEL(name) swir_emu_kernel(name)
+
+/* CPE, at kernel entry: this CPE's LDM buffers are the `bytes` bytes at
+ * `base` (one __thread_local object). Checked against the LDM capacity,
+ * recorded as the LDM high-water mark, and used to bounds-check DMAs. */
+#define SWIR_LDM_FRAME(base, bytes) \
+    swir_emu_ldm_frame((const void *)(base), (size_t)(bytes))
+
+/* CPE: wait until the reply word `reply` (a volatile int lvalue) has counted
+ * `n` completed DMAs, then reset it to 0. The emulation performs the DMAs on
+ * that word here, not when they were issued (see swir_emu_wait). */
+#define SWIR_WAIT(reply, n) swir_emu_wait(&(reply), (n))
+
+/* MPE, before spawning: `bytes` bytes of main memory at `base` that DMAs may
+ * touch, named `name` in error messages. Once one block is registered, every
+ * DMA's main-memory extent must lie inside one registered block. */
+#define SWIR_MEMORY(base, bytes, name) \
+    swir_emu_memory((const void *)(base), (size_t)(bytes), (name))
+
+void swir_emu_kernel(const char *name);
+void swir_emu_ldm_frame(const void *base, size_t bytes);
+void swir_emu_wait(volatile int *reply, int n);
+void swir_emu_memory(const void *base, size_t bytes, const char *name);
+
+/* Start fn(arg) on 64 CPE threads; `cname` is the C name of fn, the kernel's
+ * name when SWIR_KERNEL was not called. Used by athread_spawn. */
+int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg);
+
+/* MPE: write the per-kernel counters as JSON to `path` (`runs` is recorded as
+ * is: how many times the program ran the model). Returns 0, or -1 with a
+ * message on stderr when the file cannot be written. */
+int swir_emu_write_stats(const char *path, int runs);
+
+/* MPE: forget all counters (and the kernels they belong to). */
+void swir_emu_reset_stats(void);
+
+#endif /* SWIR_EMU_H */

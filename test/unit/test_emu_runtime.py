@@ -1,0 +1,592 @@
+"""The athread emulation runtime (swir/codegen/runtime: athread.h, slave.h,
+swir_emu.h, swir_emu.c) driven by small hand-written C programs built the way
+a generated project builds with `make emu`: strided gets and puts move exactly
+the right bytes (against numpy); the DMA counters in the JSON match the
+dma-stage interpreter's definitions (swir.interp.dma) for a known pattern;
+DMAs are deferred until their wait; every detected error is one line and exit
+status 1; and the runtime is clean under ASan/UBSan and TSan, while TSan does
+report a real race between CPEs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import swir
+from swir.interp.dma import SMALL_TRANSFER, size_bucket
+
+RUNTIME = Path(swir.__file__).parent / "codegen" / "runtime"
+RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
+CC = shutil.which("cc")
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DSWIR_EMU", "-Iemu"]
+CPES = 64
+
+pytestmark = pytest.mark.skipif(CC is None, reason="no host C compiler (cc) on PATH")
+
+SAN_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    "TSAN_OPTIONS": "halt_on_error=1",
+}
+
+# What the generated layers_mix.h does: the runtime's hooks under SWIR_EMU,
+# no-ops and the hardware spin loop otherwise.
+MIX_H = r"""
+#ifndef MIX_H
+#define MIX_H
+#ifdef SWIR_EMU
+#include "swir_emu.h"
+#else
+#define SWIR_KERNEL(name) ((void)0)
+#define SWIR_LDM_FRAME(base, bytes) ((void)0)
+#define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; (reply) = 0; } while (0)
+#define SWIR_MEMORY(base, bytes, name) ((void)0)
+#endif
+#include <stddef.h>
+%s
+#endif
+"""
+
+# ---------------------------------------------------------------------------
+# The "good" program: strided and contiguous DMAs with a known pattern.
+# ---------------------------------------------------------------------------
+
+ROWS, COLS, W, GET_COL, PUT_COL, PART = 4, 24, 10, 2, 5, 25
+
+GOOD_DEFS = f"""
+#define CPES {CPES}
+#define ROWS {ROWS}      /* rows of `in` / `out` per CPE */
+#define COLS {COLS}     /* doubles per row in main memory */
+#define W {W}        /* doubles per row a CPE moves */
+#define GET_COL {GET_COL}
+#define PUT_COL {PUT_COL}
+#define PART {PART}     /* doubles of the partial strided get: 2 rows of W and 5 */
+struct args {{
+    const double *in; double *out; const double *coef;
+    double *seen; double *part; double *tiny; double *tiny2; double *ring;
+}};
+struct ldm {{
+    double tile[ROWS * W]; double part[PART]; double coef[2]; double small[8]; double pad[8];
+}};
+"""
+
+GOOD_SLAVE = r"""
+#include <slave.h>
+#include "mix.h"
+
+__thread_local struct ldm ldm;
+__thread_local double one;
+__thread_local volatile int rget, rput;
+
+void strided_kernel(void *p)
+{
+    const struct args *a = p;
+    int id = athread_get_id(-1), i;
+    const double *in = a->in + (size_t)id * ROWS * COLS;
+    SWIR_LDM_FRAME(&ldm, sizeof ldm - (size_t)(id % 8) * 8);
+    ldm.tile[0] = -1.0;
+    /* 320 bytes in 4 blocks of 80, 112 skipped between them */
+    athread_get(PE_MODE, in + GET_COL, ldm.tile, ROWS * W * 8, &rget, 0, (COLS - W) * 8, W * 8);
+    a->seen[id] = ldm.tile[0];            /* deferred: still -1 */
+    /* 200 bytes: 2 full blocks of 80 and a partial one of 40 */
+    athread_get(PE_MODE, in + GET_COL, ldm.part, PART * 8, &rget, 0, (COLS - W) * 8, W * 8);
+    athread_get(PE_MODE, a->coef + 2 * id, ldm.coef, 16, &rget, 0, 0, 0);
+    /* bsize >= len: one contiguous block, the stride ignored */
+    athread_get(PE_MODE, in, ldm.small, 64, &rget, 0, 8, 512);
+    SWIR_WAIT(rget, 4);
+    a->seen[CPES + id] = ldm.tile[0];
+    for (i = 0; i < ROWS * W; i++)
+        ldm.tile[i] = ldm.tile[i] * ldm.coef[0] + ldm.coef[1];
+    athread_put(PE_MODE, ldm.tile, a->out + (size_t)id * ROWS * COLS + PUT_COL, ROWS * W * 8,
+                &rput, (COLS - W) * 8, W * 8);
+    athread_put(PE_MODE, ldm.small, a->tiny + 8 * id, 64, &rput, 0, 0);
+    ldm.small[0] = 12345.0;               /* deferred: the put sends this */
+    athread_put(PE_MODE, ldm.part, a->part + (size_t)id * PART, PART * 8, &rput, 0, 0);
+    SWIR_WAIT(rput, 3);
+    athread_syn(ARRAY_SCOPE, 0xffff);
+}
+
+void tiny_kernel(void *p)
+{
+    const struct args *a = p;
+    int id = athread_get_id(-1);
+    SWIR_LDM_FRAME(&one, sizeof one);
+    one = id;
+    athread_put(PE_MODE, &one, a->tiny2 + id, 8, &rput, 0, 0);
+    SWIR_WAIT(rput, 1);
+}
+
+/* Direct main-memory stores ordered only by the barrier: TSan checks that
+ * athread_syn orders them, the result that every CPE waits for all. */
+void noname_kernel(void *p)
+{
+    const struct args *a = p;
+    int id = athread_get_id(-1);
+    double next;
+    a->ring[id] = 100.0 + id;
+    athread_syn(ARRAY_SCOPE, 0xffff);
+    next = a->ring[(id + 1) % CPES];
+    athread_syn(ARRAY_SCOPE, 0xffff);
+    a->ring[id] = next;
+}
+"""
+
+GOOD_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <athread.h>
+#include "mix.h"
+
+extern void SLAVE_FUN(strided_kernel)(void *);
+extern void SLAVE_FUN(tiny_kernel)(void *);
+extern void SLAVE_FUN(noname_kernel)(void *);
+
+static double in[CPES * ROWS * COLS], out[CPES * ROWS * COLS], coef[2 * CPES];
+static double seen[2 * CPES], part[CPES * PART], tiny[CPES * 8], tiny2[CPES], ring[CPES];
+
+static void dump(const char *dir, const char *name, const double *x, size_t n)
+{
+    char path[4096];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, n, f) != n || fclose(f) != 0) {
+        perror(path);
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct args a = {in, out, coef, seen, part, tiny, tiny2, ring};
+    size_t i;
+    if (argc != 3)
+        return 2;
+    for (i = 0; i < CPES * ROWS * COLS; i++) {
+        in[i] = (double)i * 0.5 - 3.0;
+        out[i] = -7.0;
+    }
+    for (i = 0; i < CPES; i++) {
+        coef[2 * i] = 1.0 + (double)i;
+        coef[2 * i + 1] = (double)i * 0.25;
+    }
+    athread_init();
+    athread_init();
+    SWIR_MEMORY(in, sizeof in, "in");
+    SWIR_MEMORY(out, sizeof out, "out");
+    SWIR_MEMORY(coef, sizeof coef, "coef");
+    SWIR_MEMORY(part, sizeof part, "part");
+    SWIR_MEMORY(tiny, sizeof tiny, "tiny");
+    SWIR_MEMORY(tiny2, sizeof tiny2, "tiny2");
+    SWIR_MEMORY(in, sizeof in, "in");     /* again: renames, adds nothing */
+    for (i = 0; i < 2; i++) {
+        SWIR_KERNEL("strided");
+        athread_spawn(strided_kernel, &a);
+        athread_join();
+    }
+    SWIR_KERNEL("odd \"name\" \\ \n\t");
+    athread_spawn(tiny_kernel, &a);
+    athread_join();
+    athread_spawn(noname_kernel, &a);
+    athread_join();
+    if (swir_emu_write_stats(argv[1], 2) != 0)
+        return 3;
+    athread_halt();
+    dump(argv[2], "out", out, sizeof out / sizeof *out);
+    dump(argv[2], "part", part, sizeof part / sizeof *part);
+    dump(argv[2], "tiny", tiny, sizeof tiny / sizeof *tiny);
+    dump(argv[2], "tiny2", tiny2, sizeof tiny2 / sizeof *tiny2);
+    dump(argv[2], "seen", seen, sizeof seen / sizeof *seen);
+    dump(argv[2], "ring", ring, sizeof ring / sizeof *ring);
+    printf("%zu\n", sizeof(struct ldm));
+    return 0;
+}
+"""
+
+# (get, len, bsize) of each DMA one CPE issues in strided_kernel, in bytes.
+STRIDED_DMAS = [(True, ROWS * W * 8, W * 8), (True, PART * 8, W * 8), (True, 16, 0),
+                (True, 64, 512), (False, ROWS * W * 8, W * 8), (False, 64, 0),
+                (False, PART * 8, 0)]
+
+# ---------------------------------------------------------------------------
+# The error program: argv[1] picks the mistake.
+# ---------------------------------------------------------------------------
+
+ERR_DEFS = r"""
+#include <string.h>
+struct args { const char *mode; unsigned char *mem; };
+#define MODE(m) (strcmp(a->mode, (m)) == 0)
+"""
+
+ERR_SLAVE = r"""
+#include <slave.h>
+#include "mix.h"
+
+__thread_local unsigned char buf[512];
+__thread_local volatile int reply;
+
+void err_kernel(void *p)
+{
+    const struct args *a = p;
+    if (MODE("ldm_over")) {
+        SWIR_LDM_FRAME(buf, 70000);
+        return;
+    }
+    if (MODE("no_frame")) {
+        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        SWIR_WAIT(reply, 1);
+        return;
+    }
+    SWIR_LDM_FRAME(buf, MODE("outside_frame") ? 256 : sizeof buf);
+    if (MODE("wait_mismatch")) {
+        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        SWIR_WAIT(reply, 2);
+    } else if (MODE("not_waited")) {
+        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+    } else if (MODE("outside_frame")) {
+        athread_get(PE_MODE, a->mem, buf + 128, 256, &reply, 0, 0, 0);
+    } else if (MODE("outside_memory")) {
+        athread_put(PE_MODE, buf, a->mem + 900, 256, &reply, 0, 0);
+    } else if (MODE("strided_outside_memory")) {
+        /* 256 bytes, but 4 blocks of 64 with 192 skipped span 832 bytes */
+        athread_get(PE_MODE, a->mem + 256, buf, 256, &reply, 0, 192, 64);
+    } else if (MODE("swapped")) {
+        athread_get(PE_MODE, buf + 256, a->mem, 256, &reply, 0, 0, 0);
+    } else if (MODE("bad_mode")) {
+        athread_get(BCAST_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+    } else if (MODE("row_scope")) {
+        athread_syn(ROW_SCOPE, 0xff);
+    } else if (MODE("syn_mismatch")) {
+        if (athread_get_id(-1) != 7)
+            athread_syn(ARRAY_SCOPE, 0xffff);
+    }
+    if (reply)
+        SWIR_WAIT(reply, 1);
+}
+"""
+
+ERR_MAIN = r"""
+#include <stdio.h>
+#include <athread.h>
+#include <slave.h>
+#include "mix.h"
+
+extern void SLAVE_FUN(err_kernel)(void *);
+static unsigned char mem[1024];
+
+int main(int argc, char **argv)
+{
+    struct args args = {argv[1], mem};
+    const struct args *a = &args;
+    if (argc != 2)
+        return 2;
+    athread_init();
+    if (MODE("join_without_spawn"))
+        athread_join();
+    if (MODE("get_id_mpe"))
+        return athread_get_id(-1);
+    if (MODE("stats_unwritable"))
+        return swir_emu_write_stats("/nonexistent-dir/x/stats.json", 1) == -1 ? 0 : 4;
+    SWIR_MEMORY(mem, sizeof mem, "in");
+    SWIR_KERNEL(MODE("ldm_over") ? "matmul_0" : "err");
+    athread_spawn(err_kernel, &args);
+    if (MODE("spawn_twice"))
+        athread_spawn(err_kernel, &args);
+    if (MODE("halt_running"))
+        athread_halt();
+    athread_join();
+    athread_halt();
+    return 0;
+}
+"""
+
+RACE_SLAVE = r"""
+#include <slave.h>
+#include "mix.h"
+
+void race_kernel(void *p)
+{
+    int *word = p;
+    *word = athread_get_id(-1);           /* every CPE stores to the same word */
+}
+"""
+
+RACE_MAIN = r"""
+#include <stdio.h>
+#include <athread.h>
+#include "mix.h"
+
+extern void SLAVE_FUN(race_kernel)(void *);
+static int word;
+
+int main(void)
+{
+    athread_init();
+    athread_spawn(race_kernel, &word);
+    athread_join();
+    athread_halt();
+    printf("%d\n", word);
+    return 0;
+}
+"""
+
+
+# ---------------------------------------------------------------------------
+# Building and running
+# ---------------------------------------------------------------------------
+
+def build(d: Path, defs: str, main: str, slave: str, flags: tuple[str, ...] = ()) -> Path:
+    """A project in d laid out like a generated one (main.c, layers_slave.c,
+    emu/ with the runtime), built with the `make emu` command line."""
+    d.mkdir(parents=True, exist_ok=True)
+    emu = d / "emu"
+    emu.mkdir(exist_ok=True)
+    for name in RUNTIME_FILES:
+        shutil.copy(RUNTIME / name, emu / name)
+    (d / "mix.h").write_text(MIX_H % defs)
+    (d / "main.c").write_text(main)
+    (d / "layers_slave.c").write_text(slave)
+    cmd = [CC, *CFLAGS, *flags, "main.c", "layers_slave.c", "emu/swir_emu.c",
+           "-o", "prog", "-lpthread", "-lm"]
+    r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+    return d / "prog"
+
+
+def run(prog: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(prog), *args], cwd=prog.parent, capture_output=True, text=True,
+                          env={**os.environ, **SAN_ENV, **(env or {})}, timeout=60,
+                          check=False)
+
+
+def sanitizer_missing(flag: str, tmp: Path) -> str | None:
+    """Why `cc` cannot link a threaded program with `flag`, or None."""
+    src = tmp / "san.c"
+    src.write_text("#include <pthread.h>\nstatic void *f(void *p) { return p; }\n"
+                   "int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); "
+                   "return pthread_join(t, 0); }\n")
+    r = subprocess.run([CC, flag, str(src), "-o", str(tmp / "san"), "-lpthread"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        return f"cc cannot link {flag}: {r.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("good")
+    return build(d, GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE)
+
+
+@pytest.fixture(scope="module")
+def err(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("err")
+    return build(d, ERR_DEFS, ERR_MAIN, ERR_SLAVE)
+
+
+def run_good(prog: Path) -> tuple[dict, dict[str, np.ndarray], int]:
+    """Run the good program: its JSON counters, its output arrays and
+    sizeof(struct ldm)."""
+    out = prog.parent / "out"
+    out.mkdir(exist_ok=True)
+    stats = prog.parent / "stats.json"
+    r = run(prog, str(stats), str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    arrays = {p.stem: np.fromfile(p, np.float64) for p in out.glob("*.bin")}
+    return json.loads(stats.read_text()), arrays, int(r.stdout)
+
+
+def expected_arrays() -> dict[str, np.ndarray]:
+    """What strided_kernel and tiny_kernel leave in main memory, by numpy."""
+    inp = (np.arange(CPES * ROWS * COLS) * 0.5 - 3.0).reshape(CPES, ROWS, COLS)
+    coef = np.array([[1.0 + i, i * 0.25] for i in range(CPES)])
+    out = np.full((CPES, ROWS, COLS), -7.0)
+    out[:, :, PUT_COL:PUT_COL + W] = (inp[:, :, GET_COL:GET_COL + W] * coef[:, :1, None]
+                                     + coef[:, 1:, None])
+    part = inp[:, :, GET_COL:GET_COL + W].reshape(CPES, ROWS * W)[:, :PART]
+    tiny = inp.reshape(CPES, -1)[:, :8].copy()
+    tiny[:, 0] = 12345.0
+    seen = np.concatenate([np.full(CPES, -1.0), inp[:, 0, GET_COL]])
+    return {"out": out.ravel(), "part": part.ravel(), "tiny": tiny.ravel(),
+            "tiny2": np.arange(CPES, dtype=np.float64), "seen": seen,
+            "ring": np.roll(np.arange(CPES) + 100.0, -1)}
+
+
+def counters(dmas: list[tuple[bool, int, int]], times: int) -> dict:
+    """The interpreter's DMA counters (swir.interp.dma.DMAInterpreter.transfer,
+    with one-byte elements) of `dmas` issued `times` times."""
+    c = {"gets": 0, "puts": 0, "bytes_in": 0, "bytes_out": 0, "small_transfers": 0,
+         "blocks": 0}
+    sizes: Counter = Counter()
+    blocks: Counter = Counter()
+    for get, n, bsize in dmas:
+        c["gets" if get else "puts"] += times
+        c["bytes_in" if get else "bytes_out"] += n * times
+        sizes[size_bucket(n)] += times
+        c["small_transfers"] += times * (n < SMALL_TRANSFER)
+        if 0 < bsize < n:
+            full, rem = divmod(n, bsize)
+            c["blocks"] += times * (full + (rem > 0))
+            blocks[size_bucket(bsize)] += times * full
+            if rem:
+                blocks[size_bucket(rem)] += times
+        else:
+            c["blocks"] += times
+            blocks[size_bucket(n)] += times
+    c["transfers"] = c["gets"] + c["puts"]
+    c["small_share"] = c["small_transfers"] / c["transfers"] if c["transfers"] else 0.0
+    hist = (lambda h: {str(k): v for k, v in sorted(h.items())})
+    c["size_histogram"], c["block_histogram"] = hist(sizes), hist(blocks)
+    return c
+
+
+def check_good(prog: Path) -> None:
+    stats, arrays, ldm_size = run_good(prog)
+    for name, want in expected_arrays().items():
+        np.testing.assert_array_equal(arrays[name], want, err_msg=name)
+
+    odd = "odd \"name\" \\ \n\t"
+    assert stats["runs"] == 2
+    assert list(stats["functions"]) == ["strided", odd, "noname_kernel"]
+    s = stats["functions"]["strided"]
+    want = counters(STRIDED_DMAS, 2 * CPES)
+    assert {k: s[k] for k in want} == want
+    assert s["small_share"] == 5 / 7
+    peaks = [ldm_size - (i % 8) * 8 for i in range(CPES)]
+    assert (s["spawns"], s["calls"], s["waits"]) == (2, 2 * CPES, 2 * 2 * CPES)
+    assert (s["ldm_peak"], s["ldm_peak_cpe"]) == (ldm_size, peaks)
+
+    t = stats["functions"][odd]
+    assert {k: t[k] for k in want} == counters([(False, 8, 0)], CPES)
+    assert (t["spawns"], t["calls"], t["waits"], t["ldm_peak_cpe"]) == (1, CPES, CPES, [8] * CPES)
+    n = stats["functions"]["noname_kernel"]
+    assert {k: n[k] for k in want} == counters([], 0)
+    assert (n["spawns"], n["ldm_peak"], n["ldm_peak_cpe"]) == (1, 0, [0] * CPES)
+
+    total = stats["total"]
+    assert {k: total[k] for k in want} == counters(STRIDED_DMAS * 2 + [(False, 8, 0)], CPES)
+    assert (total["spawns"], total["calls"], total["waits"]) == (4, 4 * CPES, 5 * CPES)
+    assert total["ldm_peak_cpe"] == peaks and total["ldm_peak"] == ldm_size
+    for k in (s, t, n, total):
+        assert isinstance(k["wall_seconds"], float) and k["wall_seconds"] > 0
+    assert total["wall_seconds"] == pytest.approx(
+        s["wall_seconds"] + t["wall_seconds"] + n["wall_seconds"])
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+def test_strided_dmas_counters_and_deferral(good):
+    """Strided and partial-block gets and puts move the right bytes; the
+    counters match the interpreter's; a get's LDM destination read before its
+    wait still holds the old contents, and a put's source overwritten before
+    its wait sends the new ones."""
+    check_good(good)
+
+
+def test_json_escapes_kernel_names(good):
+    stats = good.parent / "stats.json"
+    if not stats.exists():
+        run_good(good)
+    text = stats.read_text()
+    assert '"odd \\"name\\" \\\\ \\u000a\\u0009"' in text
+
+
+ERRORS = {
+    "ldm_over": r"kernel 'matmul_0', CPE \d+: needs 70000 bytes of LDM; the capacity is 61440 "
+                r"\(65536 bytes of LDM minus 4096 reserved for the stack and reply words\)",
+    "wait_mismatch": r"kernel 'err', CPE \d+: SWIR_WAIT waits for 2 completions on a reply word "
+                     r"that has 1 \(on Sunway the CPE would spin forever\)",
+    "not_waited": r"kernel 'err', CPE \d+: returned with 1 DMA not waited for \(athread_get of "
+                  r"256 bytes on reply word at LDM 0x[0-9a-f]+\)",
+    "outside_frame": r"kernel 'err', CPE \d+: athread_get of 256 bytes into LDM at offset 128 of "
+                     r"the LDM frame runs 128 bytes past its end \(the frame is 256 bytes\)",
+    "no_frame": r"kernel 'err', CPE \d+: athread_get of 256 bytes into LDM before the kernel "
+                r"declared its LDM .*",
+    "outside_memory": r"kernel 'err', CPE \d+: athread_put writes main memory outside block 'in' "
+                      r"\(1024 bytes\): 256 bytes from its byte 900 reach byte 1155, past its end",
+    "strided_outside_memory":
+        r"kernel 'err', CPE \d+: athread_get reads main memory outside block 'in' \(1024 bytes\): "
+        r"256 bytes in 4 blocks of 64 with 192 skipped between them from its byte 256 reach "
+        r"byte 1087, past its end",
+    "swapped": r"kernel 'err', CPE \d+: athread_get reads main memory at 0x[0-9a-f]+ \(256 bytes\) "
+               r"that overlaps this CPE's LDM frame: are the source and the destination swapped\?",
+    "bad_mode": r"kernel 'err', CPE \d+: athread_get in BCAST_MODE is not supported by the "
+                r"emulation \(only PE_MODE\)",
+    "row_scope": r"kernel 'err', CPE \d+: athread_syn\(ROW_SCOPE, \.\.\.\) is not supported by the "
+                 r"emulation \(only ARRAY_SCOPE\)",
+    "syn_mismatch": r"kernel 'err', CPE \d+: athread_syn can never complete: CPE 7 returned "
+                    r"without reaching it \(on Sunway the CPEs would wait forever\)",
+    "join_without_spawn": r"athread_join without a running athread_spawn",
+    "spawn_twice": r"kernel 'err_kernel': athread_spawn while kernel 'err' is still running: "
+                   r"athread_join it first",
+    "halt_running": r"kernel 'err': athread_halt while the kernel is running: athread_join it "
+                    r"first",
+    "get_id_mpe": r"athread_get_id called outside a CPE \(it is CPE code; this thread is the MPE\)",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(ERRORS))
+def test_errors_are_one_line_and_exit_1(err, mode):
+    r = run(err, mode)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert re.fullmatch("swir-emu: error: " + ERRORS[mode], lines[0]), lines[0]
+
+
+def test_unwritable_stats_file_returns_minus_1(err):
+    r = run(err, "stats_unwritable")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"swir-emu: error: cannot write the counters to "
+                        r"'/nonexistent-dir/x/stats\.json': .+\n", r.stderr)
+
+
+def test_ldm_capacity_can_be_overridden(tmp_path):
+    prog = build(tmp_path, ERR_DEFS, ERR_MAIN, ERR_SLAVE,
+                 ("-DSWIR_LDM_BYTES=131072", "-DSWIR_LDM_RESERVE=8192"))
+    r = run(prog, "ldm_over")
+    assert r.returncode == 0, r.stderr     # 70000 bytes fit in 131072 - 8192
+    prog = build(tmp_path, ERR_DEFS, ERR_MAIN, ERR_SLAVE, ("-DSWIR_LDM_RESERVE=8192",))
+    r = run(prog, "ldm_over")
+    assert r.returncode == 1
+    assert "the capacity is 57344 (65536 bytes of LDM minus 8192 reserved" in r.stderr
+
+
+def test_clean_under_address_and_undefined_sanitizers(tmp_path):
+    flag = "-fsanitize=address,undefined"
+    why = sanitizer_missing(flag, tmp_path)
+    if why:
+        pytest.skip(why)
+    check_good(build(tmp_path / "p", GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE,
+                     (flag, "-fno-omit-frame-pointer")))
+
+
+def test_clean_under_thread_sanitizer(tmp_path):
+    flag = "-fsanitize=thread"
+    why = sanitizer_missing(flag, tmp_path)
+    if why:
+        pytest.skip(why)
+    check_good(build(tmp_path / "p", GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE, (flag,)))
+
+
+def test_thread_sanitizer_reports_a_race_between_cpes(tmp_path):
+    flag = "-fsanitize=thread"
+    why = sanitizer_missing(flag, tmp_path)
+    if why:
+        pytest.skip(why)
+    prog = build(tmp_path / "p", "", RACE_MAIN, RACE_SLAVE, (flag,))
+    r = run(prog)
+    assert r.returncode != 0
+    assert "WARNING: ThreadSanitizer: data race" in r.stderr
+    assert "race_kernel" in r.stderr
