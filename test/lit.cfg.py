@@ -21,7 +21,7 @@ for var in ("HOME", "TMPDIR", "LANG", "LC_ALL"):
 config.substitutions.append(("FileCheck", "filecheck"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
-for tool in ("swir-opt", "filecheck"):
+for tool in ("swir-opt", "swir-run", "swir-cg", "filecheck"):
     if shutil.which(tool, path=config.environment["PATH"]) is None:
         lit_config.fatal(f"'{tool}' is not on PATH: install swir with its test extra "
                          "(pip install '.[test]')")

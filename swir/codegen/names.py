@@ -48,9 +48,12 @@ class Scope:
     def __init__(self, outer: Scope | None = None) -> None:
         self.outer = outer
         self._taken: set[str] = set()
+        self._own: set[str] = set()     # reserved here only, free in inner scopes
         self._of: dict[object, str] = {}
 
     def _used(self, name: str) -> bool:
+        if name in self._own:
+            return True
         s: Scope | None = self
         while s is not None:
             if name in s._taken:
@@ -74,9 +77,10 @@ class Scope:
             self._of[id(key)] = text
         return text
 
-    def reserve(self, *names: str) -> None:
-        """Names the generator itself uses in this scope."""
-        self._taken.update(names)
+    def reserve(self, *names: str, inner: bool = True) -> None:
+        """Names the generator itself uses in this scope (and, unless ``inner``
+        is false, in the scopes nested in it)."""
+        (self._taken if inner else self._own).update(names)
 
     def lookup(self, key: object) -> str:
         s: Scope | None = self

@@ -107,6 +107,9 @@ class Project:
         self.stem = file_stem(module.name)
         self.scope = Scope()                       # every file-scope C name
         self.scope.reserve("ldm", "reply")
+        # main.c's fixed code: its functions and locals must not meet a model name
+        # at file scope (kernel locals live in other scopes and may use them).
+        self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
         self._globals: dict[int, str] = {}
         self._slave_globals: dict[int, Global] = {}

@@ -12,6 +12,16 @@ from swir.codegen.names import comment_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
 
+# Identifiers the fixed code below declares or uses: model names must avoid them.
+NAMES = frozenset("""
+    program fail blocks n_blocks alloc_block free_blocks read_exact temporary_name write_all
+    port options usage parse_options input_ports output_ports load_constants place_buffers
+    in out opt message i j r w raw grown tmp done size bytes what path dst src ok f n v a
+    end slash dir inputs outputs n_inputs n_outputs stats weights_default va_list va_start
+    va_end vfprintf fputc strrchr SEEK_END SEEK_SET N_INPUTS N_OUTPUTS WEIGHTS_BYTES
+    ARENA_BYTES
+""".split())
+
 MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LAYERS_MIX_H
 
