@@ -559,7 +559,7 @@ class Project:
                                " (which spawns the CPE kernels in order) and writes the "
                                "outputs."),
             constants=constants, buffers=self._buffers(), functions=host_functions,
-            entry=entry_name, inputs=inputs, outputs=outputs, results=list(f.result_types),
+            entry=entry_name, entry_name=f.name, inputs=inputs, outputs=outputs, results=list(f.result_types),
             c_string=c_string)
 
     # Makefile ---------------------------------------------------------------------------

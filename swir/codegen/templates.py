@@ -298,7 +298,7 @@ def _port(p: FuncParam | None, t: Type, name: str, c_string) -> str:
 
 
 def main_c(header: str, constants: str, buffers: str, functions: list[str], entry: str,
-           inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
+           entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
            c_string: Callable[[str], str]) -> str:
     in_ports = [_port(p, p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
     out_ports = [_port(p, p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
@@ -326,7 +326,8 @@ def main_c(header: str, constants: str, buffers: str, functions: list[str], entr
 #include "layers.h"
 
 {SUPPORT}
-/* What the program reads and writes, in @{comment_text(entry)}'s parameter order. */
+/* What the program reads and writes, in @{comment_text(entry_name)}'s parameter order
+ * (then its scalar results, if any). */
 #define N_INPUTS {n_in}
 #define N_OUTPUTS {n_out}
 static const struct port input_ports[] = {{
