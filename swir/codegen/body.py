@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from swir.codegen import scalar
-from swir.codegen.names import Scope, c_string, comment_text
+from swir.codegen.names import Scope, c_string
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import constant_array
 from swir.ir.affine import Compound, Expr
@@ -22,7 +22,6 @@ from swir.ir.core import (
     Access,
     Apply,
     Block,
-    BlockArgument,
     Constraint,
     Function,
     Global,
@@ -30,7 +29,7 @@ from swir.ir.core import (
     Successor,
     Value,
 )
-from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ def declare_pointer(t: ShapedType, name: str, init: str, const: bool = False) ->
     """``float (*const A)[1024] = (float (*)[1024])init;``"""
     head, tail = pointer_type(t, const)
     if not tail:
-        cast = "" if init.startswith("&") or init.startswith("ldm.") else f"({head.strip()})"
+        cast = "" if init.startswith(("&", "ldm.")) else f"({head.strip()})"
         return f"{head}const {name} = {cast}{init};"
     return f"{head}const {name}{tail} = ({head}{tail}){init};"
 
@@ -425,17 +424,3 @@ _STATEMENTS = {
     "call": _call, "spawn": _spawn, "join": _join, "return": _return, "br": _br,
     "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy,
 }
-
-
-def value_type_text(t: Type) -> str:
-    return comment_text(str(t))
-
-
-__all__ = [
-    "BlockArgument",
-    "BodyEmitter",
-    "declare_pointer",
-    "pointer_type",
-    "strip_parens",
-    "value_type_text",
-]

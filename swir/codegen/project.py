@@ -31,7 +31,6 @@ from swir.diagnostics import Diagnostic
 from swir.interp.graph import dense_array
 from swir.interp.loop import global_array, output_count, written_params
 from swir.ir.core import (
-    Apply,
     Dense,
     FileInit,
     FuncParam,
@@ -40,7 +39,7 @@ from swir.ir.core import (
     Instruction,
     Module,
 )
-from swir.ir.types import LDMType, ScalarType, ShapedType, Type
+from swir.ir.types import LDMType, ScalarType, ShapedType
 
 WEIGHTS_FILE = "weights.bin"
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
@@ -115,6 +114,7 @@ class Project:
         self._slave_globals: dict[int, Global] = {}
         self._ldm_paths: dict[int, str] = {}
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
+        self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
         self.entry = self._entry()
         self.host_funcs, self.spawned, self.cpe_called = self._reachable()
         self._c_names: dict[tuple[int, str], str] = {}
@@ -255,23 +255,18 @@ class Project:
             if not fields:
                 fields.append("    char unused;   /* C structs cannot be empty */")
             parts.append(f"/* @{comment_text(f.name)}'s arguments ({self.where(f)}). */\n"
-                         f"typedef struct {{\n" + "\n".join(fields) +
-                         f"\n}} {self._para[id(f)]};\n")
+                         + "typedef struct {\n" + "\n".join(fields)
+                         + f"\n}} {self._para[id(f)]};\n")
         parts.append("#endif\n")
         return "\n".join(parts)
 
     def _param_field(self, p: FuncParam) -> str:
+        """The Para field (and wrapper parameter) of a spawned kernel's parameter."""
         scope = self._field_scopes.setdefault(id(p.owner), Scope())
         try:
             return scope.lookup(p)
         except KeyError:
             return scope.declare(p.name or f"arg{p.index}", p, "a")
-
-    @property
-    def _field_scopes(self) -> dict[int, Scope]:
-        if not hasattr(self, "_fs"):
-            self._fs: dict[int, Scope] = {}
-        return self._fs
 
     def _uses_f16(self) -> bool:
         def f16(t: object) -> bool:
@@ -391,8 +386,8 @@ class Project:
         head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
         if spawned:
             used = any(p.has_uses for p in f.params)
-            first = [f"    const {self._para[id(f)]} *const p = "
-                     f"({self._para[id(f)]} *)arg;"] if used else ["    (void)arg;"]
+            para = self._para[id(f)]
+            first = [f"    const {para} *const p = ({para} *)arg;"] if used else ["    (void)arg;"]
             return head + f"void {k}(void *arg)\n{{\n" + "\n".join(first + e.lines) + "\n}\n"
         return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
                 + "\n".join(e.lines) + "\n}\n")
@@ -566,13 +561,3 @@ class Project:
     def _makefile(self) -> str:
         return templates.makefile(self.stem, comment_text(self.opt.source),
                                   self.opt.ldm_reserve)
-
-
-def param_types(f: Function) -> list[Type]:
-    return [p.type for p in f.params]
-
-
-def apply_of(inst: Instruction) -> Apply:
-    a = inst.args[0]
-    assert isinstance(a, Apply)
-    return a

@@ -249,8 +249,8 @@ def constants_code(decls: list[str], read: list, fill: list, file_bytes: int,
                    c_string: Callable[[str], str]) -> str:
     """Declarations of the constants and load_constants(), which reads
     weights.bin (exactly WEIGHTS_BYTES long) and fills the splat constants."""
-    lines = ["/* ---- Constants: weights.bin (read whole, size checked) and "
-             "splat values --- */", ""]
+    lines = ["/* ---- Constants: weights.bin (read whole, size checked) and splat values */",
+             ""]
     lines += decls
     lines += ["", f"#define WEIGHTS_BYTES {file_bytes}", "",
               "static void load_constants(const char *path)", "{"]
@@ -293,8 +293,7 @@ def buffers_code(decls: list[str], placed: list, own: list, arena: int,
 
 
 def _port(p: FuncParam | None, t: Type, name: str, c_string) -> str:
-    nbytes = t.bytes if isinstance(t, ShapedType) else t.bytes  # type: ignore[union-attr]
-    return f"    {{{c_string(name)}, {c_string(str(t))}, {nbytes}}},"
+    return f"    {{{c_string(name)}, {c_string(str(t))}, {t.bytes}}},"  # type: ignore[union-attr]
 
 
 def main_c(header: str, constants: str, buffers: str, functions: list[str], entry: str,

@@ -123,7 +123,7 @@ def interpreter_counters(dma_text: str, args) -> dict:
 @pytest.mark.parametrize("ldm_size", LDM_SIZES)
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[c[0] for c in CASES])
 def test_generated_program_computes_the_graph_result(projects, index, ldm_size):
-    op, types, attrs = CASES[index]
+    op, types, _ = CASES[index]
     text, dma_text, program = projects[(index, ldm_size)].result()
     g = parse_module(text, "<case>")
     args = inputs(op, types, (op, str(types)))
