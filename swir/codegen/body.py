@@ -117,7 +117,12 @@ class BodyEmitter:
                 from None
 
     def define(self, v: Value, fallback: str = "t") -> str:
-        return self.scope.declare(v.name or fallback, v, fallback)
+        """v's C name: a new one, unless v was declared already (a func's
+        values are declared at its top, before the blocks that assign them)."""
+        try:
+            return self.scope.lookup(v)
+        except KeyError:
+            return self.scope.declare(v.name or fallback, v, fallback)
 
     def expr(self, e: Expr | int) -> str:
         e = Expr.of(e)
@@ -271,9 +276,11 @@ def _if(e: BodyEmitter, inst: Instruction) -> None:
 def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
     v = inst.args[0]
     n = inst.attrs["bound"]
-    where = f"{inst.loc}: " if inst.loc else ""
-    msg = c_string(f"{where}error: 'dyn_index' of %{getattr(v, 'name', '?')} is outside "
-                   f"[-{n}, {n}) (bound = {n})")
+    loc = inst.loc or e.f.loc
+    where = f"{loc}: " if loc else ""
+    what = f"%{v.name}" if getattr(v, "name", None) else "an index"
+    msg = c_string(f"{where}error: 'dyn_index' of {what} is outside [-{n}, {n}) "
+                   f"(bound = {n}) in @{e.f.name}")
     call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg})"  # type: ignore[arg-type]
     if not inst.results[0].has_uses:
         e.line(f"(void){call};")      # unused, but its range check still runs
@@ -301,7 +308,8 @@ def _chunk(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _ldm_alloc(e: BodyEmitter, inst: Instruction) -> None:
-    e.project.ldm_alloc(e, inst)
+    if inst.results[0].has_uses:     # an unused buffer keeps its place in the struct
+        e.project.ldm_alloc(e, inst)
 
 
 def _dma(e: BodyEmitter, inst: Instruction) -> None:
@@ -349,6 +357,7 @@ def _call(e: BodyEmitter, inst: Instruction) -> None:
     app = inst.args[0]
     assert isinstance(app, Apply)
     callee = e.project.function(app.callee, inst)
+    e.project.check_writes(callee, app, inst)
     args = [e.name(a) for a in app.args]
     outs = []
     for r in inst.results:
@@ -368,6 +377,7 @@ def _spawn(e: BodyEmitter, inst: Instruction) -> None:
     app = inst.args[0]
     assert isinstance(app, Apply)
     callee = e.project.function(app.callee, inst)
+    e.project.check_writes(callee, app, inst)
     args = ", ".join(e.name(a) for a in app.args)
     e.line(f"{e.project.spawn_name(callee)}({args});")
 

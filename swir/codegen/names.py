@@ -19,7 +19,30 @@ C_KEYWORDS = frozenset(["auto", "break", "case", "char", "const", "continue", "d
 # libc, stdint, the athread API, and the generated code's own fixed names.
 LIBRARY_NAMES = frozenset(["main", "argc", "argv", "errno", "stdin", "stdout", "stderr", "printf", "fprintf", "snprintf", "sprintf", "puts", "fopen", "fclose", "fread", "fwrite", "fseek", "ftell", "remove", "rename", "malloc", "calloc", "realloc", "free", "exit", "abort", "memcpy", "memset", "memcmp", "strcmp", "strlen", "strtol", "strtoul", "strtod", "atoi", "size_t", "FILE", "NULL", "EOF", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "tanh", "tanhf", "erf", "erff", "erfc", "erfcf", "floor", "floorf", "ceil", "ceilf", "fabs", "fabsf", "fmax", "fmin", "isnan", "isinf", "INFINITY", "NAN", "HUGE_VAL", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t", "INT8_MIN", "INT16_MIN", "INT32_MIN", "INT64_MIN", "INT8_MAX", "INT16_MAX", "INT32_MAX", "INT64_MAX", "INT64_C", "UINT64_C", "athread_init", "athread_halt", "athread_spawn", "athread_join", "athread_get", "athread_put", "athread_get_id", "athread_syn", "PE_MODE", "BCAST_MODE", "ROW_MODE", "BROW_MODE", "RANK_MODE", "ARRAY_SCOPE", "ROW_SCOPE", "COL_SCOPE", "dma_mode", "SLAVE_FUN", "ldm_malloc", "ldm_free", "_MYID", "_ROW", "_COL", "ldm", "reply", "para", "arg", "p", "weights", "arena", "runs", "repeat"])
 
-_RESERVED_PREFIXES = ("swir_", "SWIR_", "athread_", "slave_", "__", "_Z")
+# The rest of C99's <math.h>, <stdlib.h>, <stdio.h>, <time.h>, and POSIX names
+# the runtime calls: a model name equal to one would clash at compile or link time.
+LIBRARY_NAMES = LIBRARY_NAMES | frozenset("""
+    acos acosh asin asinh atan atan2 atanh cbrt copysign cos cosh exp2 expm1 fdim fma
+    fmod frexp hypot ilogb ldexp lgamma llrint llround log10 log1p log2 logb lrint lround
+    modf nan nearbyint nextafter nexttoward remainder remquo rint round scalbln scalbn sin
+    sinh tan tgamma trunc fpclassify isfinite isnormal signbit isgreater isless
+    abs labs llabs div ldiv lldiv rand srand atof atol atoll strtoll strtoull strtof strtold
+    bsearch qsort getenv system atexit at_quick_exit quick_exit _Exit aligned_alloc
+    fflush freopen setbuf setvbuf fgetc fgets fputc fputs getc getchar gets putc putchar
+    ungetc fgetpos fsetpos rewind clearerr feof ferror perror tmpfile tmpnam scanf sscanf
+    fscanf vprintf vfprintf vsprintf vsnprintf
+    time clock difftime mktime asctime ctime gmtime localtime strftime timezone daylight
+    tzname nanosleep sleep usleep read write open close pipe fork signal raise
+    setjmp longjmp va_list va_start va_end va_arg va_copy assert offsetof ptrdiff_t wchar_t
+    posix_memalign sysconf environ
+""".split())
+
+# C99 7.26 reserves these prefixes for the library (str, mem, is, to and E..
+# followed by a letter, SIG, LC_, PRI, SCN); POSIX adds pthread_, clock_,
+# sched_, sem_, timer_; athread and swir's own names complete the list.
+_RESERVED_PREFIXES = ("swir_", "SWIR_", "athread_", "slave_", "__", "_Z", "pthread_",
+                      "clock_", "sched_", "sem_", "timer_", "SIG", "LC_", "PRI", "SCN")
+_RESERVED_PATTERN = re.compile(r"^(str|mem|is|to|wcs)[a-z]|^E[0-9A-Z]|^_[A-Z]|_t$")
 _BAD = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -36,7 +59,7 @@ def c_identifier(name: str, fallback: str = "v") -> str:
 
 def _reserved(name: str) -> bool:
     return (name in C_KEYWORDS or name in LIBRARY_NAMES
-            or name.startswith(_RESERVED_PREFIXES) or re.match(r"_[A-Z]", name) is not None)
+            or name.startswith(_RESERVED_PREFIXES) or _RESERVED_PATTERN.search(name) is not None)
 
 
 class Scope:

@@ -31,6 +31,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp.graph import dense_array
 from swir.interp.loop import global_array, output_count, written_params
 from swir.ir.core import (
+    Apply,
     Dense,
     FileInit,
     FuncParam,
@@ -38,6 +39,7 @@ from swir.ir.core import (
     Global,
     Instruction,
     Module,
+    Successor,
 )
 from swir.ir.types import LDMType, ScalarType, ShapedType
 
@@ -111,22 +113,25 @@ class Project:
         self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
         self._globals: dict[int, str] = {}
+        self._used_globals: set[int] = set()
         self._slave_globals: dict[int, Global] = {}
         self._ldm_paths: dict[int, str] = {}
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
+        for g in module.globals:     # file scope first: no local may take their names
+            self._globals[id(g)] = self.scope.declare(g.name, fallback="g")
         self.entry = self._entry()
         self.host_funcs, self.spawned, self.cpe_called = self._reachable()
         self._c_names: dict[tuple[int, str], str] = {}
         for f in self.spawned:
-            self._c_names[(id(f), "cpe")] = self.scope.declare(f.name, fallback="k")
-        for f in self.cpe_called:
+            self._c_names[(id(f), "spawn")] = self.scope.declare(f.name, fallback="k")
+        for f in self.cpe_called:    # a kernel both spawned and called gets two functions
             self._c_names[(id(f), "cpe")] = self.scope.declare(f.name, fallback="k")
         for f in self.host_funcs:
             self._c_names[(id(f), "host")] = self.scope.declare(f.name, fallback="f")
-        self._para = {id(f): self.scope.declare(self._c_names[(id(f), "cpe")] + "_para")
+        self._para = {id(f): self.scope.declare(self._c_names[(id(f), "spawn")] + "_para")
                       for f in self.spawned}
-        self._spawn = {id(f): self.scope.declare("spawn_" + self._c_names[(id(f), "cpe")])
+        self._spawn = {id(f): self.scope.declare("spawn_" + self._c_names[(id(f), "spawn")])
                        for f in self.spawned}
 
     # -- what to emit --------------------------------------------------------------
@@ -189,11 +194,20 @@ class Project:
         return self._spawn[id(f)]
 
     def global_name(self, g: Global, side: str) -> str:
-        if id(g) not in self._globals:
-            self._globals[id(g)] = self.scope.declare(g.name, fallback="g")
+        self._used_globals.add(id(g))
         if side == "cpe":
             self._slave_globals[id(g)] = g
         return self._globals[id(g)]
+
+    def check_writes(self, callee: Function, app: Apply, inst: Instruction) -> None:
+        """A constant global passed where the callee writes is an error (the
+        interpreters refuse it too; the weights block is no place to write)."""
+        for i in written_params(callee):
+            a = app.args[i] if i < len(app.args) else None
+            if isinstance(a, Global) and a.kind == "global":
+                raise Diagnostic(f"swir-cg: {inst.opname} passes @{a.name}, a constant global, "
+                                 f"to parameter %{callee.params[i].name} of @{callee.name}, "
+                                 "which writes it", inst.loc)
 
     def note_reply(self, reply: int) -> None:
         if not isinstance(reply, int) or reply < 0 or reply > 1023:
@@ -308,9 +322,9 @@ class Project:
                              "and spawns the\n * kernel on the 64 CPEs."),
                  "#include <athread.h>", "", '#include "layers.h"', ""]
         for f in self.spawned:
-            lines.append(f"extern void SLAVE_FUN({self._c_names[(id(f), 'cpe')]})(void *);")
+            lines.append(f"extern void SLAVE_FUN({self._c_names[(id(f), 'spawn')]})(void *);")
         for f in self.spawned:
-            k, para = self._c_names[(id(f), "cpe")], self._para[id(f)]
+            k, para = self._c_names[(id(f), "spawn")], self._para[id(f)]
             lines += ["", f"/* @{comment_text(f.name)} ({self.where(f)}) */",
                       f"void {self._spawn[id(f)]}({self._wrapper_params(f)})", "{",
                       "    /* static: the CPEs read it from main memory until the join */",
@@ -348,11 +362,14 @@ class Project:
             out.append(f"extern {self._global_decl(g)};   /* main memory, defined in main.c */")
         if self._slave_globals:
             out.append("")
+        out += [b.split("\n", 2)[1] + ";" for b in bodies[:len(self.cpe_called)]]
+        if self.cpe_called:
+            out.append("")
         out += bodies
         return "\n".join(out)
 
     def _cpe_function(self, f: Function, spawned: bool) -> str:
-        k = self._c_names[(id(f), "cpe")]
+        k = self._c_names[(id(f), "spawn" if spawned else "cpe")]
         scope = Scope(self.scope)
         scope.reserve("p", "arg")
         e = BodyEmitter(self, f, "cpe", scope)
@@ -438,6 +455,7 @@ class Project:
         name = self._c_names[(id(f), "host")]
         scope = Scope(self.scope)
         e = BodyEmitter(self, f, "host", scope)
+        scope.reserve(*(f"result{i}" for i in range(len(f.result_types))))
         params = []
         for p in f.params:
             n = scope.declare(p.name or f"arg{p.index}", p, "a")
@@ -450,7 +468,6 @@ class Project:
             if not isinstance(t, ScalarType):
                 raise Diagnostic(f"swir-cg: @{f.name} returns {t}; at the dma stage results "
                                  "are output buffers or scalars", f.loc)
-            scope.reserve(f"result{i}")
             params.append(f"{scalar.c_type(t)} *result{i}")
         if f.kind == "func":
             self._host_locals(e, f)
@@ -458,8 +475,10 @@ class Project:
         labels = Scope()
         for b in blocks:
             e.labels[id(b)] = labels.declare("bb_" + (b.label or "block"))
-        for k, b in enumerate(blocks):
-            if len(blocks) > 1:
+        targets = {id(s.block) for b in blocks for i in b.instructions for s in i.args
+                   if isinstance(s, Successor)}
+        for b in blocks:
+            if id(b) in targets:
                 e.lines.append(f"{e.labels[id(b)]}:;")
             e.region(b)
         head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
@@ -498,7 +517,7 @@ class Project:
         read, fill, decls = [], [], []
         base_dir = Path(self.opt.source).parent
         for g in self.m.globals:
-            if g.kind != "global" or id(g) not in self._globals:
+            if g.kind != "global" or id(g) not in self._used_globals:
                 continue
             t = g.type
             assert isinstance(t, ShapedType)
@@ -525,7 +544,7 @@ class Project:
         placed, own, decls = [], [], []
         size = 0
         for g in self.m.globals:
-            if g.kind != "buffer" or id(g) not in self._globals:
+            if g.kind != "buffer" or id(g) not in self._used_globals:
                 continue
             t = g.type
             assert isinstance(t, ShapedType)

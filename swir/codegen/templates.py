@@ -135,8 +135,8 @@ static void read_exact(const char *path, void *dst, size_t bytes, const char *wh
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0)
         size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
-        fail("cannot read %s '%s'", what, path);
+    if (size < 0 || size == LONG_MAX || fseek(f, 0, SEEK_SET) != 0)
+        fail("cannot read %s '%s' (not a regular file?)", what, path);
     if ((size_t)size != bytes)
         fail("%s '%s' has %ld bytes; expected %ld", what, path, size, (long)bytes);
     if (bytes && fread(dst, 1, bytes, f) != bytes)
@@ -317,6 +317,7 @@ def main_c(header: str, constants: str, buffers: str, functions: list[str], entr
     protos = [f.split("\n", 2)[1] + ";" for f in functions]
     body = f"""{header}
 #include <athread.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,6 +370,10 @@ int main(int argc, char **argv)
         out[i] = alloc_block(output_ports[i].bytes, output_ports[i].name);
     for (long r = 0; r < opt.repeat; r++)
         {entry}({", ".join(args)});
+#ifdef SWIR_EMU
+    if (opt.stats != NULL && swir_emu_write_stats(opt.stats, (int)opt.repeat) != 0)
+        fail("cannot write statistics '%s'", opt.stats);
+#endif
     for (long i = 0; i < opt.n_outputs; i++) {{
         char *tmp = temporary_name(opt.outputs[i]);
         if (write_all(tmp, out[i], output_ports[i].bytes) != 0) {{
@@ -388,10 +393,6 @@ int main(int argc, char **argv)
             fail("cannot write output '%s'", opt.outputs[i]);
         free(tmp);
     }}
-#ifdef SWIR_EMU
-    if (opt.stats != NULL && swir_emu_write_stats(opt.stats, (int)opt.repeat) != 0)
-        fail("cannot write statistics '%s'", opt.stats);
-#endif
     athread_halt();
     free_blocks();
     free(opt.inputs);

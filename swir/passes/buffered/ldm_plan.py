@@ -320,7 +320,7 @@ def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
     while True:
         if cur.opname != "for":
             return None, f"'{cur.opname}' loops are not planned"
-        lb, ub = cur.args[0], cur.args[1]
+        lb, ub = Expr.of(cur.args[0]), Expr.of(cur.args[1])   # a bare bound is a Value
         if not (lb.is_constant and lb.const == 0 and ub.is_constant and ub.const >= 1
                 and cur.attrs.get("step", 1) == 1):
             return None, "loop bounds are not 0 to a constant with step 1"
