@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def test_hostile_names_compile_run_and_stay_inside_the_directory(tmp_path):
     src.write_text(HOSTILE)
     out = tmp_path / "work" / "out"
     out.parent.mkdir()
-    r = subprocess.run([sys.executable, "-m", "swir.tools.swir_cg", str(src), "-o", str(out)],
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(src), "-o", str(out)],
                        capture_output=True, text=True, cwd=tmp_path / "work")
     assert r.returncode == 0, r.stderr
     m = parse_module(HOSTILE, "<hostile>")

@@ -856,7 +856,10 @@ class StageError(Exception):
 
 
 def _tool(args: list[str], what: str) -> None:
-    r = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+    # The installed console script: `python -m` from the source tree would
+    # import the tree's swir/, which has no tools/ package.
+    tool = str(Path(sys.executable).with_name(args[0].rsplit(".", 1)[1].replace("_", "-")))
+    r = subprocess.run([tool, *args[1:]], capture_output=True, text=True,
                        timeout=300, check=False)
     if r.returncode != 0:
         raise StageError(f"{what} failed (status {r.returncode}):\n{r.stdout}{r.stderr}")

@@ -75,7 +75,7 @@ def test_generated_program_runs_clean_under_sanitizers(tmp_path, name, target):
         pytest.skip(f"cc cannot link {flag} on this machine")
     path, module = _model(name, tmp_path)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "swir.tools.swir_cg", str(path), "-o", str(out),
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o", str(out),
                         "--ldm-size=8192"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     program = emulate.build(out, module, target)

@@ -47,7 +47,7 @@ class Example:
         self.module = parse_module(path.read_text(), str(path))
         self.args = [np.load(p) for p in inputs]
         self.project = work / "project"
-        r = subprocess.run([sys.executable, "-m", "swir.tools.swir_cg", str(path),
+        r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path),
                             "-o", str(self.project)], capture_output=True, text=True,
                            cwd=work, timeout=120)
         assert r.returncode == 0, r.stderr
@@ -60,7 +60,7 @@ class Example:
 
     def dma_stats(self, work: Path) -> dict:
         """The dma-stage interpreter's counters on the same input."""
-        r = subprocess.run([sys.executable, "-m", "swir.tools.swir_opt", *DMA_PIPELINE,
+        r = subprocess.run([str(Path(sys.executable).with_name("swir-opt")), *DMA_PIPELINE,
                             str(self.path)], capture_output=True, text=True, cwd=work,
                            timeout=120)
         assert r.returncode == 0, r.stderr

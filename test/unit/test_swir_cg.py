@@ -82,7 +82,7 @@ def test_review_modules_compile_and_match_the_interpreter(tmp_path, name):
     from swir.parser import parse_module
     path = REVIEW / f"{name}.swir"
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "swir.tools.swir_cg", str(path), "-o", str(out)],
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o", str(out)],
                        capture_output=True, text=True, cwd=tmp_path, check=False)
     assert r.returncode == 0, r.stderr
     m = parse_module(path.read_text(), str(path))
@@ -103,7 +103,7 @@ def test_passing_a_constant_to_a_writing_parameter_is_an_error(tmp_path):
     import subprocess
     import sys
     path = REVIEW / "const-write.swir"
-    r = subprocess.run([sys.executable, "-m", "swir.tools.swir_cg", str(path), "-o",
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o",
                         str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path,
                        check=False)
     assert r.returncode == 1
