@@ -24,7 +24,7 @@ from swir.passes.manager import Pass, PassManager, option_flag
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, run_tool
-from .swir_opt import Options, _field_type, build_passes
+from .swir_opt import Options, _field_type, build_passes, global_option, print_statistics
 
 PROG = "swir-cg"
 
@@ -102,13 +102,7 @@ def parse_args(argv: list[str]) -> Command:
         if a in ("--force", "--print-pipeline", "--stats"):
             setattr(c, a[2:].replace("-", "_"), True)
         elif a.startswith("--"):
-            name, eq, value = a[2:].partition("=")
-            if eq:
-                c.globals[name] = (value, i)
-            elif name.startswith("no-"):
-                c.globals[name[3:]] = ("false", i)
-            else:
-                c.globals[name] = ("true", i)
+            global_option(a, i, c.globals)
         elif a.startswith("-") and a != "-":
             raise command_line_error(PROG, argv, i, f"unknown option '{a}' (see {PROG} --help; "
                                                     "to run passes of your own, use swir-opt)")
@@ -161,10 +155,7 @@ def main(argv: list[str]) -> int:
     manager = PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr)
     manager.run(module)
     if c.stats:
-        for r in manager.records:
-            stats = ", ".join(f"{k}: {v}" for k, v in sorted(r.statistics.items()))
-            print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
-                  + (f" ({stats})" if stats else ""), file=sys.stderr)
+        print_statistics(manager)
     files = generate(module, CodegenOptions(entry=c.func, source=name,
                                             ldm_reserve=ldm_reserve(passes)))
     assert c.output is not None

@@ -91,12 +91,8 @@ def parse_args(argv: list[str]) -> Options:
                 o.flags[name] = True
             elif name.startswith("no-") and name[3:] in _FLAGS and not eq:
                 o.flags[name[3:]] = False
-            elif eq:
-                o.globals[name] = (value, i)
-            elif name.startswith("no-"):   # --no-double-buffer: a boolean pass option
-                o.globals[name[3:]] = ("false", i)
-            else:                          # --double-buffer
-                o.globals[name] = ("true", i)
+            else:
+                global_option(a, i, o.globals)
         elif a == "-" or not a.startswith("-"):
             if seen_input:
                 raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")
@@ -109,6 +105,18 @@ def parse_args(argv: list[str]) -> Options:
             o.passes.append((m.group(1), _pass_options(argv, i, m.group(2)), i))
         i += 1
     return o
+
+
+def global_option(arg: str, index: int, into: dict[str, tuple[str, int]]) -> None:
+    """``--name=value``, ``--flag`` or ``--no-flag``: a pass option given to
+    every pass that declares it (checked later, by build_passes)."""
+    name, eq, value = arg[2:].partition("=")
+    if eq:
+        into[name] = (value, index)
+    elif name.startswith("no-"):   # --no-double-buffer: a boolean pass option
+        into[name[3:]] = ("false", index)
+    else:                          # --double-buffer
+        into[name] = ("true", index)
 
 
 _OPTION_RE = re.compile(r'\s*([A-Za-z][\w-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*?)\s*(?:,|$)')
@@ -248,10 +256,15 @@ def _report(manager: PassManager, o: Options) -> None:
         print(f"  {total:9.4f}  100.0%           total", file=sys.stderr)
     if o.flags.get("stats"):
         print("===-- swir-opt statistics --===", file=sys.stderr)
-        for r in manager.records:
-            stats = ", ".join(f"{k}: {v}" for k, v in sorted(r.statistics.items()))
-            print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
-                  + (f" ({stats})" if stats else ""), file=sys.stderr)
+        print_statistics(manager)
+
+
+def print_statistics(manager: PassManager) -> None:
+    """Each pass's statistics and whether it changed the IR, to stderr."""
+    for r in manager.records:
+        stats = ", ".join(f"{k}: {v}" for k, v in sorted(r.statistics.items()))
+        print(f"  -{r.name}: {'changed' if r.changed else 'unchanged'}"
+              + (f" ({stats})" if stats else ""), file=sys.stderr)
 
 
 def entry() -> None:

@@ -17,7 +17,7 @@ from swir.codegen import scalar
 from swir.codegen.names import Scope, c_string
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import constant_array
-from swir.ir.affine import Compound, Expr
+from swir.ir.affine import Compound, Expr, format_expr
 from swir.ir.core import (
     Access,
     Apply,
@@ -125,33 +125,16 @@ class BodyEmitter:
             return self.scope.declare(v.name or fallback, v, fallback)
 
     def expr(self, e: Expr | int) -> str:
-        e = Expr.of(e)
-        parts: list[str] = []
-        for atom, coef in e.terms:
-            text = self._atom(atom)
-            mag = abs(coef)
-            body = text if mag == 1 else f"{mag}*{text}"
-            if not parts:
-                parts.append(body if coef > 0 else f"-{body}")
-            else:
-                parts.append(f" + {body}" if coef > 0 else f" - {body}")
-        if e.const or not parts:
-            if not parts:
-                parts.append(str(e.const))
-            else:
-                parts.append(f" + {e.const}" if e.const > 0 else f" - {-e.const}")
-        return "".join(parts)
+        return format_expr(Expr.of(e), self.name, lambda atom, _bare: self._atom(atom))
 
     def _atom(self, atom: object) -> str:
         if not isinstance(atom, Compound):
             v = self.name(atom)  # type: ignore[arg-type]
             t = getattr(atom, "type", INDEX)
             return v if t == INDEX else f"(long){v}"
-        args = ", ".join(self.expr(a) for a in atom.args)
         if atom.kind in ("min", "max"):
-            return f"swir_{atom.kind}({args})" if len(atom.args) == 2 \
-                else self._fold(atom.kind, [self.expr(a) for a in atom.args])
-        return f"swir_{atom.kind}({args}, {atom.divisor})"
+            return self._fold(atom.kind, [self.expr(a) for a in atom.args])
+        return f"swir_{atom.kind}({self.expr(atom.args[0])}, {atom.divisor})"
 
     def _fold(self, kind: str, args: list[str]) -> str:
         text = args[0]

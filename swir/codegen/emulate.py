@@ -83,8 +83,9 @@ DMA_COUNTERS = ("gets", "puts", "bytes_in", "bytes_out", "waits", "size_histogra
 
 
 def dma_counters(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per kernel, the counters of DMA_COUNTERS (kernels that moved nothing and
-    waited for nothing are left out, as the interpreter reports none)."""
+    """Per kernel, the counters of DMA_COUNTERS, from a program's ``--stats``
+    or the dma-stage interpreter's ``stats()`` (the same shape); kernels that
+    moved nothing and waited for nothing are left out."""
     out = {}
     for name, s in stats.get("functions", {}).items():
         c = {k: s.get(k) for k in DMA_COUNTERS}

@@ -204,11 +204,15 @@ def _eval_atom(atom: object, env: Mapping[object, int]) -> int:
     return {"floordiv": vals[0] // d, "ceildiv": -(-vals[0] // d), "mod": vals[0] % d}[atom.kind]
 
 
-def format_expr(e: Expr, name: Callable[[object], str]) -> str:
-    """Canonical text: ``2*%oh + %kh - 3``; ``name`` spells a Value."""
+def format_expr(e: Expr, name: Callable[[object], str],
+                atom_text: Callable[[object, bool], str] | None = None) -> str:
+    """Canonical text: ``2*%oh + %kh - 3``; ``name`` spells a Value.
+    ``atom_text(atom, bare)``, if given, spells every atom instead (the C
+    emitter writes floordiv and friends as calls)."""
     parts: list[str] = []
     for atom, coef in e.terms:
-        text = _format_atom(atom, name, bare=coef == 1)
+        text = atom_text(atom, coef == 1) if atom_text is not None \
+            else _format_atom(atom, name, bare=coef == 1)
         mag = abs(coef)
         body = text if mag == 1 else f"{mag}*{text}"
         if not parts:

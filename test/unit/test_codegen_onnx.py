@@ -925,10 +925,7 @@ def _build(case: Case, ldm: int) -> Built:
     interp = interpreter_for(dma, d)
     # A rank-0 tensor is a buf<1 x T> from the loop stage on.
     interp.run("main", [a.reshape(_shape(p.type)) for a, p in zip(case.args, ins)])
-    interp_counters = {name: {k: s[k] for k in emulate.DMA_COUNTERS}
-                       for name, s in interp.stats()["functions"].items()
-                       if s["gets"] or s["puts"] or s["waits"]}
-    return Built(outputs, emulate.dma_counters(run.stats), interp_counters)
+    return Built(outputs, emulate.dma_counters(run.stats), emulate.dma_counters(interp.stats()))
 
 
 def _reference(case: Case) -> Reference:

@@ -13,7 +13,6 @@ rounding of the graph result).
 
 from __future__ import annotations
 
-import importlib.util
 import zlib
 from pathlib import Path
 
@@ -372,26 +371,14 @@ def test_a_wrong_plan_is_caught_by_the_interpreter():
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.swir"))
 
 
-def small_example(path: Path, tmp_path: Path) -> Path:
-    """The bundled example, or for the ResNet (83 million interpreted steps at
-    32x32) its 8x8 variant from the same generator; swir-cg's tests run the
-    full-size one in C (test_examples_codegen.py)."""
-    if path.name != "resnet.swir":
-        return path
-    spec = importlib.util.spec_from_file_location("_make_resnet", path.with_name("make_resnet.py"))
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    return gen.write(tmp_path, size=8)[0]
-
-
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_bundled_examples_loop_stage_matches_graph(path, tmp_path):
+def test_bundled_examples_loop_stage_matches_graph(path, interpretable_example):
     """The loop stage of every bundled example gives the graph stage's result.
     The examples are small networks ending in softmax: the f32 matmuls
     accumulate in f32 at the loop stage (f64 in the graph interpreter), which
     moves probabilities by a few units in the last place; 1e-5 relative is
     about 80 ulp of headroom."""
-    path = small_example(path, tmp_path)
+    path = interpretable_example(path)
     text = path.read_text()
     inputs = sorted(path.parent.glob(path.stem + "_input*.npy"))
     assert inputs, f"{path.name} has no bundled input"
