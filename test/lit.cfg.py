@@ -3,13 +3,15 @@
 # is installed (see README: .ci/run installs them into a fresh venv).
 import os
 import shutil
+import sys
 
 import lit.formats
 
 config.name = "swir"
 # lit 23 rejects ShTest(True); the internal shell handles pipes, `not` and %s.
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".swir"]
+# .swir: IR tests; .test: tests whose input is not IR (ONNX models made by a script)
+config.suffixes = [".swir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.test_source_root, "Output")
 config.excludes = ["Inputs", "unit", "Output"]  # Inputs/ folders anywhere hold data, not tests
@@ -20,8 +22,10 @@ for var in ("HOME", "TMPDIR", "LANG", "LC_ALL"):
 # The filecheck package provides `filecheck`; tests may also write FileCheck.
 config.substitutions.append(("FileCheck", "filecheck"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# The Python lit runs under: the venv's, where onnx is installed with swir's test extra.
+config.substitutions.append(("%python", sys.executable))
 
-for tool in ("swir-opt", "swir-run", "swir-cg", "filecheck"):
+for tool in ("swir-opt", "swir-run", "swir-cg", "swir-import", "filecheck"):
     if shutil.which(tool, path=config.environment["PATH"]) is None:
         lit_config.fatal(f"'{tool}' is not on PATH: install swir with its test extra "
                          "(pip install '.[test]')")

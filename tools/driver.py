@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
+import numpy as np
 
 from swir.diagnostics import SOURCES, Diagnostic, Location
 from swir.limits import deep_recursion
@@ -78,3 +80,28 @@ def write_output(path: str | None, text: str) -> None:
         except OSError:
             pass
         raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+
+
+def write_files(jobs: list[tuple[str, np.ndarray | bytes]]) -> None:
+    """Write every file (an array as .npy, bytes as they are) to a temporary
+    file beside it first, then move them all into place, in order: on failure
+    nothing is left behind."""
+    temps: list[tuple[str, str]] = []
+    try:
+        for path, content in jobs:
+            target = Path(path)
+            fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
+                                       prefix=f".{target.name}.", suffix=".tmp")
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as fh:
+                if isinstance(content, (bytes, bytearray, memoryview)):
+                    fh.write(content)
+                else:
+                    np.save(fh, content, allow_pickle=False)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+    except OSError as e:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise UsageError(f"cannot write output: {e.strerror or e} ({e.filename})") from None

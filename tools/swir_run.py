@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +34,7 @@ from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify
 
-from .driver import UsageError, run_tool
+from .driver import UsageError, run_tool, write_files
 
 PROG = "swir-run"
 
@@ -79,32 +77,6 @@ def load_input(path: str) -> np.ndarray:
         raise UsageError(f"input '{path}' is not a .npy file ({reason})") from None
 
 
-def write_outputs(paths: list[str], arrays: list[np.ndarray],
-                  extra: list[tuple[str, bytes]] | None = None) -> None:
-    """Write every output (and every extra file, as raw bytes) to a temporary
-    file first, then move them all into place."""
-    temps: list[tuple[str, str]] = []
-    jobs: list[tuple[str, np.ndarray | bytes]] = [*zip(paths, arrays), *(extra or [])]
-    try:
-        for path, content in jobs:
-            target = Path(path)
-            fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
-                                       prefix=f".{target.name}.", suffix=".tmp")
-            temps.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                if isinstance(content, bytes):
-                    fh.write(content)
-                else:
-                    np.save(fh, content, allow_pickle=False)
-        for tmp, path in temps:
-            os.replace(tmp, path)
-    except OSError as e:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        raise UsageError(f"cannot write output: {e.strerror or e} ({e.filename})") from None
-
-
 def stats_json(stats: dict) -> str:
     """Counters as JSON: one key per line, lists on one line."""
     def fmt(v: object, indent: str) -> str:
@@ -137,7 +109,7 @@ def main(argv: list[str]) -> int:
     results = run_function(module, f, args, base, [f"'{p}'" for p in a.input], stats)
     extra = [] if a.stats is None else [(a.stats, stats_json(stats).encode())]
     if a.output or extra:
-        write_outputs(a.output, results, extra)
+        write_files([*zip(a.output, results), *extra])
     if a.print or not a.output:
         for i, r in enumerate(results):
             print(f"result #{i}: {result_types[i]}")

@@ -1,0 +1,1 @@
+"""Frontends: models in other formats → graph-stage swir (swir-import)."""

@@ -1,0 +1,364 @@
+"""swir-import's engine: an ONNX model → a graph-stage swir module and its weights.
+
+    imported = import_onnx("resnet18.onnx", weights_file="resnet18.weights",
+                           shapes={"input": (1, 3, 224, 224)})
+    text = print_module(imported.module)        # refers to resnet18.weights
+    blob = imported.weights                     # its contents
+
+The steps, each with its own diagnostics (``ImportFailure``: one line naming the
+file and, where there is one, the node by name and op type):
+
+1. **Load** (:func:`load_model`): the protobuf (a file that does not parse is
+   "not an ONNX model"), the ONNX checker (unless ``check=False``), external
+   data (``MODEL.onnx.data``, what ``torch.onnx.export`` writes) read from
+   beside the model, and the default-domain opset: 13 up to the newest the
+   installed ``onnx`` knows.
+2. **Bind shapes**: every graph input needs a static shape; symbolic or
+   unknown dimensions are bound by ``shapes`` (per input, or per symbol name).
+3. **Live nodes in dependency order**: only nodes the graph outputs depend on
+   are imported (an unsupported op that nothing uses is no error); a cycle or
+   an input nobody produces is a diagnostic.
+4. **Convert** node by node: a node whose inputs are all known at import time
+   (initializers, Constant nodes, shapes: ``Shape`` of a value with a static
+   type is a constant) is evaluated by onnx's reference implementation, so
+   the Shape → Gather → Concat → Reshape chains of exported models fold into
+   constants; every other node goes to its converter in
+   :mod:`swir.frontend.onnx_ops`, which checks every attribute and input it
+   does not support and emits swir graph ops (whose shape rules then check
+   the types).
+5. **Cross-check**: each value's inferred type is compared with the type the
+   model declares for it (graph outputs and ``value_info``), where declared.
+6. **Constants** become module ``global``s: at most ``DENSE_MAX`` elements (or
+   all equal) as ``dense<...>`` literals, the rest in the sidecar weights file,
+   64-byte aligned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swir.interp.kernels import dtype_of
+from swir.ir.builder import Builder
+from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
+from swir.ir.types import F16, F32, F64, I1, I8, I16, I32, I64, ScalarType, TensorType
+
+# Constants with at most this many elements are dense<...> literals in the module.
+DENSE_MAX = 16
+# Byte alignment of each tensor in the sidecar weights file.
+WEIGHT_ALIGN = 64
+MIN_OPSET = 13
+
+Tensor = Value | np.ndarray   # an IR value, or a constant known at import time
+
+
+class ImportFailure(Exception):
+    """A model swir-import cannot translate; the message is one line."""
+
+
+def onnx_modules():
+    """onnx and its pieces, imported on first use (swir itself does not need onnx)."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+        from onnx.reference import ReferenceEvaluator
+    except ImportError as e:  # pragma: no cover - onnx is a dependency of swir-import
+        raise ImportFailure(f"swir-import needs the 'onnx' package ({e})") from None
+    return onnx, numpy_helper, ReferenceEvaluator
+
+
+def element_types() -> dict[int, ScalarType]:
+    onnx, _, _ = onnx_modules()
+    T = onnx.TensorProto
+    return {T.FLOAT: F32, T.DOUBLE: F64, T.FLOAT16: F16, T.BOOL: I1, T.INT8: I8,
+            T.INT16: I16, T.INT32: I32, T.INT64: I64}
+
+
+def dtype_name(elem_type: int) -> str:
+    onnx, _, _ = onnx_modules()
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"data type {elem_type}"
+
+
+def swir_element(elem_type: int, what: str) -> ScalarType:
+    t = element_types().get(elem_type)
+    if t is None:
+        raise ImportFailure(f"{what} has element type {dtype_name(elem_type)}, which swir "
+                            "does not support (f16, f32, f64, bool, int8, int16, int32, int64)")
+    return t
+
+
+def numpy_element(a: np.ndarray, what: str) -> ScalarType:
+    names = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.float16): F16,
+             np.dtype(np.bool_): I1, np.dtype(np.int8): I8, np.dtype(np.int16): I16,
+             np.dtype(np.int32): I32, np.dtype(np.int64): I64}
+    t = names.get(a.dtype)
+    if t is None:
+        raise ImportFailure(f"{what} has element type {a.dtype}, which swir does not support")
+    return t
+
+
+# -- loading ---------------------------------------------------------------------------
+
+def load_model(path: Path, check: bool = True):
+    """Parse, check, read external data; return the ModelProto and its opset."""
+    onnx, _, _ = onnx_modules()
+    if not path.is_file():
+        raise ImportFailure("cannot read the model: " +
+                            ("it is a directory" if path.is_dir() else "no such file"))
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except OSError as e:
+        raise ImportFailure(f"cannot read the model: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001  protobuf's DecodeError and friends
+        raise ImportFailure(f"not an ONNX model, or a truncated one: {_first_line(e)}") from None
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ImportFailure("not an ONNX model: it has no IR version or no graph")
+    opset = default_opset(model)
+    if check:
+        try:
+            onnx.checker.check_model(str(path))
+        except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
+            raise ImportFailure(f"invalid ONNX model: {_first_line(e)} "
+                                "(--no-check imports it anyway)") from None
+    try:
+        from onnx.external_data_helper import load_external_data_for_model
+        load_external_data_for_model(model, str(path.parent))
+    except Exception as e:  # noqa: BLE001  missing file, bad location, short file
+        raise ImportFailure(f"cannot read the model's external data: {_first_line(e)}") from None
+    return model, opset
+
+
+def default_opset(model) -> int:
+    onnx, _, _ = onnx_modules()
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise ImportFailure("the model imports no version of the default ONNX opset")
+    newest = onnx.defs.onnx_opset_version()
+    v = versions[0]
+    if not MIN_OPSET <= v <= newest:
+        raise ImportFailure(f"opset {v} is not supported: swir-import reads opsets "
+                            f"{MIN_OPSET} to {newest} (convert the model with "
+                            "onnx.version_converter)")
+    return v
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0].strip() if text else type(e).__name__
+
+
+# -- the result ----------------------------------------------------------------------------
+
+@dataclass
+class Imported:
+    module: Module
+    weights: bytearray                 # the sidecar file's contents (may be empty)
+    weights_file: str                  # its name, as the module refers to it
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def import_onnx(path: str | Path, weights_file: str, shapes: dict[str, tuple[int, ...]] | None = None,
+                name: str | None = None, check: bool = True) -> Imported:
+    """Translate the ONNX model at ``path``; ``weights_file`` is the sidecar's
+    name relative to where the module will be written."""
+    path = Path(path)
+    model, opset = load_model(path, check)
+    module_name = name or model.graph.name or path.stem
+    imp = Importer(model, opset, weights_file, module_name)
+    imp.run(dict(shapes or {}))
+    return Imported(imp.module, imp.blob, weights_file, imp.stats)
+
+
+# -- the importer ------------------------------------------------------------------------
+
+class Importer:
+    """Holds the module under construction and the ONNX name → Tensor map."""
+
+    def __init__(self, model, opset: int, weights_file: str, module_name: str) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.opset = opset
+        self.weights_file = weights_file
+        self.module = Module(module_name, stage="graph")
+        self.blob = bytearray()
+        self.values: dict[str, Tensor] = {}
+        self.globals: dict[int, Global] = {}   # id(array) -> its global (kept alive below)
+        self._arrays: list[np.ndarray] = []
+        self.builder: Builder | None = None
+        self.function: Function | None = None
+        self.declared: dict[str, tuple[int, Any]] = {}  # name -> (elem type, dims or None)
+        self.symbols: dict[str, int] = {}
+        self.used: set[str] = set()         # names a live node or a graph output reads
+        self.stats = {"nodes": 0, "folded": 0, "ops": 0, "globals": 0, "inline": 0}
+
+    # -- driver --------------------------------------------------------------------
+    def run(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        from swir.frontend import onnx_graph
+        _, numpy_helper, _ = onnx_modules()
+        for init in self.graph.initializer:
+            self.values[init.name] = _to_array(numpy_helper, init)
+        for sparse in self.graph.sparse_initializer:
+            raise ImportFailure(f"sparse initializer '{sparse.values.name}' is not supported")
+        inputs = [i for i in self.graph.input if i.name not in self.values]
+        bound = onnx_graph.bind_shapes(inputs, shapes)
+        self.symbols = onnx_graph.bound_symbols(inputs, bound, shapes)
+        self.declared = onnx_graph.declared_types(self.graph)
+        self._open_function(inputs, bound)
+        order, self.used = onnx_graph.live_nodes(self.graph, set(self.values))
+        for node, index in order:
+            self._convert(node, index)
+        self._return()
+        # Constants were added as they were first used; print them first.
+        self.module.items.sort(key=lambda item: not isinstance(item, Global))
+
+    def _open_function(self, inputs, bound: dict[str, tuple[int, ...]]) -> None:
+        types, names = [], []
+        for vi in inputs:
+            elem = swir_element(vi.type.tensor_type.elem_type, f"input '{vi.name}'")
+            types.append(TensorType(bound[vi.name], elem))
+            names.append(vi.name)
+        self.function, self.builder = Builder.function(
+            self.module, self._symbol("main"), types, [], param_names=names)
+        for vi, p in zip(inputs, self.function.params):
+            self.values[vi.name] = p
+
+    def _convert(self, node, index: int) -> None:
+        from swir.frontend import onnx_ops
+        self.stats["nodes"] += 1
+        n = onnx_ops.Node(self, node, index)
+        outputs = onnx_ops.fold(n) if n.foldable() else None
+        if outputs is not None:
+            self.stats["folded"] += 1
+        else:
+            outputs = onnx_ops.convert(n)
+        for i, out_name in enumerate(node.output):
+            if not out_name:
+                continue
+            result = outputs[i] if i < len(outputs) else None
+            if result is None:
+                if out_name in n.live_outputs:
+                    n.fail(f"output {i} ('{out_name}') is not supported, and the model uses it")
+                continue
+            if isinstance(result, Value) and result.name is None:
+                result.name = out_name
+            self._check_declared(n, out_name, result)
+            self.values[out_name] = result
+
+    def _return(self) -> None:
+        results = []
+        for out in self.graph.output:
+            if out.name not in self.values:
+                raise ImportFailure(f"graph output '{out.name}' is not produced by any node, "
+                                    "initializer or input")
+            v = self.values[out.name]
+            if isinstance(v, np.ndarray):
+                # A constant output still needs an op writing it (a function
+                # result is a value, and lowering writes results with kernels).
+                g = self.constant(v, out.name)
+                v = self.builder.create("reshape", g, attrs={"shape": list(g.type.shape)},
+                                        names=[out.name])
+            results.append(v)
+        assert self.function is not None
+        self.function.result_types = [v.type for v in results]
+        self.builder.create("return", *results)
+
+    # -- constants ---------------------------------------------------------------
+    def constant(self, a: np.ndarray, name: str) -> Global:
+        """The global holding array ``a`` (one per array object)."""
+        g = self.globals.get(id(a))
+        if g is not None:
+            return g
+        what = f"constant '{name}'"
+        elem = numpy_element(a, what)
+        if a.size == 0 or 0 in a.shape:
+            raise ImportFailure(f"{what} is empty (shape {list(a.shape)}); swir tensors have "
+                                "positive dimensions")
+        t = TensorType(tuple(int(d) for d in a.shape), elem)
+        g = Builder.global_(self.module, self._symbol(name), t, init=self._init(a, elem))
+        self.globals[id(a)] = g
+        self._arrays.append(a)
+        self.stats["globals"] += 1
+        return g
+
+    def _init(self, a: np.ndarray, elem: ScalarType) -> Dense | FileInit:
+        flat = a.reshape(-1)
+        if a.size <= DENSE_MAX or bool(np.all(flat == flat[0])) and not np.isnan(flat[0]):
+            self.stats["inline"] += 1
+            values = [_literal(x, elem) for x in flat]
+            if len(set(map(repr, values))) == 1:
+                return Dense(values[0])
+            return Dense(tuple(values))
+        pad = -len(self.blob) % WEIGHT_ALIGN
+        self.blob += b"\0" * pad
+        offset = len(self.blob)
+        data = np.ascontiguousarray(a, dtype=dtype_of(TensorType((1,), elem)).newbyteorder("<"))
+        self.blob += data.tobytes()
+        return FileInit(self.weights_file, offset)
+
+    def _symbol(self, name: str) -> str:
+        base, n = name or "c", 0
+        candidate = base
+        while self.module.lookup(candidate) is not None:
+            n += 1
+            candidate = f"{base}_{n}"
+        return candidate
+
+    # -- checks --------------------------------------------------------------------
+    def _check_declared(self, n, name: str, result: Tensor) -> None:
+        """The model's own declared type for ``name``, where it states one, must
+        be what swir inferred (a safety net against a converter's mistake)."""
+        declared = self.declared.get(name)
+        if declared is None:
+            return
+        elem_type, dims = declared
+        if isinstance(result, np.ndarray):
+            shape, elem = result.shape, element_types().get(elem_type)
+            actual_elem = numpy_element(result, f"'{name}'") if result.dtype != object else None
+        else:
+            shape, elem, actual_elem = result.type.shape, element_types().get(elem_type), \
+                result.type.element
+        if elem is not None and actual_elem is not None and elem != actual_elem:
+            n.fail(f"output '{name}' is {actual_elem}, but the model declares "
+                   f"{dtype_name(elem_type)}")
+        if dims is None:
+            return
+        if len(dims) != len(shape) or any(
+                _dim_value(d, self.symbols) not in (None, s) for d, s in zip(dims, shape)):
+            want = "[" + ", ".join(str(_dim_value(d, self.symbols) or d) for d in dims) + "]"
+            n.fail(f"output '{name}' has shape {list(shape)}, but the model declares {want}")
+
+
+def _dim_value(d: Any, symbols: dict[str, int]) -> int | None:
+    if isinstance(d, int):
+        return d
+    return symbols.get(d)
+
+
+def _to_array(numpy_helper, tensor) -> np.ndarray:
+    try:
+        return np.array(numpy_helper.to_array(tensor))
+    except Exception as e:  # noqa: BLE001  bad raw_data length, unknown type, ...
+        raise ImportFailure(f"initializer '{tensor.name}' cannot be read: "
+                            f"{_first_line(e)}") from None
+
+
+def _literal(x: Any, elem: ScalarType) -> float | int | bool:
+    """A Python number that converts back to exactly ``x`` in ``elem``: the
+    shortest decimal for floats (0.1, not 0.10000000149011612)."""
+    if elem == I1:
+        return bool(x)
+    if not elem.is_float:
+        return int(x)
+    v = float(x)
+    if not math.isfinite(v):
+        return v
+    short = float(str(x))   # numpy prints the shortest round-trip decimal
+    dtype = dtype_of(elem)
+    return short if dtype.type(short) == x else v

@@ -1,0 +1,728 @@
+"""ONNX operators → swir graph ops: one converter per operator.
+
+A converter receives a :class:`Node` (the node, its inputs as swir values or
+import-time constants, its attributes) and returns one entry per node output:
+a swir value, a constant array, or None for an output it cannot produce (an
+error only if the model uses that output). Every attribute a converter does
+not name in its registration is rejected, and each converter rejects the
+attribute values and inputs swir cannot express, so a model is translated
+exactly or not at all. docs/frontend.md lists what each converter takes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from swir.frontend.onnx_graph import describe
+from swir.frontend.onnx_import import (
+    ImportFailure,
+    Tensor,
+    numpy_element,
+    onnx_modules,
+    swir_element,
+)
+from swir.interp.kernels import dtype_of
+from swir.ir.core import Value
+from swir.ir.types import TensorType
+from swir.ops.registry import OpError
+
+Converter = Callable[["Node"], list]
+CONVERTERS: dict[str, tuple[Converter, frozenset[str]]] = {}
+
+# Evaluating these at import time would not give what running the model gives.
+NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+              "Multinomial", "Bernoulli", "Dropout"}
+
+
+class Node:
+    """One ONNX node being imported: typed access to its inputs and attributes."""
+
+    def __init__(self, imp, proto, index: int) -> None:
+        onnx, _, _ = onnx_modules()
+        self.imp = imp
+        self.proto = proto
+        self.op = proto.op_type
+        self.inputs = list(proto.input)
+        self.outputs = list(proto.output)
+        self.where = describe(proto, index)
+        self.attrs: dict[str, Any] = {}
+        for a in proto.attribute:
+            v = onnx.helper.get_attribute_value(a)
+            self.attrs[a.name] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        self.live_outputs = {o for o in self.outputs if o and o in imp.used}
+
+    def fail(self, message: str):
+        raise ImportFailure(f"{self.where}: {message}")
+
+    # -- inputs ----------------------------------------------------------------------
+    def has(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] != ""
+
+    def tensor(self, i: int) -> Tensor:
+        if not self.has(i):
+            self.fail(f"input {i} is required")
+        return self.imp.values[self.inputs[i]]
+
+    def is_const(self, i: int) -> bool:
+        return self.has(i) and isinstance(self.tensor(i), np.ndarray)
+
+    def value(self, i: int) -> Value:
+        """Input i as a swir value (a constant becomes a global)."""
+        t = self.tensor(i)
+        if isinstance(t, np.ndarray):
+            return self.imp.constant(t, self.inputs[i])
+        return t
+
+    def const(self, i: int, what: str) -> np.ndarray:
+        """Input i, which must be known at import time."""
+        t = self.tensor(i)
+        if not isinstance(t, np.ndarray):
+            self.fail(f"input {i} ('{self.inputs[i]}', the {what}) must be a constant: swir "
+                      "needs it at compile time")
+        return t
+
+    def ints(self, i: int, what: str) -> list[int]:
+        a = self.const(i, what)
+        if a.dtype.kind not in "iu":
+            self.fail(f"the {what} must be integers, got {a.dtype}")
+        return [int(x) for x in a.reshape(-1)]
+
+    def scalar(self, i: int, what: str) -> float:
+        a = self.const(i, what)
+        if a.size != 1:
+            self.fail(f"the {what} must be a single value, got shape {list(a.shape)}")
+        return float(a.reshape(-1)[0])
+
+    def type(self, i: int) -> TensorType:
+        t = self.tensor(i)
+        if isinstance(t, np.ndarray):
+            return TensorType(tuple(t.shape), numpy_element(t, f"input '{self.inputs[i]}'"))
+        assert isinstance(t.type, TensorType)
+        return t.type
+
+    # -- attributes ------------------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def int_list(self, name: str, default: list[int], length: int | None = None) -> list[int]:
+        v = [int(x) for x in self.attrs.get(name, default)]
+        if length is not None and len(v) != length:
+            self.fail(f"attribute '{name}' has {len(v)} values, expected {length}")
+        return v
+
+    # -- output ----------------------------------------------------------------------
+    def emit(self, opname: str, *args: Value, **attrs: Any) -> Value:
+        """Add a swir op (its result is named after the node's output when the
+        converter returns it)."""
+        return self.emit_all(opname, list(args), attrs)[0]
+
+    def emit_all(self, opname: str, args: list[Value], attrs: dict[str, Any]) -> list[Value]:
+        try:
+            inst = self.imp.builder.create_inst(opname, *args, attrs=attrs)
+        except OpError as e:
+            self.fail(f"swir's '{opname}' rejects it: {e}")
+        self.imp.stats["ops"] += 1
+        return list(inst.results)
+
+    def constant(self, value: float | np.ndarray, like: TensorType, what: str) -> Value:
+        """A constant of like's element type, as a global named after the output."""
+        return self.imp.constant(np.asarray(value, dtype=dtype_of(like)),
+                                 f"{self.outputs[0]}.{what}")
+
+    def foldable(self) -> bool:
+        if self.proto.domain not in ("", "ai.onnx") or self.op in NEVER_FOLD:
+            return False
+        if any(a.type in (5, 10) for a in self.proto.attribute):  # GRAPH, GRAPHS
+            return False
+        present = [i for i in range(len(self.inputs)) if self.has(i)]
+        if not present:
+            return self.op == "Constant"
+        return all(self.is_const(i) for i in present)
+
+
+def fold(n: Node) -> list:
+    """Evaluate a node whose inputs are all constants with onnx's reference
+    implementation."""
+    _, _, ReferenceEvaluator = onnx_modules()
+    feeds = {n.inputs[i]: n.tensor(i) for i in range(len(n.inputs)) if n.has(i)}
+    try:
+        results = ReferenceEvaluator(n.proto, opsets={"": n.imp.opset}).run(None, feeds)
+    except Exception as e:  # noqa: BLE001  whatever the reference implementation raises
+        text = str(e).strip().splitlines()
+        n.fail(f"cannot evaluate it at import time: {text[0] if text else type(e).__name__}")
+    return [None if r is None else np.asarray(r) for r in results]
+
+
+def convert(n: Node) -> list:
+    if n.proto.domain not in ("", "ai.onnx"):
+        n.fail(f"operators of domain '{n.proto.domain}' are not supported")
+    entry = CONVERTERS.get(n.op)
+    if entry is None:
+        n.fail("this operator is not supported by swir-import (docs/frontend.md lists "
+               "the supported ones)")
+    fn, allowed = entry
+    for name in n.attrs:
+        if name not in allowed:
+            n.fail(f"attribute '{name}' is not supported")
+    return fn(n)
+
+
+def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for op in ops:
+            CONVERTERS[op] = (fn, frozenset(attrs.split()))
+        return fn
+    return register
+
+
+# -- element-wise ------------------------------------------------------------------------
+
+UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
+         "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal",
+         "Floor": "floor", "Ceil": "ceil", "Not": "not"}
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "eq",
+          "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge",
+          "And": "and", "Or": "or"}
+
+
+@converter(*UNARY)
+def unary(n: Node) -> list:
+    return [n.emit(UNARY[n.op], n.value(0))]
+
+
+@converter(*BINARY)
+def binary(n: Node) -> list:
+    return [n.emit(BINARY[n.op], n.value(0), n.value(1))]
+
+
+@converter("Pow")
+def pow_(n: Node) -> list:
+    x = n.type(0)
+    if n.type(1).element == x.element:
+        exponent = n.value(1)
+    elif n.is_const(1):  # ONNX lets the exponent have another type; swir's pow does not
+        exponent = n.constant(n.const(1, "exponent"), x, "exponent")
+    else:
+        exponent = n.emit("cast", n.value(1), to=x.element)
+    return [n.emit("pow", n.value(0), exponent)]
+
+
+@converter("Max", "Min", "Sum", "Mean")
+def variadic(n: Node) -> list:
+    present = [i for i in range(len(n.inputs)) if n.has(i)]
+    if not present:
+        n.fail("it needs at least one input")
+    op = {"Max": "max", "Min": "min"}.get(n.op, "add")
+    acc = n.value(present[0])
+    for i in present[1:]:
+        acc = n.emit(op, acc, n.value(i))
+    if n.op == "Mean":
+        acc = n.emit("div", acc, n.constant(len(present), acc.type, "count"))
+    return [acc]
+
+
+@converter("Where")
+def where(n: Node) -> list:
+    return [n.emit("select", n.value(0), n.value(1), n.value(2))]
+
+
+@converter("Identity")
+def identity(n: Node) -> list:
+    return [n.tensor(0)]
+
+
+@converter("Dropout", attrs="seed")
+def dropout(n: Node) -> list:
+    if n.has(2) and (not n.is_const(2) or bool(n.const(2, "training mode").reshape(-1)[0])):
+        n.fail("training mode is not supported (swir compiles inference: dropout is the "
+               "identity)")
+    return [n.tensor(0), None]
+
+
+@converter("LeakyRelu", attrs="alpha")
+def leaky_relu(n: Node) -> list:
+    return [n.emit("leaky_relu", n.value(0), alpha=float(n.attr("alpha", 0.01)))]
+
+
+@converter("Clip")
+def clip(n: Node) -> list:
+    bounds = {}
+    for i, key in ((1, "min"), (2, "max")):
+        if n.has(i):
+            bounds[key] = n.scalar(i, f"{key} bound")
+    return [n.emit("clip", n.value(0), **bounds)]
+
+
+@converter("Gelu", attrs="approximate")
+def gelu(n: Node) -> list:
+    return [n.emit("gelu", n.value(0), approximate=n.attr("approximate", "none"))]
+
+
+@converter("HardSigmoid", "HardSwish", attrs="alpha beta")
+def hard_sigmoid(n: Node) -> list:
+    x = n.type(0)
+    alpha, beta = (float(n.attr("alpha", 0.2)), float(n.attr("beta", 0.5))) \
+        if n.op == "HardSigmoid" else (1.0 / 6.0, 0.5)
+    scaled = n.emit("mul", n.value(0), n.constant(alpha, x, "alpha"))
+    gate = n.emit("clip", n.emit("add", scaled, n.constant(beta, x, "beta")), min=0.0, max=1.0)
+    return [gate if n.op == "HardSigmoid" else n.emit("mul", n.value(0), gate)]
+
+
+@converter("Cast", attrs="to saturate")
+def cast(n: Node) -> list:
+    to = swir_element(int(n.attr("to")), f"{n.where}: the target type")
+    if n.type(0).element == to:
+        return [n.tensor(0)]
+    return [n.emit("cast", n.value(0), to=to)]
+
+
+@converter("CastLike", attrs="saturate")
+def cast_like(n: Node) -> list:
+    to = n.type(1).element
+    if n.type(0).element == to:
+        return [n.tensor(0)]
+    return [n.emit("cast", n.value(0), to=to)]
+
+
+# -- shapes (known at import time) --------------------------------------------------------
+
+@converter("Shape", attrs="start end")
+def shape(n: Node) -> list:
+    dims = list(n.type(0).shape)
+    start, end = int(n.attr("start", 0)), n.attr("end")
+    return [np.array(dims[slice(start, None if end is None else int(end))], dtype=np.int64)]
+
+
+@converter("Size")
+def size(n: Node) -> list:
+    return [np.array(math.prod(n.type(0).shape), dtype=np.int64)]
+
+
+# -- neural-network ops ------------------------------------------------------------------
+
+def _spatial(n: Node, what: str) -> TensorType:
+    x = n.type(0)
+    if x.rank != 4:
+        n.fail(f"only 2-D {what} (an N x C x H x W input) is supported; the input is {x}")
+    return x
+
+
+def _kernel(n: Node, from_weight: tuple[int, ...] | None = None) -> list[int]:
+    if from_weight is not None:
+        k = n.int_list("kernel_shape", list(from_weight), 2)
+        if tuple(k) != tuple(from_weight):
+            n.fail(f"kernel_shape {k} does not match the weight's {list(from_weight)}")
+        return k
+    if "kernel_shape" not in n.attrs:
+        n.fail("attribute 'kernel_shape' is required")
+    return n.int_list("kernel_shape", [], 2)
+
+
+def _pads(n: Node, spatial: tuple[int, ...], kernel: list[int], strides: list[int],
+          dilations: list[int]) -> list[int]:
+    """[top, left, bottom, right] from pads or auto_pad (ONNX's pads order is
+    [x1_begin, x2_begin, x1_end, x2_end], the same)."""
+    auto = n.attr("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        pads = n.int_list("pads", [0, 0, 0, 0], 4)
+        if min(pads) < 0:
+            n.fail(f"negative pads {pads} are not supported")
+        return pads
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        n.fail(f"auto_pad '{auto}' is not an ONNX value")
+    begin, end = [], []
+    for d, k, s, dil in zip(spatial, kernel, strides, dilations):
+        total = max((-(-d // s) - 1) * s + (k - 1) * dil + 1 - d, 0)
+        small, large = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else large)
+        end.append(large if auto == "SAME_UPPER" else small)
+    return begin + end
+
+
+def _window(n: Node) -> tuple[list[int], list[int]]:
+    return n.int_list("strides", [1, 1], 2), n.int_list("dilations", [1, 1], 2)
+
+
+@converter("Conv", attrs="auto_pad dilations group kernel_shape pads strides")
+def conv(n: Node) -> list:
+    x = _spatial(n, "convolution")
+    w = n.type(1)
+    if w.rank != 4:
+        n.fail(f"the weight must be 4-D (O x C/group x kH x kW), it is {w}")
+    kernel = _kernel(n, w.shape[2:])
+    strides, dilations = _window(n)
+    pads = _pads(n, x.shape[2:], kernel, strides, dilations)
+    args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
+    return [n.emit("conv2d", *args, stride=strides, pad=pads, dilation=dilations,
+                   groups=int(n.attr("group", 1)))]
+
+
+@converter("ConvTranspose", attrs="auto_pad dilations group kernel_shape output_padding "
+                                  "output_shape pads strides")
+def conv_transpose(n: Node) -> list:
+    x = _spatial(n, "transposed convolution")
+    w = n.type(1)
+    if w.rank != 4:
+        n.fail(f"the weight must be 4-D (C x O/group x kH x kW), it is {w}")
+    kernel = _kernel(n, w.shape[2:])
+    strides, dilations = _window(n)
+    out_pad = n.int_list("output_padding", [0, 0], 2)
+    pads = _transposed_pads(n, x.shape[2:], kernel, strides, dilations, out_pad)
+    args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
+    return [n.emit("conv_transpose2d", *args, stride=strides, pad=pads, dilation=dilations,
+                   output_padding=out_pad, groups=int(n.attr("group", 1)))]
+
+
+def _transposed_pads(n: Node, spatial, kernel, strides, dilations, out_pad) -> list[int]:
+    auto = n.attr("auto_pad", "NOTSET")
+    if "output_shape" not in n.attrs and auto in ("NOTSET", "VALID"):
+        return n.int_list("pads", [0, 0, 0, 0], 4) if auto == "NOTSET" else [0, 0, 0, 0]
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        n.fail(f"auto_pad '{auto}' is not an ONNX value")
+    target = n.int_list("output_shape", [d * s for d, s in zip(spatial, strides)])[-2:]
+    begin, end = [], []
+    for d, k, s, dil, op, t in zip(spatial, kernel, strides, dilations, out_pad, target):
+        total = s * (d - 1) + op + (k - 1) * dil + 1 - t
+        if total < 0:
+            n.fail(f"output_shape {target} needs negative padding")
+        small, large = total // 2, total - total // 2
+        upper = auto == "SAME_UPPER"
+        begin.append(small if upper else large)
+        end.append(large if upper else small)
+    return begin + end
+
+
+def _pool_args(n: Node) -> tuple[TensorType, list[int], list[int], list[int], list[int]]:
+    x = _spatial(n, "pooling")
+    kernel = _kernel(n)
+    strides, dilations = _window(n)
+    pads = _pads(n, x.shape[2:], kernel, strides, dilations)
+    return x, kernel, strides, dilations, pads
+
+
+def _ceil_mode(n: Node) -> bool:
+    # With auto_pad SAME the output size is ceil(in / stride) by construction.
+    return bool(n.attr("ceil_mode", 0)) and n.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+
+
+@converter("MaxPool", attrs="auto_pad ceil_mode dilations kernel_shape pads storage_order strides")
+def max_pool(n: Node) -> list:
+    _, kernel, strides, dilations, pads = _pool_args(n)
+    y = n.emit("max_pool2d", n.value(0), kernel=kernel, stride=strides, pad=pads,
+               dilation=dilations, ceil_mode=_ceil_mode(n))
+    return [y, None]   # the Indices output is not supported
+
+
+@converter("AveragePool", attrs="auto_pad ceil_mode count_include_pad dilations kernel_shape "
+                                "pads strides")
+def average_pool(n: Node) -> list:
+    _, kernel, strides, dilations, pads = _pool_args(n)
+    if dilations != [1, 1]:
+        n.fail(f"dilations {dilations} are not supported (swir's avg_pool2d is not dilated)")
+    return [n.emit("avg_pool2d", n.value(0), kernel=kernel, stride=strides, pad=pads,
+                   ceil_mode=_ceil_mode(n),
+                   count_include_pad=bool(n.attr("count_include_pad", 0)))]
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(n: Node) -> list:
+    x = n.type(0)
+    if x.rank < 3:
+        n.fail(f"the input must be N x C x spatial..., it is {x}")
+    if n.op == "GlobalAveragePool" and x.rank == 4:
+        return [n.emit("global_avg_pool2d", n.value(0))]
+    op = "reduce_mean" if n.op == "GlobalAveragePool" else "reduce_max"
+    return [n.emit(op, n.value(0), axes=list(range(2, x.rank)), keepdims=True)]
+
+
+@converter("BatchNormalization", attrs="epsilon momentum training_mode")
+def batch_norm(n: Node) -> list:
+    if int(n.attr("training_mode", 0)):
+        n.fail("training mode is not supported (swir compiles inference)")
+    args = [n.value(i) for i in range(5)]
+    return [n.emit("batch_norm", *args, epsilon=float(n.attr("epsilon", 1e-5))), None, None]
+
+
+@converter("LayerNormalization", attrs="axis epsilon stash_type")
+def layer_norm(n: Node) -> list:
+    args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
+    y = n.emit("layer_norm", *args, axis=int(n.attr("axis", -1)),
+               epsilon=float(n.attr("epsilon", 1e-5)))
+    return [y, None, None]   # Mean and InvStdDev are not supported
+
+
+@converter("Softmax", "LogSoftmax", attrs="axis")
+def softmax(n: Node) -> list:
+    op = "softmax" if n.op == "Softmax" else "log_softmax"
+    return [n.emit(op, n.value(0), axis=int(n.attr("axis", -1)))]
+
+
+@converter("Gemm", attrs="alpha beta transA transB")
+def gemm(n: Node) -> list:
+    """alpha * A' B' + beta * C as matmul, mul and add; constant factors are
+    applied to constant operands here rather than at run time."""
+    a, b = (_transposed(n, i) if int(n.attr(t, 0)) else n.value(i)
+            for i, t in ((0, "transA"), (1, "transB")))
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    y = n.emit("matmul", a, b)
+    if alpha != 1.0:
+        y = n.emit("mul", y, n.constant(alpha, y.type, "alpha"))
+    if not n.has(2) or beta == 0.0:
+        return [y]
+    if n.is_const(2):
+        c = n.imp.constant(n.const(2, "C") if beta == 1.0 else
+                           np.asarray(n.const(2, "C") * beta, dtype=dtype_of(y.type)),
+                           n.inputs[2])
+    elif beta != 1.0:
+        c = n.emit("mul", n.value(2), n.constant(beta, y.type, "beta"))
+    else:
+        c = n.value(2)
+    return [n.emit("add", y, c)]
+
+
+def _transposed(n: Node, i: int) -> Value:
+    if n.type(i).rank != 2:
+        n.fail(f"input {i} must be 2-D, it is {n.type(i)}")
+    if n.is_const(i):   # weights: transposed once, here, not at run time
+        return n.imp.constant(np.ascontiguousarray(n.const(i, "matrix").T), n.inputs[i] + ".T")
+    return n.emit("transpose", n.value(i), perm=[1, 0])
+
+
+@converter("MatMul")
+def matmul(n: Node) -> list:
+    return [n.emit("matmul", n.value(0), n.value(1))]
+
+
+# -- reductions ---------------------------------------------------------------------------
+
+REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+          "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod"}
+
+
+@converter(*REDUCE, attrs="axes keepdims noop_with_empty_axes")
+def reduce(n: Node) -> list:
+    if "axes" in n.attrs:
+        axes = n.int_list("axes", [])
+    else:
+        axes = n.ints(1, "axes") if n.has(1) else []
+    if not axes and int(n.attr("noop_with_empty_axes", 0)):
+        return [n.tensor(0)]
+    return [n.emit(REDUCE[n.op], n.value(0), axes=axes,
+                   keepdims=bool(n.attr("keepdims", 1)))]
+
+
+@converter("ArgMax", attrs="axis keepdims select_last_index")
+def argmax(n: Node) -> list:
+    if int(n.attr("select_last_index", 0)):
+        n.fail("select_last_index = 1 is not supported (swir's argmax takes the first maximum)")
+    return [n.emit("argmax", n.value(0), axis=int(n.attr("axis", 0)),
+                   keepdims=bool(n.attr("keepdims", 1)))]
+
+
+# -- data movement -------------------------------------------------------------------------
+
+@converter("Transpose", attrs="perm")
+def transpose(n: Node) -> list:
+    perm = n.attr("perm")
+    attrs = {} if perm is None else {"perm": [int(p) for p in perm]}
+    return [n.emit("transpose", n.value(0), **attrs)]
+
+
+@converter("Reshape", attrs="allowzero")
+def reshape(n: Node) -> list:
+    target = n.ints(1, "target shape")
+    if int(n.attr("allowzero", 0)) and 0 in target:
+        n.fail("allowzero = 1 with a 0 in the shape makes an empty tensor, which swir "
+               "does not have")
+    return [n.emit("reshape", n.value(0), shape=target)]
+
+
+@converter("Flatten", attrs="axis")
+def flatten(n: Node) -> list:
+    return [n.emit("flatten", n.value(0), axis=int(n.attr("axis", 1)))]
+
+
+@converter("Concat", attrs="axis")
+def concat(n: Node) -> list:
+    if "axis" not in n.attrs:
+        n.fail("attribute 'axis' is required")
+    args = [n.value(i) for i in range(len(n.inputs)) if n.has(i)]
+    return [n.emit("concat", *args, axis=int(n.attr("axis")))]
+
+
+@converter("Split", attrs="axis num_outputs split")
+def split(n: Node) -> list:
+    x = n.type(0)
+    axis = int(n.attr("axis", 0))
+    if not -x.rank <= axis < x.rank:
+        n.fail(f"axis {axis} is out of range for {x}")
+    d, count = x.shape[axis % x.rank], len(n.outputs)
+    if n.has(1):
+        sizes = n.ints(1, "split sizes")
+    elif "split" in n.attrs:
+        sizes = n.int_list("split", [])
+    elif "num_outputs" in n.attrs:   # opset 18: equal chunks, the last one smaller
+        k = int(n.attr("num_outputs"))
+        chunk = -(-d // k)
+        sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
+    else:
+        if d % count:
+            n.fail(f"axis {axis} of size {d} does not split into {count} equal parts")
+        sizes = [d // count] * count
+    if len(sizes) != count:
+        n.fail(f"{len(sizes)} split sizes for {count} outputs")
+    return n.emit_all("split", [n.value(0)], {"axis": axis, "sizes": sizes})
+
+
+@converter("Slice")
+def slice_(n: Node) -> list:
+    attrs = {"starts": n.ints(1, "starts"), "ends": n.ints(2, "ends")}
+    if n.has(3):
+        attrs["axes"] = n.ints(3, "axes")
+    if n.has(4):
+        attrs["steps"] = n.ints(4, "steps")
+    return [n.emit("slice", n.value(0), **attrs)]
+
+
+@converter("Gather", attrs="axis")
+def gather(n: Node) -> list:
+    axis = int(n.attr("axis", 0))
+    data = n.type(0)
+    if n.is_const(1):
+        idx = n.const(1, "indices")
+        d = data.shape[axis % data.rank] if -data.rank <= axis < data.rank else 0
+        if idx.size and (idx.min() < -d or idx.max() >= d):
+            n.fail(f"an index is out of range for axis {axis} of size {d}")
+    return [n.emit("gather", n.value(0), n.value(1), axis=axis)]
+
+
+@converter("Unsqueeze")
+def unsqueeze(n: Node) -> list:
+    return [n.emit("unsqueeze", n.value(0), axes=n.ints(1, "axes"))]
+
+
+@converter("Squeeze")
+def squeeze(n: Node) -> list:
+    axes = n.ints(1, "axes") if n.has(1) else []
+    return [n.emit("squeeze", n.value(0), **({"axes": axes} if axes else {}))]
+
+
+@converter("Expand")
+def expand(n: Node) -> list:
+    return [n.emit("expand", n.value(0), shape=n.ints(1, "shape"))]
+
+
+@converter("Pad", attrs="mode")
+def pad(n: Node) -> list:
+    x = n.type(0)
+    pads = n.ints(1, "pads")
+    if n.has(3):   # opset 18: pads for the listed axes only
+        axes = [a % x.rank for a in n.ints(3, "axes")]
+        full = [0] * (2 * x.rank)
+        for k, a in enumerate(axes):
+            full[a], full[a + x.rank] = pads[k], pads[k + len(axes)]
+        pads = full
+    if len(pads) != 2 * x.rank:
+        n.fail(f"{len(pads)} pads for a rank-{x.rank} input (expected {2 * x.rank})")
+    if min(pads) < 0:
+        n.fail("negative pads (cropping) are not supported")
+    mode = n.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        n.fail(f"mode '{mode}' is not supported (constant, reflect, edge are)")
+    attrs: dict[str, Any] = {"pads": pads, "mode": mode}
+    if n.has(2):
+        attrs["value"] = n.scalar(2, "constant value")
+    return [n.emit("pad", n.value(0), **attrs)]
+
+
+# -- Resize (nearest) -------------------------------------------------------------------
+
+TRANSFORMS = {
+    "half_pixel": lambda x, s, d, o: (x + 0.5) / s - 0.5,
+    "pytorch_half_pixel": lambda x, s, d, o: (x + 0.5) / s - 0.5 if o > 1 else 0.0 * x,
+    "align_corners": lambda x, s, d, o: x * (d - 1) / (o - 1) if o > 1 else 0.0 * x,
+    "asymmetric": lambda x, s, d, o: x / s,
+    "tf_half_pixel_for_nn": lambda x, s, d, o: (x + 0.5) / s,
+}
+ROUNDING = {
+    "round_prefer_floor": lambda v: np.where(v - np.floor(v) == 0.5, np.floor(v), np.round(v)),
+    "round_prefer_ceil": lambda v: np.where(v - np.floor(v) == 0.5, np.ceil(v), np.round(v)),
+    "floor": np.floor,
+    "ceil": np.ceil,
+}
+
+
+@converter("Resize", attrs="antialias axes coordinate_transformation_mode cubic_coeff_a "
+                           "exclude_outside extrapolation_value keep_aspect_ratio_policy "
+                           "mode nearest_mode")
+def resize(n: Node) -> list:
+    """swir's resize_nearest maps output index i to min(floor(i / s), d - 1) and
+    has floor(d * s) outputs: ONNX's asymmetric / floor mode. Other modes are
+    accepted exactly when, for this model's sizes, they pick the same source
+    indices (e.g. integer upsampling in most modes); that is checked here."""
+    if n.attr("mode", "nearest") != "nearest":
+        n.fail(f"mode '{n.attr('mode')}' is not supported (only 'nearest')")
+    ctm = n.attr("coordinate_transformation_mode", "half_pixel")
+    rounding = n.attr("nearest_mode", "round_prefer_floor")
+    if ctm not in TRANSFORMS:
+        n.fail(f"coordinate_transformation_mode '{ctm}' is not supported")
+    if rounding not in ROUNDING:
+        n.fail(f"nearest_mode '{rounding}' is not supported")
+    x = n.type(0)
+    scales, sizes = _resize_targets(n, x)
+    swir_scales = []
+    for axis, (d, s, o) in enumerate(zip(x.shape, scales, sizes)):
+        want = _onnx_nearest(n, ctm, rounding, d, s, o)
+        swir_scales.append(_matching_scale(n, axis, d, s, o, want, ctm, rounding))
+    return [n.emit("resize_nearest", n.value(0), scales=swir_scales)]
+
+
+def _resize_targets(n: Node, x: TensorType) -> tuple[list[float], list[int]]:
+    axes = [a % x.rank for a in n.int_list("axes", list(range(x.rank)))]
+    scales, sizes = [1.0] * x.rank, list(x.shape)
+    if n.has(2) and n.const(2, "scales").size:
+        given = [float(v) for v in n.const(2, "scales").reshape(-1)]
+        if len(given) != len(axes):
+            n.fail(f"{len(given)} scales for {len(axes)} axes")
+        for a, s in zip(axes, given):
+            if not (s > 0 and math.isfinite(s)):
+                n.fail(f"scale {s} for axis {a} is not positive")
+            scales[a], sizes[a] = s, math.floor(x.shape[a] * s)
+    elif n.has(3):
+        if n.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+            n.fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
+        given = n.ints(3, "sizes")
+        if len(given) != len(axes):
+            n.fail(f"{len(given)} sizes for {len(axes)} axes")
+        for a, o in zip(axes, given):
+            if o <= 0:
+                n.fail(f"size {o} for axis {a} is not positive")
+            scales[a], sizes[a] = o / x.shape[a], o
+    else:
+        n.fail("it needs scales or sizes")
+    return scales, sizes
+
+
+def _onnx_nearest(n: Node, ctm: str, rounding: str, d: int, s: float, o: int) -> np.ndarray:
+    i = np.arange(o, dtype=np.float64)
+    src = ROUNDING[rounding](TRANSFORMS[ctm](i, s, d, o))
+    return np.clip(src, 0, d - 1).astype(np.int64)
+
+
+def _matching_scale(n: Node, axis: int, d: int, s: float, o: int, want: np.ndarray,
+                    ctm: str, rounding: str) -> float:
+    for cand in (s, o / d, math.nextafter(o / d, math.inf)):
+        if math.floor(d * cand) != o:
+            continue
+        got = np.minimum(np.floor(np.arange(o) / cand).astype(np.int64), d - 1)
+        if np.array_equal(got, want):
+            return cand
+    n.fail(f"axis {axis} ({d} -> {o}): coordinate_transformation_mode '{ctm}' with "
+           f"nearest_mode '{rounding}' picks source indices that swir's resize_nearest "
+           "(asymmetric, floor) does not")

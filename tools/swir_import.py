@@ -1,0 +1,122 @@
+"""swir-import: an ONNX model → a graph-stage swir module and its weights.
+
+    swir-import MODEL.onnx -o OUT.swir [--shape NAME=D0,D1,...] [--weights FILE]
+                [--name NAME] [--no-check] [--stats]
+
+OUT.swir refers to its weights in a sidecar file (default: OUT.weights beside
+it, ``file "OUT.weights" offset N``); small constants are inline. Weights the
+model keeps as external data (MODEL.onnx.data) are read from beside the model.
+--shape binds an input's shape (NAME is the input) or one symbolic dimension
+(NAME is the dim_param, one size); every input needs a static shape.
+Both files are written only when the whole import succeeded. A model swir
+cannot translate exactly is an error naming the node (name and op type) and
+the reason: `MODEL.onnx: error: node 'conv1' (Conv): ...`, exit status 1.
+docs/frontend.md lists the supported operators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from swir import __version__
+from swir.diagnostics import Diagnostic
+from swir.frontend.onnx_import import ImportFailure, import_onnx
+from swir.printer import print_module
+from swir.verifier import VerificationError, verify
+
+from .driver import UsageError, run_tool, write_files
+
+PROG = "swir-import"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would exit with status 2
+        raise UsageError(message)
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="Translate an ONNX model into a graph-stage swir "
+                "module (weights in a sidecar file).")
+    p.add_argument("model", help="the ONNX model (.onnx)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.swir",
+                   help="the module to write ('-' for stdout, if the model has no "
+                        "weights file to write)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="bind an input's shape, or one symbolic dimension (repeat)")
+    p.add_argument("--weights", metavar="FILE",
+                   help="the sidecar weights file (default: OUT with suffix .weights)")
+    p.add_argument("--name", help="the module's name (default: the ONNX graph's name)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the ONNX checker (swir-import's own checks still apply)")
+    p.add_argument("--stats", action="store_true",
+                   help="print what was imported to stderr (nodes, folded, ops, weights)")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p.parse_args(argv)
+
+
+def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, eq, dims = spec.rpartition("=")
+        try:
+            values = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            values = ()
+        if not eq or not name or not values:
+            raise UsageError(f"--shape '{spec}': expected NAME=D0,D1,... (integers)")
+        if name in shapes:
+            raise UsageError(f"--shape {name} is given twice")
+        shapes[name] = values
+    return shapes
+
+
+def _weights_path(a: argparse.Namespace) -> Path:
+    if a.weights:
+        return Path(a.weights)
+    out = Path(a.output)
+    return out.with_name(out.stem + ".weights") if out.suffix == ".swir" \
+        else out.with_name(out.name + ".weights")
+
+
+def main(argv: list[str]) -> int:
+    a = _args(argv)
+    shapes = parse_shapes(a.shape)
+    to_stdout = a.output == "-"
+    weights = _weights_path(a) if not to_stdout else Path("-.weights")
+    module_dir = Path(".") if to_stdout else Path(a.output).parent
+    reference = os.path.relpath(weights, module_dir) if not to_stdout else weights.name
+    try:
+        imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check)
+    except ImportFailure as e:
+        raise Diagnostic(str(e), file=a.model) from None
+    try:
+        verify(imported.module)
+    except VerificationError as e:   # a bug in swir-import, not in the model
+        raise RuntimeError("the imported module does not verify: "
+                           + e.diagnostics[0].message) from None
+    text = print_module(imported.module)
+    if to_stdout:
+        if imported.weights:
+            raise UsageError(f"the model has {len(imported.weights)} bytes of weights for a "
+                             "sidecar file: give -o OUT.swir")
+        sys.stdout.write(text)
+    else:
+        jobs = [(str(weights), bytes(imported.weights))] if imported.weights else []
+        write_files(jobs + [(a.output, text.encode("utf-8"))])
+    if a.stats:
+        s = imported.stats
+        print(f"{PROG}: {s['nodes']} nodes: {s['folded']} folded at import, {s['ops']} swir "
+              f"ops; {s['globals']} constants ({s['inline']} inline), "
+              f"{len(imported.weights)} bytes of weights", file=sys.stderr)
+    return 0
+
+
+def entry() -> None:
+    sys.exit(run_tool(PROG, main))
+
+
+if __name__ == "__main__":
+    entry()
