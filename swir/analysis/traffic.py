@@ -1,0 +1,793 @@
+"""DMA traffic of a dma-stage module, counted from its structure without
+running it.
+
+For one call of the root function (by default the one ``swir-run`` picks:
+``@main``, else the only function with a body), :func:`dma_traffic` gives per
+function exactly the DMA counters the dma-stage interpreter
+(:class:`swir.interp.dma.DMAInterpreter`) reports after running it — the keys
+of :data:`swir.codegen.emulate.DMA_COUNTERS` (gets, puts, bytes each way,
+waits, the transfer-size histogram, small transfers, contiguous blocks and
+their histogram) — plus ``spawns`` and ``calls``, with the interpreter's rules:
+a ``spawn`` runs its cpe kernel on CPEs 63 .. 0, a DMA counts for the function
+whose code issues it, histogram buckets are :func:`swir.interp.dma.size_bucket`
+and small transfers are those under :data:`swir.interp.dma.SMALL_TRANSFER`.
+
+Why it is exact. Every counter of a DMA depends on its instruction only
+(``count``, ``bsize`` and the LDM element size are attributes and types; the
+start subscripts and ``stride`` say where the data goes, not how much), so the
+counters are the sum, over DMA and wait instructions, of how often each runs
+times its fixed contribution. How often an instruction runs is decided by
+index values alone: in a cpe kernel those are affine symbols (loop variables,
+``cpe_id``, ``chunk`` results, index constants and parameters), so loop bounds
+and ``if`` guards are evaluated from integers, as the interpreter does,
+without touching data. Each function is compiled once into a Python function
+of its index parameters that adds to one counter per DMA / wait instruction
+(the index expressions become Python text through the loop-stage
+interpreter's :class:`swir.interp.loop.Emit`); only loops and ``if``s that
+contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
+variable no kept bound, guard or argument reads is not iterated but multiplies
+what its body counts by its trip count. The counts of one spawn (64 CPE runs)
+or call are computed once per distinct index-argument tuple (and CPE, for a
+called kernel that reads ``cpe_id``) and reused.
+
+Host functions follow their CFG: the path from the entry block through ``br``
+is the only one there is; a ``cond_br`` whose condition is not an ``i1``
+constant ends the path only when nothing after it spawns or calls work that
+moves data. Otherwise, and for a branch back to a block already on the path
+(a loop whose trip count is data), :class:`TrafficError` says the count is not
+static, naming the function.
+
+Limits. The counts are those of a run that succeeds: the checks the
+interpreter makes while running (DMA spans inside their buffers, in-flight
+LDM, waits matching the DMAs outstanding, LDM capacity, its step limit) are
+not repeated — use the interpreter, or the verifier, for those. An index
+value computed from data (``dyn_index``, a ``load`` of an index, element-wise
+index arithmetic) or an index parameter of the root function (an input) is
+fine where only DMA subscripts read it; where a kept bound, guard, ``chunk``
+or call argument reads it, evaluating that raises :class:`TrafficError`, as
+does a ``chunk`` worker id outside its range (the run would stop there).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from swir.codegen.emulate import DMA_COUNTERS
+from swir.interp.buffered import CPES
+from swir.interp.dma import SMALL_TRANSFER, _int_attr, size_bucket
+from swir.interp.loop import Emit, _loop_range, _value_text, free_values
+from swir.interp.run import default_function
+from swir.ir.affine import Expr
+from swir.ir.core import (
+    Access,
+    Apply,
+    Block,
+    Constraint,
+    Function,
+    Instruction,
+    Literal,
+    Module,
+    Result,
+    Successor,
+    Value,
+)
+from swir.ir.types import INDEX, LDMType
+
+DMA_OPS = ("dma_get", "dma_put")
+# Ops whose execution counts are what the traffic is made of.
+COUNTED_OPS = ("dma_get", "dma_put", "dma_wait", "spawn")
+# Generated Python nests at most this many `for` statements (CPython allows 20
+# statically nested blocks), and indents at most this deep (CPython allows
+# 100), before a loop or if goes into a function of its own.
+MAX_NESTED_FOR = 12
+MAX_INDENT = 48
+
+
+class TrafficError(Exception):
+    """The DMA traffic cannot be computed without running the module: it
+    depends on data or inputs (or the module is not a dma-stage one)."""
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+@dataclass
+class KernelTraffic:
+    """What one function's own code moves in one call of the root function
+    (the counters of :class:`swir.interp.dma.DMAStats` that DMAs make)."""
+
+    name: str
+    gets: int = 0
+    puts: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    waits: int = 0
+    # Transfers by size in bytes: size_bucket(bytes) -> count.
+    size_histogram: dict[int, int] = field(default_factory=dict)
+    small_transfers: int = 0
+    # Contiguous main-memory blocks moved, and by size.
+    blocks: int = 0
+    block_histogram: dict[int, int] = field(default_factory=dict)
+    spawns: int = 0
+    calls: int = 0
+
+    @property
+    def transfers(self) -> int:
+        return self.gets + self.puts
+
+    @property
+    def small_share(self) -> float:
+        """The share of transfers under SMALL_TRANSFER bytes (0.0 with none)."""
+        return self.small_transfers / self.transfers if self.transfers else 0.0
+
+    @property
+    def moves_anything(self) -> bool:
+        return bool(self.gets or self.puts or self.waits)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The DMA_COUNTERS, shaped as the interpreter's ``stats()`` gives
+        them (histogram keys are strings, in increasing order)."""
+        d: dict[str, Any] = {k: getattr(self, k) for k in DMA_COUNTERS}
+        for k in ("size_histogram", "block_histogram"):
+            d[k] = {str(b): n for b, n in sorted(d[k].items())}
+        return d
+
+
+@dataclass
+class Traffic:
+    """The DMA traffic of one call of ``function``: per function that moved
+    data or waited (the others are left out, as
+    :func:`swir.codegen.emulate.dma_counters` leaves them out), and totals."""
+
+    function: str
+    kernels: dict[str, KernelTraffic]
+
+    @property
+    def total(self) -> KernelTraffic:
+        """Every counter summed over the functions (histograms too)."""
+        out = KernelTraffic("total")
+        for k in self.kernels.values():
+            for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
+                        "blocks", "spawns", "calls"):
+                setattr(out, key, getattr(out, key) + getattr(k, key))
+            for mine, theirs in ((out.size_histogram, k.size_histogram),
+                                 (out.block_histogram, k.block_histogram)):
+                for b, n in theirs.items():
+                    mine[b] = mine.get(b, 0) + n
+        return out
+
+    @property
+    def gets(self) -> int:
+        return self.total.gets
+
+    @property
+    def puts(self) -> int:
+        return self.total.puts
+
+    @property
+    def bytes_in(self) -> int:
+        return self.total.bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        return self.total.bytes_out
+
+    @property
+    def transfers(self) -> int:
+        return self.total.transfers
+
+    @property
+    def small_share(self) -> float:
+        return self.total.small_share
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        """Per function, :meth:`KernelTraffic.as_dict`: equal to
+        ``emulate.dma_counters(interp.stats())`` after the interpreter ran the
+        same function."""
+        return {n: k.as_dict() for n, k in self.kernels.items()}
+
+
+def dma_traffic(module: Module, func: str | None = None) -> Traffic:
+    """The DMA traffic of one call of ``func`` (default: the function
+    ``swir-run`` runs) of a dma-stage module, per function; see the module
+    docstring. Raises :class:`TrafficError` when it is not static."""
+    if module.stage != "dma":
+        raise TrafficError(f"DMA traffic is counted at the dma stage; module "
+                           f"\"{module.name}\" is at the {module.stage} stage")
+    root = _root(module, func)
+    counter = _Counter(module)
+    try:
+        counts = counter.run_root(root)
+    except RecursionError:
+        raise TrafficError(f"calls from @{root.name} nest too deeply to count (unbounded "
+                           "recursion?)") from None
+    return Traffic(root.name, counter.tally(counts))
+
+
+def _root(module: Module, func: str | None) -> Function:
+    if func is None:
+        return default_function(module)
+    f = module.lookup(func.lstrip("@"))
+    if not isinstance(f, Function) or f.body is None:
+        raise TrafficError(f"no function @{func.lstrip('@')} with a body in module "
+                           f"\"{module.name}\"")
+    return f
+
+
+# ---------------------------------------------------------------------------
+# Values that are not static
+# ---------------------------------------------------------------------------
+
+class _Unknown:
+    """An index value computed from data or given as an input: any arithmetic,
+    comparison or use as a bound on it raises TrafficError (it may still be
+    passed around, e.g. to a kernel that only uses it in DMA subscripts)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def _fail(self, *_: Any) -> Any:
+        raise TrafficError(f"the DMA traffic is not static: it depends on {self.what}")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _fail
+    __index__ = __int__ = __bool__ = _fail
+    __hash__ = object.__hash__
+
+
+def _at(inst: Instruction) -> str:
+    return f" at {inst.loc.line}:{inst.loc.col}" if inst.loc is not None else ""
+
+
+# ---------------------------------------------------------------------------
+# What each counter slot counts
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _DMA:
+    """The fixed counters of one execution of a dma_get / dma_put."""
+
+    get: bool
+    nbytes: int
+    blocks: int
+    block_sizes: tuple[tuple[int, int], ...]   # (bucket, blocks of that size)
+
+
+def _dma_facts(inst: Instruction) -> _DMA:
+    """As :meth:`DMAInterpreter.transfer` computes them: ``count`` elements of
+    the LDM side's element size, in blocks of ``bsize`` when 0 < bsize < count."""
+    get = inst.opname == "dma_get"
+    lside = inst.args[1] if get else inst.args[0]
+    lt = (lside.base if isinstance(lside, Access) else lside).type
+    if not isinstance(lt, LDMType):
+        raise TrafficError(f"'{inst.opname}'{_at(inst)}: its local side is not an LDM buffer")
+    esize = lt.bytes // lt.num_elements
+    count = _int_attr(inst, "count", None, 1)
+    bsize = _int_attr(inst, "bsize", 0, 0)
+    if 0 < bsize < count:
+        full, rem = divmod(count, bsize)
+        sizes = ((size_bucket(bsize * esize), full),) + \
+            (((size_bucket(rem * esize), 1),) if rem else ())
+        return _DMA(get, count * esize, full + (rem > 0), sizes)
+    return _DMA(get, count * esize, 1, ((size_bucket(count * esize), 1),))
+
+
+@dataclass(frozen=True)
+class _Slot:
+    kind: str           # "dma", "wait", "calls" or "spawns"
+    function: str
+    dma: _DMA | None = None
+
+
+def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
+    """Add n executions of what ``slot`` counts."""
+    if slot.kind in ("wait", "calls", "spawns"):
+        key = "waits" if slot.kind == "wait" else slot.kind
+        setattr(stats, key, getattr(stats, key) + n)
+        return
+    d = slot.dma
+    assert d is not None
+    if d.get:
+        stats.gets += n
+        stats.bytes_in += n * d.nbytes
+    else:
+        stats.puts += n
+        stats.bytes_out += n * d.nbytes
+    b = size_bucket(d.nbytes)
+    stats.size_histogram[b] = stats.size_histogram.get(b, 0) + n
+    if d.nbytes < SMALL_TRANSFER:
+        stats.small_transfers += n
+    stats.blocks += n * d.blocks
+    for b, k in d.block_sizes:
+        stats.block_histogram[b] = stats.block_histogram.get(b, 0) + n * k
+
+
+# ---------------------------------------------------------------------------
+# The counter: functions compiled into Python that count executions
+# ---------------------------------------------------------------------------
+
+# A compiled function: fn(counts, multiplier, cpe, *index arguments) adds
+# multiplier x (executions of each slot's instruction in one call) to counts.
+Compiled = Callable[..., None]
+# A profile: the non-zero (slot, executions) of one call or spawn.
+Profile = list[tuple[int, int]]
+
+
+class _Counter:
+    """Compiles the module's functions (on first use) into Python functions
+    that count how often each DMA / wait / call / spawn runs."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        # What Emit needs from an interpreter: value names, index constants, fresh names.
+        self.names: dict[int, str] = {}
+        self.int_consts: dict[int, int] = {}
+        self.ns: dict[str, Any] = {"__builtins__": __builtins__}
+        self._ids = itertools.count()
+        self.slots: list[_Slot] = []
+        self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
+        self.calls_slot: dict[str, int] = {}
+        self.spawns_slot: dict[str, int] = {}
+        self._compiled: dict[str, Compiled] = {}
+        self._spawners: dict[str, Callable[..., None]] = {}
+        self._callers: dict[str, Callable[..., None]] = {}
+        self._relevant: dict[int, bool] = {}
+        self._reads_cpe: dict[int, bool] = {}
+        for f in module.functions:
+            self._allocate(f)
+
+    # -- the Emit interface ---------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        return f"_{prefix}{next(self._ids)}"
+
+    def bind(self, obj: Any, prefix: str = "k") -> str:
+        name = self.fresh(prefix)
+        self.ns[name] = obj
+        return name
+
+    # -- slots ------------------------------------------------------------------------
+    def _slot(self, slot: _Slot) -> int:
+        self.slots.append(slot)
+        return len(self.slots) - 1
+
+    def _allocate(self, f: Function) -> None:
+        """A slot per DMA and wait of f, and for its calls and spawns (all
+        slots exist before anything runs, so every count list has them all)."""
+        self.calls_slot[f.name] = self._slot(_Slot("calls", f.name))
+        self.spawns_slot[f.name] = self._slot(_Slot("spawns", f.name))
+        for inst in f.walk():
+            if inst.opname in DMA_OPS:
+                self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
+            elif inst.opname == "dma_wait":
+                self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
+
+    def tally(self, counts: list[int]) -> dict[str, KernelTraffic]:
+        """Per function, the counters the slot counts make (functions that
+        moved nothing and waited for nothing left out)."""
+        out: dict[str, KernelTraffic] = {}
+        for slot, n in zip(self.slots, counts):
+            if n:
+                _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n)
+        return {name: k for name, k in out.items() if k.moves_anything}
+
+    # -- running --------------------------------------------------------------------
+    def run_root(self, root: Function) -> list[int]:
+        """The slot counts of one call of root, as the interpreter runs it: a
+        cpe kernel on every CPE as a spawn would, anything else once on the MPE."""
+        counts = [0] * len(self.slots)
+        inputs = [_Unknown(f"index parameter %{p.name} of @{root.name}, an input")
+                  for p in _index_params(root)]
+        if root.target == "cpe":
+            self.spawner(root)(counts, 1, *inputs)
+        else:
+            self.function(root)(counts, 1, 0, *inputs)
+        return counts
+
+    def _profile(self, run: Callable[[list[int]], None]) -> Profile:
+        counts = [0] * len(self.slots)
+        run(counts)
+        return [(i, n) for i, n in enumerate(counts) if n]
+
+    def spawner(self, kernel: Function) -> Callable[..., None]:
+        """What a spawn of kernel adds: its runs on CPEs 63 .. 0, counted once
+        per distinct index-argument tuple."""
+        if kernel.name in self._spawners:
+            return self._spawners[kernel.name]
+        cache: dict[tuple, Profile] = {}
+        spawns = self.spawns_slot[kernel.name]
+
+        def spawn(counts: list[int], m: int, *args: Any) -> None:
+            profile = cache.get(args)
+            if profile is None:
+                fn = self.function(kernel)
+
+                def on_every_cpe(c: list[int]) -> None:
+                    for cpe in range(CPES - 1, -1, -1):
+                        fn(c, 1, cpe, *args)
+                profile = cache[args] = self._profile(on_every_cpe)
+            for i, n in profile:
+                counts[i] += m * n
+            counts[spawns] += m
+        self._spawners[kernel.name] = spawn
+        return spawn
+
+    def caller(self, callee: Function) -> Callable[..., None]:
+        """What a call of callee adds, counted once per distinct index-argument
+        tuple (and CPE, if the callee reads cpe_id)."""
+        if callee.name in self._callers:
+            return self._callers[callee.name]
+        cache: dict[tuple, Profile] = {}
+        per_cpe = self.reads_cpe(callee)
+
+        def call(counts: list[int], m: int, cpe: int, *args: Any) -> None:
+            key = (cpe, *args) if per_cpe else args
+            profile = cache.get(key)
+            if profile is None:
+                fn = self.function(callee)
+                profile = cache[key] = self._profile(lambda c: fn(c, 1, cpe, *args))
+            for i, n in profile:
+                counts[i] += m * n
+        self._callers[callee.name] = call
+        return call
+
+    # -- static facts ---------------------------------------------------------------
+    def relevant(self, inst: Instruction) -> bool:
+        """Whether running inst can count anything: it is a DMA, wait or spawn,
+        calls a relevant function, or contains such an instruction."""
+        r = self._relevant.get(id(inst))
+        if r is None:
+            if inst.opname in COUNTED_OPS:
+                r = True
+            elif inst.opname == "call":
+                callee = self._callee(inst)
+                r = callee is not None and self.function_relevant(callee)
+            else:
+                r = any(self.relevant(x) for region in inst.regions
+                        for b in region.blocks for x in b.instructions)
+            self._relevant[id(inst)] = r
+        return r
+
+    def function_relevant(self, f: Function) -> bool:
+        key = id(f)
+        if key not in self._relevant:
+            self._relevant[key] = True          # a recursive call counts as relevant
+            self._relevant[key] = any(self.relevant(i) for i in f.walk())
+        return self._relevant[key]
+
+    def reads_cpe(self, f: Function) -> bool:
+        """Whether f's counts can depend on the CPE it runs on (cpe_id in f or
+        in a function it calls)."""
+        key = id(f)
+        if key not in self._reads_cpe:
+            self._reads_cpe[key] = True
+            self._reads_cpe[key] = any(
+                i.opname == "cpe_id" or (i.opname == "call" and (c := self._callee(i)) is not None
+                                         and self.reads_cpe(c))
+                for i in f.walk())
+        return self._reads_cpe[key]
+
+    def _callee(self, inst: Instruction) -> Function | None:
+        app = inst.args[0] if inst.args else None
+        f = self.module.lookup(app.callee) if isinstance(app, Apply) else None
+        return f if isinstance(f, Function) and f.body is not None else None
+
+    # -- compiling ------------------------------------------------------------------
+    def function(self, f: Function) -> Compiled:
+        fn = self._compiled.get(f.name)
+        if fn is None:
+            fn = self._compiled[f.name] = _FunctionWriter(self, f).compile()
+        return fn
+
+    def define(self, fname: str, source: str, f: Function) -> Compiled:
+        code = compile(source, f"<swir traffic @{f.name}>", "exec")
+        exec(code, self.ns)  # noqa: S102  (our own generated code)
+        return self.ns[fname]
+
+
+def _index_params(f: Function) -> list[Value]:
+    return [p for p in f.params if p.type == INDEX]
+
+
+# ---------------------------------------------------------------------------
+# Writing one function
+# ---------------------------------------------------------------------------
+
+class _FunctionWriter:
+    """Writes the counting function of one swir function:
+    ``def name(_c, _m, _cpe, <index params>)``, adding ``_m`` per execution to
+    the slot of each DMA and wait run, calling the counting functions of the
+    calls and spawns run."""
+
+    def __init__(self, counter: _Counter, f: Function, needed: set[int] | None = None) -> None:
+        self.counter = counter
+        self.f = f
+        self.emit = Emit(counter, f)     # type: ignore[arg-type]  (the Emit interface above)
+        self.mult = "_m"                 # the Python name of the current multiplier
+        self.for_depth = 0               # `for` statements around the code being written
+        if needed is None:               # the whole function, not a unit of it
+            needed = _control_values(f)
+            self._name_values()
+        self.needed = needed
+
+    # -- names ----------------------------------------------------------------------
+    def _name_values(self) -> None:
+        """Name every index value of f (Emit.expr spells them by these names);
+        index constants become literals."""
+        c = self.counter
+        values: list[Value] = list(self.f.params)
+        for inst in self.f.walk():
+            values += inst.results
+            if inst.opname == "const" and len(inst.results) == 1 \
+                    and inst.results[0].type == INDEX and isinstance(inst.args[0], Expr) \
+                    and inst.args[0].is_constant:
+                c.int_consts[id(inst.results[0])] = inst.args[0].const
+            for region in inst.regions:
+                for b in region.blocks:
+                    values += b.args
+        for b in self.f.body.blocks if self.f.body is not None else []:
+            values += b.args
+        for v in values:
+            if v.type == INDEX and id(v) not in c.names:
+                c.names[id(v)] = f"v{next(c._ids)}"
+
+    def name(self, v: Value) -> str:
+        return self.emit.expr(v)
+
+    # -- the function -----------------------------------------------------------------
+    def compile(self) -> Compiled:
+        f, c = self.f, self.counter
+        if f.body is None:
+            raise TrafficError(f"@{f.name} is only declared; it has no body to count")
+        e = self.emit
+        e.line(f"_c[{c.calls_slot[f.name]}] += _m")
+        if f.kind == "kernel":
+            self.block(f.body.blocks[0].instructions)
+        else:
+            self.path()
+        fname = c.fresh("t_" + "".join(ch if ch.isalnum() else "_" for ch in f.name)[:32])
+        params = ["_c", "_m", "_cpe"] + [c.names[id(p)] for p in _index_params(f)]
+        return c.define(fname, e.assemble(fname, params), f)
+
+    def block(self, instructions: Iterable[Instruction]) -> None:
+        for inst in instructions:
+            self.instruction(inst)
+
+    def region(self, inst: Instruction, k: int) -> None:
+        with self.emit.indented():
+            if len(inst.regions) > k and inst.regions[k].blocks:
+                self.block(inst.regions[k].blocks[0].instructions)
+
+    # -- instructions -------------------------------------------------------------------
+    def instruction(self, inst: Instruction) -> None:
+        op, e = inst.opname, self.emit
+        if op in ("dma_get", "dma_put", "dma_wait"):
+            e.line(f"_c[{self.counter.slot_of[id(inst)]}] += {self.mult}")
+        elif op in ("for", "parallel", "if"):
+            if not self.counter.relevant(inst):
+                return
+            if self._too_deep(op):
+                self.unit(inst)
+            elif op == "if":
+                self.if_(inst)
+            else:
+                self.loop(inst)
+        elif op in ("call", "spawn"):
+            self.call(inst)
+        elif not any(id(r) in self.needed for r in inst.results):
+            return                       # nothing kept reads what it computes
+        elif op == "cpe_id":
+            e.line(f"{self.name(inst.results[0])} = _cpe")
+        elif op == "chunk":
+            self.chunk(inst)
+        elif op != "const":
+            self.unknown(inst)
+
+    def _too_deep(self, op: str) -> bool:
+        return self.emit.indent >= MAX_INDENT or \
+            (op != "if" and self.for_depth >= MAX_NESTED_FOR)
+
+    def loop(self, inst: Instruction) -> None:
+        e = self.emit
+        rng, body = _loop_range(e, inst)
+        var = body.args[0]
+        if id(var) in self.needed:
+            e.line(f"for {self.name(var)} in {rng}:")
+            self.for_depth += 1
+            with e.indented():
+                self.block(body.instructions)
+            self.for_depth -= 1
+            return
+        # Nothing kept reads the variable: every iteration counts the same.
+        outer, self.mult = self.mult, self.counter.fresh("m")
+        e.line(f"{self.mult} = {outer} * len({rng})")
+        e.line(f"if {self.mult}:")
+        with e.indented():
+            self.block(body.instructions)
+        self.mult = outer
+
+    def unit(self, inst: Instruction) -> None:
+        """Count a deeply nested loop or if in a function of its own (Python
+        limits how deeply blocks nest), called with the index values it reads."""
+        c, f = self.counter, self.f
+        # The values the unit's code reads: those deciding counts (all defined here).
+        free = [v for v in free_values(inst) if id(v) in self.needed and id(v) in c.names
+                and id(v) not in c.int_consts]
+        sub = _FunctionWriter(c, f, self.needed)
+        if inst.opname == "if":
+            sub.if_(inst)
+        else:
+            sub.loop(inst)
+        fname = c.fresh("u")
+        params = ["_c", "_m", "_cpe"] + [c.names[id(v)] for v in free]
+        c.define(fname, sub.emit.assemble(fname, params), f)
+        args = [self.mult, "_cpe"] + [c.names[id(v)] for v in free]
+        self.emit.line(f"{fname}(_c, {', '.join(args)})")
+
+    def if_(self, inst: Instruction) -> None:
+        conds = []
+        for k in inst.args:
+            if not isinstance(k, Constraint):
+                raise TrafficError(f"'if'{_at(inst)} in @{self.f.name} takes affine conditions")
+            conds.append(f"{self.emit.expr(k.lhs)} {k.rel} {self.emit.expr(k.rhs)}")
+        self.emit.line(f"if {' and '.join(conds)}:")
+        self.region(inst, 0)
+        if len(inst.regions) > 1 and inst.regions[1].blocks \
+                and any(self.counter.relevant(x) for x in inst.regions[1].blocks[0].instructions):
+            self.emit.line("else:")
+            self.region(inst, 1)
+
+    def chunk(self, inst: Instruction) -> None:
+        """As the interpreter: worker id's share [lo, hi) of extent over workers."""
+        e = self.emit
+        extent = _int_attr(inst, "extent", None, 0)
+        workers = _int_attr(inst, "workers", None, 1)
+        q, m = divmod(extent, workers)
+        w = e.fresh("w")
+        e.line(f"{w} = {e.expr(inst.args[0])}")
+        f = self.f
+
+        def report(v: int) -> None:
+            raise TrafficError(f"'chunk'{_at(inst)} in @{f.name}: worker id is {v}, outside "
+                               f"[0, {workers}): the run stops there with an error")
+        e.line(f"if not 0 <= {w} < {workers}: {e.bind(report, 'chunk')}({w})")
+        lo, hi = (self.name(r) for r in inst.results)
+        e.line(f"{lo} = {w} * {q} + ({w} if {w} < {m} else {m})" if m else f"{lo} = {w} * {q}")
+        e.line(f"{hi} = {lo} + {q + 1} if {w} < {m} else {lo} + {q}" if m else
+               f"{hi} = {lo} + {q}")
+
+    def call(self, inst: Instruction) -> None:
+        if not self.counter.relevant(inst):
+            if any(id(r) in self.needed for r in inst.results):
+                self.unknown(inst)
+            return
+        c, app = self.counter, inst.args[0] if inst.args else None
+        callee = c.module.lookup(app.callee) if isinstance(app, Apply) else None
+        if not isinstance(callee, Function) or callee.body is None:
+            raise TrafficError(f"'{inst.opname}'{_at(inst)} in @{self.f.name}: no function "
+                               "with a body to run")
+        args = [self.name(a) for a, p in zip(app.args, callee.params) if p.type == INDEX]
+        if inst.opname == "spawn":
+            if callee.target != "cpe":
+                raise TrafficError(f"'spawn'{_at(inst)} in @{self.f.name}: @{callee.name} is "
+                                   "not a cpe kernel")
+            fn = c.bind(c.spawner(callee), "spawn")
+            self.emit.line(f"{fn}(_c, {', '.join([self.mult] + args)})")
+        else:
+            fn = c.bind(c.caller(callee), "call")
+            self.emit.line(f"{fn}(_c, {', '.join([self.mult, '_cpe'] + args)})")
+        if any(id(r) in self.needed for r in inst.results):
+            self.unknown(inst)
+
+    def unknown(self, inst: Instruction) -> None:
+        """Index results computed from data: usable only where nothing counted
+        depends on them."""
+        for r in inst.results:
+            if id(r) in self.needed and id(r) not in self.counter.int_consts:
+                what = (f"{_value_text(r)}, the result of '{inst.opname}'{_at(inst)} in "
+                        f"@{self.f.name}, computed when the module runs")
+                self.emit.line(f"{self.name(r)} = {self.counter.bind(_Unknown(what), 'unk')}")
+
+    # -- host CFG -----------------------------------------------------------------------
+    def path(self) -> None:
+        """A func's blocks along its one path from the entry (see the module
+        docstring); raise TrafficError where the path is not static."""
+        f, e = self.f, self.emit
+        assert f.body is not None
+        b: Block | None = f.body.blocks[0]
+        seen: set[int] = set()
+        while b is not None:
+            if id(b) in seen:
+                raise TrafficError(f"the DMA traffic of @{f.name} is not static: its CFG "
+                                   f"loops back to block '{b.label} (how often depends on "
+                                   "data)")
+            seen.add(id(b))
+            term = b.terminator
+            self.block(b.instructions if term is None else b.instructions[:-1])
+            succ = self.successor(term) if term is not None else None
+            if succ is not None:
+                for arg, val in zip(succ.block.args, succ.args):
+                    if id(arg) in self.needed:
+                        e.line(f"{self.name(arg)} = {self.name(val)}")
+            b = succ.block if succ is not None else None
+
+    def successor(self, term: Instruction) -> Successor | None:
+        """Where the path goes after term; None when it ends (return, or a
+        branch after which nothing counts)."""
+        if term.opname == "br":
+            return term.args[0]
+        if term.opname != "cond_br":
+            return None
+        cond, yes, no = term.args
+        if yes.block is no.block and tuple(yes.args) == tuple(no.args):
+            return yes
+        known = _bool_const(cond)
+        if known is not None:
+            return yes if known else no
+        if not self._counts_after(yes.block) and not self._counts_after(no.block):
+            return None
+        raise TrafficError(f"the DMA traffic of @{self.f.name} is not static: the cond_br "
+                           f"on {_value_text(cond)}{_at(term)} chooses between paths that "
+                           "start DMA work, and its condition is computed when the module "
+                           "runs")
+
+    def _counts_after(self, start: Block) -> bool:
+        """Whether any block reachable from start (itself included) counts."""
+        todo, seen = [start], {id(start)}
+        while todo:
+            b = todo.pop()
+            if any(self.counter.relevant(i) for i in b.instructions):
+                return True
+            for s in b.successors:
+                if id(s) not in seen:
+                    seen.add(id(s))
+                    todo.append(s)
+        return False
+
+
+def _bool_const(v: Value) -> bool | None:
+    """The value of an i1 ``const``, or None."""
+    if isinstance(v, Result) and v.owner.opname == "const" and v.owner.args \
+            and isinstance(v.owner.args[0], Literal) and isinstance(v.owner.args[0].value, bool):
+        return v.owner.args[0].value
+    return None
+
+
+def _control_values(f: Function) -> set[int]:
+    """Ids of the values whatever decides how often things run reads: loop
+    bounds, if guards, chunk worker ids, index arguments of calls and spawns
+    that count, index arguments passed along branches. (Conservative: read
+    anywhere in f.)"""
+    out: set[int] = set()
+
+    def read(x: Any) -> None:
+        if isinstance(x, Value):
+            out.add(id(x))
+        elif isinstance(x, (Expr, Constraint)):
+            out.update(id(v) for v in x.values())
+
+    for inst in f.walk():
+        op = inst.opname
+        if op in ("for", "parallel"):
+            for x in inst.args[:2]:
+                read(x)
+        elif op in ("if", "chunk"):
+            for x in inst.args:
+                read(x)
+        elif op in ("call", "spawn") and inst.args and isinstance(inst.args[0], Apply):
+            for a in inst.args[0].args:
+                if a.type == INDEX:
+                    read(a)
+        elif op in ("br", "cond_br"):
+            for s in inst.args:
+                if isinstance(s, Successor):
+                    for a in s.args:
+                        if a.type == INDEX:
+                            read(a)
+    return out
