@@ -474,3 +474,23 @@ def test_unsupported_attribute_is_named(tmp_path):
     node.attribute.append(helper.make_attribute("frobnicate", 1))
     assert_fails(cli(str(save(tmp_path, proto)), "-o", str(tmp_path / "o.swir"), "--no-check"),
                  r"node 'c' \(Conv\): attribute 'frobnicate' is not supported")
+
+
+# -- zoo models across opsets ----------------------------------------------------------
+
+_zoo = _sibling("test_zoo_e2e").zoo
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("shufflenet", {"resolution": 32, "width": 8}),
+    ("bert", {"seq": 4, "layers": 1, "hidden": 32, "heads": 2, "intermediate": 64,
+              "vocab": 50}),
+])
+@pytest.mark.parametrize("opset", [13, 15, 18, 20])
+def test_zoo_models_import_at_every_opset(tmp_path, name, kwargs, opset):
+    """Opset 13 (BERT's LayerNormalization decomposed into ReduceMean / Sub /
+    Pow / Sqrt / Div, Shape-derived reshapes), 18 (ReduceMean and Split by
+    inputs), 20 (BERT with the Gelu op), in swir's graph interpreter."""
+    extra = {"gelu": "op"} if name == "bert" and opset >= 20 else {}
+    model = _zoo.build(name, opset=opset, **kwargs, **extra)
+    check(tmp_path, model, _zoo.random_inputs(model, seed=2))
