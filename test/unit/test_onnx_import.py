@@ -494,3 +494,22 @@ def test_zoo_models_import_at_every_opset(tmp_path, name, kwargs, opset):
     extra = {"gelu": "op"} if name == "bert" and opset >= 20 else {}
     model = _zoo.build(name, opset=opset, **kwargs, **extra)
     check(tmp_path, model, _zoo.random_inputs(model, seed=2))
+
+
+def test_demo_reference_script(tmp_path):
+    """scripts/onnx_reference.py (the demo's onnxruntime reference): seeded
+    inputs written where asked, outputs as onnxruntime gives them; a bad
+    model is one line and exit status 1."""
+    script = Path(__file__).parents[2] / "scripts" / "onnx_reference.py"
+    model = save(tmp_path, relu_model((2, 3)))
+    x, ref = tmp_path / "x.npy", tmp_path / "ref.npy"
+    r = subprocess.run([sys.executable, str(script), str(model), "--random", "3",
+                        "--input", str(x), "--output", str(ref)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(ref), np.maximum(np.load(x), 0))
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    r = subprocess.run([sys.executable, str(script), str(bad), "--input", str(x),
+                        "--output", str(ref)], capture_output=True, text=True)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "bad.onnx: error: onnxruntime cannot load it" in r.stderr
