@@ -3,6 +3,7 @@ tracebacks, and output files written only when the whole job succeeded."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -19,6 +20,13 @@ from swir.verifier import VerificationError
 
 class UsageError(Exception):
     """A bad command line: one-line error, exit status 1."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with usage errors as UsageError (argparse would exit with status 2)."""
+
+    def error(self, message: str) -> None:
+        raise UsageError(message)
 
 
 def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:

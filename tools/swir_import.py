@@ -27,18 +27,13 @@ from swir.frontend.onnx_import import ImportFailure, import_onnx
 from swir.printer import print_module
 from swir.verifier import VerificationError, verify
 
-from .driver import UsageError, run_tool, write_files
+from .driver import ArgumentParser, UsageError, run_tool, write_files
 
 PROG = "swir-import"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit with status 2
-        raise UsageError(message)
-
-
 def _args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="Translate an ONNX model into a graph-stage swir "
+    p = ArgumentParser(prog=PROG, description="Translate an ONNX model into a graph-stage swir "
                 "module (weights in a sidecar file).")
     p.add_argument("model", help="the ONNX model (.onnx)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.swir",

@@ -34,18 +34,13 @@ from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify
 
-from .driver import UsageError, run_tool, write_files
+from .driver import ArgumentParser, UsageError, run_tool, write_files
 
 PROG = "swir-run"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit with status 2
-        raise UsageError(message)
-
-
 def _args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="Run a function of a swir module on .npy inputs "
+    p = ArgumentParser(prog=PROG, description="Run a function of a swir module on .npy inputs "
                 "in the reference interpreter.")
     p.add_argument("module", help="the module (.swir); '-' reads stdin")
     p.add_argument("--input", "-i", action="append", default=[], metavar="X.npy",

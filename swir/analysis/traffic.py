@@ -57,7 +57,7 @@ from typing import Any
 
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
-from swir.interp.dma import SMALL_TRANSFER, _int_attr, size_bucket
+from swir.interp.dma import SMALL_TRANSFER, TransferShares, _int_attr, size_bucket
 from swir.interp.loop import Emit, _loop_range, _value_text, free_values
 from swir.interp.run import default_function
 from swir.ir.affine import Expr
@@ -96,7 +96,7 @@ class TrafficError(Exception):
 # ---------------------------------------------------------------------------
 
 @dataclass
-class KernelTraffic:
+class KernelTraffic(TransferShares):
     """What one function's own code moves in one call of the root function
     (the counters of :class:`swir.interp.dma.DMAStats` that DMAs make)."""
 
@@ -115,14 +115,6 @@ class KernelTraffic:
     spawns: int = 0
     calls: int = 0
 
-    @property
-    def transfers(self) -> int:
-        return self.gets + self.puts
-
-    @property
-    def small_share(self) -> float:
-        """The share of transfers under SMALL_TRANSFER bytes (0.0 with none)."""
-        return self.small_transfers / self.transfers if self.transfers else 0.0
 
     @property
     def moves_anything(self) -> bool:

@@ -349,16 +349,24 @@ def _window(n: Node) -> tuple[list[int], list[int]]:
     return n.int_list("strides", [1, 1], 2), n.int_list("dilations", [1, 1], 2)
 
 
-@converter("Conv", attrs="auto_pad dilations group kernel_shape pads strides")
-def conv(n: Node) -> list:
-    x = _spatial(n, "convolution")
+def _conv_operands(n: Node, what: str, layout: str):
+    """What Conv and ConvTranspose share: the 2-D input, the weight's kernel,
+    strides, dilations, and the swir operands (bias optional)."""
+    x = _spatial(n, what)
     w = n.type(1)
     if w.rank != 4:
-        n.fail(f"the weight must be 4-D (O x C/group x kH x kW), it is {w}")
+        n.fail(f"the weight must be 4-D ({layout}), it is {w}")
     kernel = _kernel(n, w.shape[2:])
     strides, dilations = _window(n)
-    pads = _pads(n, x.shape[2:], kernel, strides, dilations)
     args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
+    return x, kernel, strides, dilations, args
+
+
+@converter("Conv", attrs="auto_pad dilations group kernel_shape pads strides")
+def conv(n: Node) -> list:
+    x, kernel, strides, dilations, args = _conv_operands(n, "convolution",
+                                                         "O x C/group x kH x kW")
+    pads = _pads(n, x.shape[2:], kernel, strides, dilations)
     return [n.emit("conv2d", *args, stride=strides, pad=pads, dilation=dilations,
                    groups=int(n.attr("group", 1)))]
 
@@ -366,15 +374,10 @@ def conv(n: Node) -> list:
 @converter("ConvTranspose", attrs="auto_pad dilations group kernel_shape output_padding "
                                   "output_shape pads strides")
 def conv_transpose(n: Node) -> list:
-    x = _spatial(n, "transposed convolution")
-    w = n.type(1)
-    if w.rank != 4:
-        n.fail(f"the weight must be 4-D (C x O/group x kH x kW), it is {w}")
-    kernel = _kernel(n, w.shape[2:])
-    strides, dilations = _window(n)
+    x, kernel, strides, dilations, args = _conv_operands(n, "transposed convolution",
+                                                         "C x O/group x kH x kW")
     out_pad = n.int_list("output_padding", [0, 0], 2)
     pads = _transposed_pads(n, x.shape[2:], kernel, strides, dilations, out_pad)
-    args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
     return [n.emit("conv_transpose2d", *args, stride=strides, pad=pads, dilation=dilations,
                    output_padding=out_pad, groups=int(n.attr("group", 1)))]
 

@@ -133,8 +133,26 @@ class DMABuffer(LDMBuffer):
         return None
 
 
+class TransferShares:
+    """Derived DMA counters, for classes with ``gets``, ``puts`` and
+    ``small_transfers``: the interpreter's DMAStats, the static KernelTraffic."""
+
+    gets: int
+    puts: int
+    small_transfers: int
+
+    @property
+    def transfers(self) -> int:
+        return self.gets + self.puts
+
+    @property
+    def small_share(self) -> float:
+        """The share of transfers under SMALL_TRANSFER bytes (0.0 with none)."""
+        return self.small_transfers / self.transfers if self.transfers else 0.0
+
+
 @dataclass
-class DMAStats(KernelStats):
+class DMAStats(KernelStats, TransferShares):
     """What the runs of one function did in the last top-level run. The
     buffered stage's counters (``calls`` counts each CPE's run of a spawned
     kernel; ``ldm_peak`` / ``ldm_peak_cpe`` are LDM high-water marks including
@@ -161,14 +179,6 @@ class DMAStats(KernelStats):
         self.size_histogram.clear()
         self.block_histogram.clear()
 
-    @property
-    def transfers(self) -> int:
-        return self.gets + self.puts
-
-    @property
-    def small_share(self) -> float:
-        """The share of transfers under SMALL_TRANSFER bytes (0.0 with none)."""
-        return self.small_transfers / self.transfers if self.transfers else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         d = super().as_dict()

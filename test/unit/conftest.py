@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
+
+# Tests import siblings.py (loading files by path) by name.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

@@ -10,12 +10,11 @@ The projects are generated and compiled once per session, two at a time.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from siblings import sibling
 
 from swir.codegen import emulate
 from swir.codegen.project import Options, generate, write_project
@@ -27,17 +26,7 @@ from swir.passes.manager import PassManager
 from swir.printer import print_module
 from swir.verifier import verify
 
-
-def _sibling(name: str):
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_swir_test_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_cases = _sibling("test_ldm_plan")
+_cases = sibling("test_ldm_plan")
 CASES, build, inputs = _cases.CASES, _cases.build, _cases.inputs
 assert_matches_graph = _cases.assert_matches_graph
 PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from siblings import sibling
 
 from swir.interp.dma import DMAInterpreter
 from swir.interp.run import run_function
@@ -18,18 +19,7 @@ from swir.passes.manager import AnalysisManager
 from swir.printer import print_module
 from swir.verifier import verify
 
-
-def _sibling(name: str):
-    """A sibling test module (pytest imports tests by path, not by name)."""
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_cases = _sibling("test_ldm_plan")   # the every-graph-op case table and its helpers
+_cases = sibling("test_ldm_plan")   # the every-graph-op case table and its helpers
 CASES, build, inputs, assert_matches_graph = (_cases.CASES, _cases.build, _cases.inputs,
                                               _cases.assert_matches_graph)
 

@@ -19,7 +19,6 @@ integers and booleans exactly. Covered:
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -38,19 +37,12 @@ from swir.parser import parse_module
 from swir.printer import print_module
 from swir.verifier import verify
 
+import siblings
+from siblings import sibling
+
 IMPORT = str(Path(sys.executable).with_name("swir-import"))
 TOL = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-12, 1e-13),
        np.dtype(np.float16): (2.0 ** -10, 0.0)}
-
-
-def _sibling(name: str):
-    """A sibling test module (pytest imports tests by path, not by name)."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_swir_test_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -126,7 +118,7 @@ def randn(shape, seed=0, dtype=np.float32):
 
 # -- the model pairs of the code generator's tests ------------------------------------
 
-_pairs = _sibling("test_codegen_onnx")
+_pairs = sibling("test_codegen_onnx")
 PAIRS = [m for m in _pairs.MODELS if m.__name__ != "control_flow"]
 
 
@@ -478,7 +470,7 @@ def test_unsupported_attribute_is_named(tmp_path):
 
 # -- zoo models across opsets ----------------------------------------------------------
 
-_zoo = _sibling("test_zoo_e2e").zoo
+_zoo = siblings.zoo()
 
 
 @pytest.mark.parametrize("name,kwargs", [

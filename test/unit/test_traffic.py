@@ -12,13 +12,13 @@ never a guess.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from siblings import sibling
 from swir.tools.swir_cg import PIPELINE
 
 from swir.analysis.traffic import TrafficError, dma_traffic
@@ -37,16 +37,7 @@ REPO = Path(__file__).parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def _sibling(name: str):
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_swir_test_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_codegen = _sibling("test_codegen")
+_codegen = sibling("test_codegen")
 CASES, LDM_SIZES = _codegen.CASES, _codegen.LDM_SIZES
 
 

@@ -25,7 +25,6 @@ whole file takes about a minute there.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,13 +45,14 @@ from swir.codegen import emulate
 from swir.interp.loop import io_signature
 from swir.parser import parse_module
 
+import siblings
+
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v cc && command -v make"],
                    capture_output=True, check=False).returncode != 0,
     reason="no host C compiler (cc) or make on PATH")
 
 BIN = Path(sys.executable).parent
-ZOO_PATH = Path(__file__).parents[2] / "bench" / "models" / "zoo.py"
 RTOL, ATOL = 1e-4, 1e-5
 
 # name -> (builder keyword arguments, write with external data)
@@ -69,15 +69,7 @@ REDUCED = {
 }
 
 
-def load_zoo():
-    spec = importlib.util.spec_from_file_location("_swir_bench_zoo", ZOO_PATH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-zoo = load_zoo()
+zoo = siblings.zoo()
 
 
 @dataclass

@@ -13,7 +13,6 @@ zoo.py is loaded by path: bench/ is not a package.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -22,18 +21,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import siblings
 
-ZOO_PATH = Path(__file__).parents[2] / "bench" / "models" / "zoo.py"
-
-
-def _load_zoo():
-    spec = importlib.util.spec_from_file_location("swir_bench_zoo", ZOO_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-zoo = _load_zoo()
+zoo = siblings.zoo()
+ZOO_PATH = Path(zoo.__file__)
 
 # name -> (small-variant kwargs, expected output shapes); batch 2 so that
 # shapes built into the graph (channel shuffle, BERT's head reshapes) must
