@@ -92,24 +92,53 @@ def write_output(path: str | None, text: str) -> None:
 
 def write_files(jobs: list[tuple[str, np.ndarray | bytes]]) -> None:
     """Write every file (an array as .npy, bytes as they are) to a temporary
-    file beside it first, then move them all into place, in order: on failure
-    nothing is left behind."""
+    file beside it first, then move them all into place. On failure nothing
+    changes: files already moved into place are put back as they were."""
+    for path, _ in jobs:
+        if Path(path).is_dir():
+            raise UsageError(f"cannot write output: '{path}' is a directory")
     temps: list[tuple[str, str]] = []
+    placed: list[tuple[str, str | None]] = []   # (target, backup of what it replaced)
     try:
         for path, content in jobs:
-            target = Path(path)
-            fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
-                                       prefix=f".{target.name}.", suffix=".tmp")
-            temps.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                if isinstance(content, (bytes, bytearray, memoryview)):
-                    fh.write(content)
-                else:
-                    np.save(fh, content, allow_pickle=False)
+            temps.append((_temp_beside(path, content), path))
         for tmp, path in temps:
+            backup = None
+            if os.path.lexists(path):
+                backup = _temp_beside(path, None)
+                os.replace(path, backup)
+            placed.append((path, backup))
             os.replace(tmp, path)
     except OSError as e:
-        for tmp, _ in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _undo(placed, temps)
         raise UsageError(f"cannot write output: {e.strerror or e} ({e.filename})") from None
+    for _, backup in placed:
+        if backup is not None:
+            os.unlink(backup)
+
+
+def _temp_beside(path: str, content: np.ndarray | bytes | None) -> str:
+    """A new temporary file in path's directory holding ``content``."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
+                               prefix=f".{target.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        if isinstance(content, (bytes, bytearray, memoryview)):
+            fh.write(content)
+        elif content is not None:
+            np.save(fh, content, allow_pickle=False)
+    return tmp
+
+
+def _undo(placed: list[tuple[str, str | None]], temps: list[tuple[str, str]]) -> None:
+    for path, backup in reversed(placed):
+        try:
+            if backup is not None:
+                os.replace(backup, path)
+            elif os.path.lexists(path):
+                os.unlink(path)
+        except OSError:
+            pass
+    for tmp, _ in temps:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -83,6 +83,10 @@ def main(argv: list[str]) -> int:
     weights = _weights_path(a) if not to_stdout else Path("-.weights")
     module_dir = Path(".") if to_stdout else Path(a.output).parent
     reference = os.path.relpath(weights, module_dir) if not to_stdout else weights.name
+    if not to_stdout and weights.resolve() in (Path(a.output).resolve(), Path(a.model).resolve()):
+        raise UsageError(f"the weights file '{weights}' would overwrite "
+                         + ("the module" if weights.resolve() == Path(a.output).resolve()
+                            else "the model"))
     try:
         imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check)
     except ImportFailure as e:

@@ -104,8 +104,12 @@ def bound_symbols(inputs, bound: dict[str, tuple[int, ...]],
                 raise ImportFailure(f"dimension '{d}' is bound to {symbols[d]} and to {size} "
                                     f"(axis {axis} of input '{vi.name}')")
     for key, value in shapes.items():
-        if key in symbols and key not in bound:
-            symbols[key] = value[0]
+        if key in bound:
+            continue
+        if symbols.get(key, value[0]) != value[0]:
+            raise ImportFailure(f"--shape {key}={value[0]} contradicts another binding, which "
+                                f"makes '{key}' {symbols[key]}")
+        symbols[key] = value[0]
     return symbols
 
 
@@ -123,6 +127,8 @@ def live_nodes(graph, available: set[str]) -> tuple[list[tuple[Any, int]], set[s
     """The nodes the graph outputs depend on, each after its producers, with
     their positions in the model; and the names some live node or the graph
     outputs read."""
+    _unique([vi.name for vi in graph.input], "graph input")
+    _unique([t.name for t in graph.initializer], "initializer")
     producer: dict[str, int] = {}
     for i, node in enumerate(graph.node):
         for out in node.output:
@@ -136,6 +142,14 @@ def live_nodes(graph, available: set[str]) -> tuple[list[tuple[Any, int]], set[s
             producer[out] = i
     live, used = _mark_live(graph, producer, available | _input_names(graph))
     return _dependency_order(graph, live, producer), used
+
+
+def _unique(names: list[str], what: str) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ImportFailure(f"{what} '{name}' is defined twice")
+        seen.add(name)
 
 
 def _input_names(graph) -> set[str]:

@@ -291,12 +291,12 @@ class Importer:
 
     def _init(self, a: np.ndarray, elem: ScalarType) -> Dense | FileInit:
         flat = a.reshape(-1)
-        if a.size <= DENSE_MAX or bool(np.all(flat == flat[0])) and not np.isnan(flat[0]):
+        if _is_splat(flat):
             self.stats["inline"] += 1
-            values = [_literal(x, elem) for x in flat]
-            if len(set(map(repr, values))) == 1:
-                return Dense(values[0])
-            return Dense(tuple(values))
+            return Dense(_literal(flat[0], elem))
+        if a.size <= DENSE_MAX:
+            self.stats["inline"] += 1
+            return Dense(tuple(_literal(x, elem) for x in flat))
         pad = -len(self.blob) % WEIGHT_ALIGN
         self.blob += b"\0" * pad
         offset = len(self.blob)
@@ -336,6 +336,13 @@ class Importer:
                 _dim_value(d, self.symbols) not in (None, s) for d, s in zip(dims, shape)):
             want = "[" + ", ".join(str(_dim_value(d, self.symbols) or d) for d in dims) + "]"
             n.fail(f"output '{name}' has shape {list(shape)}, but the model declares {want}")
+
+
+def _is_splat(flat: np.ndarray) -> bool:
+    """All elements bit-for-bit equal (so -0.0 and 0.0 differ, and one NaN
+    pattern repeated is a splat)."""
+    bits = flat.view(np.dtype(f"u{flat.dtype.itemsize}")) if flat.dtype != np.bool_ else flat
+    return bool(np.all(bits == bits[0]))
 
 
 def _dim_value(d: Any, symbols: dict[str, int]) -> int | None:

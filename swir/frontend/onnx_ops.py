@@ -91,11 +91,14 @@ class Node:
             self.fail(f"the {what} must be integers, got {a.dtype}")
         return [int(x) for x in a.reshape(-1)]
 
-    def scalar(self, i: int, what: str) -> float:
+    def scalar(self, i: int, what: str) -> float | int:
+        """A one-element constant: an int for integer tensors (a float would
+        round int64 bounds beyond 2**53), else a float."""
         a = self.const(i, what)
         if a.size != 1:
             self.fail(f"the {what} must be a single value, got shape {list(a.shape)}")
-        return float(a.reshape(-1)[0])
+        v = a.reshape(-1)[0]
+        return int(v) if a.dtype.kind in "iu" else float(v)
 
     def type(self, i: int) -> TensorType:
         t = self.tensor(i)
@@ -154,7 +157,13 @@ def fold(n: Node) -> list:
     except Exception as e:  # noqa: BLE001  whatever the reference implementation raises
         text = str(e).strip().splitlines()
         n.fail(f"cannot evaluate it at import time: {text[0] if text else type(e).__name__}")
-    return [None if r is None else np.asarray(r) for r in results]
+    out = []
+    for r in results:
+        if r is not None and not isinstance(r, (np.ndarray, np.generic)):
+            n.fail(f"it makes a {type(r).__name__}, not a tensor (sequences and optionals "
+                   "are not supported)")
+        out.append(None if r is None else np.asarray(r))
+    return out
 
 
 def convert(n: Node) -> list:
@@ -168,7 +177,30 @@ def convert(n: Node) -> list:
     for name in n.attrs:
         if name not in allowed:
             n.fail(f"attribute '{name}' is not supported")
+    check_attributes(n)
     return fn(n)
+
+
+def check_attributes(n: Node) -> None:
+    """Every attribute exists in the operator's schema at the model's opset and
+    has the schema's type, and every required one is present (the ONNX
+    checker's rules, kept here for --no-check)."""
+    onnx, _, _ = onnx_modules()
+    try:
+        schema = onnx.defs.get_schema(n.op, n.imp.opset, "")
+    except Exception:  # noqa: BLE001  SchemaError: no such operator at this opset
+        n.fail(f"the operator does not exist in opset {n.imp.opset}")
+    kinds = onnx.AttributeProto.AttributeType
+    for a in n.proto.attribute:
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            n.fail(f"attribute '{a.name}' does not exist in opset {n.imp.opset}")
+        if a.type != int(spec.type):
+            n.fail(f"attribute '{a.name}' must be {kinds.Name(int(spec.type))}, "
+                   f"it is {kinds.Name(a.type) if a.type in kinds.values() else a.type}")
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in n.attrs:
+            n.fail(f"attribute '{name}' is required")
 
 
 def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
@@ -299,7 +331,10 @@ def shape(n: Node) -> list:
 
 @converter("Size")
 def size(n: Node) -> list:
-    return [np.array(math.prod(n.type(0).shape), dtype=np.int64)]
+    count = math.prod(n.type(0).shape)
+    if count >= 2 ** 63:
+        n.fail(f"the input has {count} elements, more than int64 holds")
+    return [np.array(count, dtype=np.int64)]
 
 
 # -- neural-network ops ------------------------------------------------------------------
@@ -346,7 +381,10 @@ def _pads(n: Node, spatial: tuple[int, ...], kernel: list[int], strides: list[in
 
 
 def _window(n: Node) -> tuple[list[int], list[int]]:
-    return n.int_list("strides", [1, 1], 2), n.int_list("dilations", [1, 1], 2)
+    strides, dilations = n.int_list("strides", [1, 1], 2), n.int_list("dilations", [1, 1], 2)
+    if min(strides) <= 0 or min(dilations) <= 0:
+        n.fail(f"strides {strides} and dilations {dilations} must be positive")
+    return strides, dilations
 
 
 def _conv_operands(n: Node, what: str, layout: str):
@@ -405,6 +443,10 @@ def _pool_args(n: Node) -> tuple[TensorType, list[int], list[int], list[int], li
     x = _spatial(n, "pooling")
     kernel = _kernel(n)
     strides, dilations = _window(n)
+    if dilations != [1, 1] and n.attr("auto_pad", "NOTSET").startswith("SAME"):
+        # The ONNX spec pads for the dilated window, onnxruntime for the undilated.
+        n.fail("auto_pad SAME with dilations is not supported (onnxruntime and the ONNX "
+               "specification disagree on its padding)")
     pads = _pads(n, x.shape[2:], kernel, strides, dilations)
     return x, kernel, strides, dilations, pads
 
@@ -572,6 +614,8 @@ def split(n: Node) -> list:
         sizes = n.int_list("split", [])
     elif "num_outputs" in n.attrs:   # opset 18: equal chunks, the last one smaller
         k = int(n.attr("num_outputs"))
+        if k <= 0:
+            n.fail(f"num_outputs {k} must be positive")
         chunk = -(-d // k)
         sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
     else:
@@ -626,7 +670,9 @@ def pad(n: Node) -> list:
     x = n.type(0)
     pads = n.ints(1, "pads")
     if n.has(3):   # opset 18: pads for the listed axes only
-        axes = [a % x.rank for a in n.ints(3, "axes")]
+        axes = _axes(n, n.ints(3, "axes"), x.rank)
+        if len(pads) != 2 * len(axes):
+            n.fail(f"{len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
         full = [0] * (2 * x.rank)
         for k, a in enumerate(axes):
             full[a], full[a + x.rank] = pads[k], pads[k + len(axes)]
@@ -644,7 +690,20 @@ def pad(n: Node) -> list:
     return [n.emit("pad", n.value(0), **attrs)]
 
 
+def _axes(n: Node, axes: list[int], rank: int) -> list[int]:
+    """Axes in [-rank, rank), distinct, made non-negative."""
+    for a in axes:
+        if not -rank <= a < rank:
+            n.fail(f"axis {a} is out of range for rank {rank}")
+    out = [a % rank for a in axes]
+    if len(set(out)) != len(out):
+        n.fail(f"axes {axes} repeat an axis")
+    return out
+
+
 # -- Resize (nearest) -------------------------------------------------------------------
+
+MAX_RESIZED = 1 << 31     # outputs per axis a Resize may make
 
 TRANSFORMS = {
     "half_pixel": lambda x, s, d, o: (x + 0.5) / s - 0.5,
@@ -681,13 +740,13 @@ def resize(n: Node) -> list:
     scales, sizes = _resize_targets(n, x)
     swir_scales = []
     for axis, (d, s, o) in enumerate(zip(x.shape, scales, sizes)):
-        want = _onnx_nearest(n, ctm, rounding, d, s, o)
+        want = _onnx_nearest(n, axis, ctm, rounding, d, s, o)
         swir_scales.append(_matching_scale(n, axis, d, s, o, want, ctm, rounding))
     return [n.emit("resize_nearest", n.value(0), scales=swir_scales)]
 
 
 def _resize_targets(n: Node, x: TensorType) -> tuple[list[float], list[int]]:
-    axes = [a % x.rank for a in n.int_list("axes", list(range(x.rank)))]
+    axes = _axes(n, n.int_list("axes", list(range(x.rank))), x.rank)
     scales, sizes = [1.0] * x.rank, list(x.shape)
     if n.has(2) and n.const(2, "scales").size:
         given = [float(v) for v in n.const(2, "scales").reshape(-1)]
@@ -697,6 +756,9 @@ def _resize_targets(n: Node, x: TensorType) -> tuple[list[float], list[int]]:
             if not (s > 0 and math.isfinite(s)):
                 n.fail(f"scale {s} for axis {a} is not positive")
             scales[a], sizes[a] = s, math.floor(x.shape[a] * s)
+            if int(np.float32(x.shape[a]) * np.float32(s)) != sizes[a]:
+                n.fail(f"axis {a}: the output size of {x.shape[a]} x {s} depends on "
+                       "rounding (onnxruntime computes it in f32, the ONNX spec does not say)")
     elif n.has(3):
         if n.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
             n.fail("keep_aspect_ratio_policy other than 'stretch' is not supported")
@@ -712,10 +774,22 @@ def _resize_targets(n: Node, x: TensorType) -> tuple[list[float], list[int]]:
     return scales, sizes
 
 
-def _onnx_nearest(n: Node, ctm: str, rounding: str, d: int, s: float, o: int) -> np.ndarray:
-    i = np.arange(o, dtype=np.float64)
-    src = ROUNDING[rounding](TRANSFORMS[ctm](i, s, d, o))
-    return np.clip(src, 0, d - 1).astype(np.int64)
+def _onnx_nearest(n: Node, axis: int, ctm: str, rounding: str, d: int, s: float,
+                  o: int) -> np.ndarray:
+    """ONNX's source index for each output index, computed in f64 and in f32
+    (what onnxruntime does); where the two differ the result depends on
+    rounding, and the model is refused rather than guessed."""
+    if o > MAX_RESIZED:
+        n.fail(f"axis {axis}: {o} outputs is too many")
+    maps = []
+    for t in (np.float64, np.float32):
+        i, scale, dd, oo = np.arange(o, dtype=t), t(s), t(d), t(o)
+        src = ROUNDING[rounding](TRANSFORMS[ctm](i, scale, dd, oo))
+        maps.append(np.clip(src, 0, d - 1).astype(np.int64))
+    if not np.array_equal(*maps):
+        n.fail(f"axis {axis} ({d} -> {o}): the source indices of coordinate_transformation_"
+               f"mode '{ctm}' depend on rounding (onnxruntime computes them in f32)")
+    return maps[0]
 
 
 def _matching_scale(n: Node, axis: int, d: int, s: float, o: int, want: np.ndarray,

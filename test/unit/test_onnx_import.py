@@ -505,3 +505,125 @@ def test_demo_reference_script(tmp_path):
                         "--output", str(ref)], capture_output=True, text=True)
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "bad.onnx: error: onnxruntime cannot load it" in r.stderr
+
+
+# -- regressions from review --------------------------------------------------------------
+
+def _f(name, shape, elem=TensorProto.FLOAT):
+    return vi(name, shape, elem)
+
+
+REFUSED = {
+    # Resize whose result depends on f32 vs f64 rounding (onnxruntime: f32).
+    "resize_third": (make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r",
+                                                  coordinate_transformation_mode="asymmetric",
+                                                  nearest_mode="floor")],
+                                [_f("x", [1, 1, 1, 6])], [_f("y", [1, 1, 1, 2])],
+                                [const("s", [1, 1, 1, 1 / 3], np.float32)], opset=13),
+                     r"node 'r' \(Resize\): axis 3 \(6 -> 2\): the source indices .* depend "
+                     r"on rounding"),
+    "resize_huge": (make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r")],
+                               [_f("x", [1, 2])], [_f("y", None)],
+                               [const("s", [1, 1e30], np.float32)], opset=13),
+                    r"node 'r' \(Resize\): axis 1: .* is too many"),
+    "pad_axis_range": (make_model([helper.make_node("Pad", ["x", "p", "", "a"], ["y"], name="p")],
+                                  [_f("x", [2, 3, 4])], [_f("y", [2, 6, 4])],
+                                  [const("p", [1, 2]), const("a", [7])], opset=18),
+                       r"node 'p' \(Pad\): axis 7 is out of range for rank 3"),
+    "pad_axes_repeat": (make_model([helper.make_node("Pad", ["x", "p", "", "a"], ["y"], name="p")],
+                                   [_f("x", [2, 3, 4])], [_f("y", None)],
+                                   [const("p", [1, 1, 1, 1]), const("a", [1, -2])], opset=18),
+                        r"axes \[1, -2\] repeat an axis"),
+    "pad_count": (make_model([helper.make_node("Pad", ["x", "p", "", "a"], ["y"], name="p")],
+                             [_f("x", [2, 3, 4])], [_f("y", None)],
+                             [const("p", [1, 1]), const("a", [1, 2])], opset=18),
+                  r"2 pads for 2 axes \(expected 4\)"),
+    "dilated_same_pool": (make_model([helper.make_node("MaxPool", ["x"], ["y"], name="mp",
+                                                       kernel_shape=[3, 3], dilations=[2, 2],
+                                                       auto_pad="SAME_UPPER")],
+                                     [_f("x", [1, 1, 8, 8])], [_f("y", None)]),
+                          r"node 'mp' \(MaxPool\): auto_pad SAME with dilations is not "
+                          r"supported"),
+    "split_zero": (make_model([helper.make_node("Split", ["x"], ["a"], name="s", axis=1,
+                                                num_outputs=0)],
+                              [_f("x", [2, 3])], [_f("a", None)], opset=18),
+                   r"node 's' \(Split\): num_outputs 0 must be positive"),
+    "stride_zero": (make_model([helper.make_node("MaxPool", ["x"], ["y"], name="mp",
+                                                 kernel_shape=[2, 2], strides=[0, 1],
+                                                 auto_pad="SAME_UPPER")],
+                               [_f("x", [1, 1, 4, 4])], [_f("y", None)]),
+                    r"strides \[0, 1\] and dilations \[1, 1\] must be positive"),
+    "sequence_fold": (make_model([helper.make_node("SequenceConstruct", ["a", "b"], ["q"],
+                                                   name="seq"),
+                                  helper.make_node("SequenceLength", ["q"], ["n"]),
+                                  helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+                                  helper.make_node("Add", ["x", "nf"], ["y"])],
+                                 [_f("x", [2])], [_f("y", [2])],
+                                 [const("a", [1.0, 2.0], np.float32),
+                                  const("b", [3.0], np.float32)]),
+                      r"node 'seq' \(SequenceConstruct\): it makes a list, not a tensor"),
+    "attr_type": (make_model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1.5)],
+                             [_f("x", [2, 3])], [_f("y", [2, 3])]),
+                  r"node 'sm' \(Softmax\): attribute 'axis' must be INT, it is FLOAT"),
+    "attr_missing": (make_model([helper.make_node("Cast", ["x"], ["y"], name="c")],
+                                [_f("x", [2])], [_f("y", [2])]),
+                     r"node 'c' \(Cast\): attribute 'to' is required"),
+    "attr_other_opset": (make_model([helper.make_node("Split", ["x"], ["a", "b"], name="s",
+                                                      num_outputs=2)],
+                                    [_f("x", [4])], [_f("a", [2]), _f("b", [2])], opset=13),
+                         r"node 's' \(Split\): attribute 'num_outputs' does not exist in "
+                         r"opset 13"),
+    "duplicate_input": (make_model([helper.make_node("Add", ["x", "x"], ["y"])],
+                                   [_f("x", [2]), _f("x", [2])], [_f("y", [2])]),
+                        r"graph input 'x' is defined twice"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_review_regressions_are_refused(tmp_path, case):
+    proto, pattern = REFUSED[case]
+    out = tmp_path / "o.swir"
+    assert_fails(cli(str(save(tmp_path, proto)), "-o", str(out), "--no-check"), pattern, out)
+
+
+def test_integer_clip_and_pad_bounds_stay_exact(tmp_path):
+    big = 2 ** 60 + 1
+    nodes = [helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+             helper.make_node("Pad", ["c", "pads", "pv"], ["y"])]
+    inits = [const("lo", -big), const("hi", big), const("pads", [1, 1]), const("pv", big + 2)]
+    proto = make_model(nodes, [vi("x", [2], TensorProto.INT64)],
+                       [vi("y", [4], TensorProto.INT64)], inits)
+    check(tmp_path, proto, {"x": np.array([-2 ** 62, 2 ** 62], np.int64)})
+
+
+def test_large_splat_constants_are_one_literal(tmp_path):
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["ones"],
+                              value=numpy_helper.from_array(np.array([-0.0], np.float32))),
+             helper.make_node("Add", ["x", "ones"], ["y"])]
+    proto = make_model(nodes, [vi("x", [512, 512])], [vi("y", [512, 512])],
+                       [const("shape", [512, 512])])
+    text = check(tmp_path, proto, {"x": randn((512, 512))})
+    assert "dense<-0.0>" in text and not (tmp_path / "model.weights").read_bytes()
+
+
+def test_conflicting_shape_bindings(tmp_path):
+    proto = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 4])],
+                       [vi("y", ["batch", 4])])
+    assert_fails(cli(str(save(tmp_path, proto)), "-o", str(tmp_path / "o.swir"),
+                     "--shape", "x=3,4", "--shape", "batch=5"),
+                 r"--shape batch=5 contradicts another binding, which makes 'batch' 3")
+
+
+def test_output_paths_that_would_clobber(tmp_path):
+    proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 32])],
+                       [vi("y", [1, 8])], [numpy_helper.from_array(randn((32, 8)), "w")])
+    model = save(tmp_path, proto)
+    same = tmp_path / "same.swir"
+    assert_fails(cli(str(model), "-o", str(same), "--weights", str(same)),
+                 r"the weights file '.*same\.swir' would overwrite the module")
+    assert not same.exists()
+    folder = tmp_path / "isdir"
+    folder.mkdir()
+    assert_fails(cli(str(model), "-o", str(folder)), r"cannot write output: '.*isdir' is a "
+                                                     r"directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["isdir", "m.onnx"]
