@@ -35,6 +35,7 @@ file and, where there is one, the node by name and op type):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ def onnx_modules():
     return onnx, numpy_helper, ReferenceEvaluator
 
 
+@functools.cache
 def element_types() -> dict[int, ScalarType]:
     onnx, _, _ = onnx_modules()
     T = onnx.TensorProto
