@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 from functools import lru_cache
 from importlib import resources
@@ -714,5 +715,7 @@ def _stdin_bytes() -> bytes:
 
 def parse_file(path: str) -> Module:
     text = read_source(path)
-    return parse_module(text, "<stdin>" if path == "-" else path)
+    m = parse_module(text, "<stdin>" if path == "-" else path)
+    m.base_dir = "." if path == "-" else os.path.dirname(path) or "."
+    return m
 

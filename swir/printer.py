@@ -16,6 +16,7 @@ from typing import Any
 
 from swir.ir.affine import Expr, format_expr
 from swir.ir.core import (
+    ArrayInit,
     Access,
     Apply,
     Block,
@@ -167,9 +168,48 @@ class _Names:
         self.scopes.pop()
 
 
+INLINE_ELEMENTS = 16  # computed constants up to this size are printed inline
+
+
+def is_splat(a: Any) -> bool:
+    """Every element has the same bits (so -0.0 and NaN payloads count)."""
+    bits = a.reshape(-1).view(f"u{a.itemsize}")
+    return bool(bits.size) and bool((bits == bits[0]).all())
+
+
+def array_dense(a: Any) -> Dense:
+    """A numpy array as a ``dense<...>`` literal: a splat when is_splat, else
+    nested lists."""
+    if is_splat(a):
+        return Dense(a.reshape(-1)[0].item())
+
+    def nest(v: Any) -> Any:
+        return tuple(nest(x) for x in v) if isinstance(v, list) else v
+    return Dense(nest(a.reshape(a.shape or (1,)).tolist()))
+
+
+class WeightSink:
+    """Where the printer puts computed constants (``ArrayInit``) larger than
+    INLINE_ELEMENTS: bytes for a sidecar file, ``path`` as the module names it
+    (relative to the module file), each array 64-byte aligned, little-endian."""
+
+    ALIGN = 64
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.data = bytearray()
+
+    def add(self, a: Any) -> FileInit:
+        self.data += b"\0" * (-len(self.data) % self.ALIGN)
+        offset = len(self.data)
+        self.data += a.astype(a.dtype.newbyteorder("<")).tobytes()
+        return FileInit(self.path, offset)
+
+
 class Printer:
-    def __init__(self) -> None:
+    def __init__(self, weights: WeightSink | None = None) -> None:
         self.out: list[str] = []
+        self.weights = weights
 
     # -- module ---------------------------------------------------------------------------
     def module(self, m: Module) -> str:
@@ -188,10 +228,15 @@ class Printer:
 
     def global_(self, g: Global) -> str:
         text = f"{g.kind} {quote_name('@', g.name)} : {g.type}"
-        if isinstance(g.init, FileInit):
-            text += f" = file {json.dumps(g.init.path)} offset {g.init.offset}"
-        elif isinstance(g.init, Dense):
-            text += f" = {format_dense(g.init)}"
+        init = g.init
+        if isinstance(init, ArrayInit):
+            a = init.array
+            big = self.weights is not None and a.size > INLINE_ELEMENTS and not is_splat(a)
+            init = self.weights.add(a) if big else array_dense(a)
+        if isinstance(init, FileInit):
+            text += f" = file {json.dumps(init.path)} offset {init.offset}"
+        elif isinstance(init, Dense):
+            text += f" = {format_dense(init)}"
         return text + self.attr_dict(g.attrs, ())
 
     def attr_dict(self, attrs: dict[str, Any], order: tuple[str, ...],
@@ -326,6 +371,8 @@ class Printer:
         raise TypeError(f"cannot print operand {s!r}")
 
 
-def print_module(m: Module) -> str:
+def print_module(m: Module, weights: WeightSink | None = None) -> str:
+    """The module's text. Computed constants go to ``weights`` when given
+    (except small ones), else they are printed inline."""
     with deep_recursion():
-        return Printer().module(m)
+        return Printer(weights).module(m)

@@ -29,7 +29,7 @@ from typing import Any
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
-from swir.ir.core import (STAGES, Access, Block, BlockArgument, Constraint, Dense, FileInit,
+from swir.ir.core import (STAGES, Access, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
@@ -182,6 +182,12 @@ class _Verifier:
                        g.loc, where)
         elif isinstance(g.init, FileInit) and g.init.offset < 0:
             self.error("file offset must be non-negative", g.loc, where)
+        elif isinstance(g.init, ArrayInit):
+            from swir.interp.kernels import dtype_of
+            a = g.init.array
+            if tuple(a.shape) != g.type.shape or a.dtype != dtype_of(g.type.element):
+                self.error(f"computed contents are {a.dtype} {list(a.shape)}, not {g.type}",
+                           g.loc, where)
         elif isinstance(g.init, Dense):
             try:
                 check_dense(g.init, g.type)
@@ -271,7 +277,10 @@ class _Verifier:
                 if not last:
                     self.op_error(inst, "is a terminator and must end its block")
                     continue
-                if structured and (inst.opname != "return" or not is_function_body):
+                ends_owner = d.extra.get("ends") is not None and \
+                    getattr(b.parent.parent, "opname", None) == d.extra["ends"]
+                if structured and not ends_owner and \
+                        (inst.opname != "return" or not is_function_body):
                     self.op_error(inst, "cannot end a structured region")
                     continue
             self.instruction(inst)

@@ -31,6 +31,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp.graph import dense_array
 from swir.interp.loop import global_array, output_count, written_params
 from swir.ir.core import (
+    ArrayInit,
     Apply,
     Dense,
     FileInit,
@@ -529,7 +530,7 @@ class Project:
                 value = dense_array(g.init, t).reshape(-1)[0] if t.num_elements else 0
                 fill.append((n, t, value))
                 continue
-            if not isinstance(g.init, (Dense, FileInit)):
+            if not isinstance(g.init, (Dense, FileInit, ArrayInit)):
                 raise Diagnostic(f"swir-cg: @{g.name} has no contents", g.loc)
             data = global_array(g, base_dir)
             arr = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))

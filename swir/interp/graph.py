@@ -23,6 +23,7 @@ from swir.ir.core import (
     Block,
     Dense,
     DenseSlot,
+    ArrayInit,
     FileInit,
     Function,
     Global,
@@ -65,6 +66,8 @@ class GraphInterpreter:
             return dense_array(g.init, t)
         if isinstance(g.init, FileInit):
             return load_file_global(g, self.base_dir)
+        if isinstance(g.init, ArrayInit):
+            return g.init.array
         raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
 
     # -- functions ---------------------------------------------------------------------
@@ -117,11 +120,25 @@ class GraphInterpreter:
             callee = self.module.lookup(app.callee)
             assert isinstance(callee, Function)
             outs = self.call(callee, [self.value(v, env) for v in app.args])
+        elif inst.opname == "fused":
+            outs = self.fused(inst, env)
         else:
             operands = [self.value(s, env) for s in inst.args]
             outs = evaluate(inst.opname, inst.attrs, types, operands)
         for r, v in zip(inst.results, outs):
             env[id(r)] = v
+
+    def fused(self, inst: Instruction, env: dict[int, np.ndarray]) -> list[np.ndarray]:
+        """A fused group computes exactly what its ops would, one after another."""
+        body = inst.regions[0].blocks[0]
+        for arg, v in zip(body.args, inst.operands):
+            env[id(arg)] = self.value(v, env)
+        for op in body.instructions:
+            if op.opname == "yield":
+                return [self.value(v, env) for v in op.operands]
+            self.steps += 1
+            self.execute(op, env)
+        raise Diagnostic("fused region ended without 'yield'", inst.loc)
 
     def value(self, v: Any, env: dict[int, np.ndarray]) -> np.ndarray:
         if isinstance(v, Global):
@@ -184,13 +201,26 @@ def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
 
 def constant_value(v: Value) -> np.ndarray | None:
     """The array a value always holds, if it is known at compile time: the result
-    of a ``const``, or a global with a ``dense<...>`` literal."""
+    of a ``const``, or a ``global`` (a literal, computed contents, or a sidecar
+    file found from the module's ``base_dir``)."""
     if isinstance(v, Global):
+        if isinstance(v.init, ArrayInit):
+            return v.init.array
+        if isinstance(v.init, FileInit) and v.module is not None:
+            return load_file_global(v, Path(v.module.base_dir or "."))
         return dense_array(v.init, v.type) if isinstance(v.init, Dense) else None
     owner = getattr(v, "owner", None)
     if isinstance(owner, Instruction) and owner.opname == "const":
         return constant_array(owner.args[0], v.type)
     return None
+
+
+def is_constant(v: Value) -> bool:
+    """Whether :func:`constant_value` knows ``v`` (without reading anything)."""
+    if isinstance(v, Global):
+        return v.kind == "global" and v.init is not None
+    owner = getattr(v, "owner", None)
+    return isinstance(owner, Instruction) and owner.opname == "const"
 
 
 def fold(inst: Instruction) -> list[np.ndarray] | None:
@@ -202,7 +232,7 @@ def fold(inst: Instruction) -> list[np.ndarray] | None:
         return None
     if not all(isinstance(s, Value) for s in inst.args):
         return None
+    if not all(is_constant(v) for v in inst.args):
+        return None  # before reading any weight file
     operands = [constant_value(v) for v in inst.args]
-    if any(a is None for a in operands):
-        return None
     return evaluate(inst.opname, inst.attrs, [r.type for r in inst.results], operands)

@@ -59,6 +59,7 @@ from swir.ir.core import (
     Block,
     Constraint,
     Dense,
+    ArrayInit,
     FileInit,
     FuncParam,
     Function,
@@ -135,6 +136,8 @@ def global_array(g: Global, base_dir: Path) -> np.ndarray:
         return dense_array(g.init, g.type)
     if isinstance(g.init, FileInit):
         return load_file_global(g, base_dir)
+    if isinstance(g.init, ArrayInit):
+        return g.init.array
     raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
 
 

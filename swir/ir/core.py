@@ -125,6 +125,16 @@ class FileInit:
 
 
 @dataclass(frozen=True, eq=False)
+class ArrayInit:
+    """Contents computed at compile time (folded constants, folded batch norm,
+    weights in a new layout): a numpy array of the global's shape and element
+    type, held in memory. The printer writes it as a ``dense<...>`` literal, or
+    into a sidecar weight file when the tool writing the module gives one."""
+
+    array: Any  # numpy.ndarray (core does not import numpy)
+
+
+@dataclass(frozen=True, eq=False)
 class Dense:
     """A constant: a splat scalar (``dense<0.0>``) or nested lists (``dense<[1.0, 2.0]>``)."""
 
@@ -193,7 +203,7 @@ class Global(Value):
     __slots__ = ("kind", "init", "attrs", "module", "loc")
 
     def __init__(self, name: str, type: Type, kind: str = "global",
-                 init: FileInit | Dense | None = None, attrs: dict | None = None,
+                 init: FileInit | Dense | ArrayInit | None = None, attrs: dict | None = None,
                  loc: Location | None = None):
         super().__init__(type, name)
         self.kind = kind
@@ -679,6 +689,17 @@ class Module:
         self._symbols: dict[str, Global | Function] = {}
         self.attrs: dict[str, Any] = {}  # e.g. ldm_size, read by the verifier
         self.loc: Location | None = None
+        # The directory that sidecar weight files (``file "x.weights"``) are
+        # relative to: the module file's, set by the parser (None: unknown).
+        self.base_dir: str | None = None
+
+    def unique_name(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... : the first name no symbol has."""
+        name, n = base, 0
+        while name in self._symbols:
+            n += 1
+            name = f"{base}_{n}"
+        return name
 
     def add(self, item: Global | Function) -> Global | Function:
         if item.name in self._symbols:
