@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from swir.ir.core import Instruction
+from swir.ir.core import Instruction, Value
 from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
 from swir.ops.registry import Attr, OpDef, OpError, register
@@ -720,3 +720,65 @@ _op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
 _op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
     (1, 1), _infer_gelu, "elementwise", "Gelu",
     (Attr("approximate", "str", doc='"none" | "tanh"; default "none"'),))
+
+
+# -- fused groups ----------------------------------------------------------------------
+#
+# ``%y = fused %a, %b : T { 'g(%x: A, %w: B): ... yield %v }``: a group of graph
+# ops that -fuse found (or a person wrote) and -lower-loops turns into ONE
+# kernel. The region is a single block whose arguments take the operands; it
+# is isolated from the rest of the function (only its arguments, its own
+# values and globals are used inside), so a group can be lowered, compared and
+# moved on its own, as a TVM primitive function can.
+
+def _fused_body(inst: Instruction):
+    if len(inst.regions) != 1 or len(inst.regions[0].blocks) != 1:
+        raise OpError("has one region of a single block")
+    return inst.regions[0].blocks[0]
+
+
+def _infer_fused(inst: Instruction) -> list[Type]:
+    body = _fused_body(inst)
+    last = body.instructions[-1] if body.instructions else None
+    if last is None or last.opname != "yield":
+        raise OpError("region must end with 'yield'")
+    return [v.type for v in last.operands]
+
+
+def _verify_fused(inst: Instruction) -> None:
+    from swir.ir.core import Global
+    body = _fused_body(inst)
+    want = [v.type for v in inst.operands]
+    got = [a.type for a in body.args]
+    if want != got:
+        raise OpError(f"region takes ({', '.join(map(str, got))}) but the operands are "
+                      f"({', '.join(map(str, want))})")
+    if not inst.results:
+        raise OpError("must yield at least one value")
+    inside = set(map(id, body.args))
+    for i in body.instructions:
+        for v in i.operands:
+            if id(v) not in inside and not isinstance(v, Global):
+                raise OpError(f"region uses %{v.name}, defined outside it; pass it as an "
+                              "operand (a fused region is isolated)")
+        if i.regions:
+            raise OpError(f"'{i.opname}' with a region cannot be inside a fused group")
+        inside.update(map(id, i.results))
+
+
+def _verify_yield(inst: Instruction) -> None:
+    region = inst.parent.parent if inst.parent is not None else None
+    owner = region.parent if region is not None else None
+    if getattr(owner, "opname", None) != "fused":
+        raise OpError("ends the region of a 'fused' op and nothing else")
+    if not all(isinstance(s, Value) for s in inst.args):
+        raise OpError("'yield' takes values")
+
+
+register(OpDef("fused", "A fused group: one kernel computing the ops of its region "
+                        "from its operands.",
+               stages=GRAPH, num_args=(0, None), infer=_infer_fused, verify=_verify_fused,
+               num_regions=1, category="fused"))
+register(OpDef("yield", "End a fused group's region, giving the group's results.",
+               stages=GRAPH, verify=_verify_yield, terminator=True, pure=False,
+               extra={"ends": "fused"}))

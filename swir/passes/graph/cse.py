@@ -5,7 +5,9 @@ reused wherever its first computation dominates), descending into nested
 regions with the enclosing scope visible. Only pure instructions without
 regions or memory reads are merged; the operands of commutative ops are put in
 a canonical order before comparing, and constants compare exactly (0.0 and
--0.0 differ, every nan is the same).
+-0.0 differ, every nan is the same). Fused groups are the exception to "no
+regions": two with the same operands and the same region (structurally) are
+merged; a group's region is isolated, so CSE inside it starts a fresh scope.
 """
 
 from __future__ import annotations
@@ -13,20 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from swir.analysis.dominance import DominanceInfo
 from swir.ir.core import Block, Instruction, Module, Region, Type, slot_key, value_key
+from swir.ir.fused import structural_key
 from swir.passes.manager import AnalysisManager, Pass
 
 
 def cse_key(inst: Instruction) -> tuple | None:
     d = inst.opdef
-    if d is None or not d.pure or d.reads_memory or d.terminator or inst.regions \
-            or not inst.results:
+    if d is None or not d.pure or d.reads_memory or d.terminator or not inst.results \
+            or (inst.regions and inst.opname != "fused"):
         return None
     args = [slot_key(s) for s in inst.args]
     if d.commutative:
         args.sort(key=repr)
     attrs = tuple(sorted((k, value_key(v)) for k, v in inst.attrs.items()))
     types: tuple[Type, ...] = tuple(r.type for r in inst.results)
-    return (inst.opname, tuple(args), inst.arrow, attrs, types)
+    region = structural_key(inst) if inst.regions else None
+    return (inst.opname, tuple(args), inst.arrow, attrs, types, region)
 
 
 @dataclass
@@ -65,7 +69,7 @@ class CommonSubexpressionElimination(Pass):
                     continue
                 scopes[-1][key] = inst
             for r in inst.regions:
-                merged += self._region(r, scopes)
+                merged += self._region(r, [{}] if inst.opname == "fused" else scopes)
         for child in dom.tree_children(block):
             merged += self._block(child, dom, scopes)
         scopes.pop()

@@ -1,16 +1,21 @@
-"""-dce: remove instructions whose results are unused and that have no side effects."""
+"""-dce: remove instructions whose results are unused and that have no side effects.
+
+Fused groups are pure: an unused ``fused`` op goes, dead ops inside a group's
+region go, and then the group's operands that nothing inside reads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from swir.ir.core import Instruction, Module
+from swir.ir.fused import drop_unused_inputs
 from swir.passes.manager import AnalysisManager, Pass
 
 
 def is_trivially_dead(inst: Instruction) -> bool:
     d = inst.opdef
-    return (d is not None and d.pure and not d.terminator and not inst.regions
+    return (d is not None and d.pure and not d.terminator
+            and (not inst.regions or inst.opname == "fused")
             and not any(r.has_uses for r in inst.results))
 
 
@@ -32,6 +37,9 @@ class DeadCodeElimination(Pass):
             inst.erase()
             removed += 1
             worklist.extend(p for p in producers if is_trivially_dead(p))
+        dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.opname == "fused")
         if removed:
             self.bump("instructions removed", removed)
-        return removed > 0
+        if dropped:
+            self.bump("fused-group inputs removed", dropped)
+        return removed + dropped > 0
