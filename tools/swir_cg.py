@@ -21,6 +21,7 @@ from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, generate, write_project
 from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_flag
+from swir.passes.pipelines import DEFAULT_LEVEL, LOWERING, OPT_LEVELS, compile_pipeline
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, run_tool
@@ -28,13 +29,8 @@ from .swir_opt import Options, _field_type, build_passes, global_option, print_s
 
 PROG = "swir-cg"
 
-# What each stage still needs, in order (graph passes that exist first).
-PIPELINE = {
-    "graph": ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"],
-    "loop": ["ldm-plan", "insert-dma"],
-    "buffered": ["insert-dma"],
-    "dma": [],
-}
+# What each stage still needs at the default optimisation level, in order.
+PIPELINE = {stage: compile_pipeline(stage) for stage in LOWERING}
 DEFAULT_LDM_RESERVE = 65536 // 16
 
 
@@ -42,9 +38,12 @@ def usage() -> str:
     from swir.passes import pass_class
     lines = [f"usage: {PROG} IN.swir -o DIR [options]", "",
              "Compiles a swir module (any stage) to the Sunway athread C project in DIR,",
-             "running what is left of the pipeline:"]
+             f"running what is left of the pipeline (at -{DEFAULT_LEVEL}):"]
     for stage, names in PIPELINE.items():
         lines.append(f"  {stage + ':':<10} " + (" ".join(f"-{n}" for n in names) or "(nothing)"))
+    lines += ["", "Optimisation levels (graph passes a graph-stage module runs first):"]
+    for level, names in OPT_LEVELS.items():
+        lines.append(f"  -{level:<25} " + (" ".join(f"-{n}" for n in names) or "(none)"))
     lines += ["", "Options:",
               "  -o DIR                     the project directory to write",
               "  --force                    replace DIR if it exists",
@@ -76,6 +75,7 @@ class Command:
         self.output: str | None = None
         self.force = self.print_pipeline = self.stats = False
         self.func = "main"
+        self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
 
 
@@ -99,7 +99,12 @@ def parse_args(argv: list[str]) -> Command:
                 c.output = argv[i + 1]
             i += 2
             continue
-        if a in ("--force", "--print-pipeline", "--stats"):
+        if a.startswith("-O"):
+            if a[1:] not in OPT_LEVELS:
+                raise command_line_error(PROG, argv, i, f"unknown optimisation level '{a}' "
+                                         f"(levels: {', '.join('-' + k for k in OPT_LEVELS)})")
+            c.level = a[1:]
+        elif a in ("--force", "--print-pipeline", "--stats"):
             setattr(c, a[2:].replace("-", "_"), True)
         elif a.startswith("--"):
             global_option(a, i, c.globals)
@@ -119,7 +124,8 @@ def parse_args(argv: list[str]) -> Command:
 
 
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    o = Options(passes=[(n, {}, 0) for n in PIPELINE.get(stage, [])], globals=c.globals)
+    o = Options(passes=[(n, {}, 0) for n in compile_pipeline(stage, c.level)],
+                globals=c.globals)
     if not o.passes:
         for k, (_, idx) in c.globals.items():
             raise command_line_error(PROG, argv, idx, f"unknown option '--{k}' (a {stage}-stage "

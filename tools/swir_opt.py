@@ -19,6 +19,7 @@ from swir.diagnostics import Diagnostic
 from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
 from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
+from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import print_module
 from swir.verifier import VerificationError, verify
 from .driver import UsageError, command_line_error, run_tool, write_output
@@ -56,6 +57,10 @@ def usage() -> str:
         for f in cls.options():
             flag = f"--{option_flag(f.name)}=<{_field_type(f).__name__}>"
             lines.append(f"      {flag:<22} {f.metadata.get('help', '')} (default: {f.default})")
+    lines += ["", "Pipelines (expand in place, in order):"]
+    for level, names in OPT_LEVELS.items():
+        lines.append(f"  -{level:<24} " + (" ".join(f"-{n}" for n in names)
+                                            or "(no graph optimisation)"))
     lines += ["", "Options:",
               "  -o FILE                    write the output IR to FILE (only on success)",
               "  --help                     show this help and exit",
@@ -83,7 +88,9 @@ def parse_args(argv: list[str]) -> Options:
             o.output = argv[i + 1]
             i += 2
             continue
-        if a.startswith("-o") and len(a) > 2 and not _PASS_RE.match(a):
+        if a[1:] in OPT_LEVELS:
+            o.passes += [(name, {}, i) for name in OPT_LEVELS[a[1:]]]
+        elif a.startswith("-o") and len(a) > 2 and not _PASS_RE.match(a):
             o.output = a[2:]
         elif a.startswith("--"):
             name, eq, value = a[2:].partition("=")

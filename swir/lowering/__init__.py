@@ -31,7 +31,7 @@ class OpLowering:
 
 
 LOWERINGS: dict[str, OpLowering] = {}
-_RULE_MODULES = ("elementwise", "linalg", "pool", "reduce", "movement", "padding")
+_RULE_MODULES = ("elementwise", "linalg", "pool", "reduce", "movement", "padding", "fused")
 
 
 def lowering(*names: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()):

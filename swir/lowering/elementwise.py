@@ -101,8 +101,11 @@ def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],
     return _narrow(k, k.op("add", k.op("mul", k.op("sub", x, mean), factor), bias), elem)
 
 
-def _operands(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list[Expr],
-              shape: tuple[int, ...]) -> list[Value]:
+def operands_at(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list[Expr],
+                shape: tuple[int, ...]) -> list[Value]:
+    """The operands of element-wise ``inst`` at output position ``idx``; an
+    entry of ``ins`` that is already a scalar (a fused group's running value)
+    is used as it is."""
     if inst.opname == "batch_norm":
         # scale, bias, mean, var are per channel (axis 1).
         ch = [idx[1]] if len(idx) > 1 else [Expr.of(0)]
@@ -116,19 +119,22 @@ def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
     shape = inst.results[0].type.shape
     with k.loops(shape, loop_names(len(shape))) as ivs:
         idx = [Expr.of(v) for v in ivs]
-        v = apply_scalar(k, inst, _operands(k, inst, ins, idx, shape))
+        v = apply_scalar(k, inst, operands_at(k, inst, ins, idx, shape))
         k.finish(v, outs[0], idx)
 
 
 def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> Epilogue:
     """The epilogue of a fused group: ``chain`` lists element-wise graph ops in
     order, each with the operand position the running value takes and the
-    kernel parameters of its other operands (broadcast against the output)."""
+    kernel values of its other operands (broadcast against the output)."""
     def epilogue(k: KernelBuilder, idx: list[Expr], value: Value) -> Value:
         for inst, pos, others in chain:
-            shape = inst.results[0].type.shape
-            vals = [operand_value(k, p, idx, shape) for p in others]
-            vals.insert(pos, value)
-            value = apply_scalar(k, inst, vals)
+            ins = list(others)
+            ins.insert(pos, value)
+            value = apply_scalar(k, inst, operands_at(k, inst, ins, idx,
+                                                      inst.results[0].type.shape))
         return value
     return epilogue
+
+
+ELEMENTWISE = frozenset(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"})

@@ -53,6 +53,9 @@ class KernelBuilder:
             param_names=[n for n, _ in params])
         self.params = list(self.function.params)
         self.epilogue = epilogue
+        # Inputs a fused group computes where they are read instead of loading
+        # them (its prologue): placeholder value -> f(kernel, subscript) -> value.
+        self.inline: dict[Value, Callable[[KernelBuilder, list[Expr]], Value]] = {}
         # Extra parameters the caller supplies: a Type means "a fresh scratch
         # buffer of this type", a Global means "pass this constant table".
         self.extras: list[Type | Global] = []
@@ -88,6 +91,9 @@ class KernelBuilder:
         return self.b.create(name, *args, attrs=attrs or None)
 
     def load(self, buf: Value, idx: Sequence[Index]) -> Value:
+        compute = self.inline.get(buf)
+        if compute is not None:
+            return compute(self, list(subscript(buf.type, idx)))
         return self.b.create("load", Access(buf, subscript(buf.type, idx)))
 
     def store(self, value: Value, buf: Value, idx: Sequence[Index]) -> None:

@@ -11,6 +11,11 @@ from swir.passes.manager import Pass
 PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
+    "fold-batchnorm": "swir.passes.graph.fold_batchnorm:FoldBatchNorm",
+    "fold-constants": "swir.passes.graph.fold_constants:FoldConstants",
+    "fuse": "swir.passes.graph.fuse:Fuse",
+    "layout": "swir.passes.graph.layout:Layout",
+    "simplify": "swir.passes.graph.simplify:Simplify",
     "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
     "ldm-plan": "swir.passes.buffered.ldm_plan:LDMPlan",

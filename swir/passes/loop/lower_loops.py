@@ -34,6 +34,7 @@ from swir.ir.core import (
     Successor,
     Value,
 )
+from swir.ir.fused import body, structural_key
 from swir.ir.types import TensorType, Type
 from swir.lowering import OpLowering, param_names, rule_for
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
@@ -113,7 +114,8 @@ class ModuleLowering:
         """The kernel computing ``inst`` and its extra parameters (scratch buffer
         types, constant tables); shared with an earlier identical instruction."""
         key = (inst.opname, tuple(str(v.type) for v in inst.operands),
-               tuple(str(r.type) for r in inst.results), tuple(sorted(inst.attrs.items())))
+               tuple(str(r.type) for r in inst.results), tuple(sorted(inst.attrs.items())),
+               structural_key(inst) if inst.opname == "fused" else None)
         if self.p.share_kernels and key in self.kernels:
             f = self.kernels[key]
             return f, self.extras[f.name]
@@ -129,10 +131,14 @@ class ModuleLowering:
                      ) -> tuple[Function, list[Type | Global]]:
         ins = list(inst.operands)
         names = param_names(low, len(ins), len(inst.results))
+        base = inst.opname
+        if inst.opname == "fused":
+            names = fused_param_names(inst)
+            base = fused_kernel_name(inst)
         types = [buffer_type(v.type) for v in ins] + [buffer_type(r.type) for r in inst.results]
-        n = self.counters.get(inst.opname, 0)
-        self.counters[inst.opname] = n + 1
-        k = KernelBuilder(self.m, self.unique(f"{inst.opname}_{n}"), list(zip(names, types)))
+        n = self.counters.get(base, 0)
+        self.counters[base] = n + 1
+        k = KernelBuilder(self.m, self.unique(f"{base}_{n}"), list(zip(names, types)))
         params = k.params
         low.rule(k, inst, params[:len(ins)], params[len(ins):])
         self.extras[k.function.name] = k.extras
@@ -350,6 +356,19 @@ def reject_recursion(funcs: list[Function]) -> None:
     for f in funcs:
         if f.name not in state:
             visit(f.name)
+
+
+def fused_kernel_name(inst: Instruction) -> str:
+    """``conv2d_add_relu``: the group's ops in order, each once, at most four."""
+    ops = list(dict.fromkeys(i.opname for i in body(inst).instructions if i.opname != "yield"))
+    return "_".join(ops[:4])
+
+
+def fused_param_names(inst: Instruction) -> list[str]:
+    """The region's argument names without the ``_in`` that -fuse adds, then Y..."""
+    names = [(a.name or f"X{k}").removesuffix("_in") for k, a in enumerate(body(inst).args)]
+    outs = ["Y"] if len(inst.results) == 1 else [f"Y{k}" for k in range(len(inst.results))]
+    return names + outs
 
 
 def _item_order(item: Global | Function) -> int:

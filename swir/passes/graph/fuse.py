@@ -1,0 +1,190 @@
+"""-fuse: group graph ops into ``fused`` ops, each lowered to ONE kernel,
+by TVM's rules (002_33a2ce4792eea380.txt, Sec. 3).
+
+Every op has a fusion pattern (its ``category`` in the op registry):
+
+- *element-wise* (add, relu, cast, clip, batch_norm, ...): a one-to-one map
+  with a scalar form, so it can run inside another op's kernel;
+- *injective* (transpose, reshape, concat, slice, pad, gather, expand, ...);
+- *reduction* (reduce_*, softmax, layer_norm, pools, argmax);
+- *complex-out-fusable* (conv2d, conv_transpose2d, matmul);
+- *opaque*: everything else (calls, constants, multi-result ops): never fused.
+
+The pass walks each block in order and lets an op join the group that
+produced one of its operands:
+
+1. **Epilogue.** An element-wise op joins the group producing one of its
+   operands when that value has the op's own shape and no other use: the op
+   then runs on each output element of the group before the one store
+   (conv2d + bias + relu, matmul + add + gelu, an element-wise chain).
+   Among several candidate operands it prefers the heavier group
+   (complex > reduction > injective > element-wise).
+2. **Prologue.** A reduction or injective op absorbs the groups producing its
+   operands when they consist only of element-wise ops and transposes and the
+   value has no other use: those ops are computed where the master reads them
+   (relu into max_pool, scale + mask into softmax, a residual add into
+   layer_norm). A complex op absorbs only a transpose of a constant (a weight
+   stored in another layout by -layout: a pure index map, nothing recomputed).
+3. Otherwise the op starts a group of its own.
+
+**Fusion never moves more data.** Each group is measured (swir.analysis.trial:
+the kernels -lower-loops, -ldm-plan and -insert-dma make, counted by the DMA
+traffic analysis) fused and unfused; when the fused kernel would move more
+DMA bytes (the greedy LDM plan can pick smaller tiles for a kernel with more
+operands), its trailing epilogue ops are dropped one at a time until it does
+not, or the group is left unfused. ``-fuse{check-traffic=false}`` applies
+TVM's rules alone.
+
+**Values with other users are never fused across**: a value read by two ops
+stays in main memory, written once and read by each; swir never recomputes
+a group for a second reader (recomputing could only add DMA traffic to the
+other reader's kernel). Groups of one op are left as plain ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from swir.analysis.trial import traffic_of
+from swir.ir.core import Block, Global, Instruction, Module
+from swir.ir.fused import group
+from swir.ir.types import TensorType
+from swir.lowering.elementwise import ELEMENTWISE
+from swir.lowering.fused import PROLOGUE
+from swir.passes.manager import AnalysisManager, Pass, option
+
+WEIGHT = {"complex": 3, "reduction": 2, "injective": 1, "broadcast": 1, "elementwise": 0}
+
+
+@dataclass(eq=False)
+class Group:
+    ops: list[Instruction]
+    pattern: str  # the master's: complex, reduction, injective or elementwise
+    inline_only: bool  # only element-wise ops and transposes: may become a prologue
+    master: int = 0  # index in ops of the op whose rule the kernel runs
+
+    @property
+    def output(self):
+        return self.ops[-1].results[0]
+
+
+def pattern(inst: Instruction) -> str:
+    """TVM's fusion pattern of an op; 'opaque' for what -fuse never touches."""
+    d = inst.opdef
+    if d is None or len(inst.results) != 1 or inst.regions or d.category == "fused" \
+            or not isinstance(inst.results[0].type, TensorType):
+        return "opaque"
+    if inst.opname in ELEMENTWISE:
+        return "elementwise"
+    cat = "injective" if d.category == "broadcast" else d.category
+    return cat if cat in ("injective", "reduction", "complex") else "opaque"
+
+
+@dataclass
+class Fuse(Pass):
+    name = "fuse"
+    summary = "Group ops into fused kernels by TVM's rules (graph)"
+    stages = ("graph",)
+
+    check_traffic: bool = option(True, "keep a group unfused where fusing would move more "
+                                       "DMA bytes (measured by trial lowering)")
+    ldm_size: int = option(65536, "LDM bytes per CPE, for the trial lowering")
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        changed = False
+        for f in module.functions:
+            if f.body is None:
+                continue
+            for b in f.body.blocks:
+                changed |= self._block(b)
+        return changed
+
+    def _block(self, block: Block) -> bool:
+        position = {id(i): k for k, i in enumerate(block.instructions)}
+        of: dict[int, Group] = {}  # id(instruction) -> its group
+        groups: list[Group] = []
+        listed: set[int] = set()
+        for inst in list(block.instructions):
+            kind = pattern(inst)
+            if kind == "opaque":
+                continue
+            g = self._join(inst, kind, of, position)
+            if g is None:
+                g = Group([inst], kind, inst.opname in PROLOGUE)
+            if id(g) not in listed:
+                listed.add(id(g))
+                groups.append(g)
+            for op in g.ops:
+                of[id(op)] = g
+        fused = [ops for g in groups if len(g.ops) > 1 and (ops := self._profitable(g))]
+        for ops in fused:
+            group(ops)
+            self.bump("ops fused", len(ops))
+        return bool(fused)
+
+    def _profitable(self, g: Group) -> list[Instruction]:
+        """The longest part of the group (master, prologue, a prefix of the
+        epilogue) that moves no more DMA bytes fused than unfused."""
+        for cut in range(len(g.ops), g.master, -1):
+            ops = g.ops[:cut]
+            if len(ops) < 2:
+                break
+            if not self.check_traffic or not traffic_of(ops, self.ldm_size, fused=True) \
+                    .bytes > traffic_of(ops, self.ldm_size).bytes:
+                self.bump(f"groups, {g.pattern} master")
+                if cut < len(g.ops):
+                    self.bump("epilogue ops left unfused (traffic)", len(g.ops) - cut)
+                return ops
+        self.bump("groups left unfused (traffic)")
+        return []
+
+    def _join(self, inst: Instruction, kind: str, of: dict[int, Group],
+              position: dict[int, int]) -> Group | None:
+        if kind == "elementwise":
+            g = self._epilogue_target(inst, of)
+            if g is not None:
+                g.ops.append(inst)
+                g.inline_only = g.inline_only and inst.opname in PROLOGUE
+                return g
+        if kind in ("injective", "reduction", "complex"):
+            producers = self._prologue_sources(inst, kind, of)
+            if producers:
+                ops = sorted((op for g in producers for op in g.ops),
+                             key=lambda op: position[id(op)]) + [inst]
+                for g in producers:
+                    g.ops = []  # absorbed into the new group
+                return Group(ops, kind, all(op.opname in PROLOGUE for op in ops), len(ops) - 1)
+        return None
+
+    def _epilogue_target(self, inst: Instruction, of: dict[int, Group]) -> Group | None:
+        best = None
+        for pos, v in enumerate(inst.operands):
+            g = of.get(id(getattr(v, "owner", None)))
+            if g is None or not g.ops or v is not g.output or len(v.uses) != 1:
+                continue
+            if v.type.shape != inst.results[0].type.shape:
+                continue
+            if inst.opname == "batch_norm" and pos != 0:
+                continue
+            if best is None or WEIGHT[g.pattern] > WEIGHT[best.pattern]:
+                best = g
+        return best
+
+    def _prologue_sources(self, inst: Instruction, kind: str,
+                          of: dict[int, Group]) -> list[Group]:
+        found: list[Group] = []
+        for v in dict.fromkeys(inst.operands):
+            g = of.get(id(getattr(v, "owner", None)))
+            if g is None or not g.ops or v is not g.output or len(v.uses) != 1 \
+                    or not g.inline_only or g in found:
+                continue
+            if kind == "complex" and not _constant_transpose(g):
+                continue
+            found.append(g)
+        return found
+
+
+def _constant_transpose(g: Group) -> bool:
+    """A weight read through a permutation (-layout's form)."""
+    return len(g.ops) == 1 and g.ops[0].opname == "transpose" \
+        and isinstance(g.ops[0].operands[0], Global)

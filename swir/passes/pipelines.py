@@ -1,0 +1,35 @@
+"""Named pipelines: the graph optimisation levels and the lowering that
+follows them. ``swir-opt -O3`` expands to the O3 passes; ``swir-cg`` runs
+the level's graph passes (default -O3), then the lowering for what is left.
+
+- ``-O0``: no graph optimisation; every graph op becomes a kernel of its own.
+- ``-O1``: basic operator fusion (swTVM's OPT=1): -dce, then -fuse.
+- ``-O3``: everything (swTVM's OPT=4): algebraic simplification, constant and
+  batch-norm folding, weight layouts, CSE and DCE, then fusion; simplify and
+  fold run twice because each exposes work for the other (a folded batch norm
+  leaves constant arithmetic; a simplified reshape chain may become foldable).
+"""
+
+from __future__ import annotations
+
+OPT_LEVELS: dict[str, list[str]] = {
+    "O0": [],
+    "O1": ["dce", "fuse"],
+    "O3": ["simplify", "fold-constants", "fold-batchnorm", "simplify", "fold-constants",
+           "layout", "cse", "dce", "fuse", "cse", "dce"],
+}
+DEFAULT_LEVEL = "O3"
+
+# What each stage still needs after the graph passes, in order.
+LOWERING: dict[str, list[str]] = {
+    "graph": ["lower-loops", "ldm-plan", "insert-dma"],
+    "loop": ["ldm-plan", "insert-dma"],
+    "buffered": ["insert-dma"],
+    "dma": [],
+}
+
+
+def compile_pipeline(stage: str, level: str = DEFAULT_LEVEL) -> list[str]:
+    """The passes that take a module at ``stage`` to the dma stage."""
+    graph = OPT_LEVELS[level] if stage == "graph" else []
+    return graph + LOWERING.get(stage, [])
