@@ -1,0 +1,168 @@
+"""-fold-batchnorm: fold an inference batch_norm into the conv2d,
+conv_transpose2d or matmul that feeds it.
+
+``batch_norm(p) = (p - mean) * factor + bias`` with ``factor = scale /
+sqrt(var + epsilon)`` per channel (axis 1). When ``p = conv(x, W) + b`` and W,
+b and the four vectors are constants, that is ``conv(x, W * factor) + (b -
+mean) * factor + bias``, the weight scaled per output channel: one op and no
+batch_norm at run time. The new weight and bias are computed in f64, as the
+interpreter's batch_norm kernel computes ``factor``, and rounded once to the
+element type.
+
+Folding changes the conv (it gains a bias) and with it the LDM plan the
+greedy -ldm-plan picks for its kernel, which can move more data than the
+conv and batch_norm kernels did. So each fold is measured first (trial
+lowering, swir.analysis.trial) and kept only when it moves no more DMA
+bytes; ``check-traffic=false`` folds regardless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from swir.analysis.trial import traffic_of
+from swir.diagnostics import Diagnostic
+from swir.interp.graph import constant_value, is_constant
+from swir.interp.kernels import dtype_of
+from swir.ir.builder import Builder
+from swir.ir.core import Global, Instruction, Module, Value
+from swir.ir.types import TensorType
+from swir.passes.graph.fold_constants import new_global
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+
+PRODUCERS = ("conv2d", "conv_transpose2d", "matmul")
+DEFAULT_EPSILON = 1e-5  # the batch_norm op's default (docs/ir.md)
+
+
+@dataclass
+class FoldBatchNorm(Pass):
+    name = "fold-batchnorm"
+    summary = ("Fold batch_norm with constant parameters into the conv2d, conv_transpose2d "
+               "or matmul before it (graph stage)")
+    stages = ("graph",)
+
+    check_traffic: bool = option(True, "fold only where the folded op moves no more DMA "
+                                       "bytes than the two ops (measured by trial lowering)")
+    ldm_size: int = option(65536, "LDM bytes per CPE, for the trial lowering")
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        folded = 0
+        for bn in [i for i in module.walk() if i.opname == "batch_norm"]:
+            producer = self._producer(bn)
+            if producer is None:
+                continue
+            try:
+                weight, bias = folded_parameters(bn, producer)
+            except Diagnostic as e:  # a weight file that cannot be read
+                raise PassFailure([e]) from None
+            if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+                # var + epsilon = 0, or an overflow of the element type: the
+                # folded op would not compute what the two ops compute.
+                self.bump("not folded: folded values not finite")
+                continue
+            made = _rewrite(module, bn, producer, weight, bias)
+            if self.check_traffic and traffic_of(made, self.ldm_size).bytes > \
+                    traffic_of([producer, bn], self.ldm_size).bytes:
+                _undo(module, bn, made)
+                self.bump("not folded: more DMA traffic")
+                continue
+            bn.erase()
+            producer.erase()
+            folded += 1
+        if folded:
+            self.bump("batch norms folded", folded)
+        return folded > 0
+
+    def _producer(self, bn: Instruction) -> Instruction | None:
+        """The conv / matmul that bn can be folded into, or None (counted when
+        the pattern matches but a condition fails)."""
+        p = bn.args[0]
+        producer = getattr(p, "owner", None)
+        if not isinstance(producer, Instruction) or producer.opname not in PRODUCERS:
+            return None
+        if producer.opname == "matmul" and not _is_matrix_product(producer):
+            self.bump("not folded: matmul not rank 2")
+            return None
+        if len(p.uses) != 1:  # the other users need the value before the batch_norm
+            self.bump("not folded: producer has other uses")
+            return None
+        if not all(isinstance(v, Value) and is_constant(v)
+                   for v in producer.args[1:] + bn.args[1:]):
+            self.bump("not folded: operands not constant")
+            return None
+        return producer
+
+
+def _is_matrix_product(mm: Instruction) -> bool:
+    """A rank-2 result (so batch_norm's channel axis 1 is the columns) of a
+    rank-2 right operand (whose columns are those channels)."""
+    w = mm.args[1]
+    return mm.results[0].type.rank == 2 and isinstance(w, Value) and w.type.rank == 2
+
+
+def folded_parameters(bn: Instruction, producer: Instruction) -> tuple[np.ndarray, np.ndarray]:
+    """The new weight and bias (per output channel), in the element type."""
+    scale, shift, mean, var = (_wide(v) for v in bn.args[1:5])  # shift: its bias
+    eps = float(bn.attrs.get("epsilon", DEFAULT_EPSILON))
+    weight = _wide(producer.args[1])
+    bias = _wide(producer.args[2]) if len(producer.args) > 2 else np.zeros_like(mean)
+    groups = int(producer.attrs.get("groups", 1))
+    dtype = dtype_of(producer.results[0].type)
+    # inf and nan (var + eps = 0, an overflow of dtype) are refused by the caller.
+    with np.errstate(all="ignore"):
+        factor = scale / np.sqrt(var + eps)  # as the batch_norm kernel computes it
+        weight = weight * channel_factor(producer.opname, weight.shape, groups, factor)
+        return weight.astype(dtype), ((bias - mean) * factor + shift).astype(dtype)
+
+
+def channel_factor(opname: str, weight_shape: tuple[int, ...], groups: int,
+                   factor: np.ndarray) -> np.ndarray:
+    """``factor`` arranged to multiply each weight element by the factor of the
+    output channel it contributes to."""
+    if opname == "conv2d":        # O x C/g x kH x kW: axis 0 is the output channel
+        return factor[:, None, None, None]
+    if opname == "matmul":        # K x N: the columns are the channels
+        return factor[None, :]
+    # conv_transpose2d, C x O/g x kH x kW: weight[c, j] feeds output channel
+    # (c // (C/g)) * (O/g) + j.
+    in_channels, out_per_group = weight_shape[0], weight_shape[1]
+    group = np.arange(in_channels) // (in_channels // groups)
+    channel = group[:, None] * out_per_group + np.arange(out_per_group)[None, :]
+    return factor[channel][:, :, None, None]
+
+
+def _wide(v: Value) -> np.ndarray:
+    return np.asarray(constant_value(v), dtype=np.float64)
+
+
+def _rewrite(module: Module, bn: Instruction, producer: Instruction,
+             weight: np.ndarray, bias: np.ndarray) -> list[Instruction]:
+    """Insert the producer with the new weight and bias before it and give
+    it bn's users; returns the new instructions (the old ones stay, unused)."""
+    out = bn.results[0]
+    base = out.name or "bn"
+    w_type = producer.args[1].type
+    w = new_global(module, f"{base}.weight", w_type, weight)
+    b = new_global(module, f"{base}.bias", TensorType(bias.shape, w_type.element), bias)
+    build = Builder(producer.parent, producer)
+    if producer.opname == "matmul":
+        mm = build.create_inst("matmul", producer.args[0], w, names=[producer.results[0].name])
+        new = build.create_inst("add", mm.results[0], b, names=[out.name])
+        mm.loc = producer.loc
+    else:
+        new = build.create_inst(producer.opname, producer.args[0], w, b,
+                                attrs=dict(producer.attrs), names=[out.name])
+    new.loc = bn.loc
+    out.replace_all_uses_with(new.results[0])
+    return [mm, new] if producer.opname == "matmul" else [new]
+
+
+def _undo(module: Module, bn: Instruction, made: list[Instruction]) -> None:
+    made[-1].results[0].replace_all_uses_with(bn.results[0])
+    new_globals = {v for i in made for v in i.operands if isinstance(v, Global)}
+    for inst in reversed(made):
+        inst.erase()
+    for g in new_globals:
+        module.remove(g)
