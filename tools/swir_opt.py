@@ -10,6 +10,7 @@ option may be given on the pass (``-ldm-plan{ldm-size=32768}``) or globally
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -20,9 +21,9 @@ from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
 from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
 from swir.passes.pipelines import OPT_LEVELS
-from swir.printer import print_module
+from swir.printer import WeightSink, print_module
 from swir.verifier import VerificationError, verify
-from .driver import UsageError, command_line_error, run_tool, write_output
+from .driver import UsageError, command_line_error, run_tool, write_files, write_output
 
 PROG = "swir-opt"
 _PASS_RE = re.compile(r"^-([a-z][a-z0-9-]*)(?:\{(.*)\})?$")
@@ -200,8 +201,12 @@ def main(argv: list[str]) -> int:
     text = read_source(o.input)
     name = "<stdin>" if o.input == "-" else o.input
     if not o.flags.get("split-input-file"):
-        out, manager = process(text, name, passes, o)
-        write_output(o.output, out)
+        sink = weight_sink(o.output)
+        out, manager = process(text, name, passes, o, sink)
+        if sink is not None and sink.data:
+            write_files([(o.output, out.encode()), (sidecar_path(o.output), bytes(sink.data))])
+        else:
+            write_output(o.output, out)
         _report(manager, o)
         return 0
     outputs, managers, failed = [], [], False
@@ -236,7 +241,21 @@ def split_chunks(text: str) -> list[str]:
     return chunks
 
 
-def process(text: str, name: str, passes: list[Pass], o: Options) -> tuple[str, PassManager]:
+def weight_sink(output: str | None) -> WeightSink | None:
+    """Constants computed by the passes (folded weights, new layouts) go to a
+    sidecar ``OUT.swir.weights`` beside ``-o OUT.swir``; on stdout they are
+    printed inline."""
+    if output is None or output == "-":
+        return None
+    return WeightSink(os.path.basename(sidecar_path(output)))
+
+
+def sidecar_path(output: str) -> str:
+    return output + ".weights"
+
+
+def process(text: str, name: str, passes: list[Pass], o: Options,
+            sink: WeightSink | None = None) -> tuple[str, PassManager]:
     """Parse, verify, run the pipeline, verify again; return the printed module."""
     module = parse_module(text, name)
     verify(module)
@@ -247,7 +266,7 @@ def process(text: str, name: str, passes: list[Pass], o: Options) -> tuple[str, 
     manager.run(module)
     if not manager.verify_each:
         verify(module)
-    return print_module(module), manager
+    return print_module(module, sink), manager
 
 
 def _report(manager: PassManager, o: Options) -> None:

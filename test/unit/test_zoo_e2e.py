@@ -1,6 +1,9 @@
 """The benchmark zoo end to end: every model of bench/models/zoo.py at a
-reduced size goes ONNX → swir-import → swir-cg → make emu → run, and its
-outputs must equal onnxruntime's (CPU, graph optimisations off).
+reduced size goes ONNX → swir-import → swir-cg → make emu → run, at -O0 (no
+graph optimisation) and at -O3 (everything, swir-cg's default), and its
+outputs must equal onnxruntime's (CPU, graph optimisations off) and each
+other's. -O3 must never move more DMA bytes than -O0, and fewer on every
+model with a batch norm or an element-wise layer (all eight have one).
 
 Reduced sizes keep every layer of each model (the topology, the op mix, the
 strides, the groups and the heads are those of the paper-size model). They
@@ -38,7 +41,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from swir.tools import swir_opt
-from swir.tools.swir_cg import PIPELINE
+from swir.passes.pipelines import compile_pipeline
 
 from swir.analysis.traffic import dma_traffic
 from swir.codegen import emulate
@@ -95,9 +98,12 @@ def onnxruntime_run(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarra
         .run(None, inputs)
 
 
-def compile_and_run(name: str, root: Path) -> Result:
+LEVELS = ("O0", "O3")
+
+
+def compile_and_run(name: str, root: Path, level: str) -> Result:
     kwargs, external = REDUCED[name]
-    d = root / name
+    d = root / f"{name}-{level}"
     d.mkdir()
     model = zoo.build(name, **kwargs)
     inputs = zoo.random_inputs(model, seed=1)
@@ -106,10 +112,10 @@ def compile_and_run(name: str, root: Path) -> Result:
     swir_path = d / f"{name}.swir"
     tool("swir-import", str(onnx_path), "-o", str(swir_path))
     project = d / "project"
-    tool("swir-cg", str(swir_path), "-o", str(project))
+    tool("swir-cg", f"-{level}", str(swir_path), "-o", str(project))
     program = emulate.build(project, parse_module(swir_path.read_text(), str(swir_path)).name)
     lowered = d / f"{name}.dma.swir"
-    assert swir_opt.main(["-" + p for p in PIPELINE["graph"]]
+    assert swir_opt.main(["-" + p for p in compile_pipeline("graph", level)]
                          + [str(swir_path), "-o", str(lowered)]) == 0
     dma = parse_module(lowered.read_text(), str(lowered))
     ins, outs = io_signature(dma.lookup("main"))
@@ -123,7 +129,8 @@ def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("zoo")
     load_zoo_kernels()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(compile_and_run, name, root) for name in REDUCED}
+        futures = {(name, level): pool.submit(compile_and_run, name, root, level)
+                   for name in REDUCED for level in LEVELS}
         yield futures
 
 
@@ -138,9 +145,10 @@ def test_the_zoo_has_the_eight_models():
     assert sorted(zoo.MODELS) == sorted(REDUCED)
 
 
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("name", list(REDUCED))
-def test_matches_onnxruntime(results, name):
-    r = results[name].result()
+def test_matches_onnxruntime(results, name, level):
+    r = results[name, level].result()
     assert len(r.outputs) == len(r.reference)
     for i, (got, want) in enumerate(zip(r.outputs, r.reference)):
         assert got.shape == want.shape and got.dtype == want.dtype, (i, got.shape, want.shape)
@@ -149,8 +157,29 @@ def test_matches_onnxruntime(results, name):
                                    err_msg=f"{name} output {i} vs onnxruntime")
 
 
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("name", list(REDUCED))
-def test_dma_counters_equal_the_static_count(results, name):
-    r = results[name].result()
+def test_dma_counters_equal_the_static_count(results, name, level):
+    r = results[name, level].result()
     assert r.counters, "the program issued no DMA"
     assert r.counters == r.static
+
+
+@pytest.mark.parametrize("name", list(REDUCED))
+def test_o3_equals_o0(results, name):
+    o0, o3 = results[name, "O0"].result(), results[name, "O3"].result()
+    for i, (a, b) in enumerate(zip(o3.outputs, o0.outputs)):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=f"{name} output {i}")
+
+
+def dma_bytes(counters: dict) -> int:
+    return sum(k["bytes_in"] + k["bytes_out"] for k in counters.values())
+
+
+@pytest.mark.parametrize("name", list(REDUCED))
+def test_o3_moves_fewer_dma_bytes(results, name):
+    """Every zoo model has batch norms or element-wise layers (relu, bias
+    adds, residual adds, gelu), so -O3 must move strictly fewer bytes; the
+    programs' own counters are compared."""
+    o0, o3 = results[name, "O0"].result(), results[name, "O3"].result()
+    assert dma_bytes(o3.counters) < dma_bytes(o0.counters)

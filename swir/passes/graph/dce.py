@@ -1,7 +1,9 @@
 """-dce: remove instructions whose results are unused and that have no side effects.
 
 Fused groups are pure: an unused ``fused`` op goes, dead ops inside a group's
-region go, and then the group's operands that nothing inside reads."""
+region go, and then the group's operands that nothing inside reads. At the
+graph stage a ``global`` nothing reads any more goes too (the weights that
+folding replaced)."""
 
 from __future__ import annotations
 
@@ -38,8 +40,13 @@ class DeadCodeElimination(Pass):
             removed += 1
             worklist.extend(p for p in producers if is_trivially_dead(p))
         dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.opname == "fused")
+        unread = [g for g in module.globals if module.stage == "graph" and not g.has_uses]
+        for g in unread:
+            module.remove(g)
+        if unread:
+            self.bump("globals removed", len(unread))
         if removed:
             self.bump("instructions removed", removed)
         if dropped:
             self.bump("fused-group inputs removed", dropped)
-        return removed + dropped > 0
+        return removed + dropped + len(unread) > 0
