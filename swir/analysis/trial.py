@@ -11,44 +11,59 @@ touches, each measured alone, compares the whole program.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from swir.analysis.traffic import TrafficError, dma_traffic
+from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Instruction, Module, Value
 from swir.ir.fused import group
-from swir.passes.manager import AnalysisManager, PassFailure
+from swir.ops.registry import OpError
+from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
+from swir.verifier import VerificationError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Cost:
+    """What a trial's kernels move, compared by bytes, then operations."""
+
     bytes: int  # DMA bytes in + out, one call
     ops: int    # DMA operations (gets + puts)
-
-    def __add__(self, o: Cost) -> Cost:
-        return Cost(self.bytes + o.bytes, self.ops + o.ops)
-
-    def better_than(self, o: Cost) -> bool:
-        return (self.bytes, self.ops) < (o.bytes, o.ops)
+    # CPEs given work, summed over the parallel loops (min(extent, CPEs)):
+    # not compared, but a rewrite may require it not to drop.
+    tasks: int = field(default=0, compare=False)
 
 
-UNPLANNABLE = Cost(2**62, 2**62)  # the lowering refused: never preferred
-_CACHE: dict[tuple[str, int], Cost] = {}
+# What a failed trial raises: the rewrite is refused, compiling goes on.
+TRIAL_FAILURES = (PassFailure, VerificationError, TrafficError, Diagnostic, OpError)
+PLAN_OPTIONS = ("ldm_size", "ldm_reserve", "ldm_init", "cpes", "double_buffer")
+_CACHE: dict[tuple, Cost | None] = {}
 
 
-def traffic_of(ops: list[Instruction], ldm_size: int = 65536, fused: bool = False) -> Cost:
+def plan_options(p: Pass) -> dict:
+    """The -ldm-plan options pass ``p`` declares too (same names), for its trials."""
+    return {name: getattr(p, name) for name in PLAN_OPTIONS if hasattr(p, name)}
+
+
+def traffic_of(ops: list[Instruction], plan: dict | None = None,
+               fused: bool = False) -> Cost | None:
     """The DMA cost of computing ``ops`` (graph instructions, in order, from
     one block) as kernels, or as ONE fused kernel when ``fused``: values
     from outside, globals included, are parameters; results used after the
-    last op (or the last op's results) are returned. Cached by the trial
-    module's text."""
-    module = _trial_module(ops, fused)
-    key = (print_module(module), ldm_size)
-    hit = _CACHE.get(key)
-    if hit is None:
-        hit = _CACHE[key] = _measure(module, ldm_size)
-    return hit
+    last op (or the last op's results) are returned. None if the lowering
+    refuses. Cached by the trial module's text and the plan options."""
+    return measure(_trial_module(ops, fused), plan or {})
+
+
+def measure(module: Module, plan: dict) -> Cost | None:
+    """Lower a graph module as swir-cg would (``plan``: -ldm-plan options)
+    and count its DMA statically; None if a pass refuses."""
+    key = (print_module(module), tuple(sorted(plan.items())))
+    if key not in _CACHE:
+        _CACHE[key] = _measure(module, plan)
+    return _CACHE[key]
 
 
 def _trial_module(ops: list[Instruction], fused: bool) -> Module:
@@ -70,16 +85,14 @@ def _trial_module(ops: list[Instruction], fused: bool) -> Module:
     return m
 
 
-def _measure(module: Module, ldm_size: int) -> Cost:
-    from swir.analysis.traffic import TrafficError, dma_traffic
+def _measure(module: Module, plan: dict) -> Cost | None:
     from swir.passes import pass_class
-    analyses = AnalysisManager()
     try:
-        for name, opts in (("lower-loops", {}), ("ldm-plan", {"ldm_size": ldm_size}),
-                           ("insert-dma", {})):
-            pass_class(name)(**opts).run(module, analyses)  # type: ignore[misc]
-            analyses.invalidate()
+        PassManager([pass_class("lower-loops")(), pass_class("ldm-plan")(**plan),
+                     pass_class("insert-dma")()]).run(module)  # type: ignore[misc]
         t = dma_traffic(module).total
-    except (PassFailure, TrafficError):
-        return UNPLANNABLE
-    return Cost(t.bytes_in + t.bytes_out, t.gets + t.puts)
+    except TRIAL_FAILURES:
+        return None
+    tasks = sum(min(i.attrs["extent"], i.attrs["workers"]) for i in module.walk()
+                if i.opname == "chunk")
+    return Cost(t.bytes_in + t.bytes_out, t.gets + t.puts, tasks)

@@ -10,8 +10,9 @@ from swir.interp.kernels import KERNELS, _load
 from swir.ops.registry import all_ops
 
 HERE = Path(__file__).resolve().parent
-# Executed by the interpreter itself, not by a kernel.
-STRUCTURAL = {"const", "call", "return", "br", "cond_br"}
+# Executed by the interpreter itself, not by a kernel. A fused group runs its
+# region's ops (each covered here); its lowering is tested in test_fuse.py.
+STRUCTURAL = {"const", "call", "return", "br", "cond_br", "fused", "yield"}
 
 
 def _graph_ops() -> list[str]:

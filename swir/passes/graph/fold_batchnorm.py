@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swir.analysis.trial import traffic_of
+from swir.analysis.trial import plan_options, traffic_of
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import constant_value, is_constant
 from swir.interp.kernels import dtype_of
@@ -63,8 +63,7 @@ class FoldBatchNorm(Pass):
                 self.bump("not folded: folded values not finite")
                 continue
             made = _rewrite(module, bn, producer, weight, bias)
-            if self.check_traffic and traffic_of(made, self.ldm_size).bytes > \
-                    traffic_of([producer, bn], self.ldm_size).bytes:
+            if self.check_traffic and not self._no_more_traffic(made, [producer, bn]):
                 _undo(module, bn, made)
                 self.bump("not folded: more DMA traffic")
                 continue
@@ -74,6 +73,11 @@ class FoldBatchNorm(Pass):
         if folded:
             self.bump("batch norms folded", folded)
         return folded > 0
+
+    def _no_more_traffic(self, after: list[Instruction], before: list[Instruction]) -> bool:
+        new = traffic_of(after, plan_options(self))
+        old = traffic_of(before, plan_options(self))
+        return new is not None and (old is None or new.bytes <= old.bytes)
 
     def _producer(self, bn: Instruction) -> Instruction | None:
         """The conv / matmul that bn can be folded into, or None (counted when

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swir.analysis.trial import traffic_of
+from swir.analysis.trial import plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
@@ -129,14 +129,18 @@ class Fuse(Pass):
             ops = g.ops[:cut]
             if len(ops) < 2:
                 break
-            if not self.check_traffic or not traffic_of(ops, self.ldm_size, fused=True) \
-                    .bytes > traffic_of(ops, self.ldm_size).bytes:
+            if not self.check_traffic or self._no_more_traffic(ops):
                 self.bump(f"groups, {g.pattern} master")
                 if cut < len(g.ops):
                     self.bump("epilogue ops left unfused (traffic)", len(g.ops) - cut)
                 return ops
         self.bump("groups left unfused (traffic)")
         return []
+
+    def _no_more_traffic(self, ops: list[Instruction]) -> bool:
+        fused = traffic_of(ops, plan_options(self), fused=True)
+        plain = traffic_of(ops, plan_options(self))
+        return fused is not None and (plain is None or fused.bytes <= plain.bytes)
 
     def _join(self, inst: Instruction, kind: str, of: dict[int, Group],
               position: dict[int, int]) -> Group | None:
