@@ -1044,7 +1044,8 @@ def test_every_graph_op_is_covered():
     """The models together use every op the registry allows at the graph stage:
     the tensor ops and element-wise ops, const, and the control flow (call, br,
     cond_br, return)."""
-    want = {o.name for o in all_ops() if "graph" in o.stages}
+    # fused groups are made by -fuse, not by the importer (test_fuse.py)
+    want = {o.name for o in all_ops() if "graph" in o.stages} - {"fused", "yield"}
     used = set()
     for make in MODELS:
         m = make()

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swir.passes.pipelines import compile_pipeline
+
 from swir.codegen import emulate
 from swir.interp.run import interpreter_for, signature
 from swir.parser import parse_module
@@ -24,7 +26,7 @@ from swir.parser import parse_module
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CHECKER = ROOT / "scripts" / "emu_check.py"
-DMA_PIPELINE = ["-dce", "-cse", "-dce", "-lower-loops", "-ldm-plan", "-insert-dma"]
+DMA_PIPELINE = ["-" + p for p in compile_pipeline("graph")]  # what swir-cg runs
 RTOL, ATOL = 1e-4, 1e-5   # f32, as the demo's checker
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
@@ -139,7 +141,7 @@ def test_checker_passes_right_and_fails_wrong_reference(examples, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[-1] == "PASS" and "max abs diff" in r.stdout
-    assert any(line.startswith("matmul_0 ") for line in lines)
+    assert any(line.startswith("matmul_add_relu_0 ") for line in lines)  # fused at -O3
     assert any(line.startswith("total (") for line in lines)
 
     r = run_checker(ex, bad)

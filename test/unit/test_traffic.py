@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from siblings import sibling
-from swir.tools.swir_cg import PIPELINE
+from swir.passes.pipelines import compile_pipeline
 
 from swir.analysis.traffic import TrafficError, dma_traffic
 from swir.codegen import emulate
@@ -46,7 +46,8 @@ def lower(text: str, ldm_size: int = 65536, name: str = "<test>"):
     for the module's stage (test_codegen.lower, for any stage)."""
     m = parse_module(text, name)
     verify(m)
-    passes = [pass_class(n)() for n in PIPELINE[m.stage]]
+    # -O0: the figures below were measured before graph optimisation existed
+    passes = [pass_class(n)() for n in compile_pipeline(m.stage, "O0")]
     for p in passes:
         if p.name == "ldm-plan":
             p.ldm_size = ldm_size
