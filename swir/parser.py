@@ -665,7 +665,10 @@ def parse_module(text: str, filename: str = "<input>") -> Module:
     try:
         with deep_recursion():
             tree = _lark().parse(text)
-            return _IRBuilder(filename).build(tree)
+            module = _IRBuilder(filename).build(tree)
+        # Sidecar weight files are relative to the module file ("<stdin>": here).
+        module.base_dir = "." if filename.startswith("<") else os.path.dirname(filename) or "."
+        return module
     except LexError as e:
         raise Diagnostic(str(e), Location(filename, e.line, e.col)) from None
     except RecursionError:
@@ -715,7 +718,5 @@ def _stdin_bytes() -> bytes:
 
 def parse_file(path: str) -> Module:
     text = read_source(path)
-    m = parse_module(text, "<stdin>" if path == "-" else path)
-    m.base_dir = "." if path == "-" else os.path.dirname(path) or "."
-    return m
+    return parse_module(text, "<stdin>" if path == "-" else path)
 
