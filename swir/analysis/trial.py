@@ -17,8 +17,8 @@ from swir.analysis.traffic import TrafficError, dma_traffic
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
-from swir.ir.core import Instruction, Module, Value
-from swir.ir.fused import group
+from swir.ir.core import Instruction, Module
+from swir.ir.fused import group, outside_values
 from swir.ops.registry import OpError
 from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
@@ -68,11 +68,7 @@ def measure(module: Module, plan: dict) -> Cost | None:
 
 def _trial_module(ops: list[Instruction], fused: bool) -> Module:
     members = {id(i) for i in ops}
-    inputs: list[Value] = []
-    for inst in ops:
-        for v in inst.operands:
-            if id(getattr(v, "owner", None)) not in members and v not in inputs:
-                inputs.append(v)
+    inputs = outside_values(ops)
     outputs = [r for i in ops for r in i.results
                if any(id(u) not in members for u in r.users)] or list(ops[-1].results)
     m = Module("trial")

@@ -24,14 +24,9 @@ def group(ops: list[Instruction], name: str | None = None) -> Instruction:
     groups that differ only in their weights share one kernel); results of
     earlier ops must be used only inside the group."""
     last = ops[-1]
-    members = {id(i) for i in ops}
     block = Block("g")
-    inputs: dict[Value, Value] = {}  # outside value -> block argument
-    for inst in ops:
-        for v in inst.operands:
-            if id(getattr(v, "owner", None)) in members or v in inputs:
-                continue
-            inputs[v] = block.add_argument(v.type, _arg_name(v))
+    # outside value -> block argument
+    inputs = {v: block.add_argument(v.type, _arg_name(v)) for v in outside_values(ops)}
     fused = Instruction("fused", list(inputs), result_types=[r.type for r in last.results],
                         result_names=[r.name for r in last.results], loc=last.loc)
     last.insert_before(fused)
@@ -45,6 +40,18 @@ def group(ops: list[Instruction], name: str | None = None) -> Instruction:
     block.append(Instruction("yield", list(last.results), loc=last.loc))
     fused.add_region(Region([block]))
     return fused
+
+
+def outside_values(ops: list[Instruction]) -> list[Value]:
+    """The values ``ops`` read that none of them defines (globals included),
+    each once, in the order first read."""
+    members = {id(i) for i in ops}
+    found: dict[Value, None] = {}
+    for inst in ops:
+        for v in inst.operands:
+            if id(getattr(v, "owner", None)) not in members:
+                found.setdefault(v)
+    return list(found)
 
 
 def _arg_name(v: Value) -> str | None:

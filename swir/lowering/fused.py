@@ -80,8 +80,7 @@ def _running_operand(op: Instruction, internal: Callable[[Value], bool]) -> int 
         return None
     k = inside[0]
     v = op.operands[k]
-    if v.type != op.results[0].type and getattr(v.type, "shape", None) != \
-            getattr(op.results[0].type, "shape", None):
+    if getattr(v.type, "shape", None) != getattr(op.results[0].type, "shape", None):
         return None
     if len(v.uses) != 1 or (op.opname == "batch_norm" and k != 0):
         return None

@@ -139,7 +139,7 @@ class KernelBuilder:
         """A constant table computed at compile time (e.g. an average pool's
         per-position divisor): a ``dense`` global passed as an extra parameter."""
         t = BufType(values.shape or (1,), element)
-        g = Builder.global_(self.module, _unique(self.module, f"{self.function.name}_{name}"),
+        g = Builder.global_(self.module, self.module.unique_name(f"{self.function.name}_{name}"),
                             t, init=Dense(_nested(values)))
         self.extras.append(g)
         return self.function.add_param(t, name)
@@ -172,14 +172,6 @@ def _nest(b: Builder, extents: list[int], names: list[str], ivs: list[Value]) ->
         ivs.append(iv)
         with _nest(b, extents[1:], names[1:], ivs):
             yield
-
-
-def _unique(module: Module, base: str) -> str:
-    name, n = base, 0
-    while module.lookup(name) is not None:
-        n += 1
-        name = f"{base}_{n}"
-    return name
 
 
 def _nested(a: np.ndarray):

@@ -111,7 +111,7 @@ class InsertDMA(Pass):
                     "-insert-dma: parallel loops with a step are not supported", loop.loc)])
         names = [f.name]
         for n, loop in enumerate(loops[1:], 1):
-            name = _unique(module, f"{f.name}_{n}")
+            name = module.unique_name(f"{f.name}_{n}")
             g, b = Builder.function(module, name, [p.type for p in f.params], kind="kernel",
                                     param_names=[p.name for p in f.params])
             inner = list(loop.walk())
@@ -547,10 +547,3 @@ def _guard_cpe0(inst: Instruction, cpe: Value) -> None:
     inst.detach()
     guard.regions[0].blocks[0].append(inst)
 
-
-def _unique(module: Module, base: str) -> str:
-    name, n = base, 0
-    while module.lookup(name) is not None:
-        n += 1
-        name = f"{base}_{n}"
-    return name

@@ -40,7 +40,7 @@ class DeadCodeElimination(Pass):
             removed += 1
             worklist.extend(p for p in producers if is_trivially_dead(p))
         dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.opname == "fused")
-        unread = [g for g in module.globals if module.stage == "graph" and not g.has_uses]
+        unread = [g for g in module.globals if not g.has_uses] if module.stage == "graph" else []
         for g in unread:
             module.remove(g)
         if unread:

@@ -99,12 +99,7 @@ class ModuleLowering:
 
     # -- symbols ----------------------------------------------------------------------
     def unique(self, base: str) -> str:
-        base = base if base and not base[0].isdigit() else f"t{base}"
-        name, n = base, 0
-        while self.m.lookup(name) is not None:
-            n += 1
-            name = f"{base}_{n}"
-        return name
+        return self.m.unique_name(base if base and not base[0].isdigit() else f"t{base}")
 
     def buffer(self, t: Type, base: str) -> Global:
         return Builder.global_(self.m, self.unique(base), buffer_type(t), kind="buffer")
