@@ -3,28 +3,37 @@
 
 For each model of bench/models/zoo.py (batch 1; 224x224, YOLOv3 416x416,
 DCGAN 64x64 output, BERT-base sequence 16), written as ONNX with external
-data (what torch.onnx.export writes):
+data (what torch.onnx.export writes), and at each optimisation level (-O0,
+-O1, -O3 by default):
 
-  import    swir-import wall time
-  cg        swir-cg wall time (the whole pipeline and the C project)
+  import    swir-import wall time (once per model)
+  cg        compile wall time: swir-opt with swir-cg's pipeline at the level
+            (graph passes, lowering) to the dma stage, then swir-cg on it
   C lines   lines of generated C (main.c, layers*.[ch], layers_slave.c)
   arena     bytes of main memory for intermediate values (-mem-plan)
   kernels   LDM-planned cpe kernels
-  DMA       gets + puts, bytes in, bytes out, share of transfers < 256 B:
+  DMA       gets + puts, bytes in + out, the bytes of memory-intensive
+            kernels (those without a conv / matmul: batch norm, bias,
+            activations, pools, copies), share of transfers < 256 B:
             swir.analysis.traffic on the dma-stage module, without running
   make      `make emu` wall time (gcc -O2 -Wall -Wextra -Werror)
-  run       with --run: the emulated run's wall time; its outputs against
+  run       with --run: the emulated run's wall time and DMA bytes, whether
+            its DMA counters equal the static count, and its outputs against
             onnxruntime without graph optimisations (pass = rtol 1e-4, atol
-            1e-5; the largest difference, absolute and relative to the largest
-            output); for scale, the same difference between onnxruntime with
-            and without its graph optimisations; and whether the run's DMA
-            counters equal the static count
+            1e-5; the largest difference, absolute and relative to the
+            largest output); for scale, the same difference between
+            onnxruntime with and without its graph optimisations
+
+A second table sums up the static DMA bytes per model and level: all
+kernels, the conv / matmul kernels (with the epilogues fused into them) and
+the memory-intensive ones, with the change against the first level.
 
     python bench/zoo.py                        # all eight, no runs
     python bench/zoo.py --run resnet18 dcgan   # these, with runs
+    python bench/zoo.py --levels O0,O3 resnet50
     python bench/zoo.py --run all --work /tmp/zoo --keep
 
-It prints a Markdown table (docs/performance.md keeps the results). The tools
+It prints Markdown tables (docs/performance.md keeps the results). The tools
 are the ones beside this Python (the venv's).
 """
 
@@ -58,8 +67,12 @@ def load_zoo():
 @dataclass
 class Row:
     name: str
+    level: str
     params: int = 0
     figures: dict[str, str] = field(default_factory=dict)
+    # For the summary: static DMA bytes, all kernels and memory-intensive ones.
+    dma_bytes: int = 0
+    memory_bytes: int = 0
 
 
 def timed(cmd: list[str]) -> float:
@@ -75,14 +88,14 @@ def c_lines(project: Path) -> int:
     return sum(p.read_text().count("\n") for p in files)
 
 
-def lowered(swir_path: Path, out: Path):
-    """The dma-stage module swir-cg compiles (its pipeline, run by swir-opt)."""
-    from swir.parser import parse_module
-    from swir.tools import swir_opt
-    from swir.tools.swir_cg import PIPELINE
-    assert swir_opt.main(["-" + p for p in PIPELINE["graph"]]
-                         + [str(swir_path), "-o", str(out)]) == 0
-    return parse_module(out.read_text(), str(out))
+def compile_level(swir_path: Path, level: str, dma_path: Path, project: Path) -> float:
+    """swir-cg's work at ``level``, in two timed steps: swir-opt runs the
+    level's graph passes and the lowering (swir-cg's pipeline) to the dma
+    stage, kept for the static count; swir-cg writes the C project from it."""
+    from swir.passes.pipelines import compile_pipeline
+    passes = ["-" + p for p in compile_pipeline("graph", level)]
+    opt = timed([str(BIN / "swir-opt"), *passes, str(swir_path), "-o", str(dma_path)])
+    return opt + timed([str(BIN / "swir-cg"), str(dma_path), "-o", str(project)])
 
 
 def arena_bytes(module) -> int:
@@ -111,51 +124,91 @@ def onnxruntime_run(path: Path, inputs: dict[str, np.ndarray], optimize: bool = 
         .run(None, inputs)
 
 
-def measure(zoo, name: str, work: Path, run: bool) -> Row:
-    from swir.analysis.traffic import dma_traffic
-    from swir.codegen import emulate
-    from swir.interp.loop import io_signature
-    d = work / name
+def complex_ops() -> tuple[str, ...]:
+    """The compute-intensive ops (conv2d, conv_transpose2d, matmul): TVM's
+    complex-out-fusable pattern in the op registry."""
+    import swir.ir.core  # noqa: F401  (loads the op registry)
+    from swir.ops.registry import all_ops
+    return tuple(d.name for d in all_ops() if d.category == "complex")
+
+
+def memory_intensive(kernel: str) -> bool:
+    """A kernel with no conv / matmul in it: batch norm, bias, activations,
+    pools, copies. Kernel names list the ops they run (conv2d_add_relu_0,
+    batch_norm_3), so the name says which kind it is."""
+    return not any(op in kernel for op in complex_ops())
+
+
+def prepare(zoo, name: str, d: Path) -> tuple[Row, dict[str, np.ndarray], Path, Path]:
+    """The model as ONNX (external data) and imported; import time."""
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     model = zoo.build(name, **zoo.PAPER_SIZES[name])
-    row = Row(name, zoo.param_count(model))
+    row = Row(name, "", zoo.param_count(model))
     inputs = zoo.random_inputs(model, seed=1)
-    onnx_path = d / f"{name}.onnx"
+    onnx_path, swir_path = d / f"{name}.onnx", d / f"{name}.swir"
     zoo.save(model, onnx_path, external_data=True)
-    del model
+    row.figures["import"] = f"{timed([str(BIN / 'swir-import'), str(onnx_path), '-o', str(swir_path)]):.2f} s"
+    return row, inputs, onnx_path, swir_path
+
+
+def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray],
+            want: list[np.ndarray] | None) -> Row:
+    """One level of one model: compile, count, build and (with ``want``, the
+    reference outputs) run."""
+    from swir.analysis.traffic import dma_traffic
+    from swir.codegen import emulate
+    from swir.interp.loop import io_signature
+    from swir.parser import parse_module
+    d = swir_path.parent
+    row = Row(base.name, level, base.params, dict(base.figures) if level == "O0" else {})
     f = row.figures
-    swir_path, project = d / f"{name}.swir", d / "project"
-    f["import"] = f"{timed([str(BIN / 'swir-import'), str(onnx_path), '-o', str(swir_path)]):.2f} s"
-    f["cg"] = f"{timed([str(BIN / 'swir-cg'), str(swir_path), '-o', str(project)]):.2f} s"
+    dma_path, project = d / f"{base.name}.{level}.dma.swir", d / f"project-{level}"
+    f["cg"] = f"{compile_level(swir_path, level, dma_path, project):.2f} s"
     f["C lines"] = f"{c_lines(project):,}"
-    dma = lowered(swir_path, d / f"{name}.dma.swir")
+    dma = parse_module(dma_path.read_text(), str(dma_path))
     f["arena"] = f"{arena_bytes(dma) / 2**20:.1f} MiB"
     f["kernels"] = str(cpe_kernels(dma))
     t = dma_traffic(dma)
+    row.dma_bytes = t.bytes_in + t.bytes_out
+    row.memory_bytes = sum(k.bytes_in + k.bytes_out for n, k in t.kernels.items()
+                           if memory_intensive(n))
     f["DMA ops"] = f"{t.gets + t.puts:,}"
-    f["DMA in"] = f"{t.bytes_in / 1e6:,.1f} MB"
-    f["DMA out"] = f"{t.bytes_out / 1e6:,.1f} MB"
+    f["DMA bytes"] = f"{row.dma_bytes / 1e6:,.1f} MB"
+    f["mem.-int. DMA"] = f"{row.memory_bytes / 1e6:,.1f} MB"
     f["< 256 B"] = f"{100 * t.small_share:.1f}%"
     start = time.perf_counter()
     program = emulate.build(project, dma.name, timeout=1800)
     f["make"] = f"{time.perf_counter() - start:.1f} s"
-    if run:
+    if want is not None:
         ins, outs = io_signature(dma.lookup("main"))
         start = time.perf_counter()
         got = emulate.run(program, list(inputs.values()), [p.type for p in ins], outs,
                           timeout=3600)
         f["run"] = f"{time.perf_counter() - start:.1f} s"
-        want = onnxruntime_run(onnx_path, inputs)
+        measured = emulate.dma_counters(got.stats)
+        run_bytes = sum(k["bytes_in"] + k["bytes_out"] for k in measured.values())
+        f["run DMA bytes"] = f"{run_bytes / 1e6:,.1f} MB"
+        f["static = run"] = "yes" if measured == t.counters() else "NO"
         ok = all(np.allclose(g, w, rtol=RTOL, atol=ATOL) for g, w in zip(got.outputs, want))
         f["vs onnxruntime"] = f"{'pass' if ok else 'FAIL'} ({max_diff(got.outputs, want)})"
+    return row
+
+
+def measure_model(zoo, name: str, work: Path, levels: list[str], run: bool) -> list[Row]:
+    base, inputs, onnx_path, swir_path = prepare(zoo, name, work / name)
+    want = onnxruntime_run(onnx_path, inputs) if run else None
+    if run:
         # The scale of rounding differences between two correct f32
         # implementations: onnxruntime with its graph optimisations against
         # itself without (other kernels, fused ops, other summation orders).
-        f["ort opt vs no-opt"] = max_diff(onnxruntime_run(onnx_path, inputs, True), want)
-        measured = emulate.dma_counters(got.stats)
-        f["static = run"] = "yes" if measured == t.counters() else "NO"
-    return row
+        base.figures["ort opt vs no-opt"] = max_diff(onnxruntime_run(onnx_path, inputs, True),
+                                                     want)
+    rows = []
+    for level in levels:
+        rows.append(measure(base, level, swir_path, inputs, want))
+        print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    return rows
 
 
 def max_diff(got: list[np.ndarray], want: list[np.ndarray]) -> str:
@@ -165,28 +218,62 @@ def max_diff(got: list[np.ndarray], want: list[np.ndarray]) -> str:
     return f"{diff:.1e}, {diff / scale:.1e} rel."
 
 
-COLUMNS = ["import", "cg", "C lines", "arena", "kernels", "DMA ops", "DMA in", "DMA out",
-           "< 256 B", "make", "run", "vs onnxruntime", "ort opt vs no-opt", "static = run"]
+COLUMNS = ["import", "cg", "C lines", "arena", "kernels", "DMA ops", "DMA bytes",
+           "mem.-int. DMA", "< 256 B", "make", "run", "run DMA bytes", "static = run",
+           "vs onnxruntime", "ort opt vs no-opt"]
 
 
 def table(rows: list[Row]) -> str:
     cols = [c for c in COLUMNS if any(c in r.figures for r in rows)]
-    lines = ["| model | params | " + " | ".join(cols) + " |",
-             "|---|---:|" + "---:|" * len(cols)]
+    lines = ["| model | level | params | " + " | ".join(cols) + " |",
+             "|---|---|---:|" + "---:|" * len(cols)]
     for r in rows:
         cells = [r.figures.get(c, "–") for c in cols]
-        lines.append(f"| {r.name} | {r.params / 1e6:.1f} M | " + " | ".join(cells) + " |")
+        lines.append(f"| {r.name} | -{r.level} | {r.params / 1e6:.1f} M | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def summary(rows: list[Row], levels: list[str]) -> str:
+    """Per model and level: static DMA bytes of all kernels, of the conv /
+    matmul kernels (with what is fused into them) and of the memory-intensive
+    ones, each with its change against the first level."""
+    by_model: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by_model.setdefault(r.name, {})[r.level] = r
+    head = ["model"] + [f"-{lv} {what}" for lv in levels
+                        for what in ("all", "conv/matmul", "mem.-int.")]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name, rs in by_model.items():
+        r0 = rs[levels[0]]
+        cells = [name]
+        for lv in levels:
+            r = rs[lv]
+            for new, old in ((r.dma_bytes, r0.dma_bytes),
+                             (r.dma_bytes - r.memory_bytes, r0.dma_bytes - r0.memory_bytes),
+                             (r.memory_bytes, r0.memory_bytes)):
+                change = "" if r is r0 else f" ({percent(new, old)})"
+                cells.append(f"{new / 1e6:,.1f} MB{change}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def percent(new: int, old: int) -> str:
+    return f"{100 * (new - old) / old:+.1f}%" if old else "–"
 
 
 def main(argv: list[str] | None = None) -> int:
     zoo = load_zoo()
+    from swir.passes.pipelines import OPT_LEVELS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="*", help=f"models to measure (default: all of "
                                              f"{', '.join(zoo.MODELS)})")
     p.add_argument("--run", nargs="*", metavar="MODEL",
                    help="also run these under emulation and check them against onnxruntime "
                         "('all' for every model measured)")
+    p.add_argument("--levels", default="O0,O1,O3",
+                   help="optimisation levels to compile at, comma-separated (default: O0,O1,O3; "
+                        "the first is the baseline of the summary)")
     p.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep each model's files")
     a = p.parse_args(argv)
@@ -194,15 +281,22 @@ def main(argv: list[str] | None = None) -> int:
     for n in names + [m for m in a.run or [] if m != "all"]:
         if n not in zoo.MODELS:
             p.error(f"no model '{n}' (the zoo has {', '.join(zoo.MODELS)})")
+    levels = [lv.strip().lstrip("-") for lv in a.levels.split(",") if lv.strip()]
+    for lv in levels:
+        if lv not in OPT_LEVELS:
+            p.error(f"no optimisation level '{lv}' (there are {', '.join(OPT_LEVELS)})")
+    if not levels:
+        p.error("--levels names no level")
     run = set(names) if a.run is not None and ("all" in a.run or not a.run) else set(a.run or [])
     work = a.work or Path(tempfile.mkdtemp(prefix="swir-zoo-"))
     rows = []
     for name in names:
-        rows.append(measure(zoo, name, work, name in run))
-        print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+        rows += measure_model(zoo, name, work, levels, name in run)
         if not a.keep:
             shutil.rmtree(work / name, ignore_errors=True)
     print(table(rows))
+    print()
+    print(summary(rows, levels))
     if a.work is None and not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
