@@ -75,8 +75,14 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, LDMType
+from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
 
 DMA_OPS = ("dma_get", "dma_put")
+# The reply words of double-buffered gets: they overlap the previous tile's compute.
+DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
+# Element-wise ops that are not floating-point arithmetic: conversions,
+# choices, comparisons, logic.
+NOT_FLOPS = ("cast", "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not")
 # Ops whose execution counts are what the traffic is made of.
 COUNTED_OPS = ("dma_get", "dma_put", "dma_wait", "spawn")
 # Generated Python nests at most this many `for` statements (CPython allows 20
@@ -114,7 +120,16 @@ class KernelTraffic(TransferShares):
     block_histogram: dict[int, int] = field(default_factory=dict)
     spawns: int = 0
     calls: int = 0
-
+    # Beyond the interpreter's counters, for the cost model (swir.analysis.cost):
+    # executions per DMA shape, (double-buffered?, ((block bytes, blocks), ...)).
+    transfers_by_shape: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = \
+        field(default_factory=dict)
+    # With count_compute: floating-point operations and multiplications run,
+    # and the most CPEs any spawn of the function kept busy (moving data or
+    # computing).
+    flops: int = 0
+    muls: int = 0
+    busy_cpes: int = 0
 
     @property
     def moves_anything(self) -> bool:
@@ -183,15 +198,20 @@ class Traffic:
         return {n: k.as_dict() for n, k in self.kernels.items()}
 
 
-def dma_traffic(module: Module, func: str | None = None) -> Traffic:
+def dma_traffic(module: Module, func: str | None = None, count_compute: bool = False
+                ) -> Traffic:
     """The DMA traffic of one call of ``func`` (default: the function
     ``swir-run`` runs) of a dma-stage module, per function; see the module
-    docstring. Raises :class:`TrafficError` when it is not static."""
+    docstring. Raises :class:`TrafficError` when it is not static.
+
+    With ``count_compute`` it also counts each function's floating-point
+    operations (:func:`flops_of`) and the CPEs its spawns keep busy, which
+    the cost model needs (slower: the compute loops are walked too)."""
     if module.stage != "dma":
         raise TrafficError(f"DMA traffic is counted at the dma stage; module "
                            f"\"{module.name}\" is at the {module.stage} stage")
     root = _root(module, func)
-    counter = _Counter(module)
+    counter = _Counter(module, count_compute)
     try:
         counts = counter.run_root(root)
     except RecursionError:
@@ -250,6 +270,8 @@ class _DMA:
     nbytes: int
     blocks: int
     block_sizes: tuple[tuple[int, int], ...]   # (bucket, blocks of that size)
+    exact_blocks: tuple[tuple[int, int], ...]  # (bytes, blocks of that size)
+    overlapped: bool                           # a double-buffered get (its reply word)
 
 
 def _dma_facts(inst: Instruction) -> _DMA:
@@ -263,23 +285,42 @@ def _dma_facts(inst: Instruction) -> _DMA:
     esize = lt.bytes // lt.num_elements
     count = _int_attr(inst, "count", None, 1)
     bsize = _int_attr(inst, "bsize", 0, 0)
+    overlapped = _int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
     if 0 < bsize < count:
         full, rem = divmod(count, bsize)
-        sizes = ((size_bucket(bsize * esize), full),) + \
-            (((size_bucket(rem * esize), 1),) if rem else ())
-        return _DMA(get, count * esize, full + (rem > 0), sizes)
-    return _DMA(get, count * esize, 1, ((size_bucket(count * esize), 1),))
+        exact = ((bsize * esize, full),) + (((rem * esize, 1),) if rem else ())
+    else:
+        exact = ((count * esize, 1),)
+    sizes = tuple((size_bucket(b), k) for b, k in exact)
+    return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped)
+
+
+def flops_of(inst: Instruction) -> int:
+    """Floating-point operations one execution of ``inst`` performs: 1 for a
+    scalar element-wise op with a float result (add, mul, max, exp, relu,
+    ...; transcendental functions count 1 too), 0 for anything else
+    (loads, stores, index arithmetic, casts, comparisons)."""
+    d = inst.opdef
+    if d is None or d.category != "elementwise" or inst.opname in NOT_FLOPS \
+            or len(inst.results) != 1:
+        return 0
+    return 1 if getattr(inst.results[0].type, "is_float", False) else 0
 
 
 @dataclass(frozen=True)
 class _Slot:
-    kind: str           # "dma", "wait", "calls" or "spawns"
+    kind: str           # "dma", "wait", "calls", "spawns" or "flops"
     function: str
     dma: _DMA | None = None
+    mul: bool = False   # a flop slot that is a multiplication
 
 
 def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     """Add n executions of what ``slot`` counts."""
+    if slot.kind == "flops":
+        stats.flops += n
+        stats.muls += n if slot.mul else 0
+        return
     if slot.kind in ("wait", "calls", "spawns"):
         key = "waits" if slot.kind == "wait" else slot.kind
         setattr(stats, key, getattr(stats, key) + n)
@@ -299,6 +340,8 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     stats.blocks += n * d.blocks
     for b, k in d.block_sizes:
         stats.block_histogram[b] = stats.block_histogram.get(b, 0) + n * k
+    shape = (d.overlapped, d.exact_blocks)
+    stats.transfers_by_shape[shape] = stats.transfers_by_shape.get(shape, 0) + n
 
 
 # ---------------------------------------------------------------------------
@@ -316,8 +359,10 @@ class _Counter:
     """Compiles the module's functions (on first use) into Python functions
     that count how often each DMA / wait / call / spawn runs."""
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, count_compute: bool = False) -> None:
         self.module = module
+        self.count_compute = count_compute
+        self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
         # What Emit needs from an interpreter: value names, index constants, fresh names.
         self.names: dict[int, str] = {}
         self.int_consts: dict[int, int] = {}
@@ -359,6 +404,9 @@ class _Counter:
                 self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
             elif inst.opname == "dma_wait":
                 self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
+            elif self.count_compute and flops_of(inst):
+                self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
+                                                          mul=inst.opname == "mul"))
 
     def tally(self, counts: list[int]) -> dict[str, KernelTraffic]:
         """Per function, the counters the slot counts make (functions that
@@ -367,7 +415,9 @@ class _Counter:
         for slot, n in zip(self.slots, counts):
             if n:
                 _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n)
-        return {name: k for name, k in out.items() if k.moves_anything}
+        for name, k in out.items():
+            k.busy_cpes = self.busy.get(name, 0)
+        return {name: k for name, k in out.items() if k.moves_anything or k.flops}
 
     # -- running --------------------------------------------------------------------
     def run_root(self, root: Function) -> list[int]:
@@ -401,8 +451,13 @@ class _Counter:
                 fn = self.function(kernel)
 
                 def on_every_cpe(c: list[int]) -> None:
+                    busy = 0
                     for cpe in range(CPES - 1, -1, -1):
+                        before = sum(c) if self.count_compute else 0
                         fn(c, 1, cpe, *args)
+                        # (the call itself adds 1: its calls counter)
+                        busy += self.count_compute and sum(c) - before > 1
+                    self.busy[kernel.name] = max(self.busy.get(kernel.name, 0), busy)
                 profile = cache[args] = self._profile(on_every_cpe)
             for i, n in profile:
                 counts[i] += m * n
@@ -435,7 +490,7 @@ class _Counter:
         calls a relevant function, or contains such an instruction."""
         r = self._relevant.get(id(inst))
         if r is None:
-            if inst.opname in COUNTED_OPS:
+            if inst.opname in COUNTED_OPS or id(inst) in self.slot_of:
                 r = True
             elif inst.opname == "call":
                 callee = self._callee(inst)
@@ -559,7 +614,7 @@ class _FunctionWriter:
     # -- instructions -------------------------------------------------------------------
     def instruction(self, inst: Instruction) -> None:
         op, e = inst.opname, self.emit
-        if op in ("dma_get", "dma_put", "dma_wait"):
+        if id(inst) in self.counter.slot_of:       # a DMA, a wait, or a counted flop
             e.line(f"_c[{self.counter.slot_of[id(inst)]}] += {self.mult}")
         elif op in ("for", "parallel", "if"):
             if not self.counter.relevant(inst):

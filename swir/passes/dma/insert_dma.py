@@ -244,7 +244,7 @@ class InsertDMA(Pass):
                 continue
             gets, wait, rest, bufs = plan
             extra = sum(b.type.bytes for b in bufs)
-            if _ldm_total(f) + extra > self.capacity:
+            if ldm_total(f) + extra > self.capacity:
                 self.bump("loops left single-buffered (LDM full)")
                 continue
             _double_buffer(loop, gets, wait, rest, bufs)
@@ -276,7 +276,8 @@ def _wait_groups(block: Block) -> None:
         block.append(Instruction("dma_wait", attrs={"reply": GET_REPLY, "times": pending}))
 
 
-def _ldm_total(f: Function) -> int:
+def ldm_total(f: Function) -> int:
+    """The LDM bytes of every ldm_alloc in f (each is a static array per CPE)."""
     return sum(i.results[0].type.bytes for i in f.walk() if i.opname == "ldm_alloc")
 
 

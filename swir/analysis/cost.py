@@ -1,0 +1,264 @@
+"""The SW26010 cost model: modeled Sunway time per kernel, from exact counts.
+
+swir cannot time code on a Sunway machine, so it counts what it can count
+exactly — per kernel, the floating-point operations, the DMAs by size and
+double-buffering, LDM bytes (:func:`swir.analysis.traffic.dma_traffic` with
+``count_compute``; the emulated run counts the same) — and turns the counts
+into time with the constants of :class:`Machine`. The model is for comparing
+plans and finding bad kernels; the counts are the ground truth.
+docs/cost-model.md derives every formula; in short, for one kernel:
+
+- compute = flops / (busy CPEs x per-CPE peak);
+- DMA = sum over blocks of (block bytes + ``half_block``) / bandwidth, the
+  aggregate streaming time shared by all CPEs (a block of ``half_block``
+  bytes runs at half the bandwidth), plus the DMAs' start-up latency,
+  spread over the busy CPEs;
+- modeled = max(compute, double-buffered DMA) + the other DMA: gets that
+  -insert-dma double-buffered run during the previous tile's compute, the
+  rest waits.
+
+And two bounds on the same kernel:
+
+- roofline = max(flops / peak, compulsory bytes / bandwidth), compulsory
+  bytes being each buffer the kernel reads or writes moved once;
+- for conv / matmul kernels, the I/O lower bound of Hong and Kung's
+  red-blue pebble game for a fast memory of S words (the LDM one CPE has
+  for tiles): at least MACs / (2 sqrt(2 S)) words must move (Irony, Toledo
+  and Tiskin's constant for matrix multiplication), and never less than the
+  compulsory bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from swir.analysis.traffic import KernelTraffic, dma_traffic
+from swir.ir.core import Function, Module
+from swir.ir.types import BufType, LDMType
+from swir.passes.dma.insert_dma import ldm_total
+
+# Ops whose kernels are matmul-like (TVM's complex-out-fusable pattern): the
+# I/O lower bound applies to them. Kernel names list the ops they run.
+MATMUL_LIKE = ("conv2d", "conv_transpose2d", "matmul")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One SW26010 core group. Measured constants cite their source; the
+    DMA curve has no public measurement (../shared/design/sunway.md), so its
+    three constants are stated assumptions, and plan comparisons are
+    repeated over :data:`DMA_ASSUMPTIONS`."""
+
+    clock_hz: float = 1.45e9        # sunway.md, hardware table: MPE and CPEs at 1.45 GHz
+    flops_per_cycle: int = 8        # sunway.md: 256-bit vector FMA, 4 lanes (11.6 GFLOPS per CPE)
+    cpes: int = 64                  # sunway.md: an 8 x 8 CPE grid per core group
+    ldm_bytes: int = 65536          # sunway.md: 64 KB LDM per CPE
+    peak_bandwidth: float = 34.1e9  # 000_ba374e17f4714793.txt Sec. II: 34.1 GB/s per CG, theoretical
+    # Assumption: the share of the theoretical bandwidth DMA achieves with
+    # large blocks (below the 34.1 GB/s any real DDR3 channel falls short of).
+    dma_efficiency: float = 0.75
+    # Assumption: a contiguous block of this many bytes streams at half the
+    # bandwidth (efficiency b / (b + half_block)). swTVM picks 64-float
+    # (256-byte) tiles because "reading 64 floats per memory access achieves
+    # good bandwidth" (001_1987d45e91562161.txt Sec. 5): 80% at 256 bytes here.
+    half_block: int = 64
+    # Assumption: each DMA's start-up latency, in cycles; of the order of a
+    # single-word gld / gst from a CPE (sunway.md: about 300+ cycles).
+    dma_startup_cycles: int = 300
+
+    @property
+    def cpe_flops(self) -> float:
+        """Peak flop/s of one CPE."""
+        return self.clock_hz * self.flops_per_cycle
+
+    @property
+    def peak_flops(self) -> float:
+        """Peak flop/s of the CPE cluster (742.4 GFLOPS, sunway.md)."""
+        return self.cpe_flops * self.cpes
+
+    @property
+    def bandwidth(self) -> float:
+        """Achievable DMA bandwidth for large blocks, bytes/s."""
+        return self.peak_bandwidth * self.dma_efficiency
+
+    @property
+    def dma_startup(self) -> float:
+        return self.dma_startup_cycles / self.clock_hz
+
+    def with_(self, **changes: Any) -> Machine:
+        return Machine(**{**asdict(self), **changes})
+
+
+# The range of the assumed DMA constants that plan comparisons are repeated
+# over (sunway.md asks for a range, not one point): pessimistic, default,
+# optimistic.
+DMA_ASSUMPTIONS: dict[str, Machine] = {
+    "pessimistic": Machine(dma_efficiency=0.5, half_block=256, dma_startup_cycles=1000),
+    "default": Machine(),
+    "optimistic": Machine(dma_efficiency=0.9, half_block=16, dma_startup_cycles=100),
+}
+
+
+@dataclass
+class KernelCost:
+    """The counts and the modeled time of one function, summed over its
+    spawns (or calls) in one run of the root function."""
+
+    name: str
+    shape: str                      # the shapes of the buffers it writes
+    spawns: int
+    flops: int
+    macs: int                       # multiplications: the MACs of a conv / matmul
+    busy_cpes: int
+    ldm_bytes: int                  # LDM per CPE
+    ldm_capacity: int
+    gets: int
+    puts: int
+    bytes_in: int
+    bytes_out: int
+    small_share: float              # transfers under 256 bytes
+    compulsory_bytes: int
+    compute_s: float
+    dma_s: float                    # all DMA time, overlapped or not
+    overlapped_dma_s: float         # the double-buffered part of dma_s
+    modeled_s: float
+    roofline_s: float
+    io_lower_bound_bytes: int | None  # conv / matmul kernels only
+
+    @property
+    def dma_ops(self) -> int:
+        return self.gets + self.puts
+
+    @property
+    def dma_bytes(self) -> int:
+        return self.bytes_in + self.bytes_out
+
+    @property
+    def roofline_share(self) -> float:
+        """The roofline bound as a share of the modeled time (1.0: on the roof)."""
+        return self.roofline_s / self.modeled_s if self.modeled_s else 1.0
+
+    @property
+    def traffic_over_bound(self) -> float | None:
+        """DMA bytes over the I/O lower bound (1.0: optimal traffic)."""
+        b = self.io_lower_bound_bytes
+        return self.dma_bytes / b if b else None
+
+    @property
+    def intensity(self) -> float:
+        """Operational intensity, flops per DMA byte."""
+        return self.flops / self.dma_bytes if self.dma_bytes else math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(dma_ops=self.dma_ops, dma_bytes=self.dma_bytes,
+                 roofline_share=self.roofline_share,
+                 traffic_over_bound=self.traffic_over_bound)
+        return d
+
+
+@dataclass
+class CostReport:
+    function: str
+    machine: Machine
+    kernels: list[KernelCost] = field(default_factory=list)
+
+    def total(self, key: str) -> float:
+        return sum(getattr(k, key) for k in self.kernels)
+
+    @property
+    def modeled_s(self) -> float:
+        """Kernels run one after another (spawn, join); host time not modeled."""
+        return self.total("modeled_s")
+
+    def as_dict(self) -> dict[str, Any]:
+        keys = ("flops", "gets", "puts", "bytes_in", "bytes_out", "compute_s", "dma_s",
+                "modeled_s", "roofline_s")
+        return {"function": self.function, "machine": asdict(self.machine),
+                "kernels": [k.as_dict() for k in self.kernels],
+                "totals": {k: self.total(k) for k in keys}}
+
+
+def cost_report(module: Module, machine: Machine | None = None,
+                func: str | None = None) -> CostReport:
+    """The modeled cost of one run of ``func`` (default: what swir-run runs)
+    of a dma-stage module, per function that moves data or computes."""
+    machine = machine or Machine()
+    traffic = dma_traffic(module, func, count_compute=True)
+    report = CostReport(traffic.function, machine)
+    for name, t in traffic.kernels.items():
+        f = module.lookup(name)
+        if isinstance(f, Function):
+            report.kernels.append(kernel_cost(f, t, machine))
+    return report
+
+
+def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
+    busy = max(t.busy_cpes, 1)
+    compute = t.flops / (busy * machine.cpe_flops)
+    stream = {True: 0.0, False: 0.0}
+    starts = {True: 0, False: 0}
+    for (overlapped, blocks), n in t.transfers_by_shape.items():
+        stream[overlapped] += n * sum(k * (b + machine.half_block) for b, k in blocks) \
+            / machine.bandwidth
+        starts[overlapped] += n
+    dma = {o: stream[o] + starts[o] * machine.dma_startup / busy for o in (True, False)}
+    runs = t.spawns or max(t.calls, 1)    # a spawn runs on every CPE: one run
+    # At most what it moves: a slice reads part of its input.
+    compulsory = min(runs * compulsory_bytes(f), t.bytes_in + t.bytes_out)
+    roofline = max(t.flops / machine.peak_flops, compulsory / machine.bandwidth)
+    return KernelCost(
+        name=f.name, shape=written_shapes(f), spawns=t.spawns, flops=t.flops, macs=t.muls,
+        busy_cpes=t.busy_cpes, ldm_bytes=ldm_total(f), ldm_capacity=machine.ldm_bytes,
+        gets=t.gets, puts=t.puts, bytes_in=t.bytes_in, bytes_out=t.bytes_out,
+        small_share=t.small_share, compulsory_bytes=compulsory, compute_s=compute,
+        dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
+        modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
+        io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine))
+
+
+def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) -> int | None:
+    """Bytes a conv / matmul kernel must move with a fast memory of one LDM:
+    max(compulsory, MACs / (2 sqrt(2 S)) words), S the LDM's words."""
+    if not any(op in f.name for op in MATMUL_LIKE) or not macs:
+        return None
+    word = element_bytes(f)
+    s = machine.ldm_bytes // word
+    return max(compulsory, math.ceil(macs / (2 * math.sqrt(2 * s))) * word)
+
+
+def element_bytes(f: Function) -> int:
+    """The element size of the kernel's LDM tiles (4 when it has none)."""
+    for inst in f.walk():
+        if inst.opname == "ldm_alloc" and isinstance(inst.results[0].type, LDMType):
+            t = inst.results[0].type
+            return t.bytes // max(t.num_elements, 1)
+    return 4
+
+
+def _dma_buffers(f: Function) -> tuple[set[int], set[int]]:
+    """Ids of the main-memory buffers f's DMAs read from and write to."""
+    read: set[int] = set()
+    written: set[int] = set()
+    for inst in f.walk():
+        if inst.opname in ("dma_get", "dma_put"):
+            main = inst.args[0] if inst.opname == "dma_get" else inst.args[1]
+            base = getattr(main, "base", main)
+            (read if inst.opname == "dma_get" else written).add(id(base))
+    return read, written
+
+
+def compulsory_bytes(f: Function) -> int:
+    """One run's compulsory traffic: every buffer parameter it reads, once,
+    and every one it writes, once."""
+    read, written = _dma_buffers(f)
+    return sum(p.type.bytes * ((id(p) in read) + (id(p) in written))
+               for p in f.params if isinstance(p.type, BufType))
+
+
+def written_shapes(f: Function) -> str:
+    _, written = _dma_buffers(f)
+    return ", ".join("x".join(map(str, p.type.shape)) for p in f.params
+                     if isinstance(p.type, BufType) and id(p) in written)

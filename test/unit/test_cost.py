@@ -1,0 +1,150 @@
+"""The SW26010 cost model (swir.analysis.cost): the counts and every formula
+checked against hand computation on swTVM's worked matmul and a small conv."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from swir.analysis.cost import DMA_ASSUMPTIONS, Machine, cost_report
+from swir.analysis.traffic import dma_traffic, flops_of
+from swir.parser import parse_module
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.verifier import verify
+
+ROOT = Path(__file__).parents[2]
+PAPER = ROOT / "test" / "Transforms" / "LDMPlan" / "paper-matmul.swir"
+
+
+def lowered(text: str, passes: list[str], **options) -> object:
+    m = parse_module(text, "<test>")
+    ps = [pass_class(n)() for n in passes]
+    for p in ps:
+        for k, v in options.items():
+            if hasattr(p, k):
+                setattr(p, k, v)
+    PassManager(ps, verify_each=True).run(m)
+    verify(m)
+    return m
+
+
+@pytest.fixture(scope="module")
+def paper():
+    """The paper's plan: y = 128, k = 64; yo over 8 CPEs, ko inside."""
+    m = lowered(PAPER.read_text(), ["ldm-plan", "insert-dma"], strategy="greedy")
+    (k,) = cost_report(m).kernels
+    return k
+
+
+def test_paper_matmul_counts(paper):
+    assert paper.flops == 2 * 1024 * 1024          # a mul and an add per (y, k)
+    assert paper.macs == 1024 * 1024
+    assert paper.busy_cpes == 8                    # 1024 / 128 column tiles
+    assert paper.ldm_bytes == 33_536               # (128 + 64 + 64 x 128) x 4
+    assert (paper.gets, paper.puts) == (256, 8)    # A and B per (yo, ko); C per yo
+    assert (paper.bytes_in, paper.bytes_out) == (4_227_072, 4_096)
+    assert paper.compulsory_bytes == 4 * (1024 + 1024 * 1024 + 1024)
+    assert paper.shape == "1x1024"
+
+
+def test_paper_matmul_modeled_time(paper):
+    m = Machine()
+    bw = 34.1e9 * 0.75
+    # A: 128 gets of one 256-byte block; B: 128 gets of 64 blocks of 512 bytes
+    # (128 floats of a row); C: 8 puts of one 512-byte block. Each block pays
+    # 64 bytes (half_block) of overhead.
+    stream = (128 * (256 + 64) + 128 * 64 * (512 + 64) + 8 * (512 + 64)) / bw
+    startup = 264 * (300 / 1.45e9) / 8             # 264 DMAs, start-ups spread over 8 CPEs
+    compute = 2_097_152 / (8 * 1.45e9 * 8)
+    assert paper.compute_s == pytest.approx(compute, rel=1e-12)
+    assert paper.dma_s == pytest.approx(stream + startup, rel=1e-12)
+    assert paper.overlapped_dma_s == 0             # B's doubled tile would not fit
+    assert paper.modeled_s == pytest.approx(compute + stream + startup, rel=1e-12)
+    assert m.peak_flops == pytest.approx(742.4e9)
+    # Roofline: the compulsory 4,202,496 bytes at 25.6 GB/s (164 us) against
+    # 2.8 us of peak compute.
+    assert paper.roofline_s == pytest.approx(4_202_496 / bw, rel=1e-12)
+    assert paper.roofline_share == pytest.approx(paper.roofline_s / paper.modeled_s)
+    # Hong-Kung: 2^20 MACs / (2 sqrt(2 x 16384 words)) = 2,897 words, below
+    # the compulsory bytes, which are the bound.
+    hk = math.ceil(1024 * 1024 / (2 * math.sqrt(2 * 16384))) * 4
+    assert hk == 11_588
+    assert paper.io_lower_bound_bytes == 4_202_496
+    assert paper.traffic_over_bound == pytest.approx(4_231_168 / 4_202_496)
+
+
+CONV = """module "conv"
+stage graph
+global @w : <8 x 4 x 3 x 3 x f32> = dense<0.5>
+func @main(%x: <1 x 4 x 8 x 8 x f32>) -> <1 x 8 x 8 x 8 x f32> {
+'entry:
+  %y = conv2d %x, @w {pad = [1, 1, 1, 1]} : <1 x 8 x 8 x 8 x f32>
+  return %y
+}
+"""
+
+
+def test_small_conv_flops_and_bounds():
+    m = lowered(CONV, ["lower-loops", "ldm-plan", "insert-dma"], strategy="greedy")
+    report = cost_report(m)
+    macs = 1 * 8 * 8 * 8 * 4 * 3 * 3                # N Co Ho Wo Ci Kh Kw
+    conv = [k for k in report.kernels if k.macs]
+    assert len(conv) == 1 and conv[0].macs == macs and conv[0].flops == 2 * macs
+    # Every other kernel (the padding copy) computes nothing.
+    assert report.total("flops") == 2 * macs
+    k = conv[0]
+    assert k.io_lower_bound_bytes == max(k.compulsory_bytes,
+                                         math.ceil(macs / (2 * math.sqrt(2 * 16384))) * 4)
+    assert k.roofline_s <= k.modeled_s
+    t = dma_traffic(m).counters()
+    assert {n: (c["gets"], c["puts"]) for n, c in t.items()} == \
+        {k.name: (k.gets, k.puts) for k in report.kernels}
+
+
+def test_counting_compute_leaves_the_dma_counters_alone():
+    m = lowered(CONV, ["lower-loops", "ldm-plan", "insert-dma"])
+    assert dma_traffic(m).counters() == dma_traffic(m, count_compute=True).counters()
+
+
+def test_double_buffered_gets_overlap_compute():
+    """A plan that leaves room for double buffering: its gets run during
+    the previous tile's compute, so the modeled time is max(compute, those
+    gets) plus the rest."""
+    m = lowered(PAPER.read_text(), ["ldm-plan", "insert-dma"], strategy="greedy",
+                double_buffer=True)
+    (k,) = cost_report(m).kernels
+    assert k.overlapped_dma_s > 0
+    assert k.modeled_s == pytest.approx(max(k.compute_s, k.overlapped_dma_s)
+                                        + k.dma_s - k.overlapped_dma_s, rel=1e-12)
+
+
+def test_flops_are_float_arithmetic_only():
+    text = """module "f"
+stage loop
+kernel @k(%a: buf<4 x f32>, %b: buf<4 x i32>) {
+  for %i = 0 to 4 {
+    %x = load %a[%i] : f32
+    %y = mul %x, %x : f32
+    %z = exp %y : f32
+    %c = gt %z, %x : i1
+    %s = select %c, %z, %x : f32
+    %n = load %b[%i] : i32
+    %m = add %n, %n : i32
+    store %s, %a[%i]
+    store %m, %b[%i]
+  }
+}
+"""
+    m = parse_module(text, "<f>")
+    counted = {i.opname: flops_of(i) for i in m.lookup("k").walk() if flops_of(i)}
+    assert counted == {"mul": 1, "exp": 1}
+
+
+def test_the_dma_assumptions_bracket_the_default(paper):
+    m = lowered(PAPER.read_text(), ["ldm-plan", "insert-dma"], strategy="greedy")
+    times = {name: cost_report(m, machine).modeled_s for name, machine in DMA_ASSUMPTIONS.items()}
+    assert times["optimistic"] < times["default"] < times["pessimistic"]
+    assert times["default"] == pytest.approx(paper.modeled_s)
