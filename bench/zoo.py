@@ -92,8 +92,8 @@ def compile_level(swir_path: Path, level: str, dma_path: Path, project: Path) ->
     """swir-cg's work at ``level``, in two timed steps: swir-opt runs the
     level's graph passes and the lowering (swir-cg's pipeline) to the dma
     stage, kept for the static count; swir-cg writes the C project from it."""
-    from swir.passes.pipelines import compile_pipeline
-    passes = ["-" + p for p in compile_pipeline("graph", level)]
+    from swir.passes.pipelines import pipeline_flags
+    passes = pipeline_flags("graph", level)
     opt = timed([str(BIN / "swir-opt"), *passes, str(swir_path), "-o", str(dma_path)])
     return opt + timed([str(BIN / "swir-cg"), str(dma_path), "-o", str(project)])
 

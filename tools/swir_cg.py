@@ -21,7 +21,14 @@ from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, generate, write_project
 from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_flag
-from swir.passes.pipelines import DEFAULT_LEVEL, LOWERING, OPT_LEVELS, compile_pipeline
+from swir.passes.pipelines import (
+    DEFAULT_LEVEL,
+    LOWERING,
+    OPT_LEVELS,
+    compile_pipeline,
+    level_options,
+    pipeline_flags,
+)
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, run_tool
@@ -39,8 +46,8 @@ def usage() -> str:
     lines = [f"usage: {PROG} IN.swir -o DIR [options]", "",
              "Compiles a swir module (any stage) to the Sunway athread C project in DIR,",
              f"running what is left of the pipeline (at -{DEFAULT_LEVEL}):"]
-    for stage, names in PIPELINE.items():
-        lines.append(f"  {stage + ':':<10} " + (" ".join(f"-{n}" for n in names) or "(nothing)"))
+    for stage in PIPELINE:
+        lines.append(f"  {stage + ':':<10} " + (" ".join(pipeline_flags(stage)) or "(nothing)"))
     lines += ["", "Optimisation levels (graph passes a graph-stage module runs first):"]
     for level, names in OPT_LEVELS.items():
         lines.append(f"  -{level:<25} " + (" ".join(f"-{n}" for n in names) or "(none)"))
@@ -124,7 +131,9 @@ def parse_args(argv: list[str]) -> Command:
 
 
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    o = Options(passes=[(n, {}, 0) for n in compile_pipeline(stage, c.level)],
+    o = Options(passes=[(n, {k: v for k, v in level_options(n, c.level).items()
+                             if k not in c.globals}, 0)
+                        for n in compile_pipeline(stage, c.level)],
                 globals=c.globals)
     if not o.passes:
         for k, (_, idx) in c.globals.items():

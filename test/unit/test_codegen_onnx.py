@@ -101,7 +101,7 @@ from swir.ir.types import ShapedType  # noqa: E402
 from swir.ops.registry import all_ops  # noqa: E402
 from swir.parser import parse_module  # noqa: E402
 from swir.tools import swir_opt  # noqa: E402
-from swir.tools.swir_cg import PIPELINE  # noqa: E402
+from swir.passes.pipelines import pipeline_flags  # noqa: E402
 
 OPSET = 20
 IR_VERSION = 9
@@ -114,7 +114,7 @@ pytestmark = pytest.mark.skipif(
     reason="no host C compiler (cc) or make on PATH")
 
 LDM_SIZES = [65536, 4096]
-LOWERING = ["-" + p for p in PIPELINE["graph"]]   # what swir-cg runs on a graph module
+LOWERING = pipeline_flags("graph")   # what swir-cg runs on a graph module
 INT64_MAX = 9223372036854775807
 
 # (rtol, atol) against onnxruntime, by dtype.

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swir.passes.pipelines import compile_pipeline
+from swir.passes.pipelines import pipeline_flags
 
 from swir.codegen import emulate
 from swir.interp.run import interpreter_for, signature
@@ -26,7 +26,7 @@ from swir.parser import parse_module
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CHECKER = ROOT / "scripts" / "emu_check.py"
-DMA_PIPELINE = ["-" + p for p in compile_pipeline("graph")]  # what swir-cg runs
+DMA_PIPELINE = pipeline_flags("graph")  # what swir-cg runs
 RTOL, ATOL = 1e-4, 1e-5   # f32, as the demo's checker
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,

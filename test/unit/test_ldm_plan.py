@@ -234,10 +234,10 @@ def inputs(op: str, types: list, key) -> list[np.ndarray]:
     return out
 
 
-def buffered(text: str, ldm_size: int) -> tuple[Module, LDMPlan]:
+def buffered(text: str, ldm_size: int, strategy: str = "greedy") -> tuple[Module, LDMPlan]:
     m = parse_module(text, "<case>")
     LowerLoops().run(m, AnalysisManager())
-    p = LDMPlan(ldm_size=ldm_size)
+    p = LDMPlan(ldm_size=ldm_size, strategy=strategy)
     p.run(m, AnalysisManager())
     verify(m)
     assert print_module(parse_module(print_module(m), "<printed>")) == print_module(m)
@@ -269,15 +269,19 @@ def assert_matches_graph(op: str, g: Module, args: list[np.ndarray], want, got,
             np.testing.assert_array_equal(o, w)
 
 
+STRATEGIES = ["greedy", "search"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("ldm_size", [65536, 2048])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0] if isinstance(c, tuple) else str(c))
-def test_buffered_stage_computes_the_graph_result(case, ldm_size):
+def test_buffered_stage_computes_the_graph_result(case, ldm_size, strategy):
     op, types, attrs = case
     text = build(op, types, attrs)
     args = inputs(op, types, (op, str(types)))
     g = parse_module(text, "<case>")
     want = run_function(g, g.lookup("main"), args)
-    m, _ = buffered(text, ldm_size)
+    m, _ = buffered(text, ldm_size, strategy)
     from swir.interp.buffered import BufferedInterpreter
     interp = BufferedInterpreter(m, ".")
     got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
@@ -301,8 +305,9 @@ def test_small_ldm_makes_tiles_and_several_tasks():
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.swir"))
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_bundled_examples_buffered_stage_matches_graph(path, interpretable_example):
+def test_bundled_examples_buffered_stage_matches_graph(path, interpretable_example, strategy):
     """The buffered stage of every bundled example gives the graph result
     (f32 sums accumulate in f32 below the graph stage: 1e-5 relative is
     about 80 ulp of headroom on these softmax outputs)."""
@@ -310,7 +315,7 @@ def test_bundled_examples_buffered_stage_matches_graph(path, interpretable_examp
     args = [np.load(p) for p in sorted(path.parent.glob(path.stem + "_input*.npy"))]
     g = parse_module(path.read_text(), str(path))
     want = run_function(g, g.lookup("main"), args, base_dir=path.parent)
-    m, _ = buffered(path.read_text(), 65536)
+    m, _ = buffered(path.read_text(), 65536, strategy)
     got = run_function(m, m.lookup("main"), args, base_dir=path.parent)
     for w, o in zip(want, got):
         np.testing.assert_allclose(o, w, rtol=1e-5, atol=0)
@@ -322,8 +327,9 @@ REVIEW = Path(__file__).parents[1] / "Inputs" / "ldm-plan"
 
 
 @pytest.mark.parametrize("options", [{}, {"cpes": 1},
-                                     {"cpes": 1, "ldm_size": 64, "ldm_reserve": 0, "ldm_init": 2}],
-                         ids=["default", "one-cpe", "tiny"])
+                                     {"cpes": 1, "ldm_size": 64, "ldm_reserve": 0, "ldm_init": 2},
+                                     {"strategy": "search"}],
+                         ids=["default", "one-cpe", "tiny", "search"])
 @pytest.mark.parametrize("name", ["wave", "wave2", "diag", "race", "acc", "call"])
 def test_planned_hand_written_kernels_keep_their_meaning(name, options):
     """Dependences across output loops (wave: (1,1), wave2: (1,-1)), a

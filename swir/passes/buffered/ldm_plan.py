@@ -39,7 +39,7 @@ from swir.analysis.placement import copy_level, executions
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
-from swir.ir.core import Access, Instruction, Module, Range, Value
+from swir.ir.core import Access, Function, Instruction, Module, Range, Value
 from swir.ir.types import BufType, LDMType
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
@@ -57,11 +57,20 @@ class LDMPlan(Pass):
     cpes: int = option(64, "CPEs to spread the parallel loop over")
     double_buffer: bool = option(False, "leave room for -insert-dma's double buffering: count "
                                         "every read-only tile twice")
+    strategy: str = option("greedy", "how tiles and loop order are chosen: greedy (the paper's "
+                                     "Algorithms 1 and 2) or search (the fastest plan by the "
+                                     "cost model; never slower than greedy's)")
+    search_budget: float = option(2.0, "seconds of cost-model search per loop nest "
+                                       "(strategy=search)")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         reserve = self.ldm_size // 16 if self.ldm_reserve == -1 else self.ldm_reserve
         capacity = self.ldm_size - reserve
+        if self.strategy not in ("greedy", "search") or self.search_budget < 0:
+            raise PassFailure([Diagnostic(
+                f"-ldm-plan: strategy must be greedy or search and search-budget >= 0 (got "
+                f"'{self.strategy}', {self.search_budget})", module.loc)])
         if self.ldm_init < 1 or not 1 <= self.cpes <= 64 or reserve < 0 or capacity <= 0:
             raise PassFailure([Diagnostic(
                 "-ldm-plan: need ldm-init >= 1, cpes in [1, 64], ldm-reserve >= 0 (or -1) and "
@@ -71,14 +80,16 @@ class LDMPlan(Pass):
         for f in module.functions:
             if f.kind != "kernel" or f.body is None:
                 continue
-            for inst in list(f.body.blocks[0].instructions):
-                if inst.opname in ("for", "parallel"):
-                    self.plan_nest(f.name, inst, capacity)
+            tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+            for k, inst in enumerate(tops):
+                self.plan_nest(f, k, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size
         return True
 
-    def plan_nest(self, kernel: str, top: Instruction, capacity: int) -> None:
+    def plan_nest(self, f: Function, index: int, top: Instruction, capacity: int) -> None:
+        """Plan the nest ``top``, the index-th loop at the top of kernel f."""
+        kernel = f.name
         nest, why = Nest.parse(top)
         if nest is not None:
             nest.double = self.double_buffer
@@ -87,7 +98,15 @@ class LDMPlan(Pass):
             self.remark(top, f"@{kernel}: nest kept as written (not planned): {why}")
             return
         size_buffers(nest, capacity, self.ldm_init, top)
-        plan = Plan.make(nest, self.cpes)
+        order = None
+        if self.strategy == "search":
+            from swir.passes.buffered.ldm_search import search
+            order, chose = search(nest, SearchContext(f, index, capacity, self.cpes,
+                                                      self.search_budget, self.ldm_size,
+                                                      self.double_buffer))
+            self.bump("nests where search beat greedy" if chose else
+                      "nests where greedy stayed best")
+        plan = Plan.make(nest, self.cpes, order)
         text = plan.describe(kernel, capacity)
         plan.rewrite()
         self.bump("nests planned")
@@ -98,6 +117,19 @@ class LDMPlan(Pass):
         if self.remarks:
             print(Diagnostic(text, inst.loc).render().replace("error:", "remark:", 1),
                   file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """Where a nest is and what constrains its plan, for the search."""
+
+    kernel: Function
+    index: int          # which top-level loop of the kernel
+    capacity: int       # LDM bytes for tiles
+    cpes: int
+    budget: float       # seconds
+    ldm_size: int
+    double: bool        # the -ldm-plan option double-buffer
 
 
 # -- the nest model ------------------------------------------------------------------------
@@ -190,7 +222,10 @@ class Nest:
     double: bool = False      # read-only tiles count twice (double buffering)
 
     @staticmethod
-    def parse(top: Instruction) -> tuple[Nest | None, str]:
+    def parse(top: Instruction, legal: bool = False) -> tuple[Nest | None, str]:
+        """The nest at ``top``, or None and why it cannot be planned.
+        ``legal``: the caller knows tiling it is legal (a copy of a nest
+        already checked), so the dependence test is skipped."""
         band, why = _band(top)
         if band is None:
             return None, why
@@ -237,7 +272,7 @@ class Nest:
         vars_ += [LoopVar(lp.regions[0].blocks[0].args[0], _name(lp), lp.args[1].const, lp,
                           reduction=True) for lp in red]
         ivs = {v.iv for v in vars_}
-        why = _illegal(band, red, output)
+        why = "" if legal else _illegal(band, red, output)
         if why:
             return None, why
         tensors = _tensors(pre + body + post, ivs)
@@ -445,12 +480,16 @@ def size_buffers(nest: Nest, capacity: int, init: int = 64,
         if v.tile == v.extent:
             cls.update(v.iv, up=True)
         log("expand")
-    # Constraint 1: a read-only tensor whose tile is one element is loaded directly.
+    load_single_elements_directly(nest)
+    return steps
+
+
+def load_single_elements_directly(nest: Nest) -> None:
+    """Constraint 1: a read-only tensor whose tile is one element is loaded directly."""
     tiles = nest.tiles()
     for t in nest.buffered():
         if t.read and not t.written and t.elements(tiles) == 1:
             t.direct = "its tile is a single element"
-    return steps
 
 
 def _too_small(nest: Nest, capacity: int, where: Instruction | None) -> None:
@@ -475,13 +514,19 @@ class Plan:
     out_level: int = 0
 
     @staticmethod
-    def make(nest: Nest, cpes: int) -> Plan:
-        _share_single_tile(nest, cpes)
-        order = order_loops(nest)
+    def make(nest: Nest, cpes: int, order: list[LoopVar] | None = None,
+             serial: set[LoopVar] | None = None) -> Plan:
+        """The plan for the nest's tiles: ``order`` (default Algorithm 2's) and
+        the parallel loops it allows; ``serial``: the loops that carry a
+        dependence, if known (else the dependence test decides)."""
+        if serial is None:
+            serial = {v for v in nest.vars if carried_dependence(v.loop) is not None}
+        _share_single_tile(nest, cpes, serial)
+        order = order_loops(nest) if order is None else order
         par: list[LoopVar] = []
         count = 1
         for v in order:
-            if v.reduction or carried_dependence(v.loop) is not None or count >= cpes:
+            if v.reduction or v in serial or count >= cpes:
                 break
             par.append(v)
             count *= v.ntiles
@@ -674,7 +719,7 @@ class Plan:
         return Access(self.ldm[t], tuple(local))
 
 
-def _share_single_tile(nest: Nest, cpes: int) -> None:
+def _share_single_tile(nest: Nest, cpes: int, serial: set[LoopVar]) -> None:
     """When Algorithm 1 leaves the whole output in one tile, one CPE would do
     all the work: split the outermost splittable output dimension into up to
     ``cpes`` tiles instead (smaller tiles only lower the LDM use)."""
@@ -682,7 +727,7 @@ def _share_single_tile(nest: Nest, cpes: int) -> None:
     if any(v.ntiles > 1 for v in outputs):
         return
     for v in outputs:
-        if v.extent > 1 and carried_dependence(v.loop) is None:
+        if v.extent > 1 and v not in serial:
             v.tile = -(-v.extent // min(cpes, v.extent))
             return
 

@@ -1,0 +1,311 @@
+"""-ldm-plan{strategy=search}: tile sizes and tile-loop orders chosen by the
+SW26010 cost model (swir.analysis.cost), never slower than the paper's
+greedy plan by that model.
+
+The greedy plan (Algorithms 1 and 2) grows tiles in powers of two in a fixed
+order of variable classes and never weighs parallelism: a conv whose tiles
+leave 4 tasks keeps 60 CPEs idle. The search weighs everything the model
+does, in three steps:
+
+1. **Candidates.** Per loop variable: 1, every power of two below its
+   extent, the extent, and ceil(extent / k) for k up to twice the CPEs
+   (tiles that split the loop evenly, remainder tiles included: the
+   rewrite makes them exact). Per tile choice, Algorithm 2's loop order and
+   that order with each output loop moved outermost (which decides the
+   loops spread over the CPEs).
+2. **Estimate** (:func:`estimate`, closed form): compute time with the load
+   balance of the parallel tasks, DMA time from each tensor's copies (how
+   often Algorithm 2's placement runs them, bytes and contiguous runs per
+   copy) and per-DMA start-up. A local search starts from greedy's tiles and
+   from a few seeded random starts, changes one variable's tile at a time to
+   the candidate with the best estimate that fits the LDM, and stops when
+   nothing improves, after a fixed number of rounds, or at the time budget.
+3. **Exact check.** The best few plans by estimate and greedy's plan are
+   each applied to a copy of the kernel with only this nest, through
+   -insert-dma, and measured with :func:`swir.analysis.cost.cost_report`
+   (exact counts). The fastest wins; greedy's on a tie. When the copy cannot
+   be measured (the nest's trip counts depend on kernel parameters), greedy's
+   plan is kept.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import TYPE_CHECKING
+
+from swir.analysis.cost import Machine, cost_report
+from swir.analysis.dependence import carried_dependence
+from swir.analysis.placement import copy_level, executions
+from swir.analysis.traffic import TrafficError, flops_of
+from swir.ir.core import Module
+
+if TYPE_CHECKING:
+    from swir.passes.buffered.ldm_plan import LoopVar, Nest, SearchContext
+
+ROUNDS = 8          # local-search rounds per start
+RANDOM_STARTS = 4   # seeded, so the search is reproducible
+EXACT_CHECKS = 4    # plans measured exactly, besides greedy's
+MACHINE = Machine()
+SINGLE = "its tile is a single element"     # why Constraint 1 loads a tensor directly
+
+Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
+
+
+def search(nest: Nest, ctx: SearchContext) -> tuple[list[LoopVar] | None, bool]:
+    """Set the nest's tiles to the fastest plan found and return its loop
+    order, and whether it beat greedy's plan (whose tiles the nest holds on
+    entry)."""
+    return Search(nest, ctx).run()
+
+
+class Search:
+    def __init__(self, nest: Nest, ctx: SearchContext) -> None:
+        from swir.passes.buffered.ldm_plan import _share_single_tile, order_loops
+        self.nest, self.ctx = nest, ctx
+        # Loops that carry a dependence are never spread over the CPEs (asked
+        # once: the dependence test is costly).
+        self.serial = frozenset(i for i, v in enumerate(nest.vars)
+                                if carried_dependence(v.loop) is not None)
+        _share_single_tile(nest, ctx.cpes, {nest.vars[i] for i in self.serial})
+        for t in nest.tensors:          # re-decided for each plan (set_tiles)
+            if t.direct == SINGLE:
+                t.direct = None
+        self.greedy: Choice = (tuple(v.tile for v in nest.vars),
+                               tuple(nest.vars.index(v) for v in order_loops(nest)))
+        self.flops = nest_flops(nest)
+        self.options = [tile_options(v.extent, ctx.cpes) for v in nest.vars]
+        self.seen: dict[Choice, float] = {}
+
+    def run(self) -> tuple[list[LoopVar], bool]:
+        deadline = time.monotonic() + self.ctx.budget
+        for start in [self.greedy[0]] + self.random_starts():
+            best = min(self.score(start))
+            for _ in range(ROUNDS):
+                if time.monotonic() > deadline:
+                    break
+                step = self.improve(best)
+                if step is None:
+                    break
+                best = step
+        ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
+        winner = choose(self.nest, self.ctx, self.greedy,
+                        [k for _, k in ranked[:EXACT_CHECKS]], self.serial)
+        set_tiles(self.nest, winner[0])
+        return [self.nest.vars[i] for i in winner[1]], winner != self.greedy
+
+    def score(self, tiles: tuple[int, ...]) -> list[tuple[float, Choice]]:
+        """Each loop order's estimate for these tiles."""
+        out = []
+        for order in orders(self.nest, tiles):
+            key = (tiles, order)
+            if key not in self.seen:
+                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops,
+                                          self.serial)
+            out.append((self.seen[key], key))
+        return out
+
+    def fits(self, tiles: tuple[int, ...]) -> bool:
+        return fits(self.nest, tiles, self.ctx.capacity, self.serial)
+
+    def improve(self, best: tuple[float, Choice]) -> tuple[float, Choice] | None:
+        """The best plan differing from ``best`` in one variable's tile, if it
+        is faster by the estimate."""
+        cur = best
+        tiles = list(best[1][0])
+        for i, opts in enumerate(self.options):
+            for t in opts:
+                trial = tuple(tiles[:i] + [t] + tiles[i + 1:])
+                if t != tiles[i] and self.fits(trial):
+                    cur = min([cur] + self.score(trial))
+        return cur if cur < best else None
+
+    def random_starts(self) -> list[tuple[int, ...]]:
+        """Seeded random tilings that fit (the same for the same nest)."""
+        rng = random.Random(repr([(v.name, v.extent) for v in self.nest.vars]))
+        out = []
+        for _ in range(RANDOM_STARTS * 8):
+            tiles = tuple(rng.choice(opts) for opts in self.options)
+            if self.fits(tiles):
+                out.append(tiles)
+                if len(out) == RANDOM_STARTS:
+                    break
+        return out
+
+
+def tile_options(extent: int, cpes: int) -> list[int]:
+    opts = {1, extent}
+    p = 2
+    while p < extent:
+        opts.add(p)
+        p *= 2
+    for k in range(1, min(extent, 2 * cpes) + 1):
+        opts.add(-(-extent // k))
+    return sorted(opts)
+
+
+def set_tiles(nest: Nest, tiles: tuple[int, ...]) -> None:
+    for v, t in zip(nest.vars, tiles):
+        v.tile = t
+    for t in nest.tensors:
+        if t.direct == SINGLE:
+            t.direct = None
+    from swir.passes.buffered.ldm_plan import load_single_elements_directly
+    load_single_elements_directly(nest)
+
+
+def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
+         serial: frozenset[int] = frozenset()) -> bool:
+    """Whether the tiles fit the LDM and leave the CPEs more than one task
+    where an output loop can be split (what Plan.make would otherwise
+    force)."""
+    old = [v.tile for v in nest.vars]
+    for v, t in zip(nest.vars, tiles):
+        v.tile = t
+    outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
+    one_task = all(v.ntiles == 1 for _, v in outputs) and any(
+        v.extent > 1 and i not in serial for i, v in outputs)
+    ok = nest.ldm_bytes() <= capacity and not one_task
+    for v, t in zip(nest.vars, old):
+        v.tile = t
+    return ok
+
+
+def orders(nest: Nest, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Algorithm 2's tile-loop order for these tiles, and the same order with
+    each other output loop moved outermost."""
+    from swir.passes.buffered.ldm_plan import order_loops
+    old = [v.tile for v in nest.vars]
+    for v, t in zip(nest.vars, tiles):
+        v.tile = t
+    base = [nest.vars.index(v) for v in order_loops(nest)]
+    for v, t in zip(nest.vars, old):
+        v.tile = t
+    out = [tuple(base)]
+    outputs = [i for i in base if not nest.vars[i].reduction]
+    for i in outputs[1:]:
+        out.append(tuple([i] + [j for j in base if j != i]))
+    return out
+
+
+def nest_flops(nest: Nest) -> int:
+    """Floating-point operations of one run of the whole nest."""
+    every = math.prod(v.extent for v in nest.vars)
+    per_output = math.prod(v.extent for v in nest.vars if not v.reduction)
+    return sum(map(flops_of, nest.body)) * every + \
+        sum(map(flops_of, nest.pre + nest.post)) * per_output
+
+
+def estimate(nest: Nest, choice: Choice, cpes: int, flops: int, serial: frozenset[int],
+             m: Machine = MACHINE) -> float:
+    """Modeled seconds of the nest with these tiles and tile-loop order, in
+    closed form (full tiles; no double buffering); ``serial``: the indices
+    of the loops that carry a dependence."""
+    tiles_t, order_i = choice
+    old = [v.tile for v in nest.vars]
+    for v, t in zip(nest.vars, tiles_t):
+        v.tile = t
+    try:
+        return _estimate(nest, order_i, cpes, flops, serial, m)
+    finally:
+        for v, t in zip(nest.vars, old):
+            v.tile = t
+
+
+def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, flops: int,
+              serial: frozenset[int], m: Machine) -> float:
+    from swir.passes.buffered.ldm_plan import _corr
+    order = [nest.vars[i] for i in order_i]
+    tiles = nest.tiles()
+    trips = [v.ntiles for v in order]
+    tasks, floor = 1, 0
+    for i, v in zip(order_i, order):
+        if v.reduction or tasks >= cpes or i in serial:
+            break
+        tasks *= v.ntiles
+        floor += 1
+    busy = min(tasks, cpes)
+    compute = flops / tasks * math.ceil(tasks / cpes) / m.cpe_flops
+    out_level = max(floor, sum(1 for v in order if not v.reduction))
+    stream, starts = 0.0, 0
+    outer = [v.iv for v in order]
+    for t in nest.buffered():
+        if t.read and not t.written and t.elements(tiles) == 1:
+            # Loaded directly (Constraint 1): a single-word access each time.
+            starts += math.prod(v.extent for v in nest.vars)
+            continue
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
+        level = out_level if init else copy_level(_corr(t), outer, floor)
+        moves = (t.copied_in and not init) + t.written
+        copies = executions(level, trips) * moves
+        runs = t.segments(tiles)
+        stream += copies * (t.bytes(tiles) + runs * m.half_block)
+        starts += copies * dmas_per_copy(t, tiles, runs)
+    return compute + stream / m.bandwidth + starts * m.dma_startup / busy
+
+
+def dmas_per_copy(t, tiles, runs: int) -> int:
+    """DMA instructions one copy of the tile takes: runs with one pitch share
+    a strided DMA (the runs across the dimension outside the innermost
+    partial one)."""
+    for d in reversed(range(len(t.coefs))):
+        if t.extent(d, tiles) < t.shape[d]:
+            return max(1, runs // t.extent(d - 1, tiles)) if d > 0 else 1
+    return 1
+
+
+# -- the exact check ------------------------------------------------------------------
+
+def choose(nest: Nest, ctx: SearchContext, greedy: Choice, finalists: list[Choice],
+           serial: frozenset[int]) -> Choice:
+    """The fastest of greedy's plan and the finalists, measured exactly."""
+    text = kernel_text(ctx)
+    base = measure(text, ctx, greedy, serial)
+    if base is None:
+        return greedy
+    best, best_time = greedy, base
+    for c in finalists:
+        t = measure(text, ctx, c, serial)
+        if t is not None and t < best_time * (1 - 1e-9):
+            best, best_time = c, t
+    return best
+
+
+def kernel_text(ctx: SearchContext) -> str:
+    """The kernel alone as a module's text, to be parsed into copies."""
+    from swir.printer import print_module
+    shell = Module("search", stage="loop")
+    shell.items = [ctx.kernel]          # printed, not adopted: the kernel stays where it is
+    return print_module(shell)
+
+
+def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int]
+            ) -> float | None:
+    """Modeled seconds of the kernel copy with only this nest, planned as
+    ``choice`` and through -insert-dma; None if that cannot be measured."""
+    from swir.diagnostics import Diagnostic
+    from swir.parser import parse_module
+    from swir.passes.buffered.ldm_plan import Nest, Plan
+    from swir.passes.dma.insert_dma import InsertDMA
+    from swir.passes.manager import PassFailure, PassManager
+    m = parse_module(text, "<search>")
+    f = m.lookup(ctx.kernel.name)
+    tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+    for k, other in enumerate(tops):
+        if k != ctx.index:
+            other.erase()
+    nest, _ = Nest.parse(tops[ctx.index], legal=True)
+    if nest is None:
+        return None
+    nest.double = ctx.double
+    set_tiles(nest, choice[0])
+    Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
+              {nest.vars[i] for i in serial}).rewrite()
+    m.stage = "buffered"
+    m.attrs["ldm_size"] = ctx.ldm_size
+    try:
+        PassManager([InsertDMA()], verify_each=False).run(m)
+        return cost_report(m, func=f.name).modeled_s
+    except (TrafficError, PassFailure, Diagnostic):
+        return None
