@@ -66,6 +66,17 @@ def command_line_error(prog: str, argv: list[str], index: int, message: str) -> 
     return Diagnostic(message, Location("<command-line>", 1, col))
 
 
+def opt_level(prog: str, argv: list[str], index: int) -> str:
+    """The optimisation level ``argv[index]`` names (``-O3`` -> ``O3``)."""
+    from swir.passes.pipelines import OPT_LEVELS
+    level = argv[index][1:]
+    if level not in OPT_LEVELS:
+        raise command_line_error(prog, argv, index, f"unknown optimisation level "
+                                 f"'{argv[index]}' (levels: "
+                                 f"{', '.join('-' + k for k in OPT_LEVELS)})")
+    return level
+
+
 def write_output(path: str | None, text: str) -> None:
     """Write to stdout, or atomically to ``path`` (never a partial file)."""
     if path is None or path == "-":

@@ -31,8 +31,14 @@ from swir.passes.pipelines import (
 )
 from swir.verifier import verify
 
-from .driver import UsageError, command_line_error, run_tool
-from .swir_opt import Options, _field_type, build_passes, global_option, print_statistics
+from .driver import UsageError, command_line_error, opt_level, run_tool
+from .swir_opt import (
+    Options,
+    _field_type,
+    build_passes,
+    global_option,
+    print_statistics,
+)
 
 PROG = "swir-cg"
 
@@ -107,10 +113,7 @@ def parse_args(argv: list[str]) -> Command:
             i += 2
             continue
         if a.startswith("-O"):
-            if a[1:] not in OPT_LEVELS:
-                raise command_line_error(PROG, argv, i, f"unknown optimisation level '{a}' "
-                                         f"(levels: {', '.join('-' + k for k in OPT_LEVELS)})")
-            c.level = a[1:]
+            c.level = opt_level(PROG, argv, i)
         elif a in ("--force", "--print-pipeline", "--stats"):
             setattr(c, a[2:].replace("-", "_"), True)
         elif a.startswith("--"):

@@ -23,6 +23,7 @@ from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
 from swir.verifier import VerificationError, verify
+
 from .driver import UsageError, command_line_error, run_tool, write_files, write_output
 
 PROG = "swir-opt"

@@ -45,14 +45,13 @@ from swir.passes.manager import Pass, PassManager, option_flag
 from swir.passes.pipelines import (
     DEFAULT_LEVEL,
     LOWERING,
-    OPT_LEVELS,
     compile_pipeline,
     level_options,
 )
 from swir.verifier import verify
 
 from . import swir_opt
-from .driver import UsageError, command_line_error, run_tool, write_files
+from .driver import UsageError, command_line_error, opt_level, run_tool, write_files
 from .swir_opt import Options, _field_type, build_passes, global_option
 
 PROG = "swir-report"
@@ -155,10 +154,7 @@ def parse_args(argv: list[str]) -> Command:
             i = value_option(c, i)
             continue
         elif a.startswith("-O"):
-            if a[1:] not in OPT_LEVELS:
-                raise command_line_error(PROG, argv, i, f"unknown optimisation level '{a}' "
-                                         f"(levels: {', '.join('-' + k for k in OPT_LEVELS)})")
-            c.level = a[1:]
+            c.level = opt_level(PROG, argv, i)
         elif a.startswith("--"):
             global_option(a, i, c.globals)
         elif a.startswith("-") and a != "-":
