@@ -30,7 +30,6 @@ It prints Markdown tables (docs/performance.md keeps the results).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import subprocess
 import sys
@@ -39,18 +38,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from common import load_zoo
+
 BIN = Path(sys.executable).parent
 MODELS = ("resnet18", "vgg16", "mobilenet")
 SMOKE = {"resnet18": {"resolution": 32, "width": 4}}   # as test/unit/test_zoo_e2e.py
-
-
-def load_zoo():
-    spec = importlib.util.spec_from_file_location("_swir_bench_zoo", HERE / "models" / "zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def run(cmd: list[str]) -> float:

@@ -40,7 +40,6 @@ are the ones beside this Python (the venv's).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -50,18 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from common import load_zoo
 
-HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def load_zoo():
-    spec = importlib.util.spec_from_file_location("_swir_bench_zoo", HERE / "models" / "zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @dataclass
