@@ -3,7 +3,7 @@
 swir cannot time code on a Sunway machine, so it counts what it can count
 exactly — per kernel, the floating-point operations, the DMAs by size and
 double-buffering, LDM bytes (:func:`swir.analysis.traffic.dma_traffic` with
-``count_compute``; the emulated run counts the same) — and turns the counts
+``count_compute``; its DMA counts are the emulated run's) — and turns the counts
 into time with the constants of :class:`Machine`. The model is for comparing
 plans and finding bad kernels; the counts are the ground truth.
 docs/cost-model.md derives every formula; in short, for one kernel:

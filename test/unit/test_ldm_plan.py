@@ -330,7 +330,7 @@ REVIEW = Path(__file__).parents[1] / "Inputs" / "ldm-plan"
                                      {"cpes": 1, "ldm_size": 64, "ldm_reserve": 0, "ldm_init": 2},
                                      {"strategy": "search"}],
                          ids=["default", "one-cpe", "tiny", "search"])
-@pytest.mark.parametrize("name", ["wave", "wave2", "diag", "race", "acc", "call"])
+@pytest.mark.parametrize("name", ["wave", "wave2", "diag", "race", "acc", "call", "global"])
 def test_planned_hand_written_kernels_keep_their_meaning(name, options):
     """Dependences across output loops (wave: (1,1), wave2: (1,-1)), a
     diagonal write and interleaved strided writes (holes), an accumulation

@@ -60,8 +60,8 @@ class LDMPlan(Pass):
     strategy: str = option("greedy", "how tiles and loop order are chosen: greedy (the paper's "
                                      "Algorithms 1 and 2) or search (the fastest plan by the "
                                      "cost model; never slower than greedy's)")
-    search_budget: float = option(2.0, "seconds of cost-model search per loop nest "
-                                       "(strategy=search)")
+    search_budget: float = option(30.0, "seconds of cost-model search per loop nest at most "
+                                        "(strategy=search; its bounded rounds end it sooner)")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
@@ -101,11 +101,13 @@ class LDMPlan(Pass):
         order = None
         if self.strategy == "search":
             from swir.passes.buffered.ldm_search import search
-            order, chose = search(nest, SearchContext(f, index, capacity, self.cpes,
-                                                      self.search_budget, self.ldm_size,
-                                                      self.double_buffer))
+            order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
+                                                           self.search_budget, self.ldm_size,
+                                                           self.double_buffer))
             self.bump("nests where search beat greedy" if chose else
                       "nests where greedy stayed best")
+            if cut:
+                self.bump("nests whose search the time budget cut short")
         plan = Plan.make(nest, self.cpes, order)
         text = plan.describe(kernel, capacity)
         plan.rewrite()

@@ -39,7 +39,7 @@ from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import TrafficError, flops_of
-from swir.ir.core import Module
+from swir.ir.core import Access, Global, Module
 
 if TYPE_CHECKING:
     from swir.passes.buffered.ldm_plan import LoopVar, Nest, SearchContext
@@ -53,10 +53,10 @@ SINGLE = "its tile is a single element"     # why Constraint 1 loads a tensor di
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
 
 
-def search(nest: Nest, ctx: SearchContext) -> tuple[list[LoopVar] | None, bool]:
+def search(nest: Nest, ctx: SearchContext) -> tuple[list[LoopVar], bool, bool]:
     """Set the nest's tiles to the fastest plan found and return its loop
-    order, and whether it beat greedy's plan (whose tiles the nest holds on
-    entry)."""
+    order, whether it beat greedy's plan (whose tiles the nest holds on
+    entry), and whether the time budget cut the search short."""
     return Search(nest, ctx).run()
 
 
@@ -69,31 +69,46 @@ class Search:
         self.serial = frozenset(i for i, v in enumerate(nest.vars)
                                 if carried_dependence(v.loop) is not None)
         _share_single_tile(nest, ctx.cpes, {nest.vars[i] for i in self.serial})
-        for t in nest.tensors:          # re-decided for each plan (set_tiles)
-            if t.direct == SINGLE:
-                t.direct = None
+        # Greedy's plan exactly as Plan.make would make it, with its
+        # Constraint-1 decisions (restored if it stays best).
         self.greedy: Choice = (tuple(v.tile for v in nest.vars),
                                tuple(nest.vars.index(v) for v in order_loops(nest)))
+        self.greedy_direct = [t.direct for t in nest.tensors]
+        for t in nest.tensors:          # re-decided for each other plan (set_tiles)
+            if t.direct == SINGLE:
+                t.direct = None
         self.flops = nest_flops(nest)
         self.options = [tile_options(v.extent, ctx.cpes) for v in nest.vars]
         self.seen: dict[Choice, float] = {}
 
-    def run(self) -> tuple[list[LoopVar], bool]:
-        deadline = time.monotonic() + self.ctx.budget
+    def run(self) -> tuple[list[LoopVar], bool, bool]:
+        """(the winner's loop order, whether it is not greedy's, whether the
+        time budget cut the search short)."""
+        self.deadline = time.monotonic() + self.ctx.budget
+        self.out_of_time = False
         for start in [self.greedy[0]] + self.random_starts():
             best = min(self.score(start))
             for _ in range(ROUNDS):
-                if time.monotonic() > deadline:
-                    break
                 step = self.improve(best)
                 if step is None:
                     break
                 best = step
         ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
-        winner = choose(self.nest, self.ctx, self.greedy,
+        winner = choose(self.ctx, self.greedy, self.greedy_direct,
                         [k for _, k in ranked[:EXACT_CHECKS]], self.serial)
-        set_tiles(self.nest, winner[0])
-        return [self.nest.vars[i] for i in winner[1]], winner != self.greedy
+        if winner == self.greedy:
+            for v, t in zip(self.nest.vars, self.greedy[0]):
+                v.tile = t
+            for t, d in zip(self.nest.tensors, self.greedy_direct):
+                t.direct = d
+        else:
+            set_tiles(self.nest, winner[0])
+        return [self.nest.vars[i] for i in winner[1]], winner != self.greedy, self.out_of_time
+
+    def time_left(self) -> bool:
+        if time.monotonic() > self.deadline:
+            self.out_of_time = True
+        return not self.out_of_time
 
     def score(self, tiles: tuple[int, ...]) -> list[tuple[float, Choice]]:
         """Each loop order's estimate for these tiles."""
@@ -107,7 +122,8 @@ class Search:
         return out
 
     def fits(self, tiles: tuple[int, ...]) -> bool:
-        return fits(self.nest, tiles, self.ctx.capacity, self.serial)
+        return fits(self.nest, tiles, self.ctx.capacity,
+                    self.serial if self.ctx.cpes > 1 else None)
 
     def improve(self, best: tuple[float, Choice]) -> tuple[float, Choice] | None:
         """The best plan differing from ``best`` in one variable's tile, if it
@@ -115,6 +131,8 @@ class Search:
         cur = best
         tiles = list(best[1][0])
         for i, opts in enumerate(self.options):
+            if not self.time_left():
+                break
             for t in opts:
                 trial = tuple(tiles[:i] + [t] + tiles[i + 1:])
                 if t != tiles[i] and self.fits(trial):
@@ -156,15 +174,16 @@ def set_tiles(nest: Nest, tiles: tuple[int, ...]) -> None:
 
 
 def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
-         serial: frozenset[int] = frozenset()) -> bool:
+         serial: frozenset[int] | None = frozenset()) -> bool:
     """Whether the tiles fit the LDM and leave the CPEs more than one task
-    where an output loop can be split (what Plan.make would otherwise
-    force)."""
+    where an output loop can be split (what Plan.make would otherwise force;
+    ``serial``: the loops that cannot be split, None when there is one CPE
+    and one task is fine)."""
     old = [v.tile for v in nest.vars]
     for v, t in zip(nest.vars, tiles):
         v.tile = t
     outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
-    one_task = all(v.ntiles == 1 for _, v in outputs) and any(
+    one_task = serial is not None and all(v.ntiles == 1 for _, v in outputs) and any(
         v.extent > 1 and i not in serial for i, v in outputs)
     ok = nest.ldm_bytes() <= capacity and not one_task
     for v, t in zip(nest.vars, old):
@@ -257,11 +276,11 @@ def dmas_per_copy(t, tiles, runs: int) -> int:
 
 # -- the exact check ------------------------------------------------------------------
 
-def choose(nest: Nest, ctx: SearchContext, greedy: Choice, finalists: list[Choice],
+def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: list[Choice],
            serial: frozenset[int]) -> Choice:
     """The fastest of greedy's plan and the finalists, measured exactly."""
     text = kernel_text(ctx)
-    base = measure(text, ctx, greedy, serial)
+    base = measure(text, ctx, greedy, serial, greedy_direct)
     if base is None:
         return greedy
     best, best_time = greedy, base
@@ -273,38 +292,50 @@ def choose(nest: Nest, ctx: SearchContext, greedy: Choice, finalists: list[Choic
 
 
 def kernel_text(ctx: SearchContext) -> str:
-    """The kernel alone as a module's text, to be parsed into copies."""
+    """The kernel as a module's text, to be parsed into copies: the globals
+    it reads (declared without their data) and the kernel."""
     from swir.printer import print_module
+    used: dict[str, Global] = {}
+    for inst in ctx.kernel.walk():
+        for a in inst.args:
+            base = a.base if isinstance(a, Access) else a
+            if isinstance(base, Global):
+                used[base.name] = Global(base.name, base.type, base.kind)
     shell = Module("search", stage="loop")
-    shell.items = [ctx.kernel]          # printed, not adopted: the kernel stays where it is
+    shell.items = [*used.values(), ctx.kernel]   # printed, not adopted
     return print_module(shell)
 
 
-def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int]
-            ) -> float | None:
+def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int],
+            direct: list | None = None) -> float | None:
     """Modeled seconds of the kernel copy with only this nest, planned as
-    ``choice`` and through -insert-dma; None if that cannot be measured."""
+    ``choice`` (``direct``: its tensors' direct flags, else Constraint 1
+    decides) and through -insert-dma; None if that cannot be measured (the
+    plan is then not chosen)."""
     from swir.diagnostics import Diagnostic
     from swir.parser import parse_module
     from swir.passes.buffered.ldm_plan import Nest, Plan
     from swir.passes.dma.insert_dma import InsertDMA
     from swir.passes.manager import PassFailure, PassManager
-    m = parse_module(text, "<search>")
-    f = m.lookup(ctx.kernel.name)
-    tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
-    for k, other in enumerate(tops):
-        if k != ctx.index:
-            other.erase()
-    nest, _ = Nest.parse(tops[ctx.index], legal=True)
-    if nest is None:
-        return None
-    nest.double = ctx.double
-    set_tiles(nest, choice[0])
-    Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
-              {nest.vars[i] for i in serial}).rewrite()
-    m.stage = "buffered"
-    m.attrs["ldm_size"] = ctx.ldm_size
     try:
+        m = parse_module(text, "<search>")
+        f = m.lookup(ctx.kernel.name)
+        tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+        for k, other in enumerate(tops):
+            if k != ctx.index:
+                other.erase()
+        nest, _ = Nest.parse(tops[ctx.index], legal=True)
+        if nest is None:
+            return None
+        nest.double = ctx.double
+        set_tiles(nest, choice[0])
+        if direct is not None:
+            for t, d in zip(nest.tensors, direct):
+                t.direct = d
+        Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
+                  {nest.vars[i] for i in serial}).rewrite()
+        m.stage = "buffered"
+        m.attrs["ldm_size"] = ctx.ldm_size
         PassManager([InsertDMA()], verify_each=False).run(m)
         return cost_report(m, func=f.name).modeled_s
     except (TrafficError, PassFailure, Diagnostic):
