@@ -156,8 +156,9 @@ def run(cmd: list[str]) -> tuple[float, str]:
 
 def python(script: str, *args: str) -> tuple[float, dict]:
     """Wall time of a fresh Python running ``script``, and the JSON it prints
-    last."""
-    wall, out = run([sys.executable, "-c", script, *args])
+    last. Isolated (-I): the current directory is not on its sys.path, so a
+    source tree there cannot shadow the installed swir."""
+    wall, out = run([sys.executable, "-I", "-c", script, *args])
     return wall, json.loads(out.strip().splitlines()[-1])
 
 
