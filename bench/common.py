@@ -4,7 +4,9 @@ so this directory is on sys.path and ``from common import load_zoo`` works."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -18,3 +20,12 @@ def load_zoo():
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def timed(cmd: list[str]) -> float:
+    """Wall time of a command; RuntimeError with its stderr's end if it fails."""
+    start = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:2])} failed:\n{r.stderr[-2000:]}")
+    return time.perf_counter() - start

@@ -31,26 +31,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import load_zoo
+from common import load_zoo, timed
 
 BIN = Path(sys.executable).parent
 MODELS = ("resnet18", "vgg16", "mobilenet")
 SMOKE = {"resnet18": {"resolution": 32, "width": 4}}   # as test/unit/test_zoo_e2e.py
-
-
-def run(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:2])} failed:\n{r.stderr[-2000:]}")
-    return time.perf_counter() - start
 
 
 @dataclass
@@ -69,14 +59,14 @@ def compile_model(zoo, name: str, sizes: dict, work: Path) -> dict[str, Compiled
     onnx_path, swir_path, loop = work / f"{name}.onnx", work / f"{name}.swir", \
         work / f"{name}.loop.swir"
     zoo.save(zoo.build(name, **sizes), onnx_path, external_data=True)
-    run([str(BIN / "swir-import"), str(onnx_path), "-o", str(swir_path)])
-    run([str(BIN / "swir-opt"), *("-" + p for p in OPT_LEVELS["O3"]), "-lower-loops",
+    timed([str(BIN / "swir-import"), str(onnx_path), "-o", str(swir_path)])
+    timed([str(BIN / "swir-opt"), *("-" + p for p in OPT_LEVELS["O3"]), "-lower-loops",
          str(swir_path), "-o", str(loop)])
     out = {}
     for strategy in ("greedy", "search"):
         dma = work / f"{name}.{strategy}.dma.swir"
-        seconds = run([str(BIN / "swir-opt"), f"-ldm-plan{{strategy={strategy}}}", "-insert-dma",
-                       str(loop), "-o", str(dma)])
+        seconds = timed([str(BIN / "swir-opt"), f"-ldm-plan{{strategy={strategy}}}",
+                         "-insert-dma", str(loop), "-o", str(dma)])
         m = parse_module(dma.read_text(), str(dma))
         out[strategy] = Compiled(strategy, seconds,
                                  {k: cost_report(m, machine) for k, machine in

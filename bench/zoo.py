@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from common import load_zoo
+from common import load_zoo, timed
 
 BIN = Path(sys.executable).parent
 RTOL, ATOL = 1e-4, 1e-5
@@ -64,14 +63,6 @@ class Row:
     # For the summary: static DMA bytes, all kernels and memory-intensive ones.
     dma_bytes: int = 0
     memory_bytes: int = 0
-
-
-def timed(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:2])} failed:\n{r.stderr[-2000:]}")
-    return time.perf_counter() - start
 
 
 def c_lines(project: Path) -> int:
