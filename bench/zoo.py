@@ -106,21 +106,6 @@ def onnxruntime_run(path: Path, inputs: dict[str, np.ndarray], optimize: bool = 
         .run(None, inputs)
 
 
-def complex_ops() -> tuple[str, ...]:
-    """The compute-intensive ops (conv2d, conv_transpose2d, matmul): TVM's
-    complex-out-fusable pattern in the op registry."""
-    import swir.ir.core  # noqa: F401  (loads the op registry)
-    from swir.ops.registry import all_ops
-    return tuple(d.name for d in all_ops() if d.category == "complex")
-
-
-def memory_intensive(kernel: str) -> bool:
-    """A kernel with no conv / matmul in it: batch norm, bias, activations,
-    pools, copies. Kernel names list the ops they run (conv2d_add_relu_0,
-    batch_norm_3), so the name says which kind it is."""
-    return not any(op in kernel for op in complex_ops())
-
-
 def prepare(zoo, name: str, d: Path) -> tuple[Row, dict[str, np.ndarray], Path, Path]:
     """The model as ONNX (external data) and imported; import time."""
     shutil.rmtree(d, ignore_errors=True)
@@ -138,6 +123,7 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
             want: list[np.ndarray] | None) -> Row:
     """One level of one model: compile, count, build and (with ``want``, the
     reference outputs) run."""
+    from swir.analysis.cost import is_matmul_like
     from swir.analysis.traffic import dma_traffic
     from swir.codegen import emulate
     from swir.interp.loop import io_signature
@@ -153,8 +139,10 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
     f["kernels"] = str(cpe_kernels(dma))
     t = dma_traffic(dma)
     row.dma_bytes = t.bytes_in + t.bytes_out
+    # Memory-intensive: no conv / matmul in the kernel (batch norm, bias,
+    # activations, pools, copies).
     row.memory_bytes = sum(k.bytes_in + k.bytes_out for n, k in t.kernels.items()
-                           if memory_intensive(n))
+                           if not is_matmul_like(n))
     f["DMA ops"] = f"{t.gets + t.puts:,}"
     f["DMA bytes"] = f"{row.dma_bytes / 1e6:,.1f} MB"
     f["mem.-int. DMA"] = f"{row.memory_bytes / 1e6:,.1f} MB"

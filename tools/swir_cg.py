@@ -134,15 +134,26 @@ def parse_args(argv: list[str]) -> Command:
 
 
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    o = Options(passes=[(n, {k: v for k, v in level_options(n, c.level).items()
-                             if k not in c.globals}, 0)
-                        for n in compile_pipeline(stage, c.level)],
-                globals=c.globals)
-    if not o.passes:
-        for k, (_, idx) in c.globals.items():
-            raise command_line_error(PROG, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
+    return lowering(level_passes(stage, c.level, c.globals), stage, c.globals, argv, PROG)
+
+
+def level_passes(stage: str, level: str, globals_: dict) -> list[tuple[str, dict, int]]:
+    """What swir-cg runs on a ``stage`` module at ``level``, as swir-opt's
+    pass entries: each pass with the options the level gives it, except
+    those the user gave (``globals_``)."""
+    return [(n, {k: v for k, v in level_options(n, level).items() if k not in globals_}, 0)
+            for n in compile_pipeline(stage, level)]
+
+
+def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
+             argv: list[str], prog: str) -> list[Pass]:
+    """The passes, with the global options given to those that take them; a
+    global option is an error when no pass runs."""
+    if not passes:
+        for k, (_, idx) in globals_.items():
+            raise command_line_error(prog, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
                                                       "module runs no passes)")
-    return build_passes(o, argv, PROG)
+    return build_passes(Options(passes=passes, globals=globals_), argv, prog)
 
 
 def ldm_reserve(passes: list[Pass]) -> int:

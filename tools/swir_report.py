@@ -42,17 +42,13 @@ from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
 from swir.passes import pass_class
 from swir.passes.manager import Pass, PassManager, option_flag
-from swir.passes.pipelines import (
-    DEFAULT_LEVEL,
-    LOWERING,
-    compile_pipeline,
-    level_options,
-)
+from swir.passes.pipelines import DEFAULT_LEVEL, LOWERING, compile_pipeline
 from swir.verifier import verify
 
 from . import swir_opt
 from .driver import UsageError, command_line_error, opt_level, run_tool, write_files
-from .swir_opt import Options, _field_type, build_passes, global_option
+from .swir_cg import level_passes, lowering
+from .swir_opt import Options, _field_type, global_option
 
 PROG = "swir-report"
 VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline")
@@ -243,15 +239,8 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
         passes = c.pipeline
     else:
         assert c.level is not None
-        passes = [(n, {k: v for k, v in level_options(n, c.level).items()
-                       if k not in c.globals}, 0)
-                  for n in compile_pipeline(stage, c.level)]
-    o = Options(passes=passes, globals=c.globals)
-    if not o.passes:
-        for k, (_, idx) in c.globals.items():
-            raise command_line_error(PROG, c.argv, idx, f"unknown option '--{k}' (a "
-                                     f"{stage}-stage module runs no passes)")
-    return build_passes(o, c.argv, PROG)
+        passes = level_passes(stage, c.level, c.globals)
+    return lowering(passes, stage, c.globals, c.argv, PROG)
 
 
 def compact_spelling(p: Pass) -> str:

@@ -222,10 +222,16 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine))
 
 
+def is_matmul_like(kernel: str) -> bool:
+    """Whether a kernel runs a conv2d, conv_transpose2d or matmul (its name
+    lists the ops it runs: conv2d_add_relu_0, batch_norm_3)."""
+    return any(op in kernel for op in MATMUL_LIKE)
+
+
 def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) -> int | None:
     """Bytes a conv / matmul kernel must move with a fast memory of one LDM:
     max(compulsory, MACs / (2 sqrt(2 S)) words), S the LDM's words."""
-    if not any(op in f.name for op in MATMUL_LIKE) or not macs:
+    if not is_matmul_like(f.name) or not macs:
         return None
     word = element_bytes(f)
     s = machine.ldm_bytes // word

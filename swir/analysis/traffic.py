@@ -53,12 +53,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
 from swir.interp.dma import SMALL_TRANSFER, TransferShares, _int_attr, size_bucket
-from swir.interp.loop import Emit, _loop_range, _value_text, free_values
+from swir.interp.loop import (
+    Emit,
+    _loop_range,
+    _value_text,
+    free_values,
+    function_values,
+    index_constant,
+)
 from swir.interp.run import default_function
 from swir.ir.affine import Expr
 from swir.ir.core import (
@@ -153,9 +161,10 @@ class Traffic:
     function: str
     kernels: dict[str, KernelTraffic]
 
-    @property
+    @cached_property
     def total(self) -> KernelTraffic:
-        """Every counter summed over the functions (histograms too)."""
+        """Every counter summed over the functions (histograms too); summed
+        once (the gets, bytes, ... below read it)."""
         out = KernelTraffic("total")
         for k in self.kernels.values():
             for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
@@ -568,19 +577,11 @@ class _FunctionWriter:
         """Name every index value of f (Emit.expr spells them by these names);
         index constants become literals."""
         c = self.counter
-        values: list[Value] = list(self.f.params)
         for inst in self.f.walk():
-            values += inst.results
-            if inst.opname == "const" and len(inst.results) == 1 \
-                    and inst.results[0].type == INDEX and isinstance(inst.args[0], Expr) \
-                    and inst.args[0].is_constant:
-                c.int_consts[id(inst.results[0])] = inst.args[0].const
-            for region in inst.regions:
-                for b in region.blocks:
-                    values += b.args
-        for b in self.f.body.blocks if self.f.body is not None else []:
-            values += b.args
-        for v in values:
+            k = index_constant(inst)
+            if k is not None:
+                c.int_consts[id(inst.results[0])] = k
+        for v in function_values(self.f):
             if v.type == INDEX and id(v) not in c.names:
                 c.names[id(v)] = f"v{next(c._ids)}"
 

@@ -479,6 +479,30 @@ def _access_text(acc: Access) -> str:
     return f"{_value_text(acc.base)}[{', '.join(_expr_text(i) for i in acc.indices)}]"
 
 
+def function_values(f: Function) -> Iterator[Value]:
+    """Every value f defines, in a fixed order: its parameters, then per
+    instruction (walk order) its results and its regions' block arguments,
+    then the arguments of f's own blocks."""
+    yield from f.params
+    for inst in f.walk():
+        yield from inst.results
+        for region in inst.regions:
+            for b in region.blocks:
+                yield from b.args
+    if f.body is not None:
+        for b in f.body.blocks:
+            yield from b.args
+
+
+def index_constant(inst: Instruction) -> int | None:
+    """The value of an index ``const`` (which generated code spells as a
+    literal), else None."""
+    if inst.opname == "const" and len(inst.results) == 1 and inst.results[0].type == INDEX \
+            and isinstance(inst.args[0], Expr) and inst.args[0].is_constant:
+        return inst.args[0].const
+    return None
+
+
 def free_values(inst: Instruction) -> list[Value]:
     """Values an instruction and its regions read but do not define (globals excluded)."""
     defined: set[int] = set()
@@ -863,23 +887,12 @@ class LoopInterpreter:
         if id(f) in self._named:
             return
         self._named.add(id(f))
-        for p in f.params:
-            self.name_of(p)
+        for v in function_values(f):
+            self.name_of(v)
         for inst in f.walk():
-            for r in inst.results:
-                self.name_of(r)
-            if inst.opname == "const" and len(inst.results) == 1 \
-                    and inst.results[0].type == INDEX and isinstance(inst.args[0], Expr) \
-                    and inst.args[0].is_constant:
-                self.int_consts[id(inst.results[0])] = inst.args[0].const
-            for region in inst.regions:
-                for b in region.blocks:
-                    for a in b.args:
-                        self.name_of(a)
-        if f.body is not None:
-            for b in f.body.blocks:
-                for a in b.args:
-                    self.name_of(a)
+            k = index_constant(inst)
+            if k is not None:
+                self.int_consts[id(inst.results[0])] = k
 
     def function(self, f: Function) -> Callable[..., tuple]:
         """f compiled: a Python function of its parameters' values returning the

@@ -121,6 +121,10 @@ class LDMPlan(Pass):
                   file=sys.stderr)
 
 
+# Why Constraint 1 loads a tensor directly (the search re-decides it per plan).
+SINGLE = "its tile is a single element"
+
+
 @dataclass(frozen=True)
 class SearchContext:
     """Where a nest is and what constrains its plan, for the search."""
@@ -491,7 +495,7 @@ def load_single_elements_directly(nest: Nest) -> None:
     tiles = nest.tiles()
     for t in nest.buffered():
         if t.read and not t.written and t.elements(tiles) == 1:
-            t.direct = "its tile is a single element"
+            t.direct = SINGLE
 
 
 def _too_small(nest: Nest, capacity: int, where: Instruction | None) -> None:

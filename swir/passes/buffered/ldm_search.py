@@ -33,22 +33,30 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import TrafficError, flops_of
 from swir.ir.core import Access, Global, Module
-
-if TYPE_CHECKING:
-    from swir.passes.buffered.ldm_plan import LoopVar, Nest, SearchContext
+from swir.passes.buffered.ldm_plan import (
+    SINGLE,
+    LoopVar,
+    Nest,
+    Plan,
+    SearchContext,
+    _corr,
+    _share_single_tile,
+    load_single_elements_directly,
+    order_loops,
+)
 
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
 EXACT_CHECKS = 4    # plans measured exactly, besides greedy's
 MACHINE = Machine()
-SINGLE = "its tile is a single element"     # why Constraint 1 loads a tensor directly
 
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
 
@@ -62,7 +70,6 @@ def search(nest: Nest, ctx: SearchContext) -> tuple[list[LoopVar], bool, bool]:
 
 class Search:
     def __init__(self, nest: Nest, ctx: SearchContext) -> None:
-        from swir.passes.buffered.ldm_plan import _share_single_tile, order_loops
         self.nest, self.ctx = nest, ctx
         # Loops that carry a dependence are never spread over the CPEs (asked
         # once: the dependence test is costly).
@@ -79,7 +86,8 @@ class Search:
                 t.direct = None
         self.flops = nest_flops(nest)
         self.options = [tile_options(v.extent, ctx.cpes) for v in nest.vars]
-        self.seen: dict[Choice, float] = {}
+        self.seen: dict[Choice, float] = {}                     # every plan estimated
+        self.scored: dict[tuple[int, ...], list[tuple[float, Choice]]] = {}
 
     def run(self) -> tuple[list[LoopVar], bool, bool]:
         """(the winner's loop order, whether it is not greedy's, whether the
@@ -96,9 +104,7 @@ class Search:
         ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
         winner = choose(self.ctx, self.greedy, self.greedy_direct,
                         [k for _, k in ranked[:EXACT_CHECKS]], self.serial)
-        if winner == self.greedy:
-            for v, t in zip(self.nest.vars, self.greedy[0]):
-                v.tile = t
+        if winner == self.greedy:       # the nest still holds greedy's tiles
             for t, d in zip(self.nest.tensors, self.greedy_direct):
                 t.direct = d
         else:
@@ -111,15 +117,16 @@ class Search:
         return not self.out_of_time
 
     def score(self, tiles: tuple[int, ...]) -> list[tuple[float, Choice]]:
-        """Each loop order's estimate for these tiles."""
-        out = []
-        for order in orders(self.nest, tiles):
-            key = (tiles, order)
-            if key not in self.seen:
-                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops,
-                                          self.serial)
-            out.append((self.seen[key], key))
-        return out
+        """Each loop order's estimate for these tiles (both kept: the local
+        search meets the same tilings again)."""
+        if tiles not in self.scored:
+            out = []
+            for order in orders(self.nest, tiles):
+                key = (tiles, order)
+                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops, self.serial)
+                out.append((self.seen[key], key))
+            self.scored[tiles] = out
+        return self.scored[tiles]
 
     def fits(self, tiles: tuple[int, ...]) -> bool:
         return fits(self.nest, tiles, self.ctx.capacity,
@@ -169,8 +176,20 @@ def set_tiles(nest: Nest, tiles: tuple[int, ...]) -> None:
     for t in nest.tensors:
         if t.direct == SINGLE:
             t.direct = None
-    from swir.passes.buffered.ldm_plan import load_single_elements_directly
     load_single_elements_directly(nest)
+
+
+@contextmanager
+def tiled(nest: Nest, tiles: tuple[int, ...]) -> Iterator[None]:
+    """The nest with these tiles for the duration, its own tiles after."""
+    old = [v.tile for v in nest.vars]
+    for v, t in zip(nest.vars, tiles):
+        v.tile = t
+    try:
+        yield
+    finally:
+        for v, t in zip(nest.vars, old):
+            v.tile = t
 
 
 def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
@@ -179,28 +198,18 @@ def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
     where an output loop can be split (what Plan.make would otherwise force;
     ``serial``: the loops that cannot be split, None when there is one CPE
     and one task is fine)."""
-    old = [v.tile for v in nest.vars]
-    for v, t in zip(nest.vars, tiles):
-        v.tile = t
-    outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
-    one_task = serial is not None and all(v.ntiles == 1 for _, v in outputs) and any(
-        v.extent > 1 and i not in serial for i, v in outputs)
-    ok = nest.ldm_bytes() <= capacity and not one_task
-    for v, t in zip(nest.vars, old):
-        v.tile = t
-    return ok
+    with tiled(nest, tiles):
+        outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
+        one_task = serial is not None and all(v.ntiles == 1 for _, v in outputs) and any(
+            v.extent > 1 and i not in serial for i, v in outputs)
+        return nest.ldm_bytes() <= capacity and not one_task
 
 
 def orders(nest: Nest, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Algorithm 2's tile-loop order for these tiles, and the same order with
     each other output loop moved outermost."""
-    from swir.passes.buffered.ldm_plan import order_loops
-    old = [v.tile for v in nest.vars]
-    for v, t in zip(nest.vars, tiles):
-        v.tile = t
-    base = [nest.vars.index(v) for v in order_loops(nest)]
-    for v, t in zip(nest.vars, old):
-        v.tile = t
+    with tiled(nest, tiles):
+        base = [nest.vars.index(v) for v in order_loops(nest)]
     out = [tuple(base)]
     outputs = [i for i in base if not nest.vars[i].reduction]
     for i in outputs[1:]:
@@ -221,20 +230,13 @@ def estimate(nest: Nest, choice: Choice, cpes: int, flops: int, serial: frozense
     """Modeled seconds of the nest with these tiles and tile-loop order, in
     closed form (full tiles; no double buffering); ``serial``: the indices
     of the loops that carry a dependence."""
-    tiles_t, order_i = choice
-    old = [v.tile for v in nest.vars]
-    for v, t in zip(nest.vars, tiles_t):
-        v.tile = t
-    try:
+    tiles, order_i = choice
+    with tiled(nest, tiles):
         return _estimate(nest, order_i, cpes, flops, serial, m)
-    finally:
-        for v, t in zip(nest.vars, old):
-            v.tile = t
 
 
 def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, flops: int,
               serial: frozenset[int], m: Machine) -> float:
-    from swir.passes.buffered.ldm_plan import _corr
     order = [nest.vars[i] for i in order_i]
     tiles = nest.tiles()
     trips = [v.ntiles for v in order]
@@ -314,7 +316,6 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
     plan is then not chosen)."""
     from swir.diagnostics import Diagnostic
     from swir.parser import parse_module
-    from swir.passes.buffered.ldm_plan import Nest, Plan
     from swir.passes.dma.insert_dma import InsertDMA
     from swir.passes.manager import PassFailure, PassManager
     try:
