@@ -14,7 +14,7 @@ import numpy as np
 
 from swir.diagnostics import SOURCES, Diagnostic, Location
 from swir.limits import deep_recursion
-from swir.passes.manager import PassFailure
+from swir.passes.manager import PassBug, PassFailure
 from swir.verifier import VerificationError
 
 
@@ -36,14 +36,22 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
         with deep_recursion():  # passes recurse per nested region, too
             return main(args)
     except Diagnostic as d:
-        print(d.render(), file=sys.stderr)
+        print(render(prog, d), file=sys.stderr)
     except (VerificationError, PassFailure) as e:
         for d in e.diagnostics:
-            print(d.render(), file=sys.stderr)
+            print(render(prog, d), file=sys.stderr)
     except UsageError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
+    except PassBug as bug:
+        if os.environ.get("SWIR_DEBUG"):
+            raise
+        report_pass_bug(prog, bug)
+        return 2
     except RecursionError:
         print(f"{prog}: error: input is nested too deeply", file=sys.stderr)
+    except MemoryError:
+        # Not a bug: the input (or what it asks for) is larger than this machine.
+        print(f"{prog}: error: out of memory", file=sys.stderr)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
@@ -56,6 +64,29 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
               "(a bug in swir; set SWIR_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
     return 1
+
+
+def render(prog: str, d: Diagnostic) -> str:
+    """A diagnostic's text; one that names neither a place nor a file is
+    prefixed with the tool's name, as every other error is."""
+    text = d.render()
+    return text if d.loc is not None or d.file else f"{prog}: {text}"
+
+
+def report_pass_bug(prog: str, bug: PassBug) -> None:
+    """An internal error naming the pass, its diagnostics, and where the IR it
+    was given is saved for the bug report."""
+    print(f"{prog}: internal error: {bug} (a bug in swir, not in the input)", file=sys.stderr)
+    for d in bug.diagnostics:
+        print(render(prog, d), file=sys.stderr)
+    if bug.reproducer is not None:
+        print(f"{prog}: note: the IR given to {bug.spelling} is saved in {bug.reproducer}; "
+              f"attach it to the bug report", file=sys.stderr)
+    else:
+        print(f"{prog}: note: the IR given to {bug.spelling} could not be saved "
+              "(run with --verify-each on, and a writable $SWIR_CRASH_DIR or temporary "
+              "directory)", file=sys.stderr)
+    print(f"{prog}: note: reproduce with: {bug.command}", file=sys.stderr)
 
 
 def command_line_error(prog: str, argv: list[str], index: int, message: str) -> Diagnostic:

@@ -25,6 +25,7 @@ PASSES: dict[str, str] = {
     "reorder-loops": "swir.passes.loop.reorder_loops:ReorderLoops",
     "split-loop": "swir.passes.loop.split_loop:SplitLoop",
     # Passes for testing the pass manager itself.
+    "test-crash": "swir.passes.testing:TestCrash",
     "test-fail": "swir.passes.testing:TestFail",
     "test-invalid-ir": "swir.passes.testing:TestInvalidIR",
 }

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TextIO
@@ -29,6 +31,23 @@ class PassFailure(Exception):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         super().__init__("\n".join(d.render() for d in diagnostics))
         self.diagnostics = diagnostics
+
+
+class PassBug(Exception):
+    """A pass left invalid IR behind or crashed: a bug in swir, not in the input.
+
+    ``reproducer`` is the file holding the IR the pass was given (or None when
+    it could not be saved); ``command`` runs the pass on it."""
+
+    def __init__(self, spelling: str, problem: str, diagnostics: list[Diagnostic],
+                 reproducer: str | None, command: str) -> None:
+        super().__init__(f"pass {spelling} {problem}")
+        self.spelling, self.problem = spelling, problem
+        self.diagnostics, self.reproducer, self.command = diagnostics, reproducer, command
+
+
+# Exceptions a pass may end with that are about the input, not a bug in the pass.
+_INPUT_ERRORS = (PassFailure, Diagnostic, VerificationError, RecursionError, MemoryError)
 
 
 @dataclass
@@ -115,7 +134,9 @@ class PassManager:
 
     def run(self, module: Module) -> Module:
         analyses = AnalysisManager()
-        for p in self.passes:
+        # The input, kept to rebuild the IR a buggy pass was given (see _bug).
+        source = print_module(module) if self.verify_each else None
+        for index, p in enumerate(self.passes):
             before = print_module(module) if self.print_ir_after_failure else None
             start = time.perf_counter()
             try:
@@ -123,17 +144,23 @@ class PassManager:
                     raise PassFailure([Diagnostic(
                         f"pass -{p.name} runs on the {_either(p.stages)} stage, but the "
                         f"module is at the {module.stage} stage", module.loc)])
-                changed = bool(p.run(module, analyses))
+                try:
+                    changed = bool(p.run(module, analyses))
+                except (*_INPUT_ERRORS, PassBug):  # PassBug: from a pipeline inside the pass
+                    raise
+                except Exception as e:
+                    raise self._bug(index, source, module, "crashed",
+                                    [Diagnostic(f"{type(e).__name__}: {e}",
+                                                file=self.input_name)]) from e
                 if changed:
                     analyses.invalidate()
                 if self.verify_each:
                     try:
                         verify(module)
                     except VerificationError as e:
-                        raise PassFailure([Diagnostic(
-                            f"pass -{p.name} produced invalid IR (a bug in the pass)",
-                            file=self.input_name)] + e.diagnostics) from None
-            except PassFailure:
+                        raise self._bug(index, source, module, "produced invalid IR",
+                                        e.diagnostics) from None
+            except (PassFailure, PassBug):
                 if before is not None:
                     self._dump(f"IR Dump Before {p.spelling()} Failed", before,
                                "// reproduce: save the IR above as repro.swir, then run\n"
@@ -145,7 +172,50 @@ class PassManager:
                 self._dump(f"IR Dump After {p.spelling()}", print_module(module))
         return module
 
+    def _bug(self, index: int, source: str | None, module: Module, problem: str,
+             diagnostics: list[Diagnostic]) -> PassBug:
+        """A PassBug for pass ``index``, with the IR it was given saved to a file.
+
+        The module has been changed in place, so that IR is rebuilt: the input
+        as it was when run() began, re-parsed and taken through the passes
+        before this one (all deterministic). If the rebuild fails, the input
+        itself is saved and the command runs every pass up to this one."""
+        p = self.passes[index]
+        spellings = [p.spelling()]
+        text = None
+        if source is not None:
+            try:
+                text = print_module(self._replay(source, module.base_dir, index))
+            except Exception:  # the rebuild is best effort: fall back to the input
+                text, spellings = source, [q.spelling() for q in self.passes[:index + 1]]
+        path = _save_reproducer(p.name, text) if text is not None else None
+        command = "swir-opt " + " ".join(shlex.quote(s) for s in spellings) + " " + \
+            shlex.quote(path or "IN.swir")
+        return PassBug(p.spelling(), problem, diagnostics, path, command)
+
+    def _replay(self, source: str, base_dir: str | None, index: int) -> Module:
+        from swir.parser import parse_module
+        m = parse_module(source, f"<before -{self.passes[index].name}>")
+        m.base_dir = base_dir
+        fresh = [dataclasses.replace(q) for q in self.passes[:index]]
+        PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
+        return m
+
     def _dump(self, title: str, text: str, trailer: str = "") -> None:
         if self.dump is not None:
             self.dump.write(f"// -----// {title} //----- //\n{text}{trailer}")
 
+
+
+def _save_reproducer(pass_name: str, text: str) -> str | None:
+    """Write ``text`` to a new file in $SWIR_CRASH_DIR (default: the system's
+    temporary directory) and return its path; None if it cannot be written."""
+    folder = os.environ.get("SWIR_CRASH_DIR") or tempfile.gettempdir()
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"swir-before-{pass_name}-", suffix=".swir",
+                                    dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+    except OSError:
+        return None

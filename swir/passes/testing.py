@@ -1,5 +1,6 @@
 """Passes that exist to test the pass manager (like MLIR's -test-* passes):
-one that leaves invalid IR behind, and one that fails with a diagnostic."""
+one that leaves invalid IR behind, one that crashes, and one that fails with
+a diagnostic."""
 
 from __future__ import annotations
 
@@ -34,3 +35,12 @@ class TestFail(Pass):
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         raise PassFailure([Diagnostic(f"-test-fail: {self.reason}", module.loc)])
+
+
+@dataclass
+class TestCrash(Pass):
+    name = "test-crash"
+    summary = "[testing] Raise a Python exception, as a buggy pass would"
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        return {}["no such key"]

@@ -1,0 +1,99 @@
+"""The verifier as a safety net: a pass that leaves invalid IR behind, or
+raises, inside swir-cg's real pipeline is an internal error (exit 2) naming
+the pass, and the IR the pass was given is saved to a file for the bug
+report: valid IR, equal to what the passes before it produce, on which the
+pass (once fixed) runs. No output is written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from swir.parser import parse_module
+from swir.passes.dma.insert_dma import InsertDMA
+from swir.passes.graph.fuse import Fuse
+from swir.passes.pipelines import pipeline_flags
+from swir.passes import testing
+from swir.printer import print_module
+from swir.tools import swir_cg, swir_opt
+from swir.tools.driver import run_tool
+from swir.verifier import verify
+
+MLP = Path(__file__).parents[2] / "examples" / "mlp.swir"
+
+
+def _corrupting(cls):
+    """``cls.run`` followed by a corruption of a result type, as a buggy pass would."""
+    real = cls.run
+
+    def run(self, module, analyses):
+        real(self, module, analyses)
+        return testing.TestInvalidIR().run(module, analyses)
+    return run
+
+
+def _crashing(self, module, analyses):
+    raise IndexError("list index out of range")
+
+
+# -O0 for -insert-dma: at -O1 -fuse's traffic check runs -insert-dma on its
+# own, and the bug would be caught (and reported) there first.
+@pytest.mark.parametrize("cls, fault, problem, level", [
+    (InsertDMA, _corrupting(InsertDMA), "produced invalid IR", "O0"),
+    (Fuse, _crashing, "crashed", "O1"),
+])
+def test_faulty_pass_is_an_internal_error_with_the_ir_before_it_saved(
+        tmp_path, monkeypatch, capsys, cls, fault, problem, level):
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    monkeypatch.setenv("SWIR_CRASH_DIR", str(crash))
+    monkeypatch.setattr(cls, "run", fault)
+    out = tmp_path / "out"
+
+    status = run_tool("swir-cg", swir_cg.main, [f"-{level}", str(MLP), "-o", str(out)])
+
+    err = capsys.readouterr().err
+    assert status == 2, err
+    # The pass is named as it ran, with its options: -fuse{check-traffic=true,...}.
+    assert re.search(rf"^swir-cg: internal error: pass -{cls.name}(\{{[^}}]*\}})? {problem} "
+                     r"\(a bug in swir, not in the input\)$", err, re.M), err
+    assert "Traceback" not in err
+    assert not out.exists()
+    (saved,) = crash.iterdir()
+    assert saved.name.startswith(f"swir-before-{cls.name}-") and saved.suffix == ".swir"
+    assert err.rstrip().endswith(f" {saved}") and f"reproduce with: swir-opt '-{cls.name}" in err
+
+    # The saved IR is what the passes before the faulty one produce.
+    monkeypatch.undo()
+    flags = pipeline_flags("graph", level)
+    index = [f.split("{")[0] for f in flags].index(f"-{cls.name}")
+    expected = tmp_path / "expected.swir"
+    assert swir_opt.main(flags[:index] + [str(MLP), "-o", str(expected)]) == 0
+    got = parse_module(saved.read_text(), str(saved))
+    verify(got)
+    assert print_module(got) == print_module(parse_module(expected.read_text()))
+    # ... and the fixed pass takes it on: the bug report is a working reproducer.
+    assert swir_opt.main([flags[index], str(saved), "-o", str(tmp_path / "after.swir")]) == 0
+
+
+def test_without_a_writable_crash_dir_the_error_still_names_the_pass(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SWIR_CRASH_DIR", str(tmp_path / "missing"))
+    status = run_tool("swir-opt", swir_opt.main, ["-dce", "-test-invalid-ir", str(MLP)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "internal error: pass -test-invalid-ir produced invalid IR" in err
+    assert "could not be saved" in err and "Traceback" not in err
+
+
+def test_input_errors_inside_a_pass_stay_user_errors(tmp_path, capsys):
+    """A pass that refuses the input (here -insert-dma given a graph-stage
+    module) is exit 1 with a diagnostic, not an internal error."""
+    status = run_tool("swir-opt", swir_opt.main,
+                      ["-insert-dma", str(MLP), "-o", str(tmp_path / "out.swir")])
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "internal error" not in err and "runs on the buffered stage" in err
+    assert not (tmp_path / "out.swir").exists()
