@@ -606,10 +606,14 @@ class _Verifier:
     def _symbol_range(self, v: object) -> tuple[int, int] | None:
         if isinstance(v, Result) and v.owner.opname == "cpe_id":
             return 0, 63
+        # The attributes are checked when their op is, which may be later: a
+        # malformed one leaves the range unknown here.
         if isinstance(v, Result) and v.owner.opname == "chunk":
-            return 0, int(v.owner.attrs.get("extent", 0))
+            extent = v.owner.attrs.get("extent", 0)
+            return (0, extent) if _attr_kind_error("int", extent) is None else None
         if isinstance(v, Result) and v.owner.opname == "dyn_index":
-            return 0, int(v.owner.attrs.get("bound", 1)) - 1
+            bound = v.owner.attrs.get("bound", 1)
+            return (0, bound - 1) if _attr_kind_error("int", bound) is None else None
         if isinstance(v, Result) and v.owner.opname == "const":
             c = v.owner.args[0]
             return (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
