@@ -62,8 +62,26 @@ class Diagnostic(Exception):
         return "\n".join(out)
 
 
+def one_line(text: str) -> str:
+    """``text`` with each non-printable character (control, format, line and
+    paragraph separators) written as a backslash escape: messages quote names
+    from the input, which may hold a newline or a terminal escape sequence."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        else:
+            o = ord(ch)
+            out.append(f"\\x{o:02x}" if o < 256 else f"\\u{o:04x}" if o < 0x10000
+                       else f"\\U{o:08x}")
+    return "".join(out)
+
+
 def _render_one(kind: str, message: str, loc: Location | None, file: str | None,
                 sources: SourceManager) -> str:
+    message = one_line(message)
     if loc is None:
         where = f"{file}: " if file else ""
         return f"{where}{kind}: {message}"

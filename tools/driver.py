@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swir.diagnostics import SOURCES, Diagnostic, Location
+from swir.diagnostics import SOURCES, Diagnostic, Location, one_line
 from swir.limits import deep_recursion
 from swir.passes.manager import PassBug, PassFailure
 from swir.verifier import VerificationError
@@ -41,7 +41,7 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
         for d in e.diagnostics:
             print(render(prog, d), file=sys.stderr)
     except UsageError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(e))}", file=sys.stderr)
     except PassBug as bug:
         if os.environ.get("SWIR_DEBUG"):
             raise
@@ -60,7 +60,7 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
     except Exception as e:  # a bug in swir, not in the input: still no traceback
         if os.environ.get("SWIR_DEBUG"):
             raise
-        print(f"{prog}: internal error: {type(e).__name__}: {e} "
+        print(f"{prog}: internal error: {type(e).__name__}: {one_line(str(e))} "
               "(a bug in swir; set SWIR_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
     return 1

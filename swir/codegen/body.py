@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from swir.codegen import scalar
-from swir.codegen.names import Scope, c_string
+from swir.codegen.names import Scope, c_string, display_text
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import constant_array
 from swir.ir.affine import Compound, Expr, format_expr
@@ -260,10 +260,11 @@ def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
     v = inst.args[0]
     n = inst.attrs["bound"]
     loc = inst.loc or e.f.loc
-    where = f"{loc}: " if loc else ""
-    what = f"%{v.name}" if getattr(v, "name", None) else "an index"
+    # One printable line whatever the names hold (SWIR_TRAP prints it as is).
+    where = f"{display_text(str(loc), 200)}: " if loc else ""
+    what = f"%{display_text(v.name)}" if getattr(v, "name", None) else "an index"
     msg = c_string(f"{where}error: 'dyn_index' of {what} is outside [-{n}, {n}) "
-                   f"(bound = {n}) in @{e.f.name}")
+                   f"(bound = {n}) in @{display_text(e.f.name)}")
     call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg})"  # type: ignore[arg-type]
     if not inst.results[0].has_uses:
         e.line(f"(void){call};")      # unused, but its range check still runs

@@ -4,9 +4,13 @@ swir names (``@conv1.w``, ``%hi_1``, a module called ``"my net; rm -rf"``) may
 hold any character a model author or an importer chose. Nothing of them reaches
 C, the Makefile or a file path unchanged: every name becomes ``[A-Za-z_]
 [A-Za-z0-9_]*``, never a C keyword, never a name the generated code or the
-libraries it includes use (``exp``, ``athread_get``, ``swir_...``), and unique
-in its scope (a clash gets ``_2``, ``_3``, ...). Comments quote original names
-through :func:`comment_text`, which cannot close the comment.
+libraries it includes use (``exp``, ``athread_get``, ``swir_...``), at most
+``MAX_IDENTIFIER`` characters, and unique in its scope (a clash gets ``_2``,
+``_3``, ...). Comments quote original names through :func:`comment_text`, which
+cannot close the comment; string literals through :func:`c_string`; messages
+the program prints through :func:`display_text` (one printable line); the
+program's file name through :func:`file_stem` (a short word that is no
+Makefile target or file of the project).
 """
 
 from __future__ import annotations
@@ -45,16 +49,31 @@ _RESERVED_PREFIXES = ("swir_", "SWIR_", "athread_", "slave_", "__", "_Z", "pthre
 _RESERVED_PATTERN = re.compile(r"^(str|mem|is|to|wcs)[a-z]|^E[0-9A-Z]|^_[A-Z]|_t$")
 _BAD = re.compile(r"[^A-Za-z0-9_]")
 
+# Longest C name made from a model name, before a uniqueness suffix: C99 promises
+# 63 significant characters in an internal identifier (5.2.4.1), and a 5000-
+# character ONNX name makes no better C name than its first few dozen characters.
+MAX_IDENTIFIER = 48
+# Longest program file name stem (a file name is at most 255 bytes, and
+# `make emu` adds "_emu_asan").
+MAX_STEM = 64
+# Stems that would be a Makefile target (all, emu, clean), a file make reads
+# itself (Makefile, makefile, GNUmakefile) or a file or directory of the project
+# (emu/, main.c's program "main", layers*, weights.bin). Compared ignoring case
+# (case-insensitive file systems).
+_RESERVED_STEMS = frozenset(["all", "emu", "clean", "makefile", "gnumakefile", "main", "layers",
+                             "layers_mix", "layers_slave", "weights"])
+
 
 def c_identifier(name: str, fallback: str = "v") -> str:
     """``name`` with every character outside [A-Za-z0-9_] replaced by '_', never
-    empty and never starting with a digit (no uniqueness: see :class:`Scope`)."""
+    empty, never starting with a digit and at most MAX_IDENTIFIER characters
+    long (no uniqueness: see :class:`Scope`)."""
     text = _BAD.sub("_", name)
     if not text or not text.strip("_"):
         text = fallback + text
     if text[0].isdigit():
         text = fallback + text
-    return text
+    return text[:MAX_IDENTIFIER]
 
 
 def _reserved(name: str) -> bool:
@@ -114,21 +133,43 @@ class Scope:
         raise KeyError(key)
 
 
+def _printable(ch: str) -> str:
+    """One character as printable ASCII: itself, or a backslash escape."""
+    o = ord(ch)
+    return (ch if " " <= ch <= "~" else f"\\x{o:02x}" if o < 256
+            else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+
+
 def comment_text(text: str) -> str:
     """Text safe inside a C block comment and on one line: no '*/', no '/*',
     no newlines, no trigraph-like '??', nothing outside printable ASCII."""
-    out = []
-    for ch in text:
-        out.append(ch if " " <= ch <= "~" else f"\\x{ord(ch):02x}" if ord(ch) < 256
-                   else f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
-    s = "".join(out)
+    s = "".join(_printable(ch) for ch in text)
     return s.replace("*/", "* /").replace("/*", "/ *").replace("??", "?\\?")
 
 
+def display_text(text: str, limit: int = 80) -> str:
+    """``text`` as one line of printable ASCII for a message the generated
+    program prints (no newline, no terminal escape sequence, non-ASCII
+    escaped), cut to at most ``limit`` characters with "..."."""
+    pieces = [_printable(ch) for ch in text]
+    if sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    out, n = [], 0
+    for piece in pieces:      # cut between escapes, never inside one
+        if n + len(piece) > limit - 3:
+            break
+        out.append(piece)
+        n += len(piece)
+    return "".join(out) + "..."
+
+
 def c_string(text: str) -> str:
-    """A C string literal holding ``text`` (UTF-8), every risky byte escaped."""
+    """A C string literal holding ``text`` (UTF-8), every risky byte escaped.
+    Two things a C string cannot hold are spelled out instead: a NUL (which
+    would end it early) as the two characters ``\\0``, and a lone surrogate
+    (no UTF-8) as ``\\udc80``."""
     out = ['"']
-    for b in text.encode("utf-8"):
+    for b in text.replace("\0", "\\0").encode("utf-8", "backslashreplace"):
         ch = chr(b)
         if ch in '"\\':
             out.append("\\" + ch)
@@ -143,6 +184,10 @@ def c_string(text: str) -> str:
 
 
 def file_stem(name: str) -> str:
-    """A module name as a file-name stem and Makefile word: [A-Za-z0-9_] only."""
-    text = _BAD.sub("_", name).strip("_")
-    return text or "model"
+    """A module name as a file-name stem and Makefile word: [A-Za-z0-9_] only,
+    at most MAX_STEM characters, never a Makefile target or a file the project
+    holds (``emu`` would be the emu/ directory, ``Makefile`` the makefile)."""
+    text = _BAD.sub("_", name).strip("_")[:MAX_STEM].rstrip("_") or "model"
+    if text.lower() in _RESERVED_STEMS:
+        text += "_model"
+    return text

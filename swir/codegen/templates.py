@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 
 from swir.codegen import scalar
-from swir.codegen.names import comment_text
+from swir.codegen.names import comment_text, display_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
 
@@ -44,8 +44,15 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; (reply) = 0; } while (0)
 #endif
 
-/* A run-time error in generated code (an out-of-range data-dependent index). */
+/* A run-time error in generated code (an out-of-range data-dependent index):
+ * the message on one line, exit status 1. In the emulation the runtime ends
+ * the process, as for its own errors: one line even when several CPEs trap at
+ * once, and no sanitizer report of the CPE threads the exit abandons. */
+#ifdef SWIR_EMU
+#define SWIR_TRAP(message) swir_emu_trap(message)
+#else
 #define SWIR_TRAP(message) (fprintf(stderr, "%s\n", (message)), exit(1))
+#endif
 
 /* Index arithmetic: floor division and modulo as in swir (rounding to -inf). */
 static inline long swir_floordiv(long a, long b)
@@ -285,7 +292,8 @@ def buffers_code(decls: list[str], placed: list, own: list, arena: int,
             lines.append(f"    {name} = ({ct} *)(arena + {off});")
     for name, g in own:
         ct = scalar.c_type(g.type.element)
-        lines.append(f"    {name} = ({ct} *)alloc_block({g.type.bytes}, {c_string(g.name)});")
+        lines.append(f"    {name} = ({ct} *)alloc_block({g.type.bytes}, "
+                     f"{c_string(display_text(g.name))});")
     if not placed and not own:
         lines.append("    /* no buffers */")
     lines.append("}")
@@ -293,7 +301,10 @@ def buffers_code(decls: list[str], placed: list, own: list, arena: int,
 
 
 def _port(p: FuncParam | None, t: Type, name: str, c_string) -> str:
-    return f"    {{{c_string(name)}, {c_string(str(t))}, {t.bytes}}},"  # type: ignore[union-attr]
+    # The name is for messages only ("input 1 (NAME : TYPE) ... has 7 bytes"):
+    # one printable line, however the model spelled it.
+    return (f"    {{{c_string(display_text(name))}, {c_string(str(t))}, "  # type: ignore[union-attr]
+            f"{t.bytes}}},")
 
 
 def main_c(header: str, constants: str, buffers: str, functions: list[str], entry: str,

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from swir.diagnostics import one_line
 from swir.interp.kernels import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
@@ -58,7 +59,15 @@ Tensor = Value | np.ndarray   # an IR value, or a constant known at import time
 
 
 class ImportFailure(Exception):
-    """A model swir-import cannot translate; the message is one line."""
+    """A model swir-import cannot translate; the message is one line.
+
+    Messages quote the model's own names (nodes, tensors, attributes), which
+    may hold anything: a newline, a terminal escape sequence, a right-to-left
+    override. Every character that is not printable is shown as an escape,
+    so the message stays one line and shows what the model really says."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 def onnx_modules():
@@ -125,6 +134,7 @@ def load_model(path: Path, check: bool = True):
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ImportFailure("not an ONNX model: it has no IR version or no graph")
     opset = default_opset(model)
+    check_external_data(model, path.parent)
     if check:
         try:
             onnx.checker.check_model(str(path))
@@ -137,6 +147,49 @@ def load_model(path: Path, check: bool = True):
     except Exception as e:  # noqa: BLE001  missing file, bad location, short file
         raise ImportFailure(f"cannot read the model's external data: {_first_line(e)}") from None
     return model, opset
+
+
+def check_external_data(model, base: Path) -> None:
+    """Where each tensor's external data is must be a regular file inside the
+    model's directory, and its offset and length inside that file: the
+    model's ``location`` strings never name a file elsewhere (an absolute
+    path, ``../``, a symbolic link out), whatever the installed onnx checks
+    (older versions checked none of it)."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    root = base.resolve()
+    for t in _get_all_tensors(model):
+        if not uses_external_data(t):
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        where = f"tensor '{t.name}'"
+        loc = info.get("location", "")
+        parts = loc.replace("\\", "/").split("/")
+        if not loc or "\0" in loc or loc.startswith(("/", "\\")) or loc[1:2] == ":" \
+                or ".." in parts:
+            raise ImportFailure(f"{where}: external data location '{loc}' is not a file name "
+                                "relative to the model's directory")
+        size = None
+        try:
+            real = (root / loc).resolve()     # symbolic links followed
+            if real != root and root not in real.parents:
+                raise ImportFailure(f"{where}: external data '{loc}' leads outside the "
+                                    "model's directory")
+            if real.is_file():
+                size = real.stat().st_size
+        except (OSError, RuntimeError):       # unreadable, a loop of links
+            pass
+        if size is None:
+            raise ImportFailure(f"{where}: external data '{loc}' is not a readable regular "
+                                "file beside the model")
+        try:
+            offset = int(info.get("offset", "0"))
+            length = int(info["length"]) if "length" in info else size - offset
+        except ValueError:
+            raise ImportFailure(f"{where}: external data offset or length is not an "
+                                "integer") from None
+        if offset < 0 or length < 0 or offset + length > size:
+            raise ImportFailure(f"{where}: external data at offset {offset}, length {length} "
+                                f"does not fit in '{loc}' ({size} bytes)")
 
 
 def default_opset(model) -> int:
