@@ -2,10 +2,21 @@
 convolution and the bundled multi-layer example, built with ``make emu-asan``
 (AddressSanitizer + UndefinedBehaviorSanitizer) and ``make emu-tsan``
 (ThreadSanitizer: the 64 CPE threads really run at once), run with every
-report fatal, and compared with the graph interpreter."""
+report fatal, and compared with the graph interpreter. test_zoo_e2e.py runs
+the eight zoo models the same way, with ENV below.
+
+The emulation runtime's own checks (swir/codegen/runtime/swir_emu.c: a
+kernel's LDM frame over the capacity, a DMA not waited for when the kernel
+returns, ...) are plain C, compiled into every make target that defines
+SWIR_EMU (emu, emu-asan, emu-tsan; the Makefile's EMU_DEFS) with no macro to
+turn them off. test_runtime_checks_are_on_under_sanitizers proves it for the
+sanitizer builds: a generated project edited to break each rule is caught,
+with the runtime's one-line message and nothing from the sanitizer."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +55,11 @@ func @main(%x: <1 x 3 x 17 x 15 x f32>, %w: <8 x 3 x 3 x 3 x f32>, %b: <8 x f32>
 """
 
 
-def _links(flag: str, tmp: Path) -> bool:
+FLAGS = {"emu-asan": "-fsanitize=address,undefined", "emu-tsan": "-fsanitize=thread"}
+
+
+def links(flag: str, tmp: Path) -> bool:
+    """Whether cc can link a program with ``flag`` (tmp: a scratch directory)."""
     src = tmp / "t.c"
     src.write_text("int main(void) { return 0; }\n")
     r = subprocess.run(["cc", flag, str(src), "-o", str(tmp / "t")], capture_output=True)
@@ -70,8 +85,8 @@ def _inputs(m, name: str, base: Path) -> list[np.ndarray]:
 @pytest.mark.parametrize("target", ["emu-asan", "emu-tsan"])
 @pytest.mark.parametrize("name", ["matmul", "conv", "mlp"])
 def test_generated_program_runs_clean_under_sanitizers(tmp_path, name, target):
-    flag = "-fsanitize=address,undefined" if target == "emu-asan" else "-fsanitize=thread"
-    if not _links(flag, tmp_path):
+    flag = FLAGS[target]
+    if not links(flag, tmp_path):
         pytest.skip(f"cc cannot link {flag} on this machine")
     path, module = _model(name, tmp_path)
     out = tmp_path / "out"
@@ -89,3 +104,79 @@ def test_generated_program_runs_clean_under_sanitizers(tmp_path, name, target):
         # The plan tiles the reductions (up to 300 terms here), so f32 sums add in
         # another order: an error relative to the largest output, not to each.
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
+
+
+# A generated project broken by hand, and the runtime's message for it.
+FAULTS = {
+    # The kernel's LDM struct grows by 64 KB: its frame cannot fit in the
+    # 65536 - 4096 bytes the runtime allows (the Makefile's LDM_RESERVE).
+    "ldm_over": r"kernel 'matmul_0', CPE \d+: needs (\d+) bytes of LDM; the capacity is 61440 "
+                r"\(65536 bytes of LDM minus 4096 reserved for the stack and reply words\)",
+    # The wait after the result's put is deleted: the CPEs that own a tile
+    # return with that put in flight (each CPE runs at most one iteration,
+    # 5 over 64 CPEs, so no later wait on the same word catches it first).
+    "not_waited": r"kernel 'matmul_0', CPE \d+: returned with 1 DMA not waited for "
+                  r"\(athread_put of 168 bytes on reply word at LDM 0x[0-9a-f]+\)",
+    # Not a runtime check but the same exit path: generated code's SWIR_TRAP
+    # (a data-dependent index out of range) on one CPE, after the CPEs
+    # without work have returned, is one line and status 1 too; with exit(1)
+    # ThreadSanitizer added a "thread leak" report and made the status 66.
+    "trap": r"injected trap",
+}
+
+
+def _break(project: Path, fault: str) -> None:
+    path = project / "layers_slave.c"
+    text = path.read_text()
+    if fault == "ldm_over":
+        broken = re.sub(r"(struct matmul_0_ldm \{[^\n]*\n)",
+                        r"\1    float overflow[16384];\n", text, count=1)
+    elif fault == "trap":
+        broken = re.sub(r"(\n    const long hi = [^\n]*\n)",
+                        r'\1    if (id == 63) SWIR_TRAP("injected trap");\n', text, count=1)
+    else:
+        lines = text.splitlines(keepends=True)
+        put = next(i for i, line in enumerate(lines) if "athread_put(" in line)
+        wait = next(i for i in range(put + 1, len(lines)) if "SWIR_WAIT(" in lines[i])
+        del lines[wait]
+        broken = "".join(lines)
+    assert broken != text, f"the generated kernel changed shape; update _break for {fault}"
+    path.write_text(broken)
+
+
+@pytest.fixture(scope="module")
+def matmul_project(tmp_path_factory):
+    """The matmul compiled by swir-cg with the default LDM size (64 KB, 4096
+    bytes reserved), once for the module."""
+    d = tmp_path_factory.mktemp("faulty")
+    path = d / "matmul.swir"
+    path.write_text(MATMUL)
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o",
+                        str(d / "project")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return d / "project", parse_module(MATMUL, str(path))
+
+
+@pytest.mark.parametrize("target", ["emu-asan", "emu-tsan"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_runtime_checks_are_on_under_sanitizers(tmp_path, matmul_project, fault, target):
+    if not links(FLAGS[target], tmp_path):
+        pytest.skip(f"cc cannot link {FLAGS[target]} on this machine")
+    original, m = matmul_project
+    project = tmp_path / "project"
+    shutil.copytree(original, project)
+    _break(project, fault)
+    program = emulate.build(project, m.name, target)
+    f = m.lookup("main")
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal(p.type.shape).astype(np.float32) for p in f.params]
+    with pytest.raises(emulate.EmulationError) as e:
+        emulate.run(program, args, [p.type for p in f.params], f.result_types, env=ENV)
+    # Exit status 1 and exactly the runtime's one line: no sanitizer report.
+    head, _, stderr = str(e.value).partition("\n")
+    assert head == f"{program.name} exited with status 1:", str(e.value)
+    prefix = "" if fault == "trap" else "swir-emu: error: "
+    match = re.fullmatch(prefix + FAULTS[fault] + "\n", stderr)
+    assert match, stderr
+    if fault == "ldm_over":
+        assert int(match.group(1)) > 65536

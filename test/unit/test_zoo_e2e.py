@@ -22,8 +22,26 @@ against swir.analysis.traffic's static count of the dma-stage module
 swir-cg compiled (the pipeline run in process by swir-opt). So the bench's
 static DMA figures are tied to what the C does on the zoo models.
 
-Models are imported and compiled two at a time (the 2-core CI machine); the
-whole file takes about a minute there.
+The -O3 project of each model is also built with ``make emu-asan``
+(AddressSanitizer + UndefinedBehaviorSanitizer) and ``make emu-tsan``
+(ThreadSanitizer: the 64 CPE threads and the MPE really concurrent) and run
+with every report fatal (test_codegen_sanitizers.ENV); each must exit 0 with
+no report, give onnxruntime's outputs at the same tolerance and the same DMA
+counters as the plain build. Every zoo model runs several kernels (12 to
+60; 12 to 191 spawns of 64 threads), so all eight run under both. The emulation runtime's checks
+(an LDM frame over the capacity, a DMA not waited for at kernel end, DMAs
+outside their buffers) are unconditional C in these builds as in ``make
+emu``; test_codegen_sanitizers.py shows broken programs being caught under
+each sanitizer. Nothing is tuned down: the Makefile's builds (-O2 -g) and
+the small programs' sanitizer options. Measured on the 2-core machine under
+other load, the sanitizer builds and runs take about 95 s of CPU (ASan
+builds 42 s, ASan runs 7 s, TSan builds 16 s, TSan runs 31 s; the longest
+TSan runs, yolov3's and shufflenet's, 8 s of CPU and 12 to 20 s of wall
+time each, as TSan starts 64 threads per kernel call) and added 1.5 minutes
+of wall time to this file (3.5 to 5 minutes).
+
+Models are imported and compiled two at a time (the 2-core CI machine), the
+sanitizer builds and runs in the same two workers.
 """
 
 from __future__ import annotations
@@ -51,6 +69,8 @@ from swir.parser import parse_module
 
 import siblings
 
+sanitizers = siblings.sibling("test_codegen_sanitizers")
+
 pytestmark = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v cc && command -v make"],
                    capture_output=True, check=False).returncode != 0,
@@ -77,6 +97,15 @@ zoo = siblings.zoo()
 
 
 @dataclass
+class Sanitized:
+    """The -O3 program built for a sanitizer target and run: what it gave, or
+    (outputs None) why building or running it failed."""
+    outputs: list[np.ndarray] | None
+    counters: dict | None
+    stderr: str
+
+
+@dataclass
 class Result:
     outputs: list[np.ndarray]          # the program's
     reference: list[np.ndarray]        # onnxruntime's
@@ -84,6 +113,7 @@ class Result:
     static: dict                       # swir.analysis.traffic's
     modeled: dict[str, float]          # modeled time per kernel (swir.analysis.cost)
     greedy: dict[str, float] | None    # the same with -ldm-plan's greedy strategy (at -O3)
+    sanitized: dict[str, Sanitized]    # by make target, at -O3 (when cc links it)
 
 
 def tool(name: str, *args: str) -> None:
@@ -102,6 +132,8 @@ def onnxruntime_run(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarra
 
 
 LEVELS = ("O0", "O3")
+SANITIZED = ("emu-asan", "emu-tsan")
+linkable: dict[str, bool] = {}         # make target -> cc links its sanitizers (the fixture fills it)
 
 
 def compile_and_run(name: str, root: Path, level: str) -> Result:
@@ -116,7 +148,8 @@ def compile_and_run(name: str, root: Path, level: str) -> Result:
     tool("swir-import", str(onnx_path), "-o", str(swir_path))
     project = d / "project"
     tool("swir-cg", f"-{level}", str(swir_path), "-o", str(project))
-    program = emulate.build(project, parse_module(swir_path.read_text(), str(swir_path)).name)
+    module = parse_module(swir_path.read_text(), str(swir_path)).name
+    program = emulate.build(project, module)
     lowered = d / f"{name}.dma.swir"
     assert swir_opt.main(pipeline_flags("graph", level)
                          + [str(swir_path), "-o", str(lowered)]) == 0
@@ -130,9 +163,25 @@ def compile_and_run(name: str, root: Path, level: str) -> Result:
                  for f in pipeline_flags("graph", level)]
         assert swir_opt.main(flags + [str(swir_path), "-o", str(greedy_path)]) == 0
         greedy = modeled(parse_module(greedy_path.read_text(), str(greedy_path)))
+    sanitized = {}
+    if level == "O3":   # the same project under the sanitizers
+        for target in SANITIZED:
+            if linkable[target]:
+                sanitized[target] = sanitized_run(project, module, target,
+                                                  list(inputs.values()), ins, outs)
     return Result(run.outputs, onnxruntime_run(onnx_path, inputs),
                   emulate.dma_counters(run.stats), dma_traffic(dma).counters(),
-                  modeled(dma), greedy)
+                  modeled(dma), greedy, sanitized)
+
+
+def sanitized_run(project: Path, module: str, target: str, inputs: list[np.ndarray],
+                  ins, outs) -> Sanitized:
+    try:
+        program = emulate.build(project, module, target)
+        run = emulate.run(program, inputs, [p.type for p in ins], outs, env=sanitizers.ENV)
+    except emulate.EmulationError as e:
+        return Sanitized(None, None, str(e))
+    return Sanitized(run.outputs, emulate.dma_counters(run.stats), run.stderr)
 
 
 def modeled(dma) -> dict[str, float]:
@@ -144,6 +193,8 @@ def modeled(dma) -> dict[str, float]:
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("zoo")
     load_zoo_kernels()
+    for target in SANITIZED:
+        linkable[target] = sanitizers.links(sanitizers.FLAGS[target], root)
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {(name, level): pool.submit(compile_and_run, name, root, level)
                    for name in REDUCED for level in LEVELS}
@@ -211,3 +262,25 @@ def test_search_plan_is_never_slower_than_greedy(results, name):
     slower = {k: (r.greedy[k], t) for k, t in r.modeled.items() if t > r.greedy[k] * (1 + 1e-9)}
     assert not slower, slower
     assert sum(r.modeled.values()) < sum(r.greedy.values())
+
+
+@pytest.mark.parametrize("target", SANITIZED)
+@pytest.mark.parametrize("name", list(REDUCED))
+def test_o3_program_is_clean_under_sanitizers(results, name, target):
+    """The -O3 program under ASan+UBSan and under TSan: exit status 0 with
+    every report fatal (a runtime check failing exits 1), no report at all,
+    onnxruntime's outputs and the same DMA counters as the plain build."""
+    r = results[name, "O3"].result()
+    if target not in r.sanitized:
+        pytest.skip(f"cc cannot link {sanitizers.FLAGS[target]} on this machine")
+    if target == "emu-tsan":    # TSan's case: many kernels, each spawned on 64 threads
+        assert len(r.counters) > 1
+    s = r.sanitized[target]
+    assert s.outputs is not None, s.stderr
+    assert "Sanitizer" not in s.stderr and "runtime error" not in s.stderr, s.stderr
+    assert len(s.outputs) == len(r.reference)
+    for i, (got, want) in enumerate(zip(s.outputs, r.reference)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (i, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL,
+                                   err_msg=f"{name} output {i} ({target}) vs onnxruntime")
+    assert s.counters == r.counters

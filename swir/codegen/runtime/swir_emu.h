@@ -11,7 +11,8 @@
  *
  * Every error the runtime detects prints one line to stderr,
  *     swir-emu: error: kernel 'NAME', CPE N: MESSAGE
- * and ends the process with exit status 1. */
+ * and ends the process with exit status 1, in every build (emu, emu-asan,
+ * emu-tsan): the checks are not conditional. */
 #ifndef SWIR_EMU_H
 #define SWIR_EMU_H
 
@@ -60,6 +61,14 @@
  * DMA's main-memory extent must lie inside one registered block. */
 #define SWIR_MEMORY(base, bytes, name) \
     swir_emu_memory((const void *)(base), (size_t)(bytes), (name))
+
+/* Any thread: print `message` and a newline to stderr and end the process
+ * with exit status 1, as the runtime's own errors do: one message even when
+ * several CPEs trap at once. The generated SWIR_TRAP under SWIR_EMU. */
+#ifdef __GNUC__
+__attribute__((noreturn))
+#endif
+void swir_emu_trap(const char *message);
 
 void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
