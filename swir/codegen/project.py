@@ -579,5 +579,8 @@ class Project:
 
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:
+        # The LDM the plan was made for (stage dma {ldm_size = N}): the emulation
+        # holds each kernel to it, not to the hardware's 64 KB.
+        ldm_bytes = self.m.attrs.get("ldm_size", 65536)
         return templates.makefile(self.stem, comment_text(self.opt.source),
-                                  self.opt.ldm_reserve)
+                                  self.opt.ldm_reserve, int(ldm_bytes))

@@ -110,3 +110,35 @@ def test_passing_a_constant_to_a_writing_parameter_is_an_error(tmp_path):
     assert "spawn passes @cst, a constant global, to parameter %B of @k, which writes it" \
         in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_emulation_holds_kernels_to_the_planned_ldm_size(tmp_path):
+    """The Makefile carries the LDM size the plan was made for (--ldm-size),
+    and the emulation holds every kernel to it, not to the hardware's 64 KB:
+    the project runs as planned, and fails when built for less LDM."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from swir.codegen import emulate
+    from swir.parser import parse_module
+    src = Path(__file__).parents[2] / "examples" / "mlp.swir"
+    out = tmp_path / "out"
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), "--ldm-size=8192",
+                        str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    make = (out / "Makefile").read_text()
+    assert "\nLDM_BYTES = 8192\n" in make and "\nLDM_RESERVE = 512\n" in make
+    m = parse_module(src.read_text(), str(src))
+    f = m.lookup("main")
+    x = np.load(src.with_name("mlp_input.npy"))
+    run = emulate.run(emulate.build(out, m.name), [x], [f.params[0].type], f.result_types)
+    peak = max(k["ldm_peak"] for k in run.stats["functions"].values())
+    assert 1536 < peak <= 8192 - 512
+    # The same sources built for 2 KB of LDM: the first kernel does not fit.
+    subprocess.run(["make", "-s", "-C", str(out), "clean"], check=True, capture_output=True)
+    subprocess.run(["make", "-s", "-C", str(out), "emu", "LDM_BYTES=2048"], check=True,
+                   capture_output=True)
+    with pytest.raises(emulate.EmulationError, match=r"the capacity is 1536 \(2048 bytes of LDM"):
+        emulate.run(out / f"{m.name}_emu", [x], [f.params[0].type], f.result_types)
