@@ -44,7 +44,6 @@ PROG = "swir-cg"
 
 # What each stage still needs at the default optimisation level, in order.
 PIPELINE = {stage: compile_pipeline(stage) for stage in LOWERING}
-DEFAULT_LDM_RESERVE = 65536 // 16
 
 
 def usage() -> str:
@@ -156,14 +155,15 @@ def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
     return build_passes(Options(passes=passes, globals=globals_), argv, prog)
 
 
-def ldm_reserve(passes: list[Pass]) -> int:
+def ldm_reserve(passes: list[Pass]) -> int | None:
     """The LDM the plan left for the CPE stack and reply words (the emulation's
-    capacity check uses it)."""
+    capacity check uses it); None when the input was planned already (the
+    generator then assumes -ldm-plan's default, 1/16 of the module's LDM)."""
     for p in passes:
         if p.name == "ldm-plan":
             r = p.ldm_reserve
             return p.ldm_size // 16 if r == -1 else r  # type: ignore[attr-defined]
-    return DEFAULT_LDM_RESERVE
+    return None
 
 
 def main(argv: list[str]) -> int:

@@ -46,6 +46,7 @@ from swir.ir.types import LDMType, ScalarType, ShapedType
 
 WEIGHTS_FILE = "weights.bin"
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
+LDM_BYTES = 65536   # LDM per CPE on the SW26010
 RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
 
 
@@ -53,7 +54,8 @@ RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
 class Options:
     entry: str = "main"          # the function main() runs
     source: str = "<input>"      # the swir file the module came from (comments)
-    ldm_reserve: int = 4096      # LDM bytes the plan left for stack and reply words
+    # LDM bytes the plan left for stack and reply words (None: -ldm-plan's default)
+    ldm_reserve: int | None = None
 
 
 class WriteError(Exception):
@@ -579,8 +581,10 @@ class Project:
 
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:
-        # The LDM the plan was made for (stage dma {ldm_size = N}): the emulation
-        # holds each kernel to it, not to the hardware's 64 KB.
-        ldm_bytes = self.m.attrs.get("ldm_size", 65536)
-        return templates.makefile(self.stem, comment_text(self.opt.source),
-                                  self.opt.ldm_reserve, int(ldm_bytes))
+        # The LDM the plan was made for (stage dma {ldm_size = N}), at most the
+        # SW26010's 64 KB: the emulation holds each kernel to both.
+        ldm_bytes = min(int(self.m.attrs.get("ldm_size", LDM_BYTES)), LDM_BYTES)
+        reserve = self.opt.ldm_reserve
+        if reserve is None:                 # -ldm-plan's default: 1/16 of the LDM
+            reserve = ldm_bytes // 16
+        return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes)
