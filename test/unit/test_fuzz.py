@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import siblings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import siblings
 
 fuzz = siblings.load(Path(__file__).parents[2] / "bench" / "fuzz.py")
 
@@ -187,6 +186,7 @@ def test_named_kinds_of_bad_inputs_are_rejected(data):
 def test_a_hang_is_a_failure(monkeypatch):
     """The time bound is real: a case that does not finish fails the property."""
     import time
+
     from swir.tools import swir_opt
     monkeypatch.setattr(swir_opt, "main", lambda argv: time.sleep(5) or 0)
     with pytest.raises(fuzz.Failure, match="ran longer than"):

@@ -1,9 +1,10 @@
 """The "fifty mutants" acceptance test: damaged input never crashes swir.
 
 Valid modules (test/IR/loop-stage.swir and a graph-stage fixture below) are
-truncated or mutated at random with a fixed seed: byte deletions, insertions of
-printable and non-printable characters (including bytes that are not UTF-8),
-duplicated lines, swapped tokens, truncation, replaced digits, deleted ``%``.
+truncated or mutated at random with a fixed seed by bench/fuzz.py's mutators:
+byte deletions, insertions of printable and non-printable characters (including
+bytes that are not UTF-8), duplicated lines, swapped tokens, truncation, replaced
+digits and sigils, huge numbers, long names, deep nesting, ...
 For each mutant ``swir-opt`` either succeeds (exit 0, and its output is valid IR)
 or fails cleanly (exit 1, the first line of stderr is ``PATH:LINE:COL: error: ``,
 no traceback) -- never anything else. In process, parse_module and verify may
@@ -20,11 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import siblings
 
 from swir.diagnostics import Diagnostic
 from swir.parser import parse_module, read_source
 from swir.printer import print_module
 from swir.verifier import VerificationError, verify
+
+# bench/fuzz.py's mutators (the long fuzz campaign uses the same ones).
+fuzz = siblings.load(Path(__file__).parents[2] / "bench" / "fuzz.py")
 
 TEST_ROOT = Path(__file__).resolve().parent.parent
 SWIR_OPT = Path(sys.executable).parent / "swir-opt"
@@ -63,65 +68,9 @@ func @main(%x: <1 x 3 x 8 x 8 x f32>, %flag: i1) -> <1 x 10 x f32> {
 }
 """
 
-_PRINTABLE = [chr(c) for c in range(0x20, 0x7f)]
-_NONPRINTABLE = ([bytes([c]) for c in range(0x00, 0x20)] + [b"\x7f"] +
-                 [b"\xff", b"\xfe", b"\xc3", b"\x80", b"\xe2\x80", b"\xed\xa0\x80"] +
-                 ["\u00e9".encode(), "\u2028".encode(), "\u200b".encode(), "\ufeff".encode(),
-                  "\U0001f600".encode(), "\u03bb".encode()])
-_TOKEN = re.compile(rb"\S+")
-
-
 def _base_modules() -> list[tuple[str, bytes]]:
     loop = (TEST_ROOT / "IR" / "loop-stage.swir").read_bytes()
     return [("loop", loop), ("graph", GRAPH_FIXTURE.encode())]
-
-
-def _mutate_once(rng: random.Random, data: bytes) -> bytes:
-    if not data:
-        return rng.choice(_PRINTABLE).encode()
-    kind = rng.choice(["delete", "insert_printable", "insert_nonprintable", "dup_line",
-                       "swap_tokens", "truncate", "digit", "percent"])
-    pos = rng.randrange(len(data) + 1)
-    if kind == "delete":
-        n = rng.randint(1, 4)
-        return data[:pos] + data[pos + n:]
-    if kind == "insert_printable":
-        s = "".join(rng.choice(_PRINTABLE) for _ in range(rng.randint(1, 3)))
-        return data[:pos] + s.encode() + data[pos:]
-    if kind == "insert_nonprintable":
-        return data[:pos] + rng.choice(_NONPRINTABLE) + data[pos:]
-    if kind == "dup_line":
-        lines = data.split(b"\n")
-        i = rng.randrange(len(lines))
-        j = rng.randrange(len(lines) + 1)
-        lines.insert(j, lines[i])
-        return b"\n".join(lines)
-    if kind == "swap_tokens":
-        toks = list(_TOKEN.finditer(data))
-        if len(toks) < 2:
-            return data[:pos]
-        i = rng.randrange(len(toks) - 1)
-        j = i + 1 if rng.random() < 0.6 else rng.randrange(len(toks))
-        a, b = sorted((toks[i], toks[j]), key=lambda m: m.start())
-        if a.start() == b.start():
-            return data
-        return (data[:a.start()] + b.group() + data[a.end():b.start()] + a.group() +
-                data[b.end():])
-    if kind == "truncate":
-        return data[:pos]
-    if kind == "digit":
-        digits = [i for i, c in enumerate(data) if 0x30 <= c <= 0x39]
-        if not digits:
-            return data
-        i = rng.choice(digits)
-        return data[:i] + rng.choice(b"0123456789-").to_bytes(1, "big") + data[i + 1:]
-    if kind == "percent":
-        percents = [i for i, c in enumerate(data) if c == 0x25]
-        if not percents:
-            return data
-        i = rng.choice(percents)
-        return data[:i] + data[i + 1:]
-    raise AssertionError(kind)
 
 
 def make_mutants(count: int, seed: int) -> list[tuple[str, bytes]]:
@@ -131,7 +80,7 @@ def make_mutants(count: int, seed: int) -> list[tuple[str, bytes]]:
     for n in range(count):
         name, data = bases[n % len(bases)]
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
-            data = _mutate_once(rng, data)
+            data = fuzz.mutate_text(rng, data)
         out.append((f"{n:03d}-{name}", data))
     return out
 

@@ -10,15 +10,15 @@ import re
 from pathlib import Path
 
 import pytest
+from swir.tools import swir_cg, swir_opt
+from swir.tools.driver import run_tool
 
 from swir.parser import parse_module
+from swir.passes import testing
 from swir.passes.dma.insert_dma import InsertDMA
 from swir.passes.graph.fuse import Fuse
 from swir.passes.pipelines import pipeline_flags
-from swir.passes import testing
 from swir.printer import print_module
-from swir.tools import swir_cg, swir_opt
-from swir.tools.driver import run_tool
 from swir.verifier import verify
 
 MLP = Path(__file__).parents[2] / "examples" / "mlp.swir"
@@ -58,7 +58,7 @@ def test_faulty_pass_is_an_internal_error_with_the_ir_before_it_saved(
     assert status == 2, err
     # The pass is named as it ran, with its options: -fuse{check-traffic=true,...}.
     assert re.search(rf"^swir-cg: internal error: pass -{cls.name}(\{{[^}}]*\}})? {problem} "
-                     r"\(a bug in swir, not in the input\)$", err, re.M), err
+                     r"\(a bug in swir, not in the input\)$", err, re.MULTILINE), err
     assert "Traceback" not in err
     assert not out.exists()
     (saved,) = crash.iterdir()
