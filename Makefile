@@ -10,4 +10,9 @@ bench:
 	$(PYTHON) bench/compile_time.py
 	$(PYTHON) bench/ir_throughput.py
 
-.PHONY: bench
+# docs/reliability.md: the long fuzz campaign and the 20,000-op model.
+reliability:
+	$(PYTHON) bench/fuzz.py --parser 100000 --importer 10000 --run-inputs 10000
+	$(PYTHON) bench/scale.py
+
+.PHONY: bench reliability
