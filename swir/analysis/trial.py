@@ -53,7 +53,10 @@ def traffic_of(ops: list[Instruction], plan: dict | None = None,
     one block) as kernels, or as ONE fused kernel when ``fused``: values
     from outside, globals included, are parameters; results used after the
     last op (or the last op's results) are returned. None if the lowering
-    refuses. Cached by the trial module's text and the plan options."""
+    refuses. Cached by the trial module's text and the plan options; the
+    trial module's values are named by position (not as in ``ops``), so ops
+    that differ only in their names (the same layer repeated) share one
+    measurement."""
     return measure(_trial_module(ops, fused), plan or {})
 
 
@@ -78,7 +81,26 @@ def _trial_module(ops: list[Instruction], fused: bool) -> Module:
     b.create_inst("return", *[mapping[r] for r in outputs])
     if fused:
         group(copies)
+    _name_by_position(f)
     return m
+
+
+def _name_by_position(f) -> None:
+    """Rename every value of ``f`` by its position: parameters ``%a0, %a1,
+    ...``, then results and block arguments ``%v0, %v1, ...`` in definition
+    order. The measurement depends on the ops, types and attributes alone,
+    so this makes the trial module's text, the cache key, independent of
+    the names the ops had."""
+    for k, p in enumerate(f.params):
+        p.name = f"a{k}"
+    n = 0
+    for inst in f.walk():
+        for r in inst.results:
+            r.name, n = f"v{n}", n + 1
+        for region in inst.regions:
+            for blk in region.blocks:
+                for a in blk.args:
+                    a.name, n = f"v{n}", n + 1
 
 
 def _measure(module: Module, plan: dict) -> Cost | None:

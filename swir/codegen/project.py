@@ -29,7 +29,7 @@ from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
 from swir.codegen.names import Scope, c_string, comment_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import dense_array
-from swir.interp.loop import global_array, output_count, written_params
+from swir.interp.loop import all_written_params, global_array, output_count
 from swir.ir.core import (
     ArrayInit,
     Apply,
@@ -121,6 +121,10 @@ class Project:
         self._ldm_paths: dict[int, str] = {}
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
+        # The buffer parameters each function writes, computed once for the
+        # module (interp.loop.written_params is a fixpoint over the whole
+        # module: asking it for each kernel was quadratic in the module size).
+        self._written = all_written_params(module)
         for g in module.globals:     # file scope first: no local may take their names
             self._globals[id(g)] = self.scope.declare(g.name, fallback="g")
         self.entry = self._entry()
@@ -205,12 +209,17 @@ class Project:
     def check_writes(self, callee: Function, app: Apply, inst: Instruction) -> None:
         """A constant global passed where the callee writes is an error (the
         interpreters refuse it too; the weights block is no place to write)."""
-        for i in written_params(callee):
+        for i in self.written_params(callee):
             a = app.args[i] if i < len(app.args) else None
             if isinstance(a, Global) and a.kind == "global":
                 raise Diagnostic(f"swir-cg: {inst.opname} passes @{a.name}, a constant global, "
                                  f"to parameter %{callee.params[i].name} of @{callee.name}, "
                                  "which writes it", inst.loc)
+
+    def written_params(self, f: Function) -> list[int]:
+        """Indices of the buffer parameters ``f`` writes (as
+        :func:`swir.interp.loop.written_params`)."""
+        return sorted(self._written.get(id(f), set()))
 
     def note_reply(self, reply: int) -> None:
         if not isinstance(reply, int) or reply < 0 or reply > 1023:
@@ -376,7 +385,7 @@ class Project:
         scope = Scope(self.scope)
         scope.reserve("p", "arg")
         e = BodyEmitter(self, f, "cpe", scope)
-        written = set(written_params(f))
+        written = set(self.written_params(f))
         params = []
         for p in f.params:
             name = scope.declare(p.name or f"arg{p.index}", p, "a")

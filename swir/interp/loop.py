@@ -210,6 +210,13 @@ def written_params(f: Function) -> list[int]:
     return sorted(_written(f.module, [f]).get(id(f), set()))
 
 
+def all_written_params(module: Module) -> dict[int, set[int]]:
+    """:func:`written_params` of every function of ``module``, by ``id`` of
+    the function, computed at once (one call of written_params costs as
+    much as this: ask once when asking for many functions)."""
+    return _written(module, [])
+
+
 def _written(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
     """The written parameters of every function of the module, by id."""
     memo: dict[int, set[int]] = {}

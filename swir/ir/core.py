@@ -484,7 +484,7 @@ class Instruction:
     def detach(self) -> "Instruction":
         """Remove from its block, keeping operands and results intact (for moves)."""
         if self.parent is not None:
-            self.parent.instructions.remove(self)
+            del self.parent.instructions[self.parent.index_of(self)]
             self.parent = None
         return self
 
@@ -535,7 +535,7 @@ def _normalise_slot(s: SlotLike) -> SlotLike:
 class Block:
     """A basic block: label, arguments, and a list of instructions."""
 
-    __slots__ = ("label", "args", "instructions", "parent", "loc")
+    __slots__ = ("label", "args", "instructions", "parent", "loc", "_hint")
 
     def __init__(self, label: str | None = None, arg_types: list[Type] | None = None,
                  arg_names: list[str | None] | None = None, loc: Location | None = None):
@@ -546,6 +546,7 @@ class Block:
         self.instructions: list[Instruction] = []
         self.parent: Region | None = None
         self.loc = loc
+        self._hint = 0  # where index_of found an instruction last
 
     def add_argument(self, type: Type, name: str | None = None) -> BlockArgument:
         a = BlockArgument(type, self, len(self.args), name)
@@ -563,10 +564,24 @@ class Block:
         return inst
 
     def index_of(self, inst: Instruction) -> int:
-        for i, x in enumerate(self.instructions):
-            if x is inst:
-                return i
-        raise ValueError("instruction not in block")
+        """The position of ``inst`` (an instruction is in a block at most once).
+
+        Passes that rewrite a block insert before and remove instructions in
+        order, so the search starts a little before the position this block
+        last returned (with list.index: Instruction has no __eq__, so it
+        compares identities, in C); only a miss scans the rest. A scan from
+        the start for each insertion made rewriting a long block quadratic."""
+        insts = self.instructions
+        start = max(0, min(self._hint, len(insts)) - 8)
+        try:
+            i = insts.index(inst, start)
+        except ValueError:
+            try:
+                i = insts.index(inst, 0, start)
+            except ValueError:
+                raise ValueError("instruction not in block") from None
+        self._hint = i
+        return i
 
     @property
     def terminator(self) -> Instruction | None:
@@ -679,6 +694,33 @@ class Function:
             yield from self.body.walk()
 
 
+class _Items(list):
+    """A module's items: a list that counts its changes (``version``), so the
+    module can remember facts about their order (where the first function
+    is) until the list changes."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.version = 0
+
+
+def _counting(name: str) -> Any:
+    method = getattr(list, name)
+
+    def changed(self: _Items, *args: Any, **kwargs: Any) -> Any:
+        self.version += 1
+        return method(self, *args, **kwargs)
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_Items, _name, _counting(_name))
+
+
 class Module:
     """``module "name"`` / ``stage S``, then globals, buffers and functions in order."""
 
@@ -687,32 +729,72 @@ class Module:
         self.stage = stage
         self.items: list[Global | Function] = []
         self._symbols: dict[str, Global | Function] = {}
+        # unique_name's memory: base -> n with base, base_1, ..., base_n all
+        # symbols (forgotten when a symbol is removed), so asking for the same
+        # base again and again does not probe from base_1 each time.
+        self._taken: dict[str, int] = {}
         self.attrs: dict[str, Any] = {}  # e.g. ldm_size, read by the verifier
         self.loc: Location | None = None
         # The directory that sidecar weight files (``file "x.weights"``) are
         # relative to: the module file's, set by the parser (None: unknown).
         self.base_dir: str | None = None
 
+    @property
+    def items(self) -> list[Global | Function]:
+        return self._items
+
+    @items.setter
+    def items(self, items: list[Global | Function]) -> None:
+        self._items = _Items(items)
+        self._first_function: tuple[int, int] | None = None  # (items.version, index)
+
     def unique_name(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ... : the first name no symbol has."""
-        name, n = base, 0
+        if base not in self._symbols:
+            return base
+        n = self._taken.get(base, 0)  # base_1 .. base_n are symbols
+        name = f"{base}_{n + 1}"
         while name in self._symbols:
             n += 1
-            name = f"{base}_{n}"
+            name = f"{base}_{n + 1}"
+        self._taken[base] = n
         return name
 
-    def add(self, item: Global | Function) -> Global | Function:
+    def add(self, item: Global | Function, index: int | None = None) -> Global | Function:
+        """Add ``item`` at the end of the items, or at position ``index``."""
         if item.name in self._symbols:
             raise ValueError(f"symbol @{item.name} is already defined")
         item.module = self
-        self.items.append(item)
+        first = self._first_function
+        if index is None:
+            self.items.append(item)
+        else:
+            self.items.insert(index, item)
+        if first is not None and first[0] == self.items.version - 1 and \
+                not isinstance(item, Function) and index is not None and 0 <= index <= first[1]:
+            # A symbol placed before the first function: it moved one place on.
+            self._first_function = (self.items.version, first[1] + 1)
         self._symbols[item.name] = item
         return item
 
     def remove(self, item: Global | Function) -> None:
         self.items.remove(item)
         del self._symbols[item.name]
+        self._taken.clear()
         item.module = None
+
+    def first_function_index(self) -> int:
+        """The position of the first function among the items (their number
+        if there is none). Remembered until the items change, or moved on by
+        :meth:`add` placing a symbol before it: passes that add many
+        constants before the functions do not scan the items for each."""
+        items = self.items
+        first = self._first_function
+        if first is None or first[0] != items.version:
+            index = next((k for k, item in enumerate(items) if isinstance(item, Function)),
+                         len(items))
+            first = self._first_function = (items.version, index)
+        return first[1]
 
     def lookup(self, name: str) -> Global | Function | None:
         return self._symbols.get(name)

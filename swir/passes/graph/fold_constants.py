@@ -24,7 +24,6 @@ from swir.ir.builder import Builder
 from swir.ir.core import (
     ArrayInit,
     DenseSlot,
-    Function,
     Global,
     Instruction,
     Module,
@@ -53,15 +52,9 @@ def new_global(module: Module, base: str, t: TensorType, array: np.ndarray) -> G
     placed after the globals that precede the first function: the printed
     module keeps its globals first."""
     data = np.array(array, dtype=dtype_of(t), order="C", copy=True)
-    g = Builder.global_(module, module.unique_name(base), t, init=ArrayInit(data))
-    module.items.remove(g)
-    module.items.insert(_first_function(module), g)
+    g = Global(module.unique_name(base), t, "global", ArrayInit(data))
+    module.add(g, module.first_function_index())
     return g
-
-
-def _first_function(module: Module) -> int:
-    return next((i for i, item in enumerate(module.items) if isinstance(item, Function)),
-                len(module.items))
 
 
 @dataclass

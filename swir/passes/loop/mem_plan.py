@@ -29,6 +29,8 @@ reports the peak live size, the lower bound no placement can beat.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass
 
 from swir.diagnostics import Diagnostic
@@ -67,10 +69,24 @@ class MemPlan(Pass):
 
 
 def peak_live(buffers: list[Global], life: dict[Global, tuple[int, int]]) -> int:
-    """The most bytes live at one time: no placement can use a smaller arena."""
-    events = sorted({life[g][0] for g in buffers})
-    return max(sum(g.type.bytes for g in buffers if life[g][0] <= t <= life[g][1])
-               for t in events)
+    """The most bytes live at one time: no placement can use a smaller arena.
+    (The maximum is reached at some buffer's first use; one sweep over the
+    first uses in order, adding the buffers that start and dropping those
+    that ended.)"""
+    by_start = sorted(buffers, key=lambda g: life[g][0])
+    ending: list[tuple[int, int]] = []  # heap of (last use, bytes) of started buffers
+    live = best = k = 0
+    for t in sorted({life[g][0] for g in buffers}):
+        while k < len(by_start) and life[by_start[k]][0] <= t:
+            g = by_start[k]
+            if life[g][1] >= t:     # (a buffer that ends before it starts is never live)
+                heapq.heappush(ending, (life[g][1], g.type.bytes))
+                live += g.type.bytes
+            k += 1
+        while ending and ending[0][0] < t:
+            live -= heapq.heappop(ending)[1]
+        best = max(best, live)
+    return best
 
 
 def _round_up(n: int, align: int) -> int:
@@ -98,19 +114,71 @@ def place(buffers: list[Global], life: dict[Global, tuple[int, int]], align: int
 
 def place_in_order(order: list[Global], life: dict[Global, tuple[int, int]], align: int
                    ) -> dict[Global, int]:
-    placed: list[tuple[int, int, tuple[int, int]]] = []  # (offset, end, lifetime)
+    placed = _Placed(life[g] for g in order)
     offsets: dict[Global, int] = {}
     for g in order:
         lo, hi = life[g]
-        busy = sorted((o, e) for o, e, (a, b) in placed if a <= hi and lo <= b)
+        busy = sorted(placed.meeting(lo, hi))
         offset = 0
         for o, e in busy:
             if offset + g.type.bytes <= o:
                 break
             offset = max(offset, _round_up(e, align))
         offsets[g] = offset
-        placed.append((offset, offset + g.type.bytes, (lo, hi)))
+        placed.add(lo, hi, (offset, offset + g.type.bytes))
     return offsets
+
+
+class _Placed:
+    """The placed buffers' byte ranges, by lifetime: :meth:`meeting` gives the
+    ranges of those whose lifetime [a, b] meets [lo, hi] (a <= hi and lo <= b)
+    without scanning every placed buffer (placement was quadratic in the
+    number of buffers). A lifetime that meets [lo, hi] either contains lo (a
+    segment tree over the lifetimes' end points answers that) or starts in
+    (lo, hi] (a list sorted by start answers that)."""
+
+    def __init__(self, lifetimes) -> None:
+        self.points = sorted({t for life in lifetimes for t in life})
+        self.index = {t: k for k, t in enumerate(self.points)}
+        self.size = 1
+        while self.size < len(self.points):
+            self.size *= 2
+        self.nodes: dict[int, list[tuple[int, int]]] = {}  # segment tree node -> ranges
+        self.starts: list[int] = []                        # sorted
+        self.by_start: list[tuple[int, int]] = []          # the ranges, in that order
+        self.odd: list[tuple[int, int, tuple[int, int]]] = []  # lifetimes with a > b
+        self.all: list[tuple[int, int, tuple[int, int]]] = []
+
+    def add(self, a: int, b: int, rng: tuple[int, int]) -> None:
+        self.all.append((a, b, rng))
+        if a > b:
+            self.odd.append((a, b, rng))
+            return
+        i = bisect.bisect_right(self.starts, a)
+        self.starts.insert(i, a)
+        self.by_start.insert(i, rng)
+        lo, hi = self.index[a] + self.size, self.index[b] + self.size + 1
+        while lo < hi:
+            if lo & 1:
+                self.nodes.setdefault(lo, []).append(rng)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                self.nodes.setdefault(hi, []).append(rng)
+            lo //= 2
+            hi //= 2
+
+    def meeting(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        if lo > hi:  # (no lifetime from Lifetimes is empty)
+            return [rng for a, b, rng in self.all if a <= hi and lo <= b]
+        out = [rng for a, b, rng in self.odd if a <= hi and lo <= b]
+        node = self.index[lo] + self.size     # lifetimes containing lo
+        while node:
+            out += self.nodes.get(node, ())
+            node //= 2
+        out += self.by_start[bisect.bisect_right(self.starts, lo):
+                             bisect.bisect_right(self.starts, hi)]
+        return out
 
 
 class _Span:
