@@ -35,6 +35,77 @@ def test_deeply_nested_loops_parse_verify_and_print():
     assert print_module(parse_module(text)) == text
 
 
+# Every kind of region the IR has, nested 200 deep: the loop stage's `for`,
+# `parallel` and `if` (with and without `else`) -- the only ops whose regions
+# may nest -- each alone and interleaved; and the graph stage's `fused`, whose
+# region may not hold another region: 200 of those nested parse and print, and
+# the verifier rejects them with a located diagnostic (no RecursionError).
+# A function body is a region too, but one cannot nest in another.
+DEPTH = 200
+
+
+def _round_trip(text: str, name: str) -> str:
+    m = parse_module(text, name)
+    verify(m)
+    out = print_module(m)
+    assert print_module(parse_module(out)) == out
+    return out
+
+
+def _nest(heads: list[str], inner: str, elses: list[str | None]) -> str:
+    """``heads[i] {`` nested in order around ``inner``; ``elses[i]``, when
+    given, is the body of level i's else branch."""
+    lines = [f"{'  ' * (i + 1)}{h} {{" for i, h in enumerate(heads)]
+    lines.append("  " * (len(heads) + 1) + inner)
+    for i in reversed(range(len(heads))):
+        pad = "  " * (i + 1)
+        if elses[i] is None:
+            lines.append(f"{pad}}}")
+        else:
+            lines += [f"{pad}}} else {{", f"{pad}  {elses[i]}", f"{pad}}}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("kind", ["for", "parallel", "if", "if-else", "mixed"])
+def test_every_region_kind_nested_200_deep(kind):
+    heads, elses, ivs = [], [], []
+    for i in range(DEPTH):
+        k = kind if kind != "mixed" else ("for", "parallel", "if-else", "if")[i % 4]
+        if k in ("for", "parallel"):
+            heads.append(f"{k} %i{i} = 0 to 2")
+            ivs.append(f"%i{i}")
+            elses.append(None)
+        else:
+            heads.append(f"if %c >= {i % 3}")
+            elses.append(f"store %z, %A[{i}]" if k == "if-else" else None)
+    inner = "store %z, %A[" + (" + ".join(ivs) or "0") + "]"
+    body = "  %c = const 1 : index\n" + _nest(heads, inner, elses)
+    out = _round_trip(_kernel(body), f"deep-{kind}.swir")
+    assert out.count(" else {") == DEPTH - elses.count(None)
+    assert sum(out.count(f"{w} %") for w in ("for", "parallel", "if")) == DEPTH
+
+
+def test_fused_groups_nested_200_deep_are_a_located_diagnostic():
+    t = "<4 x f32>"
+    lines = ['module "m"', "stage graph", "", f"func @main(%x: {t}) -> {t} {{", "'entry:"]
+    for i in range(DEPTH):
+        pad = "  " * (i + 1)
+        arg = "%x" if i == 0 else f"%a{i - 1}"
+        lines += [f"{pad}%y{i} = fused {arg} : {t} {{", f"{pad}'g{i}(%a{i}: {t}):"]
+    for i in reversed(range(DEPTH)):
+        pad = "  " * (i + 2)
+        src = f"%a{i}" if i == DEPTH - 1 else f"%y{i + 1}"
+        lines += [f"{pad}%r{i} = relu {src} : {t}", f"{pad}yield %r{i}", "  " * (i + 1) + "}"]
+    lines += ["  return %y0", "}", ""]
+    m = parse_module("\n".join(lines), "fused.swir")
+    out = print_module(m)
+    assert print_module(parse_module(out)) == out and out.count("= fused") == DEPTH
+    with pytest.raises(VerificationError) as e:
+        verify(m)
+    d = e.value.diagnostics[0]
+    assert d.loc.file == "fused.swir" and "cannot be inside a fused group" in d.message
+
+
 def test_nesting_beyond_the_recursion_limit_is_a_located_diagnostic():
     depth = 30_000
     text = _kernel("  store %z, %A[" + "(" * depth + "0" + ")" * depth + "]\n")
