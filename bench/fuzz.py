@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import random
 import re
 import signal
@@ -715,5 +714,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.exit(main())

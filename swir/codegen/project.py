@@ -43,6 +43,7 @@ from swir.ir.core import (
     Successor,
 )
 from swir.ir.types import LDMType, ScalarType, ShapedType
+from swir.verifier import module_attr_ldm
 
 WEIGHTS_FILE = "weights.bin"
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
@@ -592,7 +593,7 @@ class Project:
     def _makefile(self) -> str:
         # The LDM the plan was made for (stage dma {ldm_size = N}), at most the
         # SW26010's 64 KB: the emulation holds each kernel to both.
-        ldm_bytes = min(int(self.m.attrs.get("ldm_size", LDM_BYTES)), LDM_BYTES)
+        ldm_bytes = min(module_attr_ldm(self.m), LDM_BYTES)
         reserve = self.opt.ldm_reserve
         if reserve is None:                 # -ldm-plan's default: 1/16 of the LDM
             reserve = ldm_bytes // 16

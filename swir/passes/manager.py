@@ -146,8 +146,16 @@ class PassManager:
                         f"module is at the {module.stage} stage", module.loc)])
                 try:
                     changed = bool(p.run(module, analyses))
-                except (*_INPUT_ERRORS, PassBug):  # PassBug: from a pipeline inside the pass
+                except _INPUT_ERRORS:
                     raise
+                except PassBug as inner:   # from a pipeline inside this pass
+                    if inner.reproducer is not None or source is None:
+                        raise
+                    # The inner pipeline could not save its input (it does not
+                    # verify): report it as this pass's crash, whose IR can be.
+                    raise self._bug(index, source, module, "crashed",
+                                    [Diagnostic(str(inner), file=self.input_name),
+                                     *inner.diagnostics]) from inner
                 except Exception as e:
                     raise self._bug(index, source, module, "crashed",
                                     [Diagnostic(f"{type(e).__name__}: {e}",
@@ -194,11 +202,17 @@ class PassManager:
         return PassBug(p.spelling(), problem, diagnostics, path, command)
 
     def _replay(self, source: str, base_dir: str | None, index: int) -> Module:
+        from swir.ir.core import FileInit
         from swir.parser import parse_module
         m = parse_module(source, f"<before -{self.passes[index].name}>")
         m.base_dir = base_dir
         fresh = [dataclasses.replace(q) for q in self.passes[:index]]
         PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
+        # The reproducer is saved elsewhere: weight files by absolute path.
+        for g in m.globals:
+            if isinstance(g.init, FileInit) and not os.path.isabs(g.init.path):
+                g.init = FileInit(os.path.abspath(os.path.join(base_dir or ".", g.init.path)),
+                                  g.init.offset)
         return m
 
     def _dump(self, title: str, text: str, trailer: str = "") -> None:
