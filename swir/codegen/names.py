@@ -73,7 +73,12 @@ def c_identifier(name: str, fallback: str = "v") -> str:
         text = fallback + text
     if text[0].isdigit():
         text = fallback + text
-    return text[:MAX_IDENTIFIER]
+    if len(text) <= MAX_IDENTIFIER:
+        return text
+    # Head and tail: exporters' long names often differ only at the end
+    # ("/encoder/layer.11/attention/MatMul" vs ".../MatMul_1").
+    half = (MAX_IDENTIFIER - 1) // 2
+    return text[:MAX_IDENTIFIER - 1 - half] + "_" + text[-half:]
 
 
 def _reserved(name: str) -> bool:

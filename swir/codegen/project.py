@@ -593,8 +593,13 @@ class Project:
     def _makefile(self) -> str:
         # The LDM the plan was made for (stage dma {ldm_size = N}), at most the
         # SW26010's 64 KB: the emulation holds each kernel to both.
-        ldm_bytes = min(module_attr_ldm(self.m), LDM_BYTES)
+        planned = module_attr_ldm(self.m)
+        ldm_bytes = min(planned, LDM_BYTES)
         reserve = self.opt.ldm_reserve
         if reserve is None:                 # -ldm-plan's default: 1/16 of the LDM
-            reserve = ldm_bytes // 16
+            reserve = planned // 16
+        if reserve >= ldm_bytes:
+            raise Diagnostic(f"swir-cg: an LDM reserve of {reserve} bytes leaves no LDM for "
+                             f"the kernels: the SW26010 has {LDM_BYTES} bytes per CPE",
+                             self.m.loc)
         return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes)

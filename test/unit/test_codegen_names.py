@@ -519,3 +519,13 @@ def test_external_data_is_read_only_from_beside_the_model(tmp_path, location, of
         assert "m.onnx: error: tensor 'w': external data" in r.stderr and message in r.stderr, \
             r.stderr
     assert sorted(p.name for p in d.iterdir()) == ["data.bin", "link.bin", "m.onnx"]
+
+
+def test_long_names_keep_their_head_and_tail():
+    """Exporters' long names often differ only at the end: cut from the
+    middle, two such names stay distinct without a uniqueness suffix."""
+    s = Scope()
+    q = s.declare("/encoder/layer.11/attention/self/query/MatMul_output_0")
+    v = s.declare("/encoder/layer.11/attention/self/value/MatMul_output_0")
+    assert len(q) == len(v) == 48 and q != v
+    assert q.startswith("_encoder_layer_11") and q.endswith("query_MatMul_output_0")

@@ -142,3 +142,36 @@ def test_emulation_holds_kernels_to_the_planned_ldm_size(tmp_path):
                    capture_output=True)
     with pytest.raises(emulate.EmulationError, match=r"the capacity is 1536 \(2048 bytes of LDM"):
         emulate.run(out / f"{m.name}_emu", [x], [f.params[0].type], f.result_types)
+
+
+def test_the_reserve_is_the_same_wherever_the_plan_was_made_and_must_leave_ldm(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    bin_ = Path(sys.executable).parent
+    examples = Path(__file__).parents[2] / "examples"
+    for name in ("mlp.swir", "mlp.weights"):
+        shutil.copy(examples / name, tmp_path / name)
+    src = tmp_path / "mlp.swir"
+    # Planned by swir-cg, and planned first by swir-opt: the same Makefile sizes.
+    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=131072", str(src), "-o",
+                        str(tmp_path / "a")], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    dma = tmp_path / "mlp.dma.swir"   # beside mlp.weights
+    r = subprocess.run([str(bin_ / "swir-opt"), "-lower-loops", "-ldm-plan{ldm-size=131072}",
+                        "-insert-dma", str(src), "-o", str(dma)], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(bin_ / "swir-cg"), str(dma), "-o", str(tmp_path / "b")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    sizes = [[line for line in (tmp_path / d / "Makefile").read_text().splitlines()
+              if line.startswith("LDM_")] for d in "ab"]
+    assert sizes[0] == sizes[1] == ["LDM_BYTES = 65536", "LDM_RESERVE = 8192"]
+    # A reserve that leaves the SW26010's 64 KB no room is an error, not a project
+    # whose emulation build stops at an #error.
+    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=131072", "--ldm-reserve=65536",
+                        str(src), "-o", str(tmp_path / "c")], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 1 and "leaves no LDM for the kernels" in r.stderr
+    assert not (tmp_path / "c").exists()
