@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from swir.analysis.traffic import TrafficError, dma_traffic
 from swir.diagnostics import Diagnostic
+from swir.interp.loop import function_values
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Instruction, Module
@@ -86,21 +87,14 @@ def _trial_module(ops: list[Instruction], fused: bool) -> Module:
 
 
 def _name_by_position(f) -> None:
-    """Rename every value of ``f`` by its position: parameters ``%a0, %a1,
-    ...``, then results and block arguments ``%v0, %v1, ...`` in definition
-    order. The measurement depends on the ops, types and attributes alone,
-    so this makes the trial module's text, the cache key, independent of
-    the names the ops had."""
-    for k, p in enumerate(f.params):
-        p.name = f"a{k}"
-    n = 0
-    for inst in f.walk():
-        for r in inst.results:
-            r.name, n = f"v{n}", n + 1
-        for region in inst.regions:
-            for blk in region.blocks:
-                for a in blk.args:
-                    a.name, n = f"v{n}", n + 1
+    """Rename every value of ``f`` by its position (interp.loop's
+    function_values order): parameters ``%a0, %a1, ...``, then the rest
+    ``%v0, %v1, ...``. The measurement depends on the ops, types and
+    attributes alone, so this makes the trial module's text, the cache key,
+    independent of the names the ops had."""
+    params = len(f.params)
+    for k, v in enumerate(function_values(f)):
+        v.name = f"a{k}" if k < params else f"v{k - params}"
 
 
 def _measure(module: Module, plan: dict) -> Cost | None:

@@ -88,22 +88,29 @@ func @"main" (%"in\"put; system(\"x\")": <1 x 2 x f32>) -> <1 x 2 x f32> {
 '''
 
 
-def test_hostile_names_compile_run_and_stay_inside_the_directory(tmp_path):
-    src = tmp_path / "hostile.swir"
-    src.write_text(HOSTILE)
-    out = tmp_path / "work" / "out"
-    out.parent.mkdir()
-    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(src), "-o", str(out)],
-                       capture_output=True, text=True, cwd=tmp_path / "work", check=False)
+def _compile_and_run(text: str, src: Path, out: Path, cwd: Path):
+    """swir-cg ``text`` (saved as ``src``) into ``out`` from ``cwd``, build it with
+    make emu and run it on one input; its result must equal the interpreter's.
+    Returns the program and the run."""
+    src.write_text(text)
+    r = subprocess.run([SWIR_CG, str(src), "-o", str(out)], capture_output=True, text=True,
+                       cwd=cwd, check=False)
     assert r.returncode == 0, r.stderr
-    m = parse_module(HOSTILE, "<hostile>")
+    m = parse_module(text, f"<{src.name}>")
     program = emulate.build(out, m.name)
-    assert program.parent == out
     x = np.array([[1.0, -2.0]], dtype=np.float32)
     f = m.lookup("main")
     run = emulate.run(program, [x], [f.params[0].type], f.result_types)
-    (want,) = interpreter_for(m, tmp_path).run("main", [x])
+    (want,) = interpreter_for(m, src.parent).run("main", [x])
     np.testing.assert_array_equal(run.outputs[0], want)
+    return program, run
+
+
+def test_hostile_names_compile_run_and_stay_inside_the_directory(tmp_path):
+    out = tmp_path / "work" / "out"
+    out.parent.mkdir()
+    program, run = _compile_and_run(HOSTILE, tmp_path / "hostile.swir", out, tmp_path / "work")
+    assert program.parent == out
     # Nothing ran, nothing was written outside out/.
     assert not list(tmp_path.rglob("PWNED"))
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["out"]
@@ -155,22 +162,11 @@ def test_nul_surrogate_and_reserved_module_names_compile_and_run(tmp_path):
     """A NUL or a lone surrogate (legal in a swir name: JSON escapes) reaches no
     C string unescaped, and a module called "emu" (the runtime's directory) or
     "Makefile" still builds its program."""
-    x = np.array([[1.0, -2.0]], dtype=np.float32)
     for name in ["emu", "Makefile"]:
         text = NUL_AND_SURROGATE.replace('module "emu"', f'module "{name}"')
-        src = tmp_path / f"{name}.swir"
-        src.write_text(text)
-        out = tmp_path / f"out_{name}"
-        r = subprocess.run([SWIR_CG, str(src), "-o", str(out)], capture_output=True, text=True,
-                           cwd=tmp_path, check=False)
-        assert r.returncode == 0, r.stderr
-        m = parse_module(text, "<nul>")
-        program = emulate.build(out, m.name)
+        program, _ = _compile_and_run(text, tmp_path / f"{name}.swir", tmp_path / f"out_{name}",
+                                      tmp_path)
         assert program.name == f"{name}_model_emu"
-        f = m.lookup("main")
-        run = emulate.run(program, [x], [f.params[0].type], f.result_types)
-        (want,) = interpreter_for(m, tmp_path).run("main", [x])
-        np.testing.assert_array_equal(run.outputs[0], want)
         # The input's name in the program's messages: one line, escaped.
         short = tmp_path / "short.bin"
         short.write_bytes(b"\0" * 7)
