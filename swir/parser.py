@@ -650,7 +650,10 @@ def _syntax_error(e: lark.exceptions.UnexpectedInput, filename: str) -> Diagnost
 
 
 def parse_module(text: str, filename: str = "<input>") -> Module:
-    """Parse a module; raises Diagnostic on any syntax or name error."""
+    """Parse a module; raises Diagnostic on any syntax or name error. A
+    UTF-8 byte-order mark at the start (Windows editors write one) is
+    skipped."""
+    text = text.removeprefix(BYTE_ORDER_MARK)
     SOURCES.add(filename, text)
     if not text.strip():
         raise Diagnostic("empty input: expected 'module \"NAME\"'",
@@ -686,6 +689,9 @@ def parse_module(text: str, filename: str = "<input>") -> Module:
             gc.enable()
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
 def read_source(path: str) -> str:
     """Read a file as UTF-8 text; errors are Diagnostics naming the file."""
     try:
@@ -695,7 +701,7 @@ def read_source(path: str) -> str:
                          Location(path, 1, 1)) from None
     name = "<stdin>" if path == "-" else path
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1

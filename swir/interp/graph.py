@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp.kernels import dtype_of, evaluate
+from swir.interp.kernels import DataError, dtype_of, evaluate
 from swir.ir.affine import Expr
 from swir.ir.core import (
     Apply,
+    ArrayInit,
     Block,
     Dense,
     DenseSlot,
-    ArrayInit,
     FileInit,
     Function,
     Global,
@@ -124,7 +124,10 @@ class GraphInterpreter:
             outs = self.fused(inst, env)
         else:
             operands = [self.value(s, env) for s in inst.args]
-            outs = evaluate(inst.opname, inst.attrs, types, operands)
+            try:
+                outs = evaluate(inst.opname, inst.attrs, types, operands)
+            except DataError as e:
+                raise Diagnostic(f"'{inst.opname}': {e}", inst.loc) from None
         for r, v in zip(inst.results, outs):
             env[id(r)] = v
 
@@ -235,4 +238,7 @@ def fold(inst: Instruction) -> list[np.ndarray] | None:
     if not all(is_constant(v) for v in inst.args):
         return None  # before reading any weight file
     operands = [constant_value(v) for v in inst.args]
-    return evaluate(inst.opname, inst.attrs, [r.type for r in inst.results], operands)
+    try:
+        return evaluate(inst.opname, inst.attrs, [r.type for r in inst.results], operands)
+    except DataError:
+        return None     # left to fail where it runs (an index out of range)

@@ -69,6 +69,11 @@ class KernelError(Exception):
     """A kernel's result does not match the op's declared result (a swir bug)."""
 
 
+class DataError(Exception):
+    """The op cannot compute on these operand values (a data-dependent index
+    out of range): an error in the input, not in swir."""
+
+
 def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
              operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run the kernel of ``opname`` on numpy operands; results have the declared

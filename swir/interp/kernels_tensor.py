@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of, erf, erfc, kernel
+from swir.interp.kernels import DataError, dtype_of, erf, erfc, kernel
 from swir.ir.types import ScalarType
 from swir.ops.graph import slice_bounds
 
@@ -380,7 +380,13 @@ def _pad(attrs, result_types, x):
 def _gather(attrs, result_types, data, indices):
     data, indices = _arr(data), _arr(indices)
     axis = _axis(_attr(attrs, "axis", 0), data.ndim)
-    # np.take counts negative indices from the end and rejects out-of-range ones.
+    n = data.shape[axis]
+    bad = np.argwhere((indices < -n) | (indices >= n))
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        raise DataError(f"index {int(indices[at])} (indices{list(at)}) is outside "
+                        f"[-{n}, {n}), the size of axis {axis}")
+    # np.take counts negative indices from the end.
     return [np.take(data, indices.astype(np.int64), axis=axis)]
 
 

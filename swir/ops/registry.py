@@ -9,9 +9,10 @@ Ops are registered by the modules of this package (``swir.ops.common``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from swir.ir.types import Type
+if TYPE_CHECKING:   # swir.ir imports this module: a run-time import would be circular
+    from swir.ir.types import Type
 
 
 class OpError(Exception):

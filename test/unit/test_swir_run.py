@@ -417,7 +417,7 @@ def test_stats_are_written_only_on_success(tmp_path, loop_dir):
     assert not path.exists()
     r = run(d / "loop.swir", "-i", d / "x.npy", "-i", d / "k.npy", "-i", d / "j.npy",
             "--stats", tmp_path / "no" / "such" / "dir.json")
-    assert_one_line_error(r, "cannot write output")
+    assert_one_line_error(r, "cannot write '", "dir.json': no directory '")
 
 
 def test_no_verify_reaches_the_interpreters_own_checks(tmp_path):
@@ -458,3 +458,34 @@ def test_lowered_example_gives_the_graph_result(tmp_path):
     want, got = np.load(g), np.load(lo)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def _gather_model(path: Path) -> Path:
+    """One ONNX Gather with its indices an input (swir-import accepts it)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], "g",
+                          [x, i], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("index, shown", [(7, "index 7 (indices[1])"),
+                                          (-4, "index -4 (indices[1])")])
+def test_out_of_range_gather_index_names_the_op_and_the_index(tmp_path, index, shown):
+    """A data-dependent index outside the axis is the input's fault: exit 1
+    with the op, the index and where it is (it was an IndexError, exit 2)."""
+    model = _gather_model(tmp_path / "g.onnx")
+    subprocess.run([str(Path(SWIR_RUN).parent / "swir-import"), str(model), "-o", str(tmp_path / "g.swir")],
+                   check=True)
+    np.save(tmp_path / "x.npy", np.ones((3, 4), np.float32))
+    np.save(tmp_path / "i.npy", np.array([1, index], np.int64))
+    r = run(tmp_path / "g.swir", "-i", tmp_path / "x.npy", "-i", tmp_path / "i.npy",
+            "--output", tmp_path / "y.npy")
+    assert_one_line_error(r, f"g.swir:6:8: error: 'gather': {shown} is outside [-3, 3), "
+                             "the size of axis 0")
+    assert not (tmp_path / "y.npy").exists()
+    np.save(tmp_path / "i.npy", np.array([-3, 2], np.int64))       # both ends are fine
+    assert run(tmp_path / "g.swir", "-i", tmp_path / "x.npy", "-i", tmp_path / "i.npy",
+               "--print").returncode == 0
