@@ -144,6 +144,23 @@ class KernelBuilder:
         self.extras.append(g)
         return self.function.add_param(t, name)
 
+    def close(self) -> None:
+        """End the kernel. Code beside its loop nests (the running maximum of
+        a softmax over the whole tensor, a full reduction's initial store, a
+        0-d gather index) goes with them into one loop of one trip: -ldm-plan
+        spreads a kernel's top-level loops over the CPEs, and code outside
+        every loop would run on none of them."""
+        top = self._top.instructions
+        work = [i for i in top if i.opname != "const"]
+        if not any(i.opname == "for" for i in work) or all(i.opname == "for" for i in work):
+            return
+        with Builder(self._top).loop(0, 1, name="once"):
+            pass
+        once = self._top.instructions[-1].regions[0].blocks[0]
+        for inst in work:
+            inst.detach()
+            once.append(inst)
+
     # -- loops -------------------------------------------------------------------
     @contextmanager
     def loops(self, extents: Sequence[int], names: Sequence[str]) -> Iterator[list[Value]]:

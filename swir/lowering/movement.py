@@ -189,20 +189,30 @@ def lower_gather(k: KernelBuilder, inst: Instruction, ins: list[Value],
     """Y[i.., j.., i..] = Data[i.., idx, i..] with ``idx = dyn_index
     Indices[j..]`` (negative indices count from the end; the bound is the size
     of the gathered axis). The index is loaded and converted once, between the
-    loops over the indices and the loops over the trailing data axes."""
+    loops over the indices and the loops over the trailing data axes; with no
+    loop around it (a 0-d index on axis 0: ``qkv[1]``) it is loaded inside
+    the trailing loops, which are the ones spread over the CPEs (code beside
+    them would run outside every CPE)."""
     data, indices = ins
     (y,) = outs
     dshape, ishape = _shape(inst.args[0]), _shape(inst.args[1])
     r = len(dshape)
     axis = normalise_axis(int_attr(inst, "axis", 0), r)
     names = loop_names(r)
+    outside = axis == 0 and not ishape
     with k.loops(dshape[:axis], names[:axis]) as lead, \
             k.loops(ishape, [f"j{t}" for t in range(len(ishape))]) as js:
-        v = k.load(indices, _exprs(js))
-        idx = k.b.create("dyn_index", v, attrs={"bound": dshape[axis]}, names=["idx"])
+        idx = None if outside else _gather_index(k, indices, js, dshape[axis])
         with k.loops(dshape[axis + 1:], names[axis + 1:]) as trail:
+            if idx is None:
+                idx = _gather_index(k, indices, js, dshape[axis])
             src = _exprs(lead) + [Expr.of(idx)] + _exprs(trail)
             k.finish(k.load(data, src), y, _exprs(list(lead) + list(js) + list(trail)))
+
+
+def _gather_index(k: KernelBuilder, indices: Value, js: list[Value], bound: int) -> Value:
+    v = k.load(indices, _exprs(js))
+    return k.b.create("dyn_index", v, attrs={"bound": bound}, names=["idx"])
 
 
 # -- resize_nearest --------------------------------------------------------------------

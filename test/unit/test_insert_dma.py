@@ -52,6 +52,41 @@ def test_dma_stage_computes_the_graph_result(case, double, ldm_size):
     assert_matches_graph(op, g, args, want, got)
 
 
+# Shapes where a lowering rule left code beside the loops -ldm-plan spreads over
+# the CPEs, which -insert-dma refused ("'load' beside its parallel loops"): a
+# 0-d index on axis 0 (exporters' q, k, v = qkv[0], qkv[1], qkv[2]), a softmax
+# or a full reduction whose whole tensor is one row. Last: the index data.
+T = _cases.T
+DEGENERATE = [
+    ("gather", [T((3, 17, 64)), T((), "i64")], {"axis": 0}, [1]),
+    ("gather", [T((3, 17, 64)), T((), "i64")], {"axis": 0}, [-3]),
+    ("gather", [T((5,)), T((), "i64")], {"axis": 0}, [-2]),
+    ("gather", [T((2, 5, 3)), T((), "i32")], {"axis": 1}, [4]),
+    ("softmax", [T((1000,))], {}, None),
+    ("log_softmax", [T((13,))], {"axis": 0}, None),
+    ("reduce_max", [T((1, 1))], {}, None),
+    ("reduce_sum", [T((7, 13))], {"keepdims": False}, None),
+    ("reduce_mean", [T((1, 300))], {"axes": [1]}, None),
+    ("relu", [T(())], {}, None),
+]
+
+
+@pytest.mark.parametrize("double", [False, True], ids=["single", "double-buffered"])
+@pytest.mark.parametrize("case", DEGENERATE, ids=lambda c: f"{c[0]}-{[str(t) for t in c[1]]}")
+def test_degenerate_shapes_reach_the_dma_stage(case, double):
+    op, types, attrs, index = case
+    text = build(op, types, attrs)
+    args = inputs(op, types, (op, str(types)))
+    if index is not None:
+        args[1] = np.array(index, dtype=args[1].dtype).reshape(types[1].shape)
+    g = parse_module(text, "<case>")
+    want = run_function(g, g.lookup("main"), args)
+    m = to_dma(text, ldm_size=2048, double=double)
+    got = DMAInterpreter(m, ".").call(m.lookup("main"), [a.reshape(a.shape or (1,))
+                                                          for a in args])
+    assert_matches_graph(op, g, args, want, got)
+
+
 PAPER = """
 module "paper"
 stage graph

@@ -136,6 +136,7 @@ class ModuleLowering:
         k = KernelBuilder(self.m, self.unique(f"{base}_{n}"), list(zip(names, types)))
         params = k.params
         low.rule(k, inst, params[:len(ins)], params[len(ins):])
+        k.close()
         self.extras[k.function.name] = k.extras
         return k.function, k.extras
 
