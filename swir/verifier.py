@@ -32,7 +32,8 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import (STAGES, Access, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
-from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType, Type
+from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ScalarType, ShapedType,
+                             TensorType, Type, size_error)
 from swir.limits import deep_recursion
 from swir.ops.registry import OpError, lookup
 
@@ -110,6 +111,9 @@ def _ragged(v: Any) -> bool:
 
 def _legal_type(t: Type, stage: str) -> str | None:
     """Why ``t`` is not legal at ``stage``, or None."""
+    too_large = size_error(t)
+    if too_large:
+        return too_large
     if isinstance(t, TensorType) and stage != "graph":
         return f"tensor type {t} is not legal at the {stage} stage (use buf<...>)"
     if isinstance(t, BufType) and stage == "graph":
@@ -182,6 +186,9 @@ class _Verifier:
                        g.loc, where)
         elif isinstance(g.init, FileInit) and g.init.offset < 0:
             self.error("file offset must be non-negative", g.loc, where)
+        elif isinstance(g.init, FileInit) and g.init.offset + g.type.bytes > MAX_BYTES:
+            self.error("the data ends past swir's limit of 2^62 bytes (file offset "
+                       f"{g.init.offset}, {g.type.bytes} bytes)", g.loc, where)
         elif isinstance(g.init, ArrayInit):
             from swir.interp.kernels import dtype_of
             a = g.init.array
@@ -202,6 +209,9 @@ class _Verifier:
         size = g.type.element.bytes
         if not isinstance(off, int) or isinstance(off, bool) or off < 0:
             self.error(f"arena offset must be a non-negative integer, got {off!r}", g.loc, where)
+        elif off + g.type.bytes > MAX_BYTES:
+            self.error("the buffer ends past swir's limit of 2^62 bytes (arena offset "
+                       f"{off}, {g.type.bytes} bytes)", g.loc, where)
         elif off % size:
             self.error(f"arena offset {off} is not a multiple of the element size {size}",
                        g.loc, where)

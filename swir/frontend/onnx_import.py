@@ -47,7 +47,8 @@ from swir.diagnostics import one_line
 from swir.interp.kernels import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
-from swir.ir.types import F16, F32, F64, I1, I8, I16, I32, I64, ScalarType, TensorType
+from swir.ir.types import (F16, F32, F64, I1, I8, I16, I32, I64, ScalarType, TensorType,
+                             size_error)
 
 # Constants with at most this many elements are dense<...> literals in the module.
 DENSE_MAX = 16
@@ -280,6 +281,9 @@ class Importer:
         for vi in inputs:
             elem = swir_element(vi.type.tensor_type.elem_type, f"input '{vi.name}'")
             types.append(TensorType(bound[vi.name], elem))
+            too_large = size_error(types[-1])
+            if too_large:
+                raise ImportFailure(f"input '{vi.name}': {too_large}")
             names.append(vi.name)
         self.function, self.builder = Builder.function(
             self.module, self._symbol("main"), types, [], param_names=names)

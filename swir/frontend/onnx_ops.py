@@ -27,7 +27,7 @@ from swir.frontend.onnx_import import (
 )
 from swir.interp.kernels import dtype_of
 from swir.ir.core import Value
-from swir.ir.types import TensorType
+from swir.ir.types import TensorType, size_error
 from swir.ops.registry import OpError
 
 Converter = Callable[["Node"], list]
@@ -128,6 +128,10 @@ class Node:
             inst = self.imp.builder.create_inst(opname, *args, attrs=attrs)
         except OpError as e:
             self.fail(f"swir's '{opname}' rejects it: {e}")
+        for r in inst.results:
+            too_large = size_error(r.type)
+            if too_large:
+                self.fail(f"its result {too_large}")
         self.imp.stats["ops"] += 1
         return list(inst.results)
 

@@ -75,6 +75,27 @@ class ShapedType(Type):
         return self.num_elements * self.element.bytes
 
 
+# The largest tensor or buffer swir accepts, in bytes. The generated C holds
+# sizes, offsets and loop bounds in a signed 64-bit long; 2^62 leaves room for
+# the index arithmetic around them (a tile's end, the next tile's start) to stay
+# below 2^63 (docs/ir.md, "Limits").
+MAX_BYTES = 1 << 62
+
+
+def size_error(t: Type) -> str | None:
+    """Why ``t`` is too large for swir, or None."""
+    if isinstance(t, ShapedType) and t.bytes > MAX_BYTES:
+        return (f"type {_short(t)} is too large: about 2^{t.bytes.bit_length() - 1} bytes, over "
+                "swir's limit of 2^62 bytes per tensor or buffer")
+    return None
+
+
+def _short(t: ShapedType) -> str:
+    """The type's text, with dimensions of more than 20 digits abbreviated."""
+    dims = "".join(f"{d} x " if d < 10**20 else f"({len(str(d))} digits) x " for d in t.shape)
+    return f"{t.prefix}<{dims}{t.element}>"
+
+
 @dataclass(frozen=True, slots=True)
 class TensorType(ShapedType):
     """A value-semantics tensor of the graph stage."""
@@ -117,4 +138,8 @@ def parse_type(text: str) -> Type:
         raise ValueError(f"dimension sizes must be positive in '{text}'")
     if prefix and not dims:
         raise ValueError(f"a {prefix} buffer needs at least one dimension: '{text}'")
-    return _SHAPED[prefix](dims, _SCALARS[elem])
+    t = _SHAPED[prefix](dims, _SCALARS[elem])
+    too_large = size_error(t)
+    if too_large:
+        raise ValueError(too_large)
+    return t
