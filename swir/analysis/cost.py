@@ -182,14 +182,15 @@ class CostReport:
 
 
 def cost_report(module: Module, machine: Machine | None = None,
-                func: str | None = None) -> CostReport:
+                func: str | None = None, deadline: float | None = None) -> CostReport:
     """The modeled cost of one run of ``func`` (default: what swir-run runs)
     of a dma-stage module, per function that moves data or computes. The
-    LDM size is the module's (``stage dma {ldm_size = N}``) when it says."""
+    LDM size is the module's (``stage dma {ldm_size = N}``) when it says.
+    Counting stops with CountLimit past ``deadline`` (time.monotonic())."""
     machine = machine or Machine()
     if "ldm_size" in module.attrs:
         machine = machine.with_(ldm_bytes=int(module.attrs["ldm_size"]))
-    traffic = dma_traffic(module, func, count_compute=True)
+    traffic = dma_traffic(module, func, count_compute=True, deadline=deadline)
     report = CostReport(traffic.function, machine)
     for name, t in traffic.kernels.items():
         f = module.lookup(name)

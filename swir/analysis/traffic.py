@@ -26,7 +26,12 @@ of its index parameters that adds to one counter per DMA / wait instruction
 interpreter's :class:`swir.interp.loop.Emit`); only loops and ``if``s that
 contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
 variable no kept bound, guard or argument reads is not iterated but multiplies
-what its body counts by its trip count. The counts of one spawn (64 CPE runs)
+what its body counts by its trip count. A loop whose variable a guard or an
+inner trip count reads is summed piecewise (:mod:`swir.analysis.loop_sums`:
+a few evaluations per piece, however long the loop) where its reads are
+affine, ``min`` or ``max``; otherwise it is walked, and a count that would
+walk more than WORK_LIMIT iterations (or run past a caller's deadline)
+stops with :class:`CountLimit`. The counts of one spawn (64 CPE runs)
 or call are computed once per distinct index-argument tuple (and CPE, for a
 called kernel that reads ``cpe_id``) and reused.
 
@@ -51,11 +56,13 @@ does a ``chunk`` worker id outside its range (the run would stop there).
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from swir.analysis.loop_sums import piece_cuts, piecewise_forms, slope, sum_of_polynomial
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
 from swir.interp.dma import SMALL_TRANSFER, TransferShares, _int_attr, size_bucket
@@ -98,11 +105,23 @@ COUNTED_OPS = ("dma_get", "dma_put", "dma_wait", "spawn")
 # 100), before a loop or if goes into a function of its own.
 MAX_NESTED_FOR = 12
 MAX_INDENT = 48
+# Loop iterations a count may walk or evaluate (loops it cannot sum piecewise
+# are walked): a few seconds of Python. The zoo models at paper size need
+# under 7,000 (docs/reliability.md).
+WORK_LIMIT = 10_000_000
+# A loop of at most this many iterations is walked rather than cut into pieces
+# (cheaper than finding its pieces).
+SHORT_LOOP = 16
 
 
 class TrafficError(Exception):
     """The DMA traffic cannot be computed without running the module: it
     depends on data or inputs (or the module is not a dma-stage one)."""
+
+
+class CountLimit(TrafficError):
+    """Counting was stopped: it would take more work than its limit, or it
+    ran past its deadline."""
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +179,9 @@ class Traffic:
 
     function: str
     kernels: dict[str, KernelTraffic]
+    # Loop iterations the count walked or evaluated (its cost; at most the
+    # work limit): how far the piecewise sums kept it from the trip counts.
+    work: int = 0
 
     @cached_property
     def total(self) -> KernelTraffic:
@@ -207,11 +229,13 @@ class Traffic:
         return {n: k.as_dict() for n, k in self.kernels.items()}
 
 
-def dma_traffic(module: Module, func: str | None = None, count_compute: bool = False
-                ) -> Traffic:
+def dma_traffic(module: Module, func: str | None = None, count_compute: bool = False,
+                deadline: float | None = None, work_limit: int = WORK_LIMIT) -> Traffic:
     """The DMA traffic of one call of ``func`` (default: the function
     ``swir-run`` runs) of a dma-stage module, per function; see the module
-    docstring. Raises :class:`TrafficError` when it is not static.
+    docstring. Raises :class:`TrafficError` when it is not static, and
+    :class:`CountLimit` (a TrafficError) when counting would walk more than
+    ``work_limit`` iterations or runs past ``deadline`` (``time.monotonic()``).
 
     With ``count_compute`` it also counts each function's floating-point
     operations (:func:`flops_of`) and the CPEs its spawns keep busy, which
@@ -220,13 +244,13 @@ def dma_traffic(module: Module, func: str | None = None, count_compute: bool = F
         raise TrafficError(f"DMA traffic is counted at the dma stage; module "
                            f"\"{module.name}\" is at the {module.stage} stage")
     root = _root(module, func)
-    counter = _Counter(module, count_compute)
+    counter = _Counter(module, count_compute, work_limit, deadline)
     try:
         counts = counter.run_root(root)
     except RecursionError:
         raise TrafficError(f"calls from @{root.name} nest too deeply to count (unbounded "
                            "recursion?)") from None
-    return Traffic(root.name, counter.tally(counts))
+    return Traffic(root.name, counter.tally(counts), counter.work)
 
 
 def _root(module: Module, func: str | None) -> Function:
@@ -368,7 +392,8 @@ class _Counter:
     """Compiles the module's functions (on first use) into Python functions
     that count how often each DMA / wait / call / spawn runs."""
 
-    def __init__(self, module: Module, count_compute: bool = False) -> None:
+    def __init__(self, module: Module, count_compute: bool = False,
+                 work_limit: int = WORK_LIMIT, deadline: float | None = None) -> None:
         self.module = module
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
@@ -388,6 +413,57 @@ class _Counter:
         self._reads_cpe: dict[int, bool] = {}
         for f in module.functions:
             self._allocate(f)
+        self.ns["_sum"] = self.sum_loop
+        self.ns["_charge"] = self.charge
+        # Work done so far (loop iterations walked, loop bodies evaluated), its
+        # limit, and the time by which counting must end (None: no deadline).
+        self.work = 0
+        self.work_limit = work_limit
+        self.deadline = deadline
+
+    # -- bounded work ---------------------------------------------------------------
+    def charge(self, n: int) -> None:
+        """Account for n more iterations; stop when over the limit or past the
+        deadline."""
+        self.work += n
+        if self.work > self.work_limit:
+            raise CountLimit(f"counting the DMA traffic would walk more than "
+                             f"{self.work_limit:,} loop iterations (a loop whose variable "
+                             "is read where the count cannot be summed piecewise)")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CountLimit("counting the DMA traffic ran out of its time budget")
+
+    def sum_loop(self, counts: list[int], m: int, cpe: int, body: Compiled, lo: int, hi: int,
+                 step: int, forms: Callable[[int], tuple[int, ...]], degree: int,
+                 args: tuple) -> None:
+        """Add m x what ``for v = lo to hi step step { body }`` counts, per
+        piece (swir.analysis.loop_sums): a piece longer than degree + 1
+        iterations is summed from its first degree + 1."""
+        n = len(range(lo, hi, step))
+        if n <= SHORT_LOOP:
+            self.charge(n)
+            for v in range(lo, hi, step):
+                body(counts, m, cpe, *args, v)
+            return
+        first = forms(lo)
+        cuts = piece_cuts(first, forms(lo + step), n) if n > 1 and first else []
+        edges = [0] + cuts + [n]
+        for k0, k1 in zip(edges, edges[1:]):
+            length = k1 - k0
+            if length <= degree + 1:
+                self.charge(length)
+                for k in range(k0, k1):
+                    body(counts, m, cpe, *args, lo + k * step)
+                continue
+            self.charge(degree + 1)
+            samples = []
+            for j in range(degree + 1):
+                c = [0] * len(counts)
+                body(c, 1, cpe, *args, lo + (k0 + j) * step)
+                samples.append(c)
+            for s, x in enumerate(sum_of_polynomial(samples, length)):
+                if x:
+                    counts[s] += m * x
 
     # -- the Emit interface ---------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -646,7 +722,14 @@ class _FunctionWriter:
         rng, body = _loop_range(e, inst)
         var = body.args[0]
         if id(var) in self.needed:
-            e.line(f"for {self.name(var)} in {rng}:")
+            plan = self.sum_plan(inst)
+            if plan is not None:
+                self.summed(inst, *plan)
+                return
+            r = e.fresh("r")
+            e.line(f"{r} = {rng}")
+            e.line(f"_charge(len({r}))")
+            e.line(f"for {self.name(var)} in {r}:")
             self.for_depth += 1
             with e.indented():
                 self.block(body.instructions)
@@ -659,6 +742,39 @@ class _FunctionWriter:
         with e.indented():
             self.block(body.instructions)
         self.mult = outer
+
+    # -- loops summed piecewise (swir.analysis.loop_sums) ----------------------------
+    def sum_plan(self, inst: Instruction) -> tuple[list[Expr], int] | None:
+        """The affine forms whose signs cut loop ``inst`` into pieces and the
+        degree of one iteration's counts within a piece, if its variable is
+        read only where loop_sums can follow it: guards, and the bounds of
+        loops inside that are multiplied out, through affine terms, min and
+        max of it and of values from outside the loop. Else None (walked)."""
+        body = inst.regions[0].blocks[0]
+        scan = _SumScan(self, body.args[0], inst.attrs.get("step", 1),
+                        {id(v) for v in free_values(inst)})
+        depth = scan.block(body)
+        return None if depth is None else (scan.forms, depth)
+
+    def summed(self, inst: Instruction, forms: list[Expr], degree: int) -> None:
+        """Count loop ``inst`` piecewise: its body becomes a function of the
+        loop variable, evaluated a few times per piece (_Counter.sum_loop)."""
+        c, f, e = self.counter, self.f, self.emit
+        body = inst.regions[0].blocks[0]
+        var = body.args[0]
+        free = [v for v in free_values(inst) if id(v) in self.needed and id(v) in c.names
+                and id(v) not in c.int_consts]
+        sub = _FunctionWriter(c, f, self.needed)
+        sub.block(body.instructions)
+        fname = c.fresh("s")
+        params = ["_c", "_m", "_cpe"] + [c.names[id(v)] for v in free] + [c.names[id(var)]]
+        c.define(fname, sub.emit.assemble(fname, params), f)
+        lb, ub = (e.expr(a) for a in inst.args[:2])
+        step = inst.attrs.get("step", 1)
+        values = "".join(f"{e.expr(x)}, " for x in forms)
+        args = "".join(f"{c.names[id(v)]}, " for v in free)
+        e.line(f"_sum(_c, {self.mult}, _cpe, {fname}, {lb}, {ub}, {step}, "
+               f"lambda {c.names[id(var)]}: ({values}), {degree}, ({args}))")
 
     def unit(self, inst: Instruction) -> None:
         """Count a deeply nested loop or if in a function of its own (Python
@@ -797,6 +913,88 @@ class _FunctionWriter:
                     seen.add(id(s))
                     todo.append(s)
         return False
+
+
+class _SumScan:
+    """Walks a loop body as _FunctionWriter would write it, collecting the
+    forms that decide its pieces (see _FunctionWriter.sum_plan)."""
+
+    def __init__(self, writer: _FunctionWriter, var: Value, step: int, outside: set[int]
+                 ) -> None:
+        self.w, self.var, self.step, self.outside = writer, var, step, outside
+        self.forms: list[Expr] = []
+
+    def block(self, block: Block) -> int | None:
+        """The most nested multiplied loops whose trip count reads the
+        variable, on any path through ``block``; None if it cannot be summed."""
+        deepest = 0
+        for x in block.instructions:
+            d = self.instruction(x)
+            if d is None:
+                return None
+            deepest = max(deepest, d)
+        return deepest
+
+    def instruction(self, x: Instruction) -> int | None:
+        w, op = self.w, x.opname
+        if id(x) in w.counter.slot_of or (op in ("for", "parallel", "if", "call", "spawn")
+                                          and not w.counter.relevant(x)):
+            return 0
+        if op == "if":
+            if not all(isinstance(k, Constraint) and self.decided(k.lhs - k.rhs)
+                       for k in x.args):
+                return None
+            depths = [self.block(r.blocks[0]) for r in x.regions if r.blocks]
+            return None if None in depths else max(depths, default=0)   # type: ignore
+        if op in ("for", "parallel"):
+            return self.loop(x)
+        if op in ("call", "spawn"):
+            return None if any(self.reads(Expr.of(a)) for a in x.args[0].args
+                               if a.type == INDEX) else 0
+        if not any(id(r) in w.needed for r in x.results) or op in ("const", "cpe_id"):
+            return 0
+        if op == "chunk" and not any(self.reads(Expr.of(a)) for a in x.args):
+            return 0
+        return None
+
+    def loop(self, x: Instruction) -> int | None:
+        lb, ub = (Expr.of(a) for a in x.args[:2])
+        body = x.regions[0].blocks[0]
+        own = 0
+        if self.reads(lb) or self.reads(ub):
+            if id(body.args[0]) in self.w.needed:
+                return None        # walked, with a trip count that varies: not summable
+            if not self.trip_count(ub - lb, x.attrs.get("step", 1)):
+                return None
+            own = 1
+        d = self.block(body)
+        return None if d is None else own + d
+
+    def reads(self, e: Expr) -> bool:
+        return any(v is self.var for v in e.values())
+
+    def _from_outside(self, e: Expr) -> bool:
+        return all(v is self.var or id(v) in self.outside
+                   or id(v) in self.w.counter.int_consts for v in e.values())
+
+    def decided(self, e: Expr) -> bool:
+        """A guard's difference: its sign class is fixed within a piece."""
+        if not self.reads(e):
+            return True
+        got = piecewise_forms(e, self.var) if self._from_outside(e) else None
+        if got is None:
+            return False
+        self.forms += got[0] + got[1]
+        return True
+
+    def trip_count(self, e: Expr, step: int) -> bool:
+        """An inner loop's ub - lb: fixed sign, and a trip count affine in the
+        iteration number, within a piece."""
+        got = piecewise_forms(e, self.var) if self._from_outside(e) else None
+        if got is None or any(slope(p, self.var) * self.step % step for p in got[1]):
+            return False
+        self.forms += got[0] + got[1]
+        return True
 
 
 def _bool_const(v: Value) -> bool | None:

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
-from swir.analysis.traffic import TrafficError, flops_of
+from swir.analysis.traffic import CountLimit, TrafficError, flops_of
 from swir.ir.core import Access, Global, Module
 from swir.passes.buffered.ldm_plan import (
     SINGLE,
@@ -102,8 +102,9 @@ class Search:
                     break
                 best = step
         ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
-        winner = choose(self.ctx, self.greedy, self.greedy_direct,
-                        [k for _, k in ranked[:EXACT_CHECKS]], self.serial)
+        winner, cut = choose(self.ctx, self.greedy, self.greedy_direct,
+                             [k for _, k in ranked[:EXACT_CHECKS]], self.serial, self.deadline)
+        self.out_of_time |= cut
         if winner == self.greedy:       # the nest still holds greedy's tiles
             for t, d in zip(self.nest.tensors, self.greedy_direct):
                 t.direct = d
@@ -279,18 +280,26 @@ def dmas_per_copy(t, tiles, runs: int) -> int:
 # -- the exact check ------------------------------------------------------------------
 
 def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: list[Choice],
-           serial: frozenset[int]) -> Choice:
-    """The fastest of greedy's plan and the finalists, measured exactly."""
+           serial: frozenset[int], deadline: float | None = None) -> tuple[Choice, bool]:
+    """The fastest of greedy's plan and the finalists, measured exactly, and
+    whether the deadline cut the measuring short (the best plan measured
+    by then wins; greedy's if not even it was measured)."""
     text = kernel_text(ctx)
-    base = measure(text, ctx, greedy, serial, greedy_direct)
+    try:
+        base = measure(text, ctx, greedy, serial, greedy_direct, deadline)
+    except CountLimit:
+        return greedy, True
     if base is None:
-        return greedy
+        return greedy, False
     best, best_time = greedy, base
     for c in finalists:
-        t = measure(text, ctx, c, serial)
+        try:
+            t = measure(text, ctx, c, serial, deadline=deadline)
+        except CountLimit:
+            return best, True
         if t is not None and t < best_time * (1 - 1e-9):
             best, best_time = c, t
-    return best
+    return best, False
 
 
 def kernel_text(ctx: SearchContext) -> str:
@@ -309,11 +318,12 @@ def kernel_text(ctx: SearchContext) -> str:
 
 
 def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int],
-            direct: list | None = None) -> float | None:
+            direct: list | None = None, deadline: float | None = None) -> float | None:
     """Modeled seconds of the kernel copy with only this nest, planned as
     ``choice`` (``direct``: its tensors' direct flags, else Constraint 1
     decides) and through -insert-dma; None if that cannot be measured (the
-    plan is then not chosen)."""
+    plan is then not chosen). Raises CountLimit when counting runs past
+    ``deadline`` or over its work limit."""
     from swir.diagnostics import Diagnostic
     from swir.parser import parse_module
     from swir.passes.dma.insert_dma import InsertDMA
@@ -338,6 +348,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         PassManager([InsertDMA()], verify_each=False).run(m)
-        return cost_report(m, func=f.name).modeled_s
+        return cost_report(m, func=f.name, deadline=deadline).modeled_s
+    except CountLimit:
+        raise
     except (TrafficError, PassFailure, Diagnostic):
         return None
