@@ -4,14 +4,15 @@ tracebacks, and output files written only when the whole job succeeded."""
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
+from swir import files
 from swir.diagnostics import SOURCES, Diagnostic, Location, one_line
 from swir.limits import deep_recursion
 from swir.passes.manager import PassBug, PassFailure
@@ -29,9 +30,78 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+# Exit status of a tool whose stdout reader went away (``| head``): that of a C
+# tool killed by SIGPIPE, as the shell reports it (128 + 13), with no message.
+BROKEN_PIPE_STATUS = 141
+
+
+class StdoutError(Exception):
+    """Writing standard output failed (its reader went away, a full disk)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.errno = error.errno
+
+
+class GuardedStdout:
+    """sys.stdout, with its write errors raised as StdoutError (told apart
+    from errors writing the tools' output files, which name the file)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as e:
+            raise StdoutError(e) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as e:
+            raise StdoutError(e) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
-    """Run ``main`` and turn every failure into a diagnostic and an exit status."""
+    """Run ``main`` and turn every failure into a diagnostic and an exit status.
+    A closed stdout (``>&-``) discards what is printed, as Python's print does;
+    a broken pipe ends the tool quietly; a full disk is an error."""
     args = sys.argv[1:] if argv is None else argv
+    saved = sys.stdout, sys.stderr
+    if sys.stderr is None:          # closed: print(file=None) would go to stdout
+        sys.stderr = open(os.devnull, "w")
+    sys.stdout = GuardedStdout(sys.stdout if sys.stdout is not None else open(os.devnull, "w"))
+    try:
+        status = _run(prog, main, args)
+        sys.stdout.flush()          # what is buffered fails here, not at exit
+        return status
+    except StdoutError as e:
+        _discard_stdout(saved[0])
+        if e.errno == errno.EPIPE:
+            return BROKEN_PIPE_STATUS
+        print(f"{prog}: error: cannot write standard output: {e}", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _discard_stdout(stream) -> None:
+    """Point stdout's file descriptor at /dev/null, so the interpreter's flush
+    at exit neither fails again nor prints a traceback."""
+    try:
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):
+        pass                        # not a real file (a test's capture)
+
+
+def _run(prog: str, main: Callable[[list[str]], int], args: list[str]) -> int:
     try:
         with deep_recursion():  # passes recurse per nested region, too
             return main(args)
@@ -55,8 +125,8 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 1
+    except StdoutError:
+        raise
     except Exception as e:  # a bug in swir, not in the input: still no traceback
         if os.environ.get("SWIR_DEBUG"):
             raise
@@ -109,78 +179,39 @@ def opt_level(prog: str, argv: list[str], index: int) -> str:
 
 
 def write_output(path: str | None, text: str) -> None:
-    """Write to stdout, or atomically to ``path`` (never a partial file)."""
+    """Write to stdout, or to ``path`` as swir.files writes outputs (never a
+    partial file; a device or FIFO written straight into)."""
     if path is None or path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
-                                   prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as e:
-        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+    write_files([(path, text.encode("utf-8"))])
 
 
 def write_files(jobs: list[tuple[str, np.ndarray | bytes]]) -> None:
-    """Write every file (an array as .npy, bytes as they are) to a temporary
-    file beside it first, then move them all into place. On failure nothing
-    changes: files already moved into place are put back as they were."""
-    for path, _ in jobs:
-        if Path(path).is_dir():
-            raise UsageError(f"cannot write output: '{path}' is a directory")
-    temps: list[tuple[str, str]] = []
-    placed: list[tuple[str, str | None]] = []   # (target, backup of what it replaced)
+    """Write every file (an array as .npy, bytes as they are), all or none
+    (swir.files.write_all); a failure is a UsageError naming the file."""
     try:
-        for path, content in jobs:
-            temps.append((_temp_beside(path, content), path))
-        for tmp, path in temps:
-            backup = None
-            if os.path.lexists(path):
-                backup = _temp_beside(path, None)
-                os.replace(path, backup)
-            placed.append((path, backup))
-            os.replace(tmp, path)
-    except OSError as e:
-        _undo(placed, temps)
-        raise UsageError(f"cannot write output: {e.strerror or e} ({e.filename})") from None
-    for _, backup in placed:
-        if backup is not None:
-            os.unlink(backup)
+        files.write_all([(path, _npy(c) if isinstance(c, np.ndarray) else c)
+                         for path, c in jobs])
+    except files.OutputError as e:
+        raise UsageError(str(e)) from None
 
 
-def _temp_beside(path: str, content: np.ndarray | bytes | None) -> str:
-    """A new temporary file in path's directory holding ``content``."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
-                               prefix=f".{target.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        if isinstance(content, (bytes, bytearray, memoryview)):
-            fh.write(content)
-        elif content is not None:
-            np.save(fh, content, allow_pickle=False)
-    return tmp
+def _npy(a: np.ndarray) -> bytes:
+    """The .npy file of ``a`` (np.save asks a file for its position, which a
+    FIFO has not)."""
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
 
 
-def _undo(placed: list[tuple[str, str | None]], temps: list[tuple[str, str]]) -> None:
-    for path, backup in reversed(placed):
-        try:
-            if backup is not None:
-                os.replace(backup, path)
-            elif os.path.lexists(path):
-                os.unlink(path)
-        except OSError:
-            pass
-    for tmp, _ in temps:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def check_writable(path: str, what: str = "") -> None:
+    """Fail before a long job when ``path`` cannot be written (``what``: the
+    option naming it, for the message)."""
+    try:
+        files.check_writable(path)
+    except files.OutputError as e:
+        message = str(e)
+        raise UsageError(message.replace("cannot write ", f"cannot write {what} ", 1)
+                         if what else message) from None

@@ -14,11 +14,16 @@ only with --force.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+from pathlib import Path
 
 from swir import __version__
+from swir.codegen.names import file_stem
 from swir.codegen.project import Options as CodegenOptions
-from swir.codegen.project import WriteError, generate, write_project
+from swir.codegen.project import WriteError, check_project_dir, generate, write_project
+from swir.ir.core import FileInit, Module
 from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_flag
 from swir.passes.pipelines import (
@@ -29,6 +34,7 @@ from swir.passes.pipelines import (
     level_options,
     pipeline_flags,
 )
+from swir.progress import for_terminal
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, opt_level, run_tool
@@ -47,7 +53,6 @@ PIPELINE = {stage: compile_pipeline(stage) for stage in LOWERING}
 
 
 def usage() -> str:
-    from swir.passes import pass_class
     lines = [f"usage: {PROG} IN.swir -o DIR [options]", "",
              "Compiles a swir module (any stage) to the Sunway athread C project in DIR,",
              f"running what is left of the pipeline (at -{DEFAULT_LEVEL}):"]
@@ -62,30 +67,65 @@ def usage() -> str:
               "  --func NAME                the function the program runs (default: main)",
               "  --print-pipeline           print the passes that will run, with their options",
               "  --stats                    report each pass's statistics",
+              "  -q, --quiet                no progress bar (drawn only on a terminal) and no "
+              "closing line",
               "  --help, --version", "",
-              "Pass options (given to every pass in the pipeline that takes them):"]
-    seen = set()
-    for names in PIPELINE.values():
-        for n in names:
-            cls = pass_class(n)
-            for f in cls.options():  # type: ignore[union-attr]
-                flag = option_flag(f.name)
-                if flag in seen:
-                    continue
-                seen.add(flag)
-                text = f"--{flag}=<{_field_type(f).__name__}>"
-                lines.append(f"  {text:<26} {f.metadata.get('help', '')} (-{n}, default: "
-                             f"{f.default})")
+              "Pass options (given to every pass in the pipeline that takes them; the "
+              "default is", "the one at each -O level):"]
+    lines += pass_option_lines()
     lines += ["", "Build: make -C DIR (Sunway, sw5cc) or make -C DIR emu (this machine).",
               "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]"]
     return "\n".join(lines) + "\n"
+
+
+def pass_option_lines() -> list[str]:
+    """One line per option of the passes swir-cg can run: what it does (as
+    the last pass taking it says: the lowering's, not a trial's), which
+    passes take it, and its default at each optimisation level."""
+    from swir.passes import pass_class
+    graph = [n for level in OPT_LEVELS for n in OPT_LEVELS[level]]
+    order = list(dict.fromkeys(graph + LOWERING["graph"]))
+    takers: dict[str, list[str]] = {}
+    for name in order:
+        for f in pass_class(name).options():  # type: ignore[union-attr]
+            takers.setdefault(option_flag(f.name), []).append(name)
+    lines = []
+    for flag, names in takers.items():
+        fields = {n: next(f for f in pass_class(n).options()   # type: ignore[union-attr]
+                          if option_flag(f.name) == flag) for n in names}
+        owner = names[-1]
+        also = f"; also {', '.join('-' + n for n in names[:-1])}" if len(names) > 1 else ""
+        defaults: dict[str, list[str]] = {}
+        for n in reversed(names):
+            defaults.setdefault(level_defaults(n, fields[n]), []).append(f"-{n}")
+        default = next(iter(defaults)) if len(defaults) == 1 else \
+            "; ".join(f"{v} ({', '.join(ns)})" for v, ns in defaults.items())
+        f = fields[owner]
+        text = f"--{flag}=<{_field_type(f).__name__}>"
+        lines.append(f"  {text:<26} {f.metadata.get('help', '')} (-{owner}{also}; "
+                     f"default: {default})")
+    return lines
+
+
+def level_defaults(name: str, f) -> str:
+    """An option's default at each -O level that runs pass ``name``:
+    ``65536``, or ``greedy at -O0, -O1; search at -O3``."""
+    at: dict[str, list[str]] = {}
+    for level in OPT_LEVELS:
+        if name in compile_pipeline("graph", level):
+            value = level_options(name, level).get(option_flag(f.name), f.default)
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            at.setdefault(text, []).append(f"-{level}")
+    if len(at) == 1:
+        return next(iter(at))
+    return "; ".join(f"{v} at {', '.join(levels)}" for v, levels in at.items())
 
 
 class Command:
     def __init__(self) -> None:
         self.input: str | None = None
         self.output: str | None = None
-        self.force = self.print_pipeline = self.stats = False
+        self.force = self.print_pipeline = self.stats = self.quiet = False
         self.func = "main"
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
@@ -113,8 +153,10 @@ def parse_args(argv: list[str]) -> Command:
             continue
         if a.startswith("-O"):
             c.level = opt_level(PROG, argv, i)
-        elif a in ("--force", "--print-pipeline", "--stats"):
+        elif a in ("--force", "--print-pipeline", "--stats", "--quiet"):
             setattr(c, a[2:].replace("-", "_"), True)
+        elif a == "-q":
+            c.quiet = True
         elif a.startswith("--"):
             global_option(a, i, c.globals)
         elif a.startswith("-") and a != "-":
@@ -176,23 +218,57 @@ def main(argv: list[str]) -> int:
     name = "<stdin>" if c.input == "-" else c.input
     module = parse_module(text, name)
     verify(module)
+    keep = read_files(c.input, module)
+    if c.output is not None:       # before the (possibly long) pipeline
+        project_dir(c.output, c.force, keep)
     passes = pipeline(module.stage, c, argv)
     if c.print_pipeline:
         print(" ".join(p.spelling() for p in passes) or "(no passes)")
         if c.output is None:
             return 0
-    manager = PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr)
+    progress = for_terminal(c.quiet)
+    manager = PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
+                          progress=progress)
     manager.run(module)
     if c.stats:
         print_statistics(manager)
-    files = generate(module, CodegenOptions(entry=c.func, source=name,
-                                            ldm_reserve=ldm_reserve(passes)))
-    assert c.output is not None
+    progress.begin("generating C")
     try:
-        write_project(files, c.output, c.force)
+        files = generate(module, CodegenOptions(entry=c.func, source=name,
+                                                ldm_reserve=ldm_reserve(passes)))
+        assert c.output is not None
+        write_project(files, c.output, c.force, keep)
     except WriteError as e:
         raise UsageError(str(e)) from None
+    finally:
+        progress.end()
+    if not c.quiet:
+        print(done_line(c.output, module), file=sys.stderr)
     return 0
+
+
+def done_line(out: str, module: Module) -> str:
+    """What was written where, and how to build and run it."""
+    kernels = sum(1 for f in module.functions if f.target == "cpe")
+    program = os.path.join(out, file_stem(module.name) + "_emu")
+    return (f"{PROG}: wrote {out} ({kernels} CPE kernel{'s' if kernels != 1 else ''}); "
+            f"make -C {shlex.quote(out)} emu builds {shlex.quote(program)}")
+
+
+def read_files(input: str, module: Module) -> tuple[str, ...]:
+    """The files the compilation reads (the input and its weight files):
+    --force must not replace a directory holding one."""
+    base = Path(module.base_dir or ".")
+    weights = {str(base / g.init.path) for g in module.globals
+               if isinstance(g.init, FileInit)}
+    return tuple(([input] if input != "-" else []) + sorted(weights))
+
+
+def project_dir(out: str, force: bool, keep: tuple[str, ...]) -> None:
+    try:
+        check_project_dir(out, force, keep)
+    except WriteError as e:
+        raise UsageError(str(e)) from None
 
 
 def entry() -> None:

@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from swir import __version__
+from swir import __version__, files
 from swir.diagnostics import Diagnostic
 from swir.frontend.onnx_import import ImportFailure, import_onnx
 from swir.printer import print_module
@@ -76,14 +76,19 @@ def _weights_path(a: argparse.Namespace) -> Path:
         else out.with_name(out.name + ".weights")
 
 
+
+
 def main(argv: list[str]) -> int:
     a = _args(argv)
     shapes = parse_shapes(a.shape)
     to_stdout = a.output == "-"
-    weights = _weights_path(a) if not to_stdout else Path("-.weights")
+    # stdout, a device or a FIFO: no folder beside it for the weights file
+    no_sidecar = to_stdout or (files.is_stream(a.output) and not a.weights)
+    weights = _weights_path(a) if not no_sidecar else Path("-.weights")
     module_dir = Path(".") if to_stdout else Path(a.output).parent
-    reference = os.path.relpath(weights, module_dir) if not to_stdout else weights.name
-    if not to_stdout and weights.resolve() in (Path(a.output).resolve(), Path(a.model).resolve()):
+    reference = os.path.relpath(weights, module_dir) if not no_sidecar else weights.name
+    if not no_sidecar and weights.resolve() in (Path(a.output).resolve(),
+                                                Path(a.model).resolve()):
         raise UsageError(f"the weights file '{weights}' would overwrite "
                          + ("the module" if weights.resolve() == Path(a.output).resolve()
                             else "the model"))
@@ -97,10 +102,12 @@ def main(argv: list[str]) -> int:
         raise RuntimeError("the imported module does not verify: "
                            + e.diagnostics[0].message) from None
     text = print_module(imported.module)
+    if no_sidecar and imported.weights:
+        raise UsageError(f"the model has {len(imported.weights)} bytes of weights for a "
+                         "sidecar file: give -o OUT.swir"
+                         + ("" if to_stdout else f" (not a device or FIFO like '{a.output}'), "
+                            "or --weights FILE"))
     if to_stdout:
-        if imported.weights:
-            raise UsageError(f"the model has {len(imported.weights)} bytes of weights for a "
-                             "sidecar file: give -o OUT.swir")
         sys.stdout.write(text)
     else:
         jobs = [(str(weights), bytes(imported.weights))] if imported.weights else []

@@ -15,13 +15,14 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from swir import __version__
+from swir import __version__, files
 from swir.diagnostics import Diagnostic
 from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
 from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
+from swir.progress import for_terminal
 from swir.verifier import VerificationError, verify
 
 from .driver import UsageError, command_line_error, run_tool, write_files, write_output
@@ -37,6 +38,7 @@ _FLAGS = {
     "stats": "report each pass's statistics and whether it changed the IR",
     "split-input-file": "treat each '// -----'-separated chunk of the input as its own "
                         "module (diagnostics keep the file's line numbers)",
+    "quiet": "no progress bar (it is drawn only when stderr is a terminal)",
 }
 
 
@@ -178,7 +180,12 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
             if k not in fields:
                 raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
             kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"-{name} option {k}")
-        passes.append(cls(**kwargs))
+        p = cls(**kwargs)
+        for flag, message in p.option_errors():
+            # point at the option where it was given: on the pass, or globally
+            at = idx if flag in local or flag not in o.globals else o.globals[flag][1]
+            raise command_line_error(prog, argv, at, message)
+        passes.append(p)
     for k, (_, idx) in o.globals.items():
         if k not in declared:
             raise command_line_error(prog, argv, idx,
@@ -244,11 +251,13 @@ def split_chunks(text: str) -> list[str]:
 
 def weight_sink(output: str | None) -> WeightSink | None:
     """Constants computed by the passes (folded weights, new layouts) go to a
-    sidecar ``OUT.swir.weights`` beside ``-o OUT.swir``; on stdout they are
-    printed inline."""
-    if output is None or output == "-":
+    sidecar ``OUT.swir.weights`` beside ``-o OUT.swir``; on stdout, a device or
+    a FIFO they are printed inline."""
+    if output is None or output == "-" or files.is_stream(output):
         return None
     return WeightSink(os.path.basename(sidecar_path(output)))
+
+
 
 
 def sidecar_path(output: str) -> str:
@@ -257,16 +266,21 @@ def sidecar_path(output: str) -> str:
 
 def process(text: str, name: str, passes: list[Pass], o: Options,
             sink: WeightSink | None = None) -> tuple[str, PassManager]:
-    """Parse, verify, run the pipeline, verify again; return the printed module."""
+    """Parse, verify, run the pipeline, verify again; return the printed module
+    (with ``sink``, as it reads from -o's folder: sidecar weight files the
+    input names relative to its own folder are named relative to that one)."""
     module = parse_module(text, name)
     verify(module)
     manager = PassManager(passes, verify_each=o.flags.get("verify-each", True),
                           print_after_all=o.flags.get("print-after-all", False),
                           print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
-                          input_name=name, dump=sys.stderr)
+                          input_name=name, dump=sys.stderr,
+                          progress=for_terminal(o.flags.get("quiet", False)))
     manager.run(module)
     if not manager.verify_each:
         verify(module)
+    if sink is not None:    # written to a file: its weight files named from there
+        module.move_weight_files(os.path.dirname(o.output or "") or ".")
     return print_module(module, sink), manager
 
 

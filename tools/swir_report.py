@@ -40,15 +40,22 @@ from swir.analysis.traffic import TrafficError
 from swir.diagnostics import Diagnostic
 from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
-from swir.passes import pass_class
 from swir.passes.manager import Pass, PassManager, option_flag
-from swir.passes.pipelines import DEFAULT_LEVEL, LOWERING, compile_pipeline
+from swir.passes.pipelines import DEFAULT_LEVEL
+from swir.progress import for_terminal
 from swir.verifier import verify
 
 from . import swir_opt
-from .driver import UsageError, command_line_error, opt_level, run_tool, write_files
-from .swir_cg import level_passes, lowering
-from .swir_opt import Options, _field_type, global_option
+from .driver import (
+    UsageError,
+    check_writable,
+    command_line_error,
+    opt_level,
+    run_tool,
+    write_files,
+)
+from .swir_cg import level_passes, lowering, pass_option_lines
+from .swir_opt import Options, global_option
 
 PROG = "swir-report"
 VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline")
@@ -77,25 +84,16 @@ def usage() -> str:
              "  --machine NAME             the DMA assumptions: "
              + ", ".join(DMA_ASSUMPTIONS) + " (default: default)",
              "  --json FILE                write the report as JSON",
-             "  --plot FILE                write a roofline plot (PNG; needs matplotlib)",
+             "  --plot FILE                write a roofline plot (PNG; needs matplotlib: the",
+             "                             report extra, pip install 'swir[report]')",
+             "  -q, --quiet                no progress bar (drawn only on a terminal) and no",
+             "                             closing line naming the files written",
              "  --help, --version", "",
-             "Pass options (given to every pass of the pipeline that takes them):"]
-    lines += _pass_option_lines()
+             "Pass options (given to every pass of the pipeline that takes them; the default is",
+             "the one at each -O level):"]
+    lines += pass_option_lines()
     lines += ["", "Columns: docs/swir-report.md."]
     return "\n".join(lines) + "\n"
-
-
-def _pass_option_lines() -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for name in dict.fromkeys(n for stage in LOWERING for n in compile_pipeline(stage)):
-        for f in pass_class(name).options():  # type: ignore[union-attr]
-            flag = option_flag(f.name)
-            if flag not in seen:
-                seen.add(flag)
-                text = f"--{flag}=<{_field_type(f).__name__}>"
-                out.append(f"  {text:<26} {f.metadata.get('help', '')} (-{name})")
-    return out
 
 
 @dataclass
@@ -107,6 +105,7 @@ class Command:
     machine: str = "default"
     json: str | None = None
     plot: str | None = None
+    quiet: bool = False
     pipeline: list[tuple[str, dict[str, str], int]] | None = None
     globals: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -146,6 +145,8 @@ def parse_args(argv: list[str]) -> Command:
             raise SystemExit(0)
         elif a == "--pipeline":
             c.pipeline = []
+        elif a in ("-q", "--quiet"):
+            c.quiet = True
         elif a in VALUE_OPTIONS or a.split("=")[0] in VALUE_OPTIONS:
             i = value_option(c, i)
             continue
@@ -216,18 +217,6 @@ def checked(c: Command) -> Command:
     return c
 
 
-def check_writable(path: str, what: str) -> None:
-    """Fail before the (possibly long) lowering when the file cannot be written."""
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"cannot write {what} '{path}': it is a directory")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {what} '{path}': no directory '{parent}'")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write {what} '{path}': directory '{parent}' is not writable")
-
-
 # ---------------------------------------------------------------------------
 # Lowering and modeling
 # ---------------------------------------------------------------------------
@@ -263,15 +252,20 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     verify(module)
     stage = module.stage
     passes = pipeline(stage, c)
-    PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr).run(module)
+    progress = for_terminal(c.quiet)
+    PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
+                progress=progress).run(module)
     if module.stage != "dma":
         spelled = " ".join(compact_spelling(p) for p in passes) or "no passes"
         raise UsageError(f"the pipeline ({spelled}) leaves the module at the {module.stage} "
                          "stage; swir-report models the dma stage (end it with -insert-dma)")
+    progress.begin("modeling")
     try:
         report = cost_report(module, DMA_ASSUMPTIONS[c.machine], c.func)
     except TrafficError as e:
         raise UsageError(str(e)) from None
+    finally:
+        progress.end()
     report.kernels.sort(key=lambda k: -k.modeled_s)
     info = {"input": name, "module": module.name, "stage": stage, "level": c.level,
             "pipeline": [p.spelling() for p in passes], "machine_name": c.machine,
@@ -389,7 +383,9 @@ def plot_format(path: str) -> str:
     try:
         import matplotlib
     except ImportError:
-        raise UsageError("--plot needs matplotlib (pip install 'swir[report]')") from None
+        raise UsageError("--plot needs matplotlib: pip install matplotlib, or swir's report "
+                         "extra (pip install 'swir[report]'; from a source checkout, "
+                         "pip install '.[report]')") from None
     matplotlib.use("Agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     fmt = Path(path).suffix[1:].lower() or "png"
@@ -608,6 +604,9 @@ def main(argv: list[str]) -> int:
         jobs.append((c.plot, roofline_image(report, info, c.plot)))
     write_files(jobs)    # type: ignore[arg-type]
     sys.stdout.write(render(report, info, micro_sign()))
+    if jobs and not c.quiet:
+        sys.stdout.flush()
+        print(f"{PROG}: wrote {' and '.join(path for path, _ in jobs)}", file=sys.stderr)
     return 0
 
 

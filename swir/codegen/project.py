@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -28,11 +29,12 @@ from swir.codegen import scalar, templates
 from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
 from swir.codegen.names import Scope, c_string, comment_text, file_stem
 from swir.diagnostics import Diagnostic
+from swir.files import new_dir_mode
 from swir.interp.graph import dense_array
 from swir.interp.loop import all_written_params, global_array, output_count
 from swir.ir.core import (
-    ArrayInit,
     Apply,
+    ArrayInit,
     Dense,
     FileInit,
     FuncParam,
@@ -63,27 +65,32 @@ class WriteError(Exception):
     """The project directory cannot be written (exists, not a directory, I/O)."""
 
 
-def write_project(files: dict[str, bytes], out: str, force: bool) -> None:
+def write_project(files: dict[str, bytes], out: str, force: bool,
+                  keep: tuple[str, ...] = ()) -> None:
     """Write every file into a fresh directory beside ``out``, then move it into
-    place: ``out`` ends up complete, or (on any failure) as it was."""
-    target = Path(out)
-    if target.exists() and not target.is_dir():
-        raise WriteError(f"'{out}' exists and is not a directory")
-    if target.exists() and not force:
-        raise WriteError(f"'{out}' exists; use --force to replace it")
-    parent = target.parent if str(target.parent) else Path(".")
+    place: ``out`` ends up complete, or (on any failure) as it was. A symlink
+    ``out`` is followed (the directory it points to is replaced, the link
+    stays). Refused: replacing a path that is not a directory, a directory
+    without ``force``, the current directory or one holding it, or one holding
+    a file in ``keep`` (the input and the weights it reads)."""
+    target = check_project_dir(out, force, keep)
+    parent = target.parent
     try:
-        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name[:200]}.", suffix=".tmp"))
     except OSError as e:
         raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
     old: Path | None = None
     try:
+        # mkdtemp makes 0700: give the mode of the directory replaced, or the umask's
+        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode) if target.is_dir()
+                 else new_dir_mode())
         for rel, data in files.items():
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         if target.exists():
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name[:200]}.",
+                                        suffix=".old"))
             os.rmdir(old)
             os.replace(target, old)
         os.replace(tmp, target)
@@ -96,6 +103,29 @@ def write_project(files: dict[str, bytes], out: str, force: bool) -> None:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
+
+def check_project_dir(out: str, force: bool, keep: tuple[str, ...] = ()) -> Path:
+    """The directory ``out`` names (symlinks followed), if swir-cg may write
+    it; else WriteError saying why (see :func:`write_project`)."""
+    given = Path(out)
+    target = Path(os.path.realpath(given))
+    if given.exists() and not given.is_dir():
+        raise WriteError(f"'{out}' exists and is not a directory")
+    if not target.parent.is_dir():
+        raise WriteError(f"cannot write '{out}': no directory '{given.parent}'")
+    if not given.exists():
+        return target
+    if not force:
+        raise WriteError(f"'{out}' exists; use --force to replace it")
+    here = Path.cwd().resolve()
+    if here == target or target in here.parents:
+        raise WriteError(f"'{out}' is the current directory or holds it; --force will not "
+                         "replace it (give a new directory)")
+    for path in keep:
+        real = Path(os.path.realpath(path))
+        if target in real.parents:
+            raise WriteError(f"'{out}' holds the input '{path}'; --force would delete it")
+    return target
 
 
 def generate(module: Module, options: Options) -> dict[str, bytes]:

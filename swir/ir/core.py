@@ -748,6 +748,20 @@ class Module:
         self._items = _Items(items)
         self._first_function: tuple[int, int] | None = None  # (items.version, index)
 
+    def move_weight_files(self, directory: str | None) -> None:
+        """Name every sidecar weight file (``file "x.weights"``) as a module
+        file in ``directory`` must (paths are relative to the module's file),
+        or by absolute path when ``directory`` is None: before writing the
+        module somewhere else than the file it was read from."""
+        import os
+        for g in self.globals:
+            init = g.init
+            if isinstance(init, FileInit) and not os.path.isabs(init.path):
+                where = os.path.abspath(os.path.join(self.base_dir or ".", init.path))
+                path = where if directory is None else os.path.relpath(where, directory or ".")
+                g.init = FileInit(path, init.offset)
+        self.base_dir = os.path.abspath(directory) if directory is not None else self.base_dir
+
     def unique_name(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ... : the first name no symbol has."""
         if base not in self._symbols:

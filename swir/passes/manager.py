@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TextIO
 
 from swir.diagnostics import Diagnostic
+from swir.files import new_file_mode
 from swir.ir.core import Module
 from swir.printer import print_module
+from swir.progress import QUIET, Progress
 from swir.verifier import VerificationError, verify
 
 
@@ -59,6 +61,8 @@ class Pass:
 
     def __post_init__(self) -> None:
         self.statistics: dict[str, int] = {}
+        # Where a pass that works item by item reports it (the manager's).
+        self.progress: Progress = QUIET
 
     def run(self, module: Module, analyses: "AnalysisManager") -> bool:
         raise NotImplementedError
@@ -70,6 +74,23 @@ class Pass:
     @classmethod
     def options(cls) -> list[dataclasses.Field]:
         return [f for f in dataclasses.fields(cls) if f.init]
+
+    def option_errors(self) -> list[tuple[str, str]]:
+        """What is wrong with the options' values: (option flag, message)
+        pairs, from each option's declared check and :meth:`check_options`."""
+        out = []
+        for f in self.options():
+            check = f.metadata.get("check")
+            value = getattr(self, f.name)
+            why = check(value) if check is not None else None
+            if why:
+                out.append((option_flag(f.name), f"-{self.name}: option {option_flag(f.name)} "
+                                                 f"{why}, got {value!r}"))
+        return out or self.check_options()
+
+    def check_options(self) -> list[tuple[str, str]]:
+        """Checks between options (each is valid on its own); see option_errors."""
+        return []
 
     def spelling(self) -> str:
         """``-name{opt=value,...}``: reproduces this pass exactly on a command line."""
@@ -92,9 +113,27 @@ def option_flag(field_name: str) -> str:
     return field_name.replace("_", "-")
 
 
-def option(default: Any, help: str) -> Any:
-    """Declare a pass option: ``ldm_size: int = option(65536, "LDM bytes")``."""
-    return field(default=default, metadata={"help": help})
+def option(default: Any, help: str, check: Callable[[Any], str | None] | None = None) -> Any:
+    """Declare a pass option: ``ldm_size: int = option(65536, "LDM bytes")``;
+    ``check(value)`` says what is wrong with a value (None: nothing)."""
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+# Checks for option(): each returns what a bad value must be, or None.
+def at_least(low: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= low else f"must be at least {low}"
+
+
+def in_range(low: int, high: int) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"must be in [{low}, {high}]"
+
+
+def one_of(*choices: Any) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else "must be " + _either(tuple(map(str, choices)))
+
+
+def power_of_two(v: int) -> str | None:
+    return None if v > 0 and not v & (v - 1) else "must be a power of two"
 
 
 class AnalysisManager:
@@ -131,15 +170,28 @@ class PassManager:
     input_name: str = "in.swir"
     dump: TextIO | None = None  # where IR dumps go (stderr in swir-opt)
     records: list[PassRecord] = field(default_factory=list)
+    progress: Progress = QUIET  # a bar per pass (on a terminal: swir.progress)
 
     def run(self, module: Module) -> Module:
+        try:
+            return self._run(module)
+        finally:
+            self.progress.end()     # before any message is printed
+
+    def _run(self, module: Module) -> Module:
         analyses = AnalysisManager()
         # The input, kept to rebuild the IR a buggy pass was given (see _bug).
         source = print_module(module) if self.verify_each else None
         for index, p in enumerate(self.passes):
+            self.progress.begin(f"-{p.name} ({index + 1}/{len(self.passes)})")
+            p.progress = self.progress
             before = print_module(module) if self.print_ir_after_failure else None
             start = time.perf_counter()
             try:
+                problems = p.option_errors()
+                if problems:
+                    raise PassFailure([Diagnostic(m, file=self.input_name)
+                                       for _, m in problems])
                 if p.stages is not None and module.stage not in p.stages:
                     raise PassFailure([Diagnostic(
                         f"pass -{p.name} runs on the {_either(p.stages)} stage, but the "
@@ -169,11 +221,13 @@ class PassManager:
                         raise self._bug(index, source, module, "produced invalid IR",
                                         e.diagnostics) from None
             except (PassFailure, PassBug):
+                self.progress.end()
                 if before is not None:
                     self._dump(f"IR Dump Before {p.spelling()} Failed", before,
                                "// reproduce: save the IR above as repro.swir, then run\n"
                                f"//   swir-opt {shlex.quote(p.spelling())} repro.swir\n")
                 raise
+            self.progress.end()
             self.records.append(PassRecord(p.name, changed, time.perf_counter() - start,
                                            dict(p.statistics)))
             if self.print_after_all:
@@ -202,17 +256,13 @@ class PassManager:
         return PassBug(p.spelling(), problem, diagnostics, path, command)
 
     def _replay(self, source: str, base_dir: str | None, index: int) -> Module:
-        from swir.ir.core import FileInit
         from swir.parser import parse_module
         m = parse_module(source, f"<before -{self.passes[index].name}>")
         m.base_dir = base_dir
         fresh = [dataclasses.replace(q) for q in self.passes[:index]]
         PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
         # The reproducer is saved elsewhere: weight files by absolute path.
-        for g in m.globals:
-            if isinstance(g.init, FileInit) and not os.path.isabs(g.init.path):
-                g.init = FileInit(os.path.abspath(os.path.join(base_dir or ".", g.init.path)),
-                                  g.init.offset)
+        m.move_weight_files(None)
         return m
 
     def _dump(self, title: str, text: str, trailer: str = "") -> None:
@@ -228,6 +278,7 @@ def _save_reproducer(pass_name: str, text: str) -> str | None:
     try:
         fd, path = tempfile.mkstemp(prefix=f"swir-before-{pass_name}-", suffix=".swir",
                                     dir=folder)
+        os.fchmod(fd, new_file_mode())        # mkstemp's 0600: as any new file instead
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         return path

@@ -624,6 +624,6 @@ def test_output_paths_that_would_clobber(tmp_path):
     assert not same.exists()
     folder = tmp_path / "isdir"
     folder.mkdir()
-    assert_fails(cli(str(model), "-o", str(folder)), r"cannot write output: '.*isdir' is a "
+    assert_fails(cli(str(model), "-o", str(folder)), r"cannot write '.*isdir': it is a "
                                                      r"directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["isdir", "m.onnx"]

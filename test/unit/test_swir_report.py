@@ -262,7 +262,8 @@ BAD = [
     ([PAPER, "-O1", "--pipeline", "-ldm-plan -insert-dma"],
      r"^swir-report: error: -O1 and --pipeline both choose the passes"),
     ([PAPER, "--func", "nope"], r"^swir-report: error: no function @nope"),
-    ([PAPER, "--strategy=nope"], r"error: -ldm-plan: strategy must be greedy or search"),
+    ([PAPER, "--strategy=nope"], r"error: -ldm-plan: option strategy must be greedy or search, "
+                                 r"got .nope."),
     ([BRANCHES], r"^swir-report: error: the DMA traffic of @main is not static"),
 ]
 
@@ -434,3 +435,13 @@ def test_every_zoo_model(tmp_path):
         assert min(totals["flops"], totals["bytes_in"], totals["bytes_out"],
                    totals["modeled_s"], totals["roofline_s"]) > 0, name
         assert totals["roofline_s"] <= totals["modeled_s"], name
+
+
+def test_plot_without_matplotlib_names_the_extra(tmp_path, capsys, monkeypatch):
+    """From an install, the report extra; from a source checkout, '.[report]'
+    (pip install 'swir[report]' finds no package there)."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # import matplotlib fails
+    code, _, err = report(capsys, str(PAPER), "--plot", str(tmp_path / "r.png"))
+    assert code == 1 and err.count("\n") == 1, err
+    assert "pip install 'swir[report]'" in err and "pip install '.[report]'" in err
+    assert not (tmp_path / "r.png").exists()

@@ -41,7 +41,8 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Function, Instruction, Module, Range, Value
 from swir.ir.types import BufType, LDMType
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+from swir.passes import options
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, one_of, option
 
 
 @dataclass
@@ -50,38 +51,32 @@ class LDMPlan(Pass):
     summary = "Tile loop nests into LDM buffers with copies, spread over the CPEs (loop -> buffered)"
     stages = ("loop",)
 
-    ldm_size: int = option(65536, "LDM bytes per CPE")
-    ldm_reserve: int = option(-1, "LDM bytes kept for the CPE stack and statics "
-                                  "(default -1: ldm-size / 16, i.e. 4 KB of 64 KB)")
-    ldm_init: int = option(64, "initial buffer size in elements (Algorithm 1)")
-    cpes: int = option(64, "CPEs to spread the parallel loop over")
+    ldm_size: int = options.ldm_size()
+    ldm_reserve: int = options.ldm_reserve()
+    ldm_init: int = options.ldm_init()
+    cpes: int = options.cpes()
     double_buffer: bool = option(False, "leave room for -insert-dma's double buffering: count "
                                         "every read-only tile twice")
     strategy: str = option("greedy", "how tiles and loop order are chosen: greedy (the paper's "
                                      "Algorithms 1 and 2) or search (the fastest plan by the "
-                                     "cost model; never slower than greedy's)")
+                                     "cost model; never slower than greedy's)",
+                           check=one_of("greedy", "search"))
     search_budget: float = option(30.0, "seconds of cost-model search per loop nest at most "
-                                        "(strategy=search; its bounded rounds end it sooner)")
+                                        "(strategy=search; its bounded rounds end it sooner)",
+                                  check=at_least(0))
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
+    def check_options(self) -> list[tuple[str, str]]:
+        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
+
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        reserve = self.ldm_size // 16 if self.ldm_reserve == -1 else self.ldm_reserve
-        capacity = self.ldm_size - reserve
-        if self.strategy not in ("greedy", "search") or self.search_budget < 0:
-            raise PassFailure([Diagnostic(
-                f"-ldm-plan: strategy must be greedy or search and search-budget >= 0 (got "
-                f"'{self.strategy}', {self.search_budget})", module.loc)])
-        if self.ldm_init < 1 or not 1 <= self.cpes <= 64 or reserve < 0 or capacity <= 0:
-            raise PassFailure([Diagnostic(
-                "-ldm-plan: need ldm-init >= 1, cpes in [1, 64], ldm-reserve >= 0 (or -1) and "
-                "ldm-size > ldm-reserve "
-                f"(got {self.ldm_init}, {self.cpes}, {self.ldm_size}, {reserve})",
-                module.loc)])
-        for f in module.functions:
-            if f.kind != "kernel" or f.body is None:
-                continue
-            tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+        capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve)
+        nests = [(f, [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")])
+                 for f in module.functions if f.kind == "kernel" and f.body is not None]
+        self.progress.total(sum(len(tops) for _, tops in nests), "nest")
+        for f, tops in nests:
             for k, inst in enumerate(tops):
+                self.progress.advance(f"@{f.name}")
                 self.plan_nest(f, k, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size

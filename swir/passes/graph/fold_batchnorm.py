@@ -29,6 +29,7 @@ from swir.interp.kernels import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.types import TensorType
+from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
@@ -45,11 +46,14 @@ class FoldBatchNorm(Pass):
 
     check_traffic: bool = option(True, "fold only where the folded op moves no more DMA "
                                        "bytes than the two ops (measured by trial lowering)")
-    ldm_size: int = option(65536, "LDM bytes per CPE, for the trial lowering")
+    ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         folded = 0
-        for bn in [i for i in module.walk() if i.opname == "batch_norm"]:
+        norms = [i for i in module.walk() if i.opname == "batch_norm"]
+        self.progress.total(len(norms), "batch norm")
+        for bn in norms:
+            self.progress.advance()
             producer = self._producer(bn)
             if producer is None:
                 continue

@@ -51,6 +51,7 @@ from swir.ir.fused import group
 from swir.ir.types import TensorType
 from swir.lowering.elementwise import ELEMENTWISE
 from swir.lowering.fused import PROLOGUE
+from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, option
 
 WEIGHT = {"complex": 3, "reduction": 2, "injective": 1, "broadcast": 1, "elementwise": 0}
@@ -88,7 +89,7 @@ class Fuse(Pass):
 
     check_traffic: bool = option(True, "keep a group unfused where fusing would move more "
                                        "DMA bytes (measured by trial lowering)")
-    ldm_size: int = option(65536, "LDM bytes per CPE, for the trial lowering")
+    ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         changed = False
@@ -116,7 +117,14 @@ class Fuse(Pass):
                 groups.append(g)
             for op in g.ops:
                 of[id(op)] = g
-        fused = [ops for g in groups if len(g.ops) > 1 and (ops := self._profitable(g))]
+        candidates = [g for g in groups if len(g.ops) > 1]
+        self.progress.total(len(candidates), "group")
+        fused = []
+        for g in candidates:
+            self.progress.advance(g.ops[0].opname)
+            ops = self._profitable(g)
+            if ops:
+                fused.append(ops)
         for ops in fused:
             group(ops)
             self.bump("ops fused", len(ops))

@@ -60,6 +60,7 @@ from swir.ir.builder import Builder
 from swir.ir.core import Dense, Global, Instruction, Module, Value, value_key
 from swir.ir.fused import group
 from swir.ir.types import TensorType
+from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
@@ -92,18 +93,24 @@ class Layout(Pass):
                "measured on trial kernels (graph)")
     stages = ("graph",)
 
-    ldm_size: int = option(65536, "LDM bytes per CPE (as -ldm-plan's, for the trial kernels)")
-    ldm_reserve: int = option(-1, "LDM bytes kept for the CPE stack and statics (as -ldm-plan's; "
-                                  "-1: ldm-size / 16)")
-    ldm_init: int = option(64, "initial buffer size in elements (as -ldm-plan's)")
-    cpes: int = option(64, "CPEs to spread the parallel loop over (as -ldm-plan's)")
+    ldm_size: int = options.ldm_size("LDM bytes per CPE (as -ldm-plan's, for the trial kernels)")
+    ldm_reserve: int = options.ldm_reserve("LDM bytes kept for the CPE stack and statics (as "
+                                           "-ldm-plan's; -1: ldm-size / 16)")
+    ldm_init: int = options.ldm_init("initial buffer size in elements (as -ldm-plan's)")
+    cpes: int = options.cpes("CPEs to spread the parallel loop over (as -ldm-plan's)")
     double_buffer: bool = option(False, "as -ldm-plan's: count every read-only tile twice")
+
+    def check_options(self) -> list[tuple[str, str]]:
+        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         decisions: dict[tuple, Decision] = {}
         copies = _Copies(module)
-        for op in [i for f in module.functions if f.body is not None
-                   for b in f.body.blocks for i in b.instructions if _candidate(i)]:
+        candidates = [i for f in module.functions if f.body is not None
+                      for b in f.body.blocks for i in b.instructions if _candidate(i)]
+        self.progress.total(len(candidates), "weight")
+        for op in candidates:
+            self.progress.advance(op.opname)
             d = self._decide(op, decisions)
             if d.layout is None:
                 continue

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Apply, Function, Global, Instruction, Module
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+from swir.ir.types import MAX_BYTES
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, option, power_of_two
 
 
 @dataclass
@@ -44,23 +45,25 @@ class MemPlan(Pass):
     summary = "Place intermediate buffers in one arena, sharing memory between disjoint lifetimes"
     stages = ("loop", "buffered", "dma")
 
-    align: int = option(64, "alignment of every buffer's offset, in bytes (a power of two)")
+    align: int = option(64, "alignment of every buffer's offset, in bytes (a power of two)",
+                        check=power_of_two)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        if self.align <= 0 or self.align & (self.align - 1):
-            raise PassFailure([Diagnostic(f"-mem-plan: align must be a power of two, got "
-                                          f"{self.align}", module.loc)])
         buffers = [g for g in module.globals if g.kind == "buffer"]
         if not buffers:
             return False
         lifetimes = Lifetimes(module).compute()
         offsets = place(buffers, lifetimes, self.align)
+        arena = max(offsets[g] + g.type.bytes for g in buffers)
+        if arena > MAX_BYTES:
+            raise PassFailure([Diagnostic(
+                f"-mem-plan: the buffers live at one time need about 2^{arena.bit_length() - 1} "
+                "bytes of arena, over swir's limit of 2^62 bytes", module.loc)])
         changed = False
         for g in buffers:
             if g.attrs.get("offset") != offsets[g]:
                 g.attrs["offset"] = offsets[g]
                 changed = True
-        arena = max(offsets[g] + g.type.bytes for g in buffers)
         self.bump("arena size (bytes)", arena)
         self.bump("unshared size (bytes)", sum(g.type.bytes for g in buffers))
         self.bump("peak live size (bytes)", peak_live(buffers, lifetimes))

@@ -1,0 +1,269 @@
+"""Writing output files as a Unix tool should: all or nothing, and never
+destroying what the path names.
+
+- A regular file, or a path that does not exist yet, is written to a
+  temporary file beside it and renamed into place only when every output of
+  the job is ready (an existing file keeps its permission bits, a new one gets
+  ``0666 & ~umask``, as ``cc -o`` and ``cp`` give).
+- A symlink is followed: the file it points to is replaced, the link stays.
+- A character or block device or a FIFO (``/dev/null``, a named pipe), and
+  a path naming an open file (``/dev/stdout``, ``/dev/fd/N``, ``/proc/...``)
+  are written straight into: renaming a file over a device would delete it
+  (as root, ``-o /dev/null`` would replace the system's ``/dev/null``).
+- A directory or a socket is refused with :class:`OutputError`.
+
+Every message names the path as the user gave it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO, Union
+
+# What a job writes: the bytes, or a function writing them to a binary file.
+Content = Union[bytes, bytearray, memoryview, Callable[[BinaryIO], None]]
+
+
+class OutputError(Exception):
+    """An output cannot be written; the message names it and says why."""
+
+
+def umask() -> int:
+    """The process's umask (reading it means setting it and back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    return 0o666 & ~umask()
+
+
+def new_dir_mode() -> int:
+    return 0o777 & ~umask()
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where an output path's bytes go."""
+
+    path: str        # as the user gave it (for messages)
+    target: str      # the path, with symlinks followed
+    stream: bool     # a device or FIFO: written straight into
+    mode: int        # the permission bits a replaced or new file gets
+
+    def fail(self, reason: str) -> OutputError:
+        return OutputError(f"cannot write '{self.path}': {reason}")
+
+
+def destination(path: str) -> Destination:
+    """What writing ``path`` means (see the module docstring); raises
+    OutputError for a directory, a socket or a missing parent directory."""
+    if names_open_file(path):
+        return Destination(path, path, True, 0)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        parent = os.path.dirname(target) or "."
+        if not os.path.isdir(parent):
+            raise OutputError(f"cannot write '{path}': no directory "
+                              f"'{os.path.dirname(path) or '.'}'") from None
+        return Destination(path, target, False, new_file_mode())
+    except OSError as e:
+        raise OutputError(f"cannot write '{path}': {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"cannot write '{path}': it is a directory")
+    if stat.S_ISSOCK(st.st_mode):
+        raise OutputError(f"cannot write '{path}': it is a socket")
+    if stat.S_ISREG(st.st_mode):
+        return Destination(path, target, False, stat.S_IMODE(st.st_mode))
+    return Destination(path, target, True, 0)     # a device or a FIFO
+
+
+# Paths that name a file the process has open (``--json /dev/stdout``): written
+# straight into, whatever that file is. Replacing a regular file a shell
+# redirected stdout to would leave the shell's descriptor on the old file.
+OPEN_FILE_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/")
+
+
+def names_open_file(path: str) -> bool:
+    """Whether ``path``, or a symlink on the way to its file, is one of
+    OPEN_FILE_PATHS."""
+    p = os.path.abspath(path)
+    for _ in range(40):             # the kernel's own limit on symlink hops
+        if p.startswith(OPEN_FILE_PATHS):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.abspath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
+
+
+def is_stream(path: str) -> bool:
+    """Whether ``path`` names a device or a FIFO (after symlinks): an output
+    with no folder beside it for a sidecar file."""
+    try:
+        return destination(path).stream
+    except OutputError:
+        return False      # reported when the output is written
+
+
+def check_writable(path: str) -> None:
+    """Fail early (before a long job) when ``path`` cannot be an output."""
+    d = destination(path)
+    if not d.stream:
+        parent = os.path.dirname(d.target) or "."
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise d.fail(f"directory '{parent}' is not writable")
+
+
+def write_all(jobs: list[tuple[str, Content]]) -> None:
+    """Write every output, or (on any failure) change nothing that can be
+    kept unchanged: regular files are put in place together at the end,
+    after devices and FIFOs were written. Raises OutputError."""
+    dests = [destination(path) for path, _ in jobs]
+    _check_distinct(dests)
+    temps: list[tuple[str, Destination]] = []
+    try:
+        for d, (_, content) in zip(dests, jobs):
+            if not d.stream:
+                temps.append((_temporary(d, content), d))
+        for d, (_, content) in zip(dests, jobs):
+            if d.stream:
+                _write_stream(d, content)
+        _commit(temps)
+    except BaseException:
+        for tmp, _ in temps:
+            _remove(tmp)
+        raise
+
+
+def _check_distinct(dests: list[Destination]) -> None:
+    seen: dict[str, str] = {}
+    for d in dests:
+        key = os.path.realpath(d.target)
+        if key in seen and not d.stream:
+            raise OutputError(f"'{seen[key]}' and '{d.path}' are the same file; "
+                              "give each output its own")
+        seen[key] = d.path
+
+
+def _temporary(d: Destination, content: Content) -> str:
+    """A new file beside d's target holding ``content``, with d's mode."""
+    parent = os.path.dirname(d.target) or "."
+    name = os.path.basename(d.target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{name[:200]}.", suffix=".tmp")
+    except OSError as e:
+        raise d.fail(e.strerror or str(e)) from None
+    try:
+        os.fchmod(fd, d.mode)
+        with os.fdopen(fd, "wb") as fh:
+            _put(fh, content)
+    except OSError as e:
+        _remove(tmp)
+        raise d.fail(e.strerror or str(e)) from None
+    except BaseException:
+        _remove(tmp)
+        raise
+    return tmp
+
+
+def _write_stream(d: Destination, content: Content) -> None:
+    try:
+        own = open_descriptor(d.target)
+        if own is not None:     # the process's own: share its offset (``> file``)
+            sys.stdout.flush()
+            fd = os.dup(own)
+        else:
+            fd = os.open(d.target, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "wb") as fh:
+            _put(fh, content)
+    except OSError as e:
+        raise d.fail(e.strerror or str(e)) from None
+
+
+def open_descriptor(path: str) -> int | None:
+    """The descriptor N a path names (/dev/stdout, /dev/stderr, /dev/fd/N,
+    /proc/self/fd/N, /proc/PID/fd/N of this process), else None."""
+    fixed = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    if path in fixed:
+        return fixed[path]
+    for prefix in ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"):
+        if path.startswith(prefix) and path[len(prefix):].isdigit():
+            return int(path[len(prefix):])
+    return None
+
+
+def _put(fh: BinaryIO, content: Content) -> None:
+    if callable(content):
+        content(fh)
+    else:
+        fh.write(content)
+
+
+def _commit(temps: list[tuple[str, Destination]]) -> None:
+    """Rename every temporary file over its target; if one rename fails, put
+    back the targets already replaced."""
+    placed: list[tuple[str, str | None]] = []     # (target, backup of what it replaced)
+    current = temps[0][1] if temps else None
+    try:
+        for tmp, d in temps:
+            current = d
+            backup = _keep_old(d) if os.path.lexists(d.target) else None
+            placed.append((d.target, backup))
+            os.replace(tmp, d.target)
+    except OSError as e:
+        for target, backup in reversed(placed):
+            try:
+                if backup is not None:
+                    os.replace(backup, target)
+                else:
+                    os.unlink(target)
+            except OSError:
+                pass
+        assert current is not None
+        raise current.fail(e.strerror or str(e)) from None
+    for _, backup in placed:
+        if backup is not None:
+            _remove(backup)
+
+
+def _keep_old(d: Destination) -> str:
+    """A second name for the file d replaces, to put it back if a later
+    rename fails (a hard link: the target never goes missing; a rename where
+    the file system has no hard links)."""
+    backup = _backup_name(d)
+    try:
+        os.link(d.target, backup)
+    except OSError:
+        os.replace(d.target, backup)
+    return backup
+
+
+def _backup_name(d: Destination) -> str:
+    parent = os.path.dirname(d.target) or "."
+    fd, name = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(d.target)[:200]}.",
+                                suffix=".old")
+    os.close(fd)
+    os.unlink(name)
+    return name
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def make_directory_like_new(path: str) -> None:
+    """Give a directory made by ``tempfile.mkdtemp`` (mode 0700) the mode a
+    new directory gets from the umask, as ``mkdir`` would."""
+    os.chmod(path, new_dir_mode())

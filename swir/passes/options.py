@@ -1,0 +1,51 @@
+"""Options several passes share, declared once with their checks.
+
+-ldm-plan plans LDM tiles with them; -layout, -fuse and -fold-batchnorm take
+the same options for their trial lowerings, so a value -ldm-plan refuses is
+refused by all of them, with the same message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swir.passes.manager import at_least, in_range, option
+
+DEFAULT_LDM = 65536      # bytes of LDM per CPE on the SW26010
+MAX_CPES = 64            # CPEs per core group
+
+
+def _reserve_value(v: int) -> str | None:
+    return None if v >= -1 else "must be at least 0 (or -1: ldm-size / 16)"
+
+
+def ldm_size(help: str = "LDM bytes per CPE") -> Any:
+    # a C int in the generated Makefile and runtime
+    return option(DEFAULT_LDM, help, check=in_range(1, 2**31 - 1))
+
+
+def ldm_reserve(help: str = "LDM bytes kept for the CPE stack and statics "
+                            "(default -1: ldm-size / 16, i.e. 4 KB of 64 KB)") -> Any:
+    return option(-1, help, check=_reserve_value)
+
+
+def ldm_init(help: str = "initial buffer size in elements (Algorithm 1)") -> Any:
+    return option(64, help, check=at_least(1))
+
+
+def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
+    return option(MAX_CPES, help, check=in_range(1, MAX_CPES))
+
+
+def reserve_bytes(size: int, reserve: int) -> int:
+    """The LDM bytes kept back: ``reserve``, or ldm-size / 16 for -1."""
+    return size // 16 if reserve == -1 else reserve
+
+
+def check_reserve(pass_name: str, size: int, reserve: int) -> list[tuple[str, str]]:
+    """ldm-size must leave some LDM after the reserve."""
+    kept = reserve_bytes(size, reserve)
+    if kept < size:
+        return []
+    return [("ldm-reserve", f"-{pass_name}: option ldm-reserve must be below ldm-size, so that "
+                            f"some LDM is left for tiles, got {kept} of {size}")]

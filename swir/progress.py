@@ -1,0 +1,63 @@
+"""Progress of long work (swir-cg -O3 and swir-report on a large model can
+take a minute): a tqdm bar on stderr saying which stage runs and which kernel
+of how many, shown only when stderr is a terminal; nothing otherwise.
+
+The pass manager opens one bar per pass; a pass that works item by item
+(-ldm-plan per loop nest, the graph passes per trial kernel) sets the total
+and advances it. Library code holds :data:`QUIET` unless a tool hands it a
+real one, so nested pipelines (trial lowerings) never draw.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+# A stage whose items are not counted: its name and the time it has taken.
+UNCOUNTED = "{desc} {elapsed}"
+
+
+class Progress:
+    """One bar at a time; every method is a no-op when disabled."""
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self._bar: Any = None
+
+    def begin(self, what: str, total: int | None = None) -> None:
+        """A new bar for the stage ``what`` (the previous one is closed)."""
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+        self.end()
+        self._bar = tqdm(total=total, desc=what, file=self.stream, leave=False,
+                         dynamic_ncols=True, bar_format=None if total else UNCOUNTED)
+
+    def total(self, n: int, unit: str = "kernel") -> None:
+        """The current stage has ``n`` items (kernels, trial measurements)."""
+        if self._bar is not None:
+            self._bar.bar_format, self._bar.unit = None, unit
+            self._bar.reset(total=n)
+
+    def advance(self, note: str = "") -> None:
+        """One item done; ``note`` names the next (``@conv2d_3``)."""
+        if self._bar is not None:
+            if note:
+                self._bar.set_postfix_str(note, refresh=False)
+            self._bar.update(1)
+
+    def end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+QUIET = Progress(False)
+
+
+def for_terminal(quiet: bool = False, stream: TextIO | None = None) -> Progress:
+    """A Progress that draws when ``stream`` (stderr) is a terminal and not ``quiet``."""
+    stream = stream or sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return Progress(bool(not quiet and isatty is not None and isatty()), stream)
