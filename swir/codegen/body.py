@@ -263,9 +263,9 @@ def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
     # One printable line whatever the names hold (SWIR_TRAP prints it as is).
     where = f"{display_text(str(loc), 200)}: " if loc else ""
     what = f"%{display_text(v.name)}" if getattr(v, "name", None) else "an index"
-    msg = c_string(f"{where}error: 'dyn_index' of {what} is outside [-{n}, {n}) "
-                   f"(bound = {n}) in @{display_text(e.f.name)}")
-    call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg})"  # type: ignore[arg-type]
+    msg = c_string(f"{where}'dyn_index' of {what}")
+    call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg}, " \
+           f"{c_string('@' + display_text(e.f.name))})"  # type: ignore[arg-type]
     if not inst.results[0].has_uses:
         e.line(f"(void){call};")      # unused, but its range check still runs
         return

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from importlib import resources
 
 from swir.codegen import scalar
 from swir.codegen.names import comment_text, display_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
 
-# Identifiers the fixed code below declares or uses: model names must avoid them.
-NAMES = frozenset("""
-    program fail blocks n_blocks alloc_block free_blocks read_exact temporary_name write_all
-    port options usage parse_options input_ports output_ports load_constants place_buffers
-    in out opt message i j r w raw grown tmp done size bytes what path dst src ok f n v a
-    end slash dir inputs outputs n_inputs n_outputs stats weights_default va_list va_start
-    va_end vfprintf fputc strrchr SEEK_END SEEK_SET N_INPUTS N_OUTPUTS WEIGHTS_BYTES
-    ARENA_BYTES
+# Identifiers main() declares or uses (see also NAMES, below).
+_MAIN_NAMES = frozenset("""
+    input_ports output_ports weights_port load_constants place_buffers in out opt message
+    files outs n_outs weights_file i r w N_INPUTS N_OUTPUTS WEIGHTS_BYTES ARENA_BYTES
 """.split())
 
 MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
@@ -46,12 +43,15 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 
 /* A run-time error in generated code (an out-of-range data-dependent index):
  * the message on one line, exit status 1. In the emulation the runtime ends
- * the process, as for its own errors: one line even when several CPEs trap at
- * once, and no sanitizer report of the CPE threads the exit abandons. */
+ * the process, as for its own errors, naming the program (SWIR_PROGRAM), the
+ * kernel and the CPE: one line even when several CPEs trap at once, and no
+ * sanitizer report of the CPE threads the exit abandons. */
 #ifdef SWIR_EMU
 #define SWIR_TRAP(message) swir_emu_trap(message)
+#define SWIR_PROGRAM(name) swir_emu_program(name)
 #else
-#define SWIR_TRAP(message) (fprintf(stderr, "%s\n", (message)), exit(1))
+#define SWIR_TRAP(message) (fprintf(stderr, "error: %s\n", (message)), exit(1))
+#define SWIR_PROGRAM(name) ((void)(name))
 #endif
 
 /* Index arithmetic: floor division and modulo as in swir (rounding to -inf). */
@@ -70,14 +70,19 @@ static inline long swir_chunk_lo(long id, long extent, long workers)
 static inline long swir_chunk_hi(long id, long extent, long workers)
 { return swir_chunk_lo(id, extent, workers) + extent / workers + (id < extent % workers); }
 
-/* A data-dependent subscript (swir's dyn_index): negative counts from the end. */
-static inline long swir_dyn_index(long v, long bound, const char *error)
+/* A data-dependent subscript (swir's dyn_index): negative counts from the
+ * end; out of range, an error naming the op (`what`), the value and the
+ * function. */
+static inline long swir_dyn_index(long v, long bound, const char *what, const char *function)
 {
-    if (v < 0)
-        v += bound;
-    if (v < 0 || v >= bound)
+    long i = v < 0 ? v + bound : v;
+    if (i < 0 || i >= bound) {
+        char error[1024];
+        snprintf(error, sizeof error, "%s = %ld is outside [-%ld, %ld) (bound = %ld) in %s",
+                 what, v, bound, bound, bound, function);
         SWIR_TRAP(error);
-    return v;
+    }
+    return i;
 }
 """
 
@@ -90,160 +95,12 @@ typedef _Float16 swir_f16;
 #endif
 """
 
-SUPPORT = r"""/* ---- Program support: errors, memory, files, options ------------------ */
+# Errors, memory, inputs (raw or .npy), outputs (all or nothing, never
+# replacing a device), options: the fixed part of main.c, kept as C.
+SUPPORT = resources.files("swir.codegen").joinpath("program.c").read_text(encoding="utf-8")
 
-static const char *program = "program";
-
-static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fprintf(stderr, "%s: error: ", program);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(1);
-}
-
-/* Every block of main memory, 64-byte aligned, kept to be freed at exit. */
-static void **blocks;
-static long n_blocks;
-
-static void *alloc_block(size_t bytes, const char *what)
-{
-    unsigned char *raw = malloc(bytes + 64);
-    void **grown = realloc(blocks, (size_t)(n_blocks + 1) * sizeof *blocks);
-    if (raw == NULL || grown == NULL)
-        fail("out of memory allocating %s (%ld bytes)", what, (long)bytes);
-    blocks = grown;
-    blocks[n_blocks++] = raw;
-    unsigned char *p = raw + (64 - (uintptr_t)raw % 64) % 64;
-    /* Poison: memory nothing wrote reads as NaN (0x7FFA...), as in swir-run. */
-    for (size_t i = 0; i < bytes; i++)
-        p[i] = i % 2 ? 0x7F : 0xFA;
-    SWIR_MEMORY(p, bytes, what);
-    return p;
-}
-
-static void free_blocks(void)
-{
-    for (long i = 0; i < n_blocks; i++)
-        free(blocks[i]);
-    free(blocks);
-}
-
-/* Read exactly `bytes` bytes of `path` into dst: a file of any other size is an error. */
-static void read_exact(const char *path, void *dst, size_t bytes, const char *what)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail("cannot open %s '%s'", what, path);
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size < 0 || size == LONG_MAX || fseek(f, 0, SEEK_SET) != 0)
-        fail("cannot read %s '%s' (not a regular file?)", what, path);
-    if ((size_t)size != bytes)
-        fail("%s '%s' has %ld bytes; expected %ld", what, path, size, (long)bytes);
-    if (bytes && fread(dst, 1, bytes, f) != bytes)
-        fail("cannot read %s '%s'", what, path);
-    fclose(f);
-}
-
-/* Outputs go to PATH.tmp first and are renamed only when all are written. */
-static char *temporary_name(const char *path)
-{
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 5);
-    if (tmp == NULL)
-        fail("out of memory");
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    return tmp;
-}
-
-static int write_all(const char *path, const void *src, size_t bytes)
-{
-    FILE *f = fopen(path, "wb");
-    if (f == NULL)
-        return -1;
-    int ok = fwrite(src, 1, bytes, f) == bytes;
-    return (fclose(f) == 0 && ok) ? 0 : -1;
-}
-
-struct port {
-    const char *name;   /* the swir parameter */
-    const char *type;   /* its swir type */
-    size_t bytes;       /* raw little-endian, C order */
-};
-
-struct options {
-    const char **inputs;
-    const char **outputs;
-    long n_inputs, n_outputs, repeat;
-    const char *stats;
-    const char *weights;
-    char *weights_default;
-};
-
-static void usage(FILE *to)
-{
-    fprintf(to, "usage: %s --input FILE ... [--output FILE ...] [--stats FILE.json] "
-                "[--repeat N] [--weights FILE]\n"
-                "Inputs and outputs are raw little-endian arrays in C order, in the order "
-                "of the\nfunction's parameters; --stats needs the emulation build "
-                "(make emu).\n", program);
-}
-
-static void parse_options(int argc, char **argv, struct options *o)
-{
-    o->inputs = calloc((size_t)argc, sizeof *o->inputs);
-    o->outputs = calloc((size_t)argc, sizeof *o->outputs);
-    if (o->inputs == NULL || o->outputs == NULL)
-        fail("out of memory");
-    o->repeat = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc)
-            fail("%s: unknown option or missing value (see --help)", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--input") == 0)
-            o->inputs[o->n_inputs++] = v;
-        else if (strcmp(a, "--output") == 0)
-            o->outputs[o->n_outputs++] = v;
-        else if (strcmp(a, "--stats") == 0)
-            o->stats = v;
-        else if (strcmp(a, "--weights") == 0)
-            o->weights = v;
-        else if (strcmp(a, "--repeat") == 0) {
-            char *end;
-            o->repeat = strtol(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || o->repeat < 1 || o->repeat > 1000000000)
-                fail("--repeat needs a count from 1 to 1000000000, got '%s'", v);
-        } else
-            fail("unknown option '%s' (see --help)", a);
-    }
-#ifndef SWIR_EMU
-    if (o->stats != NULL)
-        fail("--stats needs the emulation build (make emu)");
-#endif
-    if (o->weights == NULL) {   /* default: weights.bin beside the program */
-        const char *slash = strrchr(argv[0], '/');
-        size_t dir = slash ? (size_t)(slash - argv[0]) + 1 : 0;
-        o->weights_default = malloc(dir + sizeof "weights.bin");
-        if (o->weights_default == NULL)
-            fail("out of memory");
-        memcpy(o->weights_default, argv[0], dir);
-        memcpy(o->weights_default + dir, "weights.bin", sizeof "weights.bin");
-        o->weights = o->weights_default;
-    }
-}
-"""
+# Identifiers the fixed code declares or uses: model names must avoid them.
+NAMES = _MAIN_NAMES | frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT))
 
 
 def _fill_loop(name: str, t: ShapedType, value: object) -> str:
@@ -255,20 +112,24 @@ def _fill_loop(name: str, t: ShapedType, value: object) -> str:
 def constants_code(decls: list[str], read: list, fill: list, file_bytes: int,
                    c_string: Callable[[str], str]) -> str:
     """Declarations of the constants and load_constants(), which reads
-    weights.bin (exactly WEIGHTS_BYTES long) and fills the splat constants."""
+    weights.bin (checked to be exactly WEIGHTS_BYTES long before anything was
+    allocated) and fills the splat constants."""
     lines = ["/* ---- Constants: weights.bin (read whole, size checked) and splat values */",
              ""]
     lines += decls
-    lines += ["", f"#define WEIGHTS_BYTES {file_bytes}", "",
-              "static void load_constants(const char *path)", "{"]
+    lines += ["", f"#define WEIGHTS_BYTES {file_bytes}",
+              'static const struct port weights_port = {"weights", "bytes", WEIGHTS_BYTES, '
+              '"|u1", 0, NULL};', "",
+              "/* The weights file was opened and its size checked (open_input). */",
+              "static void load_constants(FILE *f, const char *path)", "{"]
     if read:
         lines.append('    unsigned char *w = alloc_block(WEIGHTS_BYTES, "weights");')
-        lines.append('    read_exact(path, w, WEIGHTS_BYTES, "weights file");')
+        lines.append('    read_input(f, w, WEIGHTS_BYTES, path, "weights file");')
         for name, t, off in read:
             ct = scalar.c_type(t.element)
             lines.append(f"    {name} = ({ct} *)(w + {off});")
     else:
-        lines.append('    read_exact(path, NULL, 0, "weights file");')
+        lines.append('    read_input(f, NULL, 0, path, "weights file");')
     for name, t, value in fill:
         ct = scalar.c_type(t.element)
         lines.append(f"    {name} = alloc_block({t.bytes}, {c_string(name)});")
@@ -300,19 +161,28 @@ def buffers_code(decls: list[str], placed: list, own: list, arena: int,
     return "\n".join(lines) + "\n"
 
 
-def _port(p: FuncParam | None, t: Type, name: str, c_string) -> str:
+def _port(t: Type, name: str, c_string) -> str:
     # The name is for messages only ("input 1 (NAME : TYPE) ... has 7 bytes"):
     # one printable line, however the model spelled it.
-    return (f"    {{{c_string(display_text(name))}, {c_string(str(t))}, "  # type: ignore[union-attr]
-            f"{t.bytes}}},")
+    shape = t.shape if isinstance(t, ShapedType) else ()
+    elem = t.element if isinstance(t, ShapedType) else t
+    dims = f"(const long[]){{{', '.join(map(str, shape))}}}" if shape else "NULL"
+    return (f"    {{{c_string(display_text(name))}, {c_string(str(t))}, "
+            f"{t.bytes}, {c_string(npy_descr(elem))}, {len(shape)}, {dims}}},")  # type: ignore
+
+
+def npy_descr(t: ScalarType | Type) -> str:
+    """The .npy dtype of a swir scalar type ('<f4', '|b1', ...)."""
+    from swir.interp.kernels import dtype_of
+    return dtype_of(t).newbyteorder("<").str
 
 
 def main_c(header: str, constants: str, buffers: str, functions: list[str], entry: str,
            entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
            c_string: Callable[[str], str]) -> str:
-    in_ports = [_port(p, p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
-    out_ports = [_port(p, p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
-    out_ports += [_port(None, t, f"result {i}", c_string) for i, t in enumerate(results)]
+    in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
+    out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
+    out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
     args = []
     for i, p in enumerate(inputs):
         t = p.type
@@ -327,12 +197,18 @@ def main_c(header: str, constants: str, buffers: str, functions: list[str], entr
     n_in, n_out = len(in_ports), len(out_ports)
     protos = [f.split("\n", 2)[1] + ";" for f in functions]
     body = f"""{header}
+/* realpath, mkstemp, lstat, fchmod (POSIX.1-2008 with XSI) */
+#define _XOPEN_SOURCE 700
+
 #include <athread.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "layers.h"
 
@@ -342,10 +218,10 @@ def main_c(header: str, constants: str, buffers: str, functions: list[str], entr
 #define N_INPUTS {n_in}
 #define N_OUTPUTS {n_out}
 static const struct port input_ports[] = {{
-{chr(10).join(in_ports + ['    {NULL, NULL, 0}'])}
+{chr(10).join(in_ports + ['    {NULL, NULL, 0, NULL, 0, NULL}'])}
 }};
 static const struct port output_ports[] = {{
-{chr(10).join(out_ports + ['    {NULL, NULL, 0}'])}
+{chr(10).join(out_ports + ['    {NULL, NULL, 0, NULL, 0, NULL}'])}
 }};
 
 {constants}
@@ -361,49 +237,44 @@ int main(int argc, char **argv)
 {{
     struct options opt = {{0}};
     void *in[N_INPUTS + 1], *out[N_OUTPUTS + 1];
+    FILE *files[N_INPUTS + 1];
+    struct output outs[N_OUTPUTS + 2];
     char message[160];
     program = argc > 0 ? argv[0] : "program";
+    SWIR_PROGRAM(program);
     parse_options(argc, argv, &opt);
     if (opt.n_inputs != N_INPUTS)
         fail("expected %d --input files, got %ld", N_INPUTS, opt.n_inputs);
     if (opt.n_outputs != 0 && opt.n_outputs != N_OUTPUTS)
         fail("expected %d --output files (or none), got %ld", N_OUTPUTS, opt.n_outputs);
+    /* Every file is checked before anything is allocated or run. */
+    memset(outs, 0, sizeof outs);
+    long n_outs = opt.n_outputs;
+    for (long i = 0; i < opt.n_outputs; i++) {{
+        check_output(&outs[i], opt.outputs[i]);
+        outs[i].port = &output_ports[i];
+    }}
+    if (opt.stats != NULL)
+        check_output(&outs[n_outs++], opt.stats);
+    for (long i = 0; i < N_INPUTS; i++)
+        files[i] = open_input(opt.inputs[i], &input_ports[i],
+                              input_what(message, sizeof message, i, &input_ports[i]), 1);
+    FILE *weights_file = open_input(opt.weights, &weights_port, "weights file", 0);
     athread_init();
-    load_constants(opt.weights);
+    load_constants(weights_file, opt.weights);
     place_buffers();
     for (long i = 0; i < N_INPUTS; i++) {{
-        const struct port *p = &input_ports[i];
-        snprintf(message, sizeof message, "input %ld (%s : %s)", i + 1, p->name, p->type);
-        in[i] = alloc_block(p->bytes, p->name);
-        read_exact(opt.inputs[i], in[i], p->bytes, message);
+        in[i] = alloc_block(input_ports[i].bytes, input_ports[i].name);
+        read_input(files[i], in[i], input_ports[i].bytes, opt.inputs[i],
+                   input_what(message, sizeof message, i, &input_ports[i]));
     }}
     for (long i = 0; i < N_OUTPUTS; i++)
         out[i] = alloc_block(output_ports[i].bytes, output_ports[i].name);
+    for (long i = 0; i < opt.n_outputs; i++)
+        outs[i].data = out[i];
     for (long r = 0; r < opt.repeat; r++)
         {entry}({", ".join(args)});
-#ifdef SWIR_EMU
-    if (opt.stats != NULL && swir_emu_write_stats(opt.stats, (int)opt.repeat) != 0)
-        fail("cannot write statistics '%s'", opt.stats);
-#endif
-    for (long i = 0; i < opt.n_outputs; i++) {{
-        char *tmp = temporary_name(opt.outputs[i]);
-        if (write_all(tmp, out[i], output_ports[i].bytes) != 0) {{
-            remove(tmp);
-            for (long j = 0; j < i; j++) {{
-                char *done = temporary_name(opt.outputs[j]);
-                remove(done);
-                free(done);
-            }}
-            fail("cannot write output '%s'", opt.outputs[i]);
-        }}
-        free(tmp);
-    }}
-    for (long i = 0; i < opt.n_outputs; i++) {{
-        char *tmp = temporary_name(opt.outputs[i]);
-        if (rename(tmp, opt.outputs[i]) != 0)
-            fail("cannot write output '%s'", opt.outputs[i]);
-        free(tmp);
-    }}
+    write_outputs(outs, n_outs, (int)opt.repeat);
     athread_halt();
     free_blocks();
     free(opt.inputs);

@@ -204,9 +204,23 @@ static void fail(const char *kernel, int cpe, const char *fmt, ...)
     die();
 }
 
+static const char *program_name = "swir-emu";
+
+void swir_emu_program(const char *name)
+{
+    if (name != NULL)
+        program_name = name;
+}
+
 void swir_emu_trap(const char *message)
 {
+    char name[NAME_TEXT];
     pthread_mutex_lock(&fail_lock);   /* never released, as in fail */
+    fprintf(stderr, "%s: error: ", program_name);
+    if (self && mpe.kernel_name)
+        fprintf(stderr, "kernel '%s', ", printable(name, sizeof name, mpe.kernel_name));
+    if (self)
+        fprintf(stderr, "CPE %d: ", self->id);
     fputs(message ? message : "(no message)", stderr);
     fputc('\n', stderr);
     fflush(stderr);
@@ -861,20 +875,32 @@ static void total_of(struct kernel *t)
 
 int swir_emu_write_stats(const char *path, int runs)
 {
-    struct kernel total;
     FILE *f;
-    size_t i;
     int bad;
     mpe_only("swir_emu_write_stats");
-    if (mpe.running)
-        fail(mpe.kernel_name, -1, "swir_emu_write_stats while the kernel is running: "
-             "athread_join it first");
     f = path ? fopen(path, "w") : NULL;
     if (!f) {
         fprintf(stderr, "swir-emu: error: cannot write the counters to '%s': %s\n",
                 path ? path : "(null)", path ? strerror(errno) : "no path");
         return -1;
     }
+    bad = swir_emu_write_stats_to(f, runs);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "swir-emu: error: cannot write the counters to '%s': %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int swir_emu_write_stats_to(FILE *f, int runs)
+{
+    struct kernel total;
+    size_t i;
+    mpe_only("swir_emu_write_stats");
+    if (mpe.running)
+        fail(mpe.kernel_name, -1, "swir_emu_write_stats while the kernel is running: "
+             "athread_join it first");
     fprintf(f, "{\"runs\": %d, \"functions\": {", runs);
     for (i = 0; i < n_kernels; i++) {
         fputs(i ? ",\n  " : "\n  ", f);
@@ -886,11 +912,5 @@ int swir_emu_write_stats(const char *path, int runs)
     total_of(&total);
     json_kernel(f, &total);
     fputs("}\n", f);
-    bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "swir-emu: error: cannot write the counters to '%s': %s\n", path,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    return ferror(f) ? -1 : 0;
 }

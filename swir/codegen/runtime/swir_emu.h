@@ -17,6 +17,7 @@
 #define SWIR_EMU_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifndef SWIR_EMU
 #define SWIR_EMU 1
@@ -62,13 +63,18 @@
 #define SWIR_MEMORY(base, bytes, name) \
     swir_emu_memory((const void *)(base), (size_t)(bytes), (name))
 
-/* Any thread: print `message` and a newline to stderr and end the process
- * with exit status 1, as the runtime's own errors do: one message even when
- * several CPEs trap at once. The generated SWIR_TRAP under SWIR_EMU. */
+/* Any thread: print `PROGRAM: error: kernel 'K', CPE N: MESSAGE` (the kernel
+ * and CPE when a CPE traps) to stderr and end the process with exit status 1,
+ * as the runtime's own errors do: one message even when several CPEs trap at
+ * once. The generated SWIR_TRAP under SWIR_EMU. */
 #ifdef __GNUC__
 __attribute__((noreturn))
 #endif
 void swir_emu_trap(const char *message);
+
+/* The program's name for swir_emu_trap's messages (default "swir-emu"). The
+ * generated SWIR_PROGRAM under SWIR_EMU. */
+void swir_emu_program(const char *name);
 
 void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
@@ -83,6 +89,10 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg);
  * is: how many times the program ran the model). Returns 0, or -1 with a
  * message on stderr when the file cannot be written. */
 int swir_emu_write_stats(const char *path, int runs);
+
+/* The same JSON, written to an open stream; returns 0, or -1 when writing
+ * failed (the caller reports it). */
+int swir_emu_write_stats_to(FILE *f, int runs);
 
 /* MPE: forget all counters (and the kernels they belong to). */
 void swir_emu_reset_stats(void);

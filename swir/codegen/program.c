@@ -1,0 +1,457 @@
+/* ---- Program support: errors, memory, files, options ------------------ */
+
+static const char *program = "program";
+
+/* Outputs being written (see write_outputs): removed if the program fails. */
+struct output;
+static struct output *pending;
+static long n_pending;
+static void remove_temporaries(void);
+
+static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "%s: error: ", program);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    remove_temporaries();
+    exit(1);
+}
+
+/* Every block of main memory, 64-byte aligned, kept to be freed at exit. */
+static void **blocks;
+static long n_blocks;
+
+static void *alloc_block(size_t bytes, const char *what)
+{
+    unsigned char *raw = malloc(bytes + 64);
+    void **grown = realloc(blocks, (size_t)(n_blocks + 1) * sizeof *blocks);
+    if (raw == NULL || grown == NULL)
+        fail("out of memory allocating %s (%ld bytes)", what, (long)bytes);
+    blocks = grown;
+    blocks[n_blocks++] = raw;
+    unsigned char *p = raw + (64 - (uintptr_t)raw % 64) % 64;
+    /* Poison: memory nothing wrote reads as NaN (0x7FFA...), as in swir-run. */
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = i % 2 ? 0x7F : 0xFA;
+    SWIR_MEMORY(p, bytes, what);
+    return p;
+}
+
+static void free_blocks(void)
+{
+    for (long i = 0; i < n_blocks; i++)
+        free(blocks[i]);
+    free(blocks);
+}
+
+/* What the program reads or writes: a parameter or result of the entry
+ * function, as raw little-endian bytes in C order, or as a .npy file. */
+struct port {
+    const char *name;   /* the swir parameter */
+    const char *type;   /* its swir type */
+    size_t bytes;       /* raw little-endian, C order */
+    const char *descr;  /* the .npy dtype ('<f4') */
+    int rank;
+    const long *shape;
+};
+
+static int has_suffix(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), k = strlen(suffix);
+    return n >= k && strcmp(path + n - k, suffix) == 0;
+}
+
+/* ---- Inputs: opened and size-checked before any memory is allocated ----- */
+
+/* A .npy header's fields: the text after `'key':` (quotes of either kind). */
+static const char *npy_field(const char *header, const char *key)
+{
+    char quoted[32];
+    for (int q = 0; q < 2; q++) {
+        snprintf(quoted, sizeof quoted, q ? "\"%s\"" : "'%s'", key);
+        const char *at = strstr(header, quoted);
+        if (at != NULL) {
+            at += strlen(quoted);
+            while (*at == ' ')
+                at++;
+            if (*at == ':') {
+                at++;
+                while (*at == ' ')
+                    at++;
+                return at;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Check that an open .npy file holds the port's dtype in C order with the
+ * port's shape (dimensions of size 1 aside: (3, 224, 224) fills
+ * (1, 3, 224, 224)); return the offset of its data. */
+static long npy_data_offset(FILE *f, const char *path, const struct port *p, const char *what)
+{
+    unsigned char magic[10];
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "\x93NUMPY", 6) != 0)
+        fail("%s '%s' is not a .npy file (no \\x93NUMPY header)", what, path);
+    unsigned long length;
+    long start;
+    if (magic[6] == 1) {
+        if (fread(magic + 8, 1, 2, f) != 2)
+            fail("%s '%s': truncated .npy header", what, path);
+        length = magic[8] | (unsigned long)magic[9] << 8;
+        start = 10;
+    } else if (magic[6] == 2 || magic[6] == 3) {
+        unsigned char n[4];
+        if (fread(n, 1, 4, f) != 4)
+            fail("%s '%s': truncated .npy header", what, path);
+        length = n[0] | (unsigned long)n[1] << 8 | (unsigned long)n[2] << 16
+                 | (unsigned long)n[3] << 24;
+        start = 12;
+    } else {
+        fail("%s '%s': .npy format version %d.%d is not supported", what, path, magic[6],
+             magic[7]);
+    }
+    if (length > 65536)
+        fail("%s '%s': .npy header of %lu bytes is too long", what, path, length);
+    char *header = malloc(length + 1);
+    if (header == NULL)
+        fail("out of memory");
+    if (fread(header, 1, length, f) != length)
+        fail("%s '%s': truncated .npy header", what, path);
+    header[length] = '\0';
+    const char *descr = npy_field(header, "descr");
+    const char *order = npy_field(header, "fortran_order");
+    const char *shape = npy_field(header, "shape");
+    if (descr == NULL || order == NULL || shape == NULL || *shape != '(')
+        fail("%s '%s': malformed .npy header", what, path);
+    size_t k = strlen(p->descr);
+    if (strncmp(descr + 1, p->descr, k) != 0 || descr[k + 1] != descr[0]) {
+        const char *close = strchr(descr + 1, descr[0]);
+        int n = close != NULL && close - descr < 16 ? (int)(close - descr - 1) : 0;
+        fail("%s '%s' holds dtype '%.*s'; %s needs '%s'", what, path, n, descr + 1, p->type,
+             p->descr);
+    }
+    if (strncmp(order, "False", 5) != 0)
+        fail("%s '%s' is in Fortran order; write it in C order", what, path);
+    long dims[64];
+    int rank = 0;
+    for (const char *s = shape + 1; *s != ')';) {
+        char *end;
+        long d = strtol(s, &end, 10);
+        if (end == s || d < 0 || rank == 64)
+            fail("%s '%s': malformed .npy shape", what, path);
+        if (d != 1)
+            dims[rank++] = d;
+        s = end;
+        while (*s == ' ' || *s == ',' || *s == 'L')
+            s++;
+    }
+    int want = 0, same = 1;
+    for (int i = 0; i < p->rank; i++)
+        if (p->shape[i] != 1)
+            same &= want < rank && dims[want++] == p->shape[i];
+    if (!same || want != rank) {
+        const char *close = strchr(shape, ')');
+        int n = close != NULL && close - shape < 200 ? (int)(close - shape + 1) : 0;
+        fail("%s '%s' has shape %.*s; expected the shape of %s", what, path, n, shape, p->type);
+    }
+    free(header);
+    return start + (long)length;
+}
+
+/* Open an input and check its size: exactly the port's bytes (after the
+ * header of a .npy file, whose dtype and shape must match). The file is left
+ * open at its data: nothing is allocated before every input is checked. */
+static FILE *open_input(const char *path, const struct port *p, const char *what, int npy)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail("cannot open %s '%s': %s", what, path, strerror(errno));
+    long start = npy && has_suffix(path, ".npy") ? npy_data_offset(f, path, p, what) : 0;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size < 0 || size == LONG_MAX || fseek(f, start, SEEK_SET) != 0)
+        fail("cannot read %s '%s' (not a regular file?)", what, path);
+    if ((size_t)(size - start) != p->bytes) {
+        unsigned char head[6] = {0};
+        int looks_npy = start == 0 && fseek(f, 0, SEEK_SET) == 0
+                        && fread(head, 1, 6, f) == 6 && memcmp(head, "\x93NUMPY", 6) == 0;
+        fail("%s '%s' has %ld bytes%s; expected %ld%s", what, path, size - start,
+             start ? " of data" : "", (long)p->bytes,
+             looks_npy ? " (it is a .npy file: give it a .npy name)" : "");
+    }
+    return f;
+}
+
+/* "input 2 (NAME : TYPE)", for messages about input i. */
+static const char *input_what(char *buf, size_t size, long i, const struct port *p)
+{
+    snprintf(buf, size, "input %ld (%s : %s)", i + 1, p->name, p->type);
+    return buf;
+}
+
+static void read_input(FILE *f, void *dst, size_t bytes, const char *path, const char *what)
+{
+    if (bytes && fread(dst, 1, bytes, f) != bytes)
+        fail("cannot read %s '%s'", what, path);
+    fclose(f);
+}
+
+/* ---- Outputs: all or nothing, never destroying what a path names --------
+ * A regular file, or a path that does not exist, is written to a temporary
+ * file beside it and renamed over it once every output is written; a symlink
+ * is followed (the file it points to is replaced, the link stays); a device
+ * or a FIFO (/dev/null, a named pipe) is written straight into. A replaced
+ * file keeps its permission bits; a new one gets 0666 & ~umask. */
+
+struct output {
+    const char *path;       /* as given */
+    char *target;           /* symlinks followed */
+    char *tmp;              /* the temporary file while it is written */
+    int stream;             /* a device or FIFO */
+    mode_t mode;
+    const struct port *port;    /* what to write; NULL: the emulation's counters */
+    const void *data;
+};
+
+static char *copy_text(const char *text)
+{
+    char *copy = malloc(strlen(text) + 1);
+    if (copy == NULL)
+        fail("out of memory");
+    return strcpy(copy, text);
+}
+
+/* A path naming a file the process has open (--output /dev/stdout): written
+ * straight into, whatever that file is (replacing a file a shell redirected
+ * stdout to would leave the shell's descriptor on the old file). */
+static int names_open_file(const char *path)
+{
+    return strcmp(path, "/dev/stdout") == 0 || strcmp(path, "/dev/stderr") == 0
+           || strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, "/proc/", 6) == 0;
+}
+
+/* The descriptor N a path names (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N), else -1. */
+static int open_descriptor(const char *path)
+{
+    if (strcmp(path, "/dev/stdout") == 0)
+        return 1;
+    if (strcmp(path, "/dev/stderr") == 0)
+        return 2;
+    const char *n = strncmp(path, "/dev/fd/", 8) == 0 ? path + 8
+                    : strncmp(path, "/proc/self/fd/", 14) == 0 ? path + 14 : NULL;
+    if (n == NULL || *n < '0' || *n > '9')
+        return -1;
+    char *end;
+    long fd = strtol(n, &end, 10);
+    return *end == '\0' && fd <= INT_MAX ? (int)fd : -1;
+}
+
+/* Decide where output `path` goes and check it can be written (before the
+ * run, which may be long). */
+static void check_output(struct output *o, const char *path)
+{
+    struct stat st;
+    o->path = path;
+    if (names_open_file(path)) {
+        o->stream = 1;
+        o->target = copy_text(path);
+        return;
+    }
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            fail("cannot write output '%s': it is a directory", path);
+        if (S_ISSOCK(st.st_mode))
+            fail("cannot write output '%s': it is a socket", path);
+        o->stream = !S_ISREG(st.st_mode);
+        o->target = o->stream ? copy_text(path) : realpath(path, NULL);
+        if (o->target == NULL)
+            fail("cannot write output '%s': %s", path, strerror(errno));
+        o->mode = st.st_mode & 07777;
+    } else if (errno == ENOENT && lstat(path, &st) == 0) {
+        o->stream = 1;      /* a symlink to nothing yet: write through it */
+        o->target = copy_text(path);
+    } else if (errno == ENOENT) {
+        mode_t mask = umask(0);
+        umask(mask);
+        o->target = copy_text(path);
+        o->mode = 0666 & ~mask;
+    } else {
+        fail("cannot write output '%s': %s", path, strerror(errno));
+    }
+    if (!o->stream) {
+        char *dir = copy_text(o->target);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL)
+            strcpy(dir, ".");
+        else
+            slash[slash == dir] = '\0';
+        if (access(dir, W_OK | X_OK) != 0)
+            fail("cannot write output '%s': %s", path, strerror(errno));
+        free(dir);
+    }
+}
+
+static void remove_temporaries(void)
+{
+    for (long i = 0; i < n_pending; i++)
+        if (pending[i].tmp != NULL)
+            remove(pending[i].tmp);
+}
+
+static int write_npy_header(FILE *f, const struct port *p)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     p->descr);
+    for (int i = 0; i < p->rank && n < 900; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%ld%s", p->shape[i],
+                      p->rank == 1 ? "," : i + 1 < p->rank ? ", " : "");
+    n += snprintf(text + n, sizeof text - (size_t)n, "), }");
+    int total = (10 + n + 1 + 63) / 64 * 64;    /* header padded to 64 bytes */
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    head[8] = (unsigned char)((total - 10) & 0xff);
+    head[9] = (unsigned char)((total - 10) >> 8);
+    if (fwrite(head, 1, 10, f) != 10 || fwrite(text, 1, (size_t)n, f) != (size_t)n)
+        return -1;
+    for (int i = 10 + n; i < total - 1; i++)
+        fputc(' ', f);
+    return fputc('\n', f) == EOF ? -1 : 0;
+}
+
+static int write_content(FILE *f, const struct output *o, int runs)
+{
+    if (o->port == NULL) {
+#ifdef SWIR_EMU
+        return swir_emu_write_stats_to(f, runs);
+#else
+        (void)runs;
+        return -1;
+#endif
+    }
+    if (has_suffix(o->path, ".npy") && write_npy_header(f, o->port) != 0)
+        return -1;
+    return fwrite(o->data, 1, o->port->bytes, f) == o->port->bytes ? 0 : -1;
+}
+
+/* Write every output: files to temporaries beside them, devices and FIFOs
+ * straight, then rename the temporaries into place. */
+static void write_outputs(struct output *outs, long n, int runs)
+{
+    pending = outs;
+    n_pending = n;
+    for (long i = 0; i < n; i++) {
+        struct output *o = &outs[i];
+        if (o->stream)
+            continue;
+        o->tmp = malloc(strlen(o->target) + 16);
+        if (o->tmp == NULL)
+            fail("out of memory");
+        sprintf(o->tmp, "%s.tmpXXXXXX", o->target);
+        int fd = mkstemp(o->tmp);
+        if (fd < 0) {
+            free(o->tmp);
+            o->tmp = NULL;
+            fail("cannot write output '%s': %s", o->path, strerror(errno));
+        }
+        FILE *f = fdopen(fd, "wb");
+        if (f == NULL || fchmod(fd, o->mode) != 0 || write_content(f, o, runs) != 0
+            || ferror(f) || fclose(f) != 0)
+            fail("cannot write output '%s': %s", o->path, strerror(errno));
+    }
+    for (long i = 0; i < n; i++) {
+        struct output *o = &outs[i];
+        if (!o->stream)
+            continue;
+        int own = open_descriptor(o->target);   /* /dev/stdout: share its offset */
+        if (own >= 0)
+            fflush(NULL);
+        FILE *f = own >= 0 ? fdopen(dup(own), "wb") : fopen(o->target, "wb");
+        if (f == NULL || write_content(f, o, runs) != 0 || ferror(f) || fclose(f) != 0)
+            fail("cannot write output '%s': %s", o->path, strerror(errno));
+    }
+    for (long i = 0; i < n; i++) {
+        struct output *o = &outs[i];
+        if (o->tmp != NULL && rename(o->tmp, o->target) != 0)
+            fail("cannot write output '%s': %s", o->path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        free(o->target);
+    }
+    n_pending = 0;
+}
+
+/* ---- Options ------------------------------------------------------------- */
+
+struct options {
+    const char **inputs;
+    const char **outputs;
+    long n_inputs, n_outputs, repeat;
+    const char *stats;
+    const char *weights;
+    char *weights_default;
+};
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: %s --input FILE ... [--output FILE ...] [--stats FILE.json] "
+                "[--repeat N] [--weights FILE]\n"
+                "Inputs and outputs are in the order of the function's parameters: a FILE "
+                "named\n*.npy is a NumPy array (dtype and shape checked), any other a raw "
+                "little-endian\narray in C order; --stats needs the emulation build "
+                "(make emu).\n", program);
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    o->inputs = calloc((size_t)argc, sizeof *o->inputs);
+    o->outputs = calloc((size_t)argc, sizeof *o->outputs);
+    if (o->inputs == NULL || o->outputs == NULL)
+        fail("out of memory");
+    o->repeat = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc)
+            fail("%s: unknown option or missing value (see --help)", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--input") == 0)
+            o->inputs[o->n_inputs++] = v;
+        else if (strcmp(a, "--output") == 0)
+            o->outputs[o->n_outputs++] = v;
+        else if (strcmp(a, "--stats") == 0)
+            o->stats = v;
+        else if (strcmp(a, "--weights") == 0)
+            o->weights = v;
+        else if (strcmp(a, "--repeat") == 0) {
+            char *end;
+            o->repeat = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || o->repeat < 1 || o->repeat > 1000000000)
+                fail("--repeat needs a count from 1 to 1000000000, got '%s'", v);
+        } else
+            fail("unknown option '%s' (see --help)", a);
+    }
+#ifndef SWIR_EMU
+    if (o->stats != NULL)
+        fail("--stats needs the emulation build (make emu)");
+#endif
+    if (o->weights == NULL) {   /* default: weights.bin beside the program */
+        const char *slash = strrchr(argv[0], '/');
+        size_t dir = slash ? (size_t)(slash - argv[0]) + 1 : 0;
+        o->weights_default = malloc(dir + sizeof "weights.bin");
+        if (o->weights_default == NULL)
+            fail("out of memory");
+        memcpy(o->weights_default, argv[0], dir);
+        memcpy(o->weights_default + dir, "weights.bin", sizeof "weights.bin");
+        o->weights = o->weights_default;
+    }
+}
