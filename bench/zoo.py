@@ -232,32 +232,40 @@ def percent(new: int, old: int) -> str:
     return f"{100 * (new - old) / old:+.1f}%" if old else "–"
 
 
-def main(argv: list[str] | None = None) -> int:
-    zoo = load_zoo()
+def parse_args(argv: list[str] | None, models: list[str]) -> argparse.Namespace:
+    """The command line; ``models`` is the zoo. Sets ``names`` (the models to
+    measure) and ``run`` (those also run under emulation)."""
     from swir.passes.pipelines import OPT_LEVELS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("models", nargs="*", help=f"models to measure (default: all of "
-                                             f"{', '.join(zoo.MODELS)})")
-    p.add_argument("--run", nargs="*", metavar="MODEL",
-                   help="also run these under emulation and check them against onnxruntime "
-                        "('all' for every model measured)")
+    p.add_argument("models", nargs="*", help=f"models to measure: any of {', '.join(models)}, "
+                                             "or all (the default)")
+    p.add_argument("--run", action="store_true",
+                   help="also run them under emulation and check them against onnxruntime")
     p.add_argument("--levels", default="O0,O1,O3",
                    help="optimisation levels to compile at, comma-separated (default: O0,O1,O3; "
                         "the first is the baseline of the summary)")
     p.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep each model's files")
     a = p.parse_args(argv)
-    names = a.models or list(zoo.MODELS)
-    for n in names + [m for m in a.run or [] if m != "all"]:
-        if n not in zoo.MODELS:
-            p.error(f"no model '{n}' (the zoo has {', '.join(zoo.MODELS)})")
-    levels = [lv.strip().lstrip("-") for lv in a.levels.split(",") if lv.strip()]
-    for lv in levels:
+    a.names = [m for m in a.models if m != "all"] if a.models and "all" not in a.models \
+        else list(models)
+    for n in a.names:
+        if n not in models:
+            p.error(f"no model '{n}' (the zoo has {', '.join(models)})")
+    a.levels = [lv.strip().lstrip("-") for lv in a.levels.split(",") if lv.strip()]
+    for lv in a.levels:
         if lv not in OPT_LEVELS:
             p.error(f"no optimisation level '{lv}' (there are {', '.join(OPT_LEVELS)})")
-    if not levels:
+    if not a.levels:
         p.error("--levels names no level")
-    run = set(names) if a.run is not None and ("all" in a.run or not a.run) else set(a.run or [])
+    a.run = set(a.names) if a.run else set()
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    zoo = load_zoo()
+    a = parse_args(argv, list(zoo.MODELS))
+    names, levels, run = a.names, a.levels, a.run
     work = a.work or Path(tempfile.mkdtemp(prefix="swir-zoo-"))
     rows = []
     for name in names:

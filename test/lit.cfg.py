@@ -1,9 +1,11 @@
 # lit configuration: every .swir file under test/ with RUN lines is a test.
 # The tools (swir-opt, ...) and filecheck come from the environment where swir
 # is installed (see README: .ci/run installs them into a fresh venv).
+import atexit
 import os
 import shutil
 import sys
+import tempfile
 
 import lit.formats
 
@@ -13,7 +15,11 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 # .swir: IR tests; .test: tests whose input is not IR (ONNX models made by a script)
 config.suffixes = [".swir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(config.test_source_root, "Output")
+# Temporary files (%t) go outside the source tree: $SWIR_LIT_OUTPUT, or a new
+# folder in the system's temporary directory, removed when lit ends.
+config.test_exec_root = os.environ.get("SWIR_LIT_OUTPUT") or tempfile.mkdtemp(prefix="swir-lit-")
+if "SWIR_LIT_OUTPUT" not in os.environ:
+    atexit.register(shutil.rmtree, config.test_exec_root, ignore_errors=True)
 config.excludes = ["Inputs", "unit", "Output"]  # Inputs/ folders anywhere hold data, not tests
 config.environment["PATH"] = os.environ.get("PATH", "")
 for var in ("HOME", "TMPDIR", "LANG", "LC_ALL"):

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 # Tests import siblings.py (loading files by path) by name.
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Hypothesis keeps its example database and caches in a folder of its own,
+# .hypothesis/ in the working directory by default: a temporary one instead,
+# so that the tests write nothing into the source tree.
+HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="swir-hypothesis-")
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
+atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
 
 
 @pytest.fixture

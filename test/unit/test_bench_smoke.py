@@ -114,3 +114,31 @@ def test_ir_throughput_figures(ir_throughput):
     assert times(xdsl["xDSL / swir"]) == pytest.approx(
         seconds(xdsl["parse + print"]) / seconds(swir["parse + print"]), rel=0.1)
     times(xdsl["xDSL / swir (CLI)"])
+
+
+def _zoo_bench(monkeypatch):
+    """bench/zoo.py, which imports its sibling bench/common.py by name."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    return siblings.load(BENCH / "zoo.py")
+
+
+@pytest.mark.parametrize("argv, names, run", [
+    (["--run", "resnet18"], ["resnet18"], {"resnet18"}),     # --run used to swallow the name
+    (["resnet18", "--run"], ["resnet18"], {"resnet18"}),
+    (["--run", "all"], "all", "all"),
+    (["dcgan", "bert"], ["dcgan", "bert"], set()),
+    ([], "all", set()),
+])
+def test_zoo_command_line(argv, names, run, monkeypatch):
+    zoo_bench = _zoo_bench(monkeypatch)
+    models = list(siblings.zoo().MODELS)
+    a = zoo_bench.parse_args(argv, models)
+    assert a.names == (models if names == "all" else names)
+    assert a.run == (set(models) if run == "all" else run)
+
+
+def test_zoo_command_line_refuses_unknown_models(capsys, monkeypatch):
+    zoo_bench = _zoo_bench(monkeypatch)
+    with pytest.raises(SystemExit):
+        zoo_bench.parse_args(["--run", "resnet19"], list(siblings.zoo().MODELS))
+    assert "no model 'resnet19'" in capsys.readouterr().err

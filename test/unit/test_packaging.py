@@ -4,6 +4,7 @@ directory."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -50,3 +51,45 @@ def test_swir_opt_pipeline_on_bundled_example(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith('module "mlp"\nstage graph\n')
     assert "%debug" not in res.stdout and "%again" not in res.stdout
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts}
+
+
+def test_lit_writes_nothing_into_the_source_tree(tmp_path):
+    """lit's temporary files (%t) go to a temporary folder, not test/Output."""
+    before = _tree(ROOT / "test")
+    lit = Path(sys.executable).parent / "lit"
+    env = {**os.environ, "PATH": f"{lit.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("SWIR_LIT_OUTPUT", None)
+    p = subprocess.run([str(lit), "-q", str(ROOT / "test" / "Parser" / "byte-order-mark.swir")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert _tree(ROOT / "test") == before
+    assert not (ROOT / "test" / "Output").exists()
+
+
+def test_hypothesis_keeps_its_files_out_of_the_source_tree():
+    from hypothesis import settings
+    folder = Path(settings.default.database.path).resolve()
+    assert ROOT.resolve() not in folder.parents
+
+
+# setuptools's deprecation and configuration warnings (a license table, package
+# data in a folder that is not a listed package, ...).
+BUILD_WARNING = re.compile(r"Warning|deprecated|absent from the `packages` configuration|!!",
+                           re.I)
+
+
+def test_the_package_builds_without_warnings(tmp_path):
+    """`pip install .` builds this wheel: nothing in its build log is a
+    setuptools warning (lines about this machine's pip configuration and
+    byte-compiling switched off are not the package's)."""
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w",
+                        str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    noise = ("byte-compiling is disabled", "is ignored: it is neither a file nor a directory")
+    warnings = [line for line in (p.stdout + p.stderr).splitlines()
+                if BUILD_WARNING.search(line) and not any(n in line for n in noise)]
+    assert warnings == [], "\n".join(warnings)
