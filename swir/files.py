@@ -6,10 +6,11 @@ destroying what the path names.
   the job is ready (an existing file keeps its permission bits, a new one gets
   ``0666 & ~umask``, as ``cc -o`` and ``cp`` give).
 - A symlink is followed: the file it points to is replaced, the link stays.
-- A character or block device or a FIFO (``/dev/null``, a named pipe), and
-  a path naming an open file (``/dev/stdout``, ``/dev/fd/N``, ``/proc/...``)
-  are written straight into: renaming a file over a device would delete it
-  (as root, ``-o /dev/null`` would replace the system's ``/dev/null``).
+- A character or block device or a FIFO (``/dev/null``, a named pipe) is
+  written straight into: renaming a file over a device would delete it (as
+  root, ``-o /dev/null`` would replace the system's ``/dev/null``). A path
+  naming one of the process's descriptors (``/dev/stdout``, ``/dev/fd/N``,
+  ``/proc/self/fd/N``, or a symlink to one) is written into that descriptor.
 - A directory or a socket is refused with :class:`OutputError`.
 
 Every message names the path as the user gave it.
@@ -64,8 +65,9 @@ class Destination:
 def destination(path: str) -> Destination:
     """What writing ``path`` means (see the module docstring); raises
     OutputError for a directory, a socket or a missing parent directory."""
-    if names_open_file(path):
-        return Destination(path, path, True, 0)
+    own = descriptor_path(path)
+    if own is not None:
+        return Destination(path, own, True, 0)
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
         st = os.stat(target)
@@ -86,23 +88,21 @@ def destination(path: str) -> Destination:
     return Destination(path, target, True, 0)     # a device or a FIFO
 
 
-# Paths that name a file the process has open (``--json /dev/stdout``): written
-# straight into, whatever that file is. Replacing a regular file a shell
-# redirected stdout to would leave the shell's descriptor on the old file.
-OPEN_FILE_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/")
-
-
-def names_open_file(path: str) -> bool:
-    """Whether ``path``, or a symlink on the way to its file, is one of
-    OPEN_FILE_PATHS."""
+def descriptor_path(path: str) -> str | None:
+    """The ``/dev/fd/N``-like path ``path`` leads to (itself, or through
+    symlinks: /dev/stdout -> /proc/self/fd/1), if it names one of the
+    process's open descriptors (open_descriptor); else None. Such an output is
+    written into the descriptor itself, whatever file it is: replacing a file a
+    shell redirected stdout to would leave the shell's descriptor on the old
+    file, and reopening it would write from its start."""
     p = os.path.abspath(path)
     for _ in range(40):             # the kernel's own limit on symlink hops
-        if p.startswith(OPEN_FILE_PATHS):
-            return True
+        if open_descriptor(p) is not None:
+            return p
         if not os.path.islink(p):
-            return False
+            return None
         p = os.path.abspath(os.path.join(os.path.dirname(p), os.readlink(p)))
-    return False
+    return None
 
 
 def is_stream(path: str) -> bool:
@@ -176,8 +176,8 @@ def _temporary(d: Destination, content: Content) -> str:
 
 
 def _write_stream(d: Destination, content: Content) -> None:
+    own = open_descriptor(d.target)
     try:
-        own = open_descriptor(d.target)
         if own is not None:     # the process's own: share its offset (``> file``)
             sys.stdout.flush()
             fd = os.dup(own)
@@ -185,6 +185,10 @@ def _write_stream(d: Destination, content: Content) -> None:
             fd = os.open(d.target, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
         with os.fdopen(fd, "wb") as fh:
             _put(fh, content)
+    except BrokenPipeError:
+        if own == 1:            # stdout's reader went away: the tool's own exit
+            raise
+        raise d.fail("Broken pipe") from None
     except OSError as e:
         raise d.fail(e.strerror or str(e)) from None
 

@@ -24,6 +24,7 @@ class Progress:
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self._bar: Any = None
+        self._working = False     # an item has started and is not counted yet
 
     def begin(self, what: str, total: int | None = None) -> None:
         """A new bar for the stage ``what`` (the previous one is closed)."""
@@ -39,18 +40,22 @@ class Progress:
         if self._bar is not None:
             self._bar.bar_format, self._bar.unit = None, unit
             self._bar.reset(total=n)
+            self._working = False
 
     def advance(self, note: str = "") -> None:
-        """One item done; ``note`` names the next (``@conv2d_3``)."""
+        """The next item starts (``note`` names it: ``@conv2d_3``); the bar
+        counts the items finished."""
         if self._bar is not None:
             if note:
                 self._bar.set_postfix_str(note, refresh=False)
-            self._bar.update(1)
+            self._bar.update(1 if self._working else 0)
+            self._working = True
 
     def end(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+            self._working = False
 
 
 QUIET = Progress(False)

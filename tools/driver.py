@@ -196,6 +196,8 @@ def write_files(jobs: list[tuple[str, np.ndarray | bytes]]) -> None:
                          for path, c in jobs])
     except files.OutputError as e:
         raise UsageError(str(e)) from None
+    except BrokenPipeError as e:        # an output named stdout, whose reader went away
+        raise StdoutError(e) from None
 
 
 def _npy(a: np.ndarray) -> bytes:

@@ -440,13 +440,21 @@ class _Counter:
         piece (swir.analysis.loop_sums): a piece longer than degree + 1
         iterations is summed from its first degree + 1."""
         n = len(range(lo, hi, step))
-        if n <= SHORT_LOOP:
+        cuts = None
+        if n > SHORT_LOOP:
+            try:
+                first = forms(lo)
+                cuts = piece_cuts(first, forms(lo + step), n) if first else []
+            except CountLimit:
+                raise
+            except TrafficError:
+                pass    # a form reads a value known only at run time (maybe on a
+                # path never taken): walk, as the interpreter would run it
+        if cuts is None:
             self.charge(n)
             for v in range(lo, hi, step):
                 body(counts, m, cpe, *args, v)
             return
-        first = forms(lo)
-        cuts = piece_cuts(first, forms(lo + step), n) if n > 1 and first else []
         edges = [0] + cuts + [n]
         for k0, k1 in zip(edges, edges[1:]):
             length = k1 - k0

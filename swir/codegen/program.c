@@ -204,16 +204,21 @@ static void read_input(FILE *f, void *dst, size_t bytes, const char *path, const
 
 /* ---- Outputs: all or nothing, never destroying what a path names --------
  * A regular file, or a path that does not exist, is written to a temporary
- * file beside it and renamed over it once every output is written; a symlink
- * is followed (the file it points to is replaced, the link stays); a device
- * or a FIFO (/dev/null, a named pipe) is written straight into. A replaced
- * file keeps its permission bits; a new one gets 0666 & ~umask. */
+ * file beside it and renamed over it once every output is written (if a
+ * rename fails, the files already replaced are put back); a symlink is
+ * followed (the file it points to is replaced, the link stays); a device or a
+ * FIFO (/dev/null, a named pipe) is written straight into, and a path naming
+ * one of the program's descriptors (/dev/stdout, /dev/fd/N, or a symlink to
+ * one) into that descriptor. A replaced file keeps its permission bits; a new
+ * one gets 0666 & ~umask. */
 
 struct output {
     const char *path;       /* as given */
     char *target;           /* symlinks followed */
     char *tmp;              /* the temporary file while it is written */
-    int stream;             /* a device or FIFO */
+    char *old;              /* a second name of the file replaced, until all are */
+    int placed;             /* renamed into place */
+    int stream;             /* a device, FIFO or descriptor */
     mode_t mode;
     const struct port *port;    /* what to write; NULL: the emulation's counters */
     const void *data;
@@ -227,18 +232,8 @@ static char *copy_text(const char *text)
     return strcpy(copy, text);
 }
 
-/* A path naming a file the process has open (--output /dev/stdout): written
- * straight into, whatever that file is (replacing a file a shell redirected
- * stdout to would leave the shell's descriptor on the old file). */
-static int names_open_file(const char *path)
-{
-    return strcmp(path, "/dev/stdout") == 0 || strcmp(path, "/dev/stderr") == 0
-           || strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, "/proc/", 6) == 0;
-}
-
-/* The descriptor N a path names (/dev/stdout, /dev/stderr, /dev/fd/N,
- * /proc/self/fd/N), else -1. */
-static int open_descriptor(const char *path)
+/* The N of /dev/stdout (1), /dev/stderr (2), /dev/fd/N, /proc/self/fd/N; else -1. */
+static int descriptor_number(const char *path)
 {
     if (strcmp(path, "/dev/stdout") == 0)
         return 1;
@@ -253,13 +248,55 @@ static int open_descriptor(const char *path)
     return *end == '\0' && fd <= INT_MAX ? (int)fd : -1;
 }
 
+/* The descriptor a path names, itself or through symlinks (a link to
+ * /dev/stdout leads to /proc/self/fd/1), else -1: written into that
+ * descriptor, whatever file it is (replacing a file a shell redirected stdout
+ * to would leave the shell's descriptor on the old file). */
+static int open_descriptor(const char *path)
+{
+    char p[4096], link[4096];
+    if (strlen(path) >= sizeof p)
+        return -1;
+    strcpy(p, path);
+    for (int hop = 0; hop < 40; hop++) {
+        int fd = descriptor_number(p);
+        if (fd >= 0)
+            return fd;
+        ssize_t n = readlink(p, link, sizeof link - 1);
+        if (n < 0)
+            return -1;                          /* not a symlink */
+        link[n] = '\0';
+        char *slash = strrchr(p, '/');
+        size_t keep = link[0] == '/' || slash == NULL ? 0 : (size_t)(slash - p) + 1;
+        if (keep + (size_t)n >= sizeof p)
+            return -1;
+        strcpy(p + keep, link);
+    }
+    return -1;
+}
+
+/* `dir/.NAME.SUFFIXXXXXXX` beside target (NAME cut to 200 bytes, so a long
+ * name still leaves room), for mkstemp. */
+static char *name_beside(const char *target, const char *suffix)
+{
+    const char *slash = strrchr(target, '/');
+    size_t dir = slash ? (size_t)(slash - target) + 1 : 0;
+    size_t base = strlen(target + dir);
+    base = base > 200 ? 200 : base;
+    char *name = malloc(dir + base + strlen(suffix) + 10);
+    if (name == NULL)
+        fail("out of memory");
+    sprintf(name, "%.*s.%.*s%sXXXXXX", (int)dir, target, (int)base, target + dir, suffix);
+    return name;
+}
+
 /* Decide where output `path` goes and check it can be written (before the
  * run, which may be long). */
 static void check_output(struct output *o, const char *path)
 {
     struct stat st;
     o->path = path;
-    if (names_open_file(path)) {
+    if (open_descriptor(path) >= 0) {
         o->stream = 1;
         o->target = copy_text(path);
         return;
@@ -280,29 +317,48 @@ static void check_output(struct output *o, const char *path)
     } else if (errno == ENOENT) {
         mode_t mask = umask(0);
         umask(mask);
-        o->target = copy_text(path);
         o->mode = 0666 & ~mask;
-    } else {
-        fail("cannot write output '%s': %s", path, strerror(errno));
-    }
-    if (!o->stream) {
-        char *dir = copy_text(o->target);
+        char *dir = copy_text(path);
         char *slash = strrchr(dir, '/');
         if (slash == NULL)
             strcpy(dir, ".");
         else
             slash[slash == dir] = '\0';
-        if (access(dir, W_OK | X_OK) != 0)
+        char *real = realpath(dir, NULL);
+        if (real == NULL || access(real, W_OK | X_OK) != 0)
             fail("cannot write output '%s': %s", path, strerror(errno));
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        o->target = malloc(strlen(real) + strlen(base) + 2);
+        if (o->target == NULL)
+            fail("out of memory");
+        sprintf(o->target, "%s/%s", real, base);
+        free(real);
         free(dir);
+    } else {
+        fail("cannot write output '%s': %s", path, strerror(errno));
     }
+}
+
+/* Two outputs naming the same file would keep only the last. */
+static void check_distinct(const struct output *outs, long n)
+{
+    for (long i = 0; i < n; i++)
+        for (long j = i + 1; j < n; j++)
+            if (!outs[i].stream && !outs[j].stream && strcmp(outs[i].target, outs[j].target) == 0)
+                fail("'%s' and '%s' are the same file; give each output its own", outs[i].path,
+                     outs[j].path);
 }
 
 static void remove_temporaries(void)
 {
-    for (long i = 0; i < n_pending; i++)
+    for (long i = 0; i < n_pending; i++) {
+        if (pending[i].old != NULL)      /* put back what a rename replaced */
+            rename(pending[i].old, pending[i].target);
+        else if (pending[i].placed)      /* and take away what was new */
+            remove(pending[i].target);
         if (pending[i].tmp != NULL)
             remove(pending[i].tmp);
+    }
 }
 
 static int write_npy_header(FILE *f, const struct port *p)
@@ -340,8 +396,27 @@ static int write_content(FILE *f, const struct output *o, int runs)
     return fwrite(o->data, 1, o->port->bytes, f) == o->port->bytes ? 0 : -1;
 }
 
-/* Write every output: files to temporaries beside them, devices and FIFOs
- * straight, then rename the temporaries into place. */
+/* Keep a second name of the file a rename will replace (a hard link; a
+ * rename where the file system has none), to put it back on failure. */
+static void keep_old(struct output *o)
+{
+    o->old = name_beside(o->target, "old");
+    int fd = mkstemp(o->old);
+    if (fd < 0) {
+        free(o->old);
+        o->old = NULL;
+        fail("cannot write output '%s': %s", o->path, strerror(errno));
+    }
+    close(fd);
+    remove(o->old);
+    if (link(o->target, o->old) != 0 && rename(o->target, o->old) != 0) {
+        free(o->old);
+        o->old = NULL;
+    }
+}
+
+/* Write every output: files to temporaries beside them, devices, FIFOs and
+ * descriptors straight, then rename the temporaries into place. */
 static void write_outputs(struct output *outs, long n, int runs)
 {
     pending = outs;
@@ -350,10 +425,7 @@ static void write_outputs(struct output *outs, long n, int runs)
         struct output *o = &outs[i];
         if (o->stream)
             continue;
-        o->tmp = malloc(strlen(o->target) + 16);
-        if (o->tmp == NULL)
-            fail("out of memory");
-        sprintf(o->tmp, "%s.tmpXXXXXX", o->target);
+        o->tmp = name_beside(o->target, "tmp");
         int fd = mkstemp(o->tmp);
         if (fd < 0) {
             free(o->tmp);
@@ -378,13 +450,23 @@ static void write_outputs(struct output *outs, long n, int runs)
     }
     for (long i = 0; i < n; i++) {
         struct output *o = &outs[i];
-        if (o->tmp != NULL && rename(o->tmp, o->target) != 0)
+        if (o->tmp == NULL)
+            continue;
+        if (access(o->target, F_OK) == 0)
+            keep_old(o);
+        if (rename(o->tmp, o->target) != 0)
             fail("cannot write output '%s': %s", o->path, strerror(errno));
+        o->placed = 1;
         free(o->tmp);
         o->tmp = NULL;
-        free(o->target);
     }
-    n_pending = 0;
+    n_pending = 0;                      /* all in place: nothing to put back */
+    for (long i = 0; i < n; i++) {
+        if (outs[i].old != NULL)
+            remove(outs[i].old);
+        free(outs[i].old);
+        free(outs[i].target);
+    }
 }
 
 /* ---- Options ------------------------------------------------------------- */

@@ -256,6 +256,7 @@ int main(int argc, char **argv)
     }}
     if (opt.stats != NULL)
         check_output(&outs[n_outs++], opt.stats);
+    check_distinct(outs, n_outs);
     for (long i = 0; i < N_INPUTS; i++)
         files[i] = open_input(opt.inputs[i], &input_ports[i],
                               input_what(message, sizeof message, i, &input_ports[i]), 1);

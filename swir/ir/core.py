@@ -757,8 +757,10 @@ class Module:
         for g in self.globals:
             init = g.init
             if isinstance(init, FileInit) and not os.path.isabs(init.path):
-                where = os.path.abspath(os.path.join(self.base_dir or ".", init.path))
-                path = where if directory is None else os.path.relpath(where, directory or ".")
+                # real paths: the system resolves ".." after following symlinks
+                where = os.path.realpath(os.path.join(self.base_dir or ".", init.path))
+                path = where if directory is None else \
+                    os.path.relpath(where, os.path.realpath(directory or "."))
                 g.init = FileInit(path, init.offset)
         self.base_dir = os.path.abspath(directory) if directory is not None else self.base_dir
 

@@ -312,3 +312,42 @@ def test_full_stdout_is_an_error(tmp_path, tool):
                            text=True, timeout=300)
     assert p.returncode == 1
     assert p.stderr == f"{tool}: error: cannot write standard output: No space left on device\n"
+
+
+# -- paths naming the process's own descriptors -----------------------------------------------
+
+def test_dev_stdout_and_a_link_to_it_share_stdouts_offset(tmp_path):
+    """``--json /dev/stdout > log``: the JSON, then the table, both kept (a
+    link to /dev/stdout too); reopening the file would write over one."""
+    link = tmp_path / "to-stdout"
+    link.symlink_to("/dev/stdout")
+    for target in ("/dev/stdout", str(link)):
+        with open(tmp_path / "log", "w") as log:
+            p = subprocess.run([str(BIN / "swir-report"), "-O0", "-q", str(MLP), "--json",
+                                target], stdout=log, stderr=subprocess.PIPE, text=True,
+                               timeout=300)
+        assert p.returncode == 0, p.stderr
+        text = (tmp_path / "log").read_text()
+        assert text.startswith("{") and "modeled" in text.split("\n}\n", 1)[1], text[:300]
+        assert link.is_symlink()
+
+
+def test_an_explicit_dev_stdout_whose_reader_is_gone_is_quiet(tmp_path):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(BIN / "swir-opt"), str(MLP), "-o", "/dev/stdout"], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr == "", p.stderr
+
+
+def test_other_proc_paths_are_ordinary_files(tmp_path):
+    """/proc/self/cwd/F is a path to a regular file, written as any other:
+    a long old file replaced whole, a new one created."""
+    (tmp_path / "old.swir").write_text("x" * 100_000)
+    ok(run("swir-opt", MLP, "-o", tmp_path / "reference.swir"))
+    for name in ("old.swir", "new.swir"):
+        ok(run("swir-opt", MLP, "-o", f"/proc/self/cwd/{name}", cwd=tmp_path))
+        assert (tmp_path / name).read_text() == (tmp_path / "reference.swir").read_text()

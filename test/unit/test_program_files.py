@@ -205,3 +205,30 @@ def test_a_bad_output_fails_before_the_run_and_leaves_nothing(program, tmp_path,
     assert p.returncode == 1 and "cannot write output" in p.stderr, p.stderr
     assert (tmp_path / "old.bin").read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.bin", "x.bin"]
+
+
+def test_two_outputs_naming_one_file_are_refused(program, tmp_path, x_bin):
+    p = run(program, "--input", x_bin, "--output", tmp_path / "same", "--stats",
+            f"{tmp_path}/./same")
+    one_error(p, "are the same file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
+
+
+def test_a_link_to_dev_stdout_writes_into_stdout(program, tmp_path, x_bin, reference):
+    link = tmp_path / "out"
+    link.symlink_to("/dev/stdout")
+    with open(tmp_path / "log", "wb") as log:
+        p = subprocess.run([str(program), "--input", str(x_bin), "--output", str(link),
+                            "--stats", str(link)], stdout=log, stderr=subprocess.PIPE,
+                           timeout=120)
+    assert p.returncode == 0, p.stderr
+    data = (tmp_path / "log").read_bytes()
+    assert data.startswith(reference) and data[len(reference):].startswith(b'{"runs": 1')
+    assert link.is_symlink()
+
+
+def test_a_long_output_name(program, tmp_path, x_bin, reference):
+    """The temporary file beside a 255-byte name still fits the file system."""
+    out = tmp_path / ("y" * 251 + ".bin")
+    ok(run(program, "--input", x_bin, "--output", out))
+    assert out.read_bytes() == reference

@@ -125,9 +125,32 @@ def test_swir_cg_O3_and_swir_report_on_a_2_62_byte_tensor(tmp_path):
     assert p.returncode == 0 and "relu_0" in p.stdout, p.stderr
 
 
-def test_a_search_budget_of_zero_holds_inside_the_measurement(tmp_path):
-    """-ldm-plan's search measures its finalists exactly; with no time left
-    the measurement stops at once and greedy's plan stays."""
+def test_the_search_measures_its_plans_within_its_budget(monkeypatch):
+    """-ldm-plan's search hands the end of its budget to every exact
+    measurement; when counting stops there, the best plan measured so far
+    wins (here greedy's, measured first) and the nest is reported cut short."""
+    from swir.passes.buffered import ldm_search
+    from swir.passes.buffered.ldm_plan import LDMPlan
+    from swir.passes.loop.lower_loops import LowerLoops
+    deadlines = []
+    real = ldm_search.cost_report
+
+    def stopped_after_one(m, *args, deadline=None, **kwargs):
+        deadlines.append((deadline, time.monotonic()))
+        if len(deadlines) > 1:
+            raise CountLimit("counting the DMA traffic ran out of its time budget")
+        return real(m, *args, deadline=deadline, **kwargs)
+    monkeypatch.setattr(ldm_search, "cost_report", stopped_after_one)
+    m = parse_module(relu_module("3000 x 700"), "<relu>")
+    PassManager([LowerLoops(), plan := LDMPlan(strategy="search", search_budget=60)]).run(m)
+    assert len(deadlines) == 2
+    assert all(d is not None and now < d <= now + 60 for d, now in deadlines)
+    assert plan.statistics["nests whose search the time budget cut short"] == 1
+    assert plan.statistics["nests where greedy stayed best"] == 1
+
+
+def test_a_search_budget_of_zero_keeps_greedys_plan(tmp_path):
+    """With no time at all, nothing is measured and greedy's plan stays."""
     src = tmp_path / "huge.swir"
     src.write_text(relu_module(str(2**60)))
     p = tool("swir-opt", "--stats", "-lower-loops",

@@ -26,7 +26,10 @@ def on_a_terminal(*argv: str | Path) -> tuple[int, str]:
     pid, fd = pty.fork()
     if pid == 0:                                # the child: size the terminal, run the tool
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
-        os.execv(str(BIN / argv[0]), [str(a) for a in argv])
+        # tqdm redraws at most every 0.1 s: on a fast machine a short pass would
+        # show no frame after its first; every update drawn instead
+        env = {**os.environ, "TQDM_MININTERVAL": "0"}
+        os.execve(str(BIN / argv[0]), [str(a) for a in argv], env)
     out = b""
     while True:
         try:

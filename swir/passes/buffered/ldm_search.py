@@ -19,13 +19,15 @@ does, in three steps:
    copy) and per-DMA start-up. A local search starts from greedy's tiles and
    from a few seeded random starts, changes one variable's tile at a time to
    the candidate with the best estimate that fits the LDM, and stops when
-   nothing improves, after a fixed number of rounds, or at the time budget.
+   nothing improves, after a fixed number of rounds, or at three quarters of
+   the time budget.
 3. **Exact check.** The best few plans by estimate and greedy's plan are
    each applied to a copy of the kernel with only this nest, through
    -insert-dma, and measured with :func:`swir.analysis.cost.cost_report`
    (exact counts). The fastest wins; greedy's on a tie. When the copy cannot
    be measured (the nest's trip counts depend on kernel parameters), greedy's
-   plan is kept.
+   plan is kept. Counting stops at the end of the budget: the best plan
+   measured by then wins.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from swir.passes.buffered.ldm_plan import (
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
 EXACT_CHECKS = 4    # plans measured exactly, besides greedy's
+ROUNDS_SHARE = 0.75  # of the time budget, for the local search (the rest: exact checks)
 MACHINE = Machine()
 
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
@@ -92,7 +95,10 @@ class Search:
     def run(self) -> tuple[list[LoopVar], bool, bool]:
         """(the winner's loop order, whether it is not greedy's, whether the
         time budget cut the search short)."""
-        self.deadline = time.monotonic() + self.ctx.budget
+        began = time.monotonic()
+        # The local search may use ROUNDS_SHARE of the budget; the exact check
+        # of its finalists has until the end of it.
+        self.deadline = began + ROUNDS_SHARE * self.ctx.budget
         self.out_of_time = False
         for start in [self.greedy[0]] + self.random_starts():
             best = min(self.score(start))
@@ -103,7 +109,8 @@ class Search:
                 best = step
         ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
         winner, cut = choose(self.ctx, self.greedy, self.greedy_direct,
-                             [k for _, k in ranked[:EXACT_CHECKS]], self.serial, self.deadline)
+                             [k for _, k in ranked[:EXACT_CHECKS]], self.serial,
+                             began + self.ctx.budget)
         self.out_of_time |= cut
         if winner == self.greedy:       # the nest still holds greedy's tiles
             for t, d in zip(self.nest.tensors, self.greedy_direct):
