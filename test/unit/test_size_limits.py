@@ -234,3 +234,32 @@ def test_summed_equals_walked_on_long_remainder_tiles(monkeypatch, n):
     for level in ("O0", "O3"):
         m = lower(relu_module(f"{n} x 3"), level)
         assert _same(dma_traffic(m, count_compute=True), _walked(monkeypatch, m))
+
+
+RUNTIME_GUARD = """
+module "unknown"
+stage dma {ldm_size = 65536}
+
+cpe kernel @k(%X: buf<256 x f32>, %p: index) {
+  %b = ldm_alloc : ldm<1 x f32>
+  for %t = 0 to 100 {
+    if %t < 0 {
+      if %t < %p {
+        dma_get %X[0] -> %b {count = 1, reply = 1}
+        dma_wait {reply = 1, times = 1}
+      }
+    }
+    dma_get %X[0] -> %b {count = 1, reply = 1}
+    dma_wait {reply = 1, times = 1}
+  }
+}
+"""
+
+
+def test_a_guard_on_a_run_time_value_that_never_runs_is_walked():
+    """The pieces' forms include a guard reading the input %p, on a path no
+    iteration takes: the loop is walked, as the interpreter runs it, not
+    refused."""
+    m = parse_module(RUNTIME_GUARD, "<unknown>")
+    verify(m)
+    assert dma_traffic(m).gets == 64 * 100
