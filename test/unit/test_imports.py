@@ -35,14 +35,17 @@ def modules() -> list[str]:
     return sorted(names | {"swir.tools"})
 
 
-def test_every_module_imports_first():
+def test_every_module_imports_first(tmp_path):
     names = modules()
     assert "swir.ops.registry" in names and "swir.tools.driver" in names
+    # (run from an empty folder: `python -c` puts the working directory first
+    # on sys.path, and the checkout's swir/ would shadow the installed package)
     p = subprocess.run([sys.executable, "-c", PROBE, *names], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "", p.stdout
 
 
-def test_the_registry_imports_in_a_new_interpreter():
-    subprocess.run([sys.executable, "-c", "import swir.ops.registry"], check=True, timeout=60)
+def test_the_registry_imports_in_a_new_interpreter(tmp_path):
+    subprocess.run([sys.executable, "-c", "import swir.ops.registry"], check=True, timeout=60,
+                   cwd=tmp_path)
