@@ -22,16 +22,20 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Union
 
-# What a job writes: the bytes, or a function writing them to a binary file.
-Content = Union[bytes, bytearray, memoryview, Callable[[BinaryIO], None]]
+# What a job writes.
+Content = Union[bytes, bytearray, memoryview]
 
 
 class OutputError(Exception):
-    """An output cannot be written; the message names it and says why."""
+    """An output cannot be written: ``cannot write 'PATH': REASON`` (or
+    ``text``, for a message about more than one output)."""
+
+    def __init__(self, path: str, reason: str, text: str | None = None) -> None:
+        super().__init__(text or f"cannot write '{path}': {reason}")
+        self.path, self.reason = path, reason
 
 
 def umask() -> int:
@@ -59,7 +63,7 @@ class Destination:
     mode: int        # the permission bits a replaced or new file gets
 
     def fail(self, reason: str) -> OutputError:
-        return OutputError(f"cannot write '{self.path}': {reason}")
+        return OutputError(self.path, reason)
 
 
 def destination(path: str) -> Destination:
@@ -74,15 +78,15 @@ def destination(path: str) -> Destination:
     except FileNotFoundError:
         parent = os.path.dirname(target) or "."
         if not os.path.isdir(parent):
-            raise OutputError(f"cannot write '{path}': no directory "
+            raise OutputError(path, "no directory "
                               f"'{os.path.dirname(path) or '.'}'") from None
         return Destination(path, target, False, new_file_mode())
     except OSError as e:
-        raise OutputError(f"cannot write '{path}': {e.strerror or e}") from None
+        raise OutputError(path, e.strerror or str(e)) from None
     if stat.S_ISDIR(st.st_mode):
-        raise OutputError(f"cannot write '{path}': it is a directory")
+        raise OutputError(path, "it is a directory")
     if stat.S_ISSOCK(st.st_mode):
-        raise OutputError(f"cannot write '{path}': it is a socket")
+        raise OutputError(path, "it is a socket")
     if stat.S_ISREG(st.st_mode):
         return Destination(path, target, False, stat.S_IMODE(st.st_mode))
     return Destination(path, target, True, 0)     # a device or a FIFO
@@ -149,7 +153,8 @@ def _check_distinct(dests: list[Destination]) -> None:
     for d in dests:
         key = os.path.realpath(d.target)
         if key in seen and not d.stream:
-            raise OutputError(f"'{seen[key]}' and '{d.path}' are the same file; "
+            raise OutputError(d.path, "another output names it",
+                              f"'{seen[key]}' and '{d.path}' are the same file; "
                               "give each output its own")
         seen[key] = d.path
 
@@ -206,10 +211,7 @@ def open_descriptor(path: str) -> int | None:
 
 
 def _put(fh: BinaryIO, content: Content) -> None:
-    if callable(content):
-        content(fh)
-    else:
-        fh.write(content)
+    fh.write(content)
 
 
 def _commit(temps: list[tuple[str, Destination]]) -> None:
@@ -265,9 +267,3 @@ def _remove(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def make_directory_like_new(path: str) -> None:
-    """Give a directory made by ``tempfile.mkdtemp`` (mode 0700) the mode a
-    new directory gets from the umask, as ``mkdir`` would."""
-    os.chmod(path, new_dir_mode())

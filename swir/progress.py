@@ -26,14 +26,15 @@ class Progress:
         self._bar: Any = None
         self._working = False     # an item has started and is not counted yet
 
-    def begin(self, what: str, total: int | None = None) -> None:
-        """A new bar for the stage ``what`` (the previous one is closed)."""
+    def begin(self, what: str) -> None:
+        """A new bar for the stage ``what`` (the previous one is closed); its
+        items are counted once total() says how many there are."""
         if not self.enabled:
             return
         from tqdm import tqdm
         self.end()
-        self._bar = tqdm(total=total, desc=what, file=self.stream, leave=False,
-                         dynamic_ncols=True, bar_format=None if total else UNCOUNTED)
+        self._bar = tqdm(desc=what, file=self.stream, leave=False, dynamic_ncols=True,
+                         bar_format=UNCOUNTED)
 
     def total(self, n: int, unit: str = "kernel") -> None:
         """The current stage has ``n`` items (kernels, trial measurements)."""

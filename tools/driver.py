@@ -214,6 +214,5 @@ def check_writable(path: str, what: str = "") -> None:
     try:
         files.check_writable(path)
     except files.OutputError as e:
-        message = str(e)
-        raise UsageError(message.replace("cannot write ", f"cannot write {what} ", 1)
-                         if what else message) from None
+        raise UsageError(f"cannot write {what} '{e.path}': {e.reason}" if what
+                         else str(e)) from None

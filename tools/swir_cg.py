@@ -25,7 +25,7 @@ from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, check_project_dir, generate, write_project
 from swir.ir.core import FileInit, Module
 from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_flag
+from swir.passes.manager import Pass, PassManager, option_flag, option_text
 from swir.passes.pipelines import (
     DEFAULT_LEVEL,
     LOWERING,
@@ -114,8 +114,7 @@ def level_defaults(name: str, f) -> str:
     for level in OPT_LEVELS:
         if name in compile_pipeline("graph", level):
             value = level_options(name, level).get(option_flag(f.name), f.default)
-            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            at.setdefault(text, []).append(f"-{level}")
+            at.setdefault(option_text(value), []).append(f"-{level}")
     if len(at) == 1:
         return next(iter(at))
     return "; ".join(f"{v} at {', '.join(levels)}" for v, levels in at.items())

@@ -40,7 +40,7 @@ from swir.analysis.traffic import TrafficError
 from swir.diagnostics import Diagnostic
 from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_flag
+from swir.passes.manager import Pass, PassManager, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
 from swir.progress import for_terminal
 from swir.verifier import verify
@@ -234,13 +234,9 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
 
 def compact_spelling(p: Pass) -> str:
     """``-name{opt=value}`` with only the options that differ from their defaults."""
-    opts = [f"{option_flag(f.name)}={_text(getattr(p, f.name))}" for f in p.options()
+    opts = [f"{option_flag(f.name)}={option_text(getattr(p, f.name))}" for f in p.options()
             if getattr(p, f.name) != f.default]
     return f"-{p.name}" + ("{" + ",".join(opts) + "}" if opts else "")
-
-
-def _text(v: object) -> str:
-    return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
 def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:

@@ -46,8 +46,7 @@ def piecewise_forms(e: Expr, v: object) -> tuple[list[Expr], list[Expr]] | None:
     kinks: list[Expr] = []
     choices: list[list[Expr]] = []
     for atom, coef in e.terms:
-        if not isinstance(atom, Compound) or not any(x is v for a in atom.args
-                                                     for x in a.values()):
+        if not isinstance(atom, Compound) or not any(reads(a, v) for a in atom.args):
             choices.append([Expr(((atom, coef),), 0)])
             continue
         if atom.kind not in ("min", "max"):

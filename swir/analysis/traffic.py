@@ -62,7 +62,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from swir.analysis.loop_sums import piece_cuts, piecewise_forms, slope, sum_of_polynomial
+from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
+                                     sum_of_polynomial)
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
 from swir.interp.dma import SMALL_TRANSFER, TransferShares, _int_attr, size_bucket
@@ -767,40 +768,39 @@ class _FunctionWriter:
     def summed(self, inst: Instruction, forms: list[Expr], degree: int) -> None:
         """Count loop ``inst`` piecewise: its body becomes a function of the
         loop variable, evaluated a few times per piece (_Counter.sum_loop)."""
-        c, f, e = self.counter, self.f, self.emit
+        e = self.emit
         body = inst.regions[0].blocks[0]
-        var = body.args[0]
-        free = [v for v in free_values(inst) if id(v) in self.needed and id(v) in c.names
-                and id(v) not in c.int_consts]
-        sub = _FunctionWriter(c, f, self.needed)
-        sub.block(body.instructions)
-        fname = c.fresh("s")
-        params = ["_c", "_m", "_cpe"] + [c.names[id(v)] for v in free] + [c.names[id(var)]]
-        c.define(fname, sub.emit.assemble(fname, params), f)
+        var = self.counter.names[id(body.args[0])]
+        fname, free = self._function_of(inst, "s", lambda w: w.block(body.instructions), var)
         lb, ub = (e.expr(a) for a in inst.args[:2])
         step = inst.attrs.get("step", 1)
         values = "".join(f"{e.expr(x)}, " for x in forms)
-        args = "".join(f"{c.names[id(v)]}, " for v in free)
+        args = "".join(f"{v}, " for v in free)
         e.line(f"_sum(_c, {self.mult}, _cpe, {fname}, {lb}, {ub}, {step}, "
-               f"lambda {c.names[id(var)]}: ({values}), {degree}, ({args}))")
+               f"lambda {var}: ({values}), {degree}, ({args}))")
 
     def unit(self, inst: Instruction) -> None:
         """Count a deeply nested loop or if in a function of its own (Python
         limits how deeply blocks nest), called with the index values it reads."""
-        c, f = self.counter, self.f
-        # The values the unit's code reads: those deciding counts (all defined here).
-        free = [v for v in free_values(inst) if id(v) in self.needed and id(v) in c.names
-                and id(v) not in c.int_consts]
-        sub = _FunctionWriter(c, f, self.needed)
-        if inst.opname == "if":
-            sub.if_(inst)
-        else:
-            sub.loop(inst)
-        fname = c.fresh("u")
-        params = ["_c", "_m", "_cpe"] + [c.names[id(v)] for v in free]
-        c.define(fname, sub.emit.assemble(fname, params), f)
-        args = [self.mult, "_cpe"] + [c.names[id(v)] for v in free]
-        self.emit.line(f"{fname}(_c, {', '.join(args)})")
+        fname, free = self._function_of(
+            inst, "u", lambda w: w.if_(inst) if inst.opname == "if" else w.loop(inst))
+        self.emit.line(f"{fname}(_c, {', '.join([self.mult, '_cpe'] + free)})")
+
+    def _function_of(self, inst: Instruction, prefix: str,
+                     write: Callable[["_FunctionWriter"], None], *extra: str
+                     ) -> tuple[str, list[str]]:
+        """Write code for ``inst`` (``write(writer)``) as a function of its
+        own, ``def NAME(_c, _m, _cpe, <the index values it reads>, *extra)``;
+        its name and the names of those values (all defined here: the ones
+        deciding counts)."""
+        c = self.counter
+        free = [c.names[id(v)] for v in free_values(inst) if id(v) in self.needed
+                and id(v) in c.names and id(v) not in c.int_consts]
+        sub = _FunctionWriter(c, self.f, self.needed)
+        write(sub)
+        fname = c.fresh(prefix)
+        c.define(fname, sub.emit.assemble(fname, ["_c", "_m", "_cpe", *free, *extra]), self.f)
+        return fname, free
 
     def if_(self, inst: Instruction) -> None:
         conds = []
@@ -979,7 +979,7 @@ class _SumScan:
         return None if d is None else own + d
 
     def reads(self, e: Expr) -> bool:
-        return any(v is self.var for v in e.values())
+        return reads(e, self.var)
 
     def _from_outside(self, e: Expr) -> bool:
         return all(v is self.var or id(v) in self.outside

@@ -396,18 +396,24 @@ static int write_content(FILE *f, const struct output *o, int runs)
     return fwrite(o->data, 1, o->port->bytes, f) == o->port->bytes ? 0 : -1;
 }
 
+/* A new file beside o's target (mkstemp), its name in *name; its descriptor. */
+static int new_beside(struct output *o, const char *suffix, char **name)
+{
+    *name = name_beside(o->target, suffix);
+    int fd = mkstemp(*name);
+    if (fd < 0) {
+        free(*name);
+        *name = NULL;
+        fail("cannot write output '%s': %s", o->path, strerror(errno));
+    }
+    return fd;
+}
+
 /* Keep a second name of the file a rename will replace (a hard link; a
  * rename where the file system has none), to put it back on failure. */
 static void keep_old(struct output *o)
 {
-    o->old = name_beside(o->target, "old");
-    int fd = mkstemp(o->old);
-    if (fd < 0) {
-        free(o->old);
-        o->old = NULL;
-        fail("cannot write output '%s': %s", o->path, strerror(errno));
-    }
-    close(fd);
+    close(new_beside(o, "old", &o->old));
     remove(o->old);
     if (link(o->target, o->old) != 0 && rename(o->target, o->old) != 0) {
         free(o->old);
@@ -425,13 +431,7 @@ static void write_outputs(struct output *outs, long n, int runs)
         struct output *o = &outs[i];
         if (o->stream)
             continue;
-        o->tmp = name_beside(o->target, "tmp");
-        int fd = mkstemp(o->tmp);
-        if (fd < 0) {
-            free(o->tmp);
-            o->tmp = NULL;
-            fail("cannot write output '%s': %s", o->path, strerror(errno));
-        }
+        int fd = new_beside(o, "tmp", &o->tmp);
         FILE *f = fdopen(fd, "wb");
         if (f == NULL || fchmod(fd, o->mode) != 0 || write_content(f, o, runs) != 0
             || ferror(f) || fclose(f) != 0)

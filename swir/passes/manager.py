@@ -97,7 +97,7 @@ class Pass:
         opts = []
         for f in self.options():
             v = getattr(self, f.name)
-            text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            text = option_text(v)
             if any(c in text for c in ',{}"') or text != text.strip():
                 text = json.dumps(text)  # quoted, as -pass{opt="a,b"} accepts
             opts.append(f"{option_flag(f.name)}={text}")
@@ -111,6 +111,11 @@ def _either(words: tuple[str, ...]) -> str:
 
 def option_flag(field_name: str) -> str:
     return field_name.replace("_", "-")
+
+
+def option_text(value: Any) -> str:
+    """An option's value as the command line spells it (booleans true / false)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def option(default: Any, help: str, check: Callable[[Any], str | None] | None = None) -> Any:
