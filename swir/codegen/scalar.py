@@ -4,10 +4,12 @@ element-wise op.
 Each expression gives what the graph interpreter's numpy kernel gives
 (swir/interp/kernels_tensor.py), so the generated program can be checked
 against it: transcendentals are computed in double and rounded to the type, as
-the kernels do; integer arithmetic wraps (through unsigned arithmetic, since
-signed overflow is undefined in C); integer division truncates and x / 0 is 0;
-``max`` / ``min`` / ``relu`` propagate NaN; float-to-integer ``cast`` saturates
-(NaN gives the type's minimum), where C would be undefined.
+the kernels do (erf and erfc by our own ``swir_erf`` / ``swir_erfc``, not libm:
+CPE code calls only the libm functions in ``CPE_LIBM``); integer arithmetic
+wraps (through unsigned arithmetic, since signed overflow is undefined in C);
+integer division truncates and x / 0 is 0; ``max`` / ``min`` / ``relu``
+propagate NaN; float-to-integer ``cast`` saturates (NaN gives the type's
+minimum), where C would be undefined.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ _UNSIGNED = {"i32": "uint32_t", "i64": "uint64_t", "index": "unsigned long"}
 _INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"),
                "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX"),
                "index": ("INT64_MIN", "INT64_MAX")}
-_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
-         "erfc": "erfc"}
+_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "swir_erf",
+         "erfc": "swir_erfc"}
+# Every libm function the generated code can call, on the MPE and on the CPEs
+# alike (layers_slave.c and layers_mix.h's helpers: one code path, so the
+# emulation runs what the CPEs will): what the CPE's math library (-lm_slave)
+# must provide. erf and erfc are not here: swir_erf / swir_erfc (ERF_C, below)
+# compute them. test/unit/test_cpe_math.py checks the generated files against
+# this list; docs/codegen.md ("Math on the CPE") lists it.
+CPE_LIBM = ("exp", "log", "sqrt", "tanh", "pow", "fabs", "floor", "ceil")
 
 
 class Unsupported(Exception):
@@ -167,6 +176,77 @@ def _cast(src: ScalarType, dst: ScalarType, a: str) -> str:
     return f"({c_type(dst)}){a}"
 
 
+# erf and erfc in double, for the host and the CPEs alike (docs/codegen.md, "Math
+# on the CPE"). The coefficients are Cody's, as printed in CALERF; the code is ours.
+ERF_C = r"""/* erf and erfc, ours rather than libm's (whether the CPE's libm has them is not
+ * public): W. J. Cody's rational Chebyshev approximations, "Rational Chebyshev
+ * approximations for the error function", Math. Comp. 23 (1969) 631-637, with
+ * the coefficients of his CALERF (SPECFUN, netlib, 1990). For y = |x|:
+ *   y <= 0.46875:      erf(x)  = x P1(x^2) / Q1(x^2)
+ *   0.46875 < y <= 4:  erfc(y) = e^(-y^2) P2(y) / Q2(y)
+ *   y > 4:             erfc(y) = e^(-y^2) / y (1/sqrt(pi) - P3(1/y^2) / (y^2 Q3(1/y^2)))
+ * and erf(-x) = -erf(x), erfc(-x) = 2 - erfc(x). e^(-y^2) is e^(-s^2) e^(-(y-s)(y+s))
+ * with s = y truncated to a multiple of 1/16 (s^2 exact): erfc keeps its relative
+ * accuracy in the tail, down to the subnormals. Max errors against glibc's erf
+ * and erfc over 5 million points (test/unit/test_cpe_math.py): erf 1.5 ulp(1)
+ * absolute (3.3e-16), erfc 4.9 ulps relative (1.1e-15) while normal. */
+static inline double swir_erfc_tail(double y)
+{   /* erfc(y) for 0.46875 < y < 27.5 (y >= 27.5 underflows to 0) */
+    double s = (double)(long)(y * 16.0) / 16.0, r;   /* libm-free truncation */
+    if (y <= 4.0) {
+        r = ((((((((2.15311535474403846e-8 * y + 5.64188496988670089e-1) * y
+               + 8.88314979438837594e0) * y + 6.61191906371416295e1) * y
+               + 2.98635138197400131e2) * y + 8.81952221241769090e2) * y
+               + 1.71204761263407058e3) * y + 2.05107837782607147e3) * y
+               + 1.23033935479799725e3)
+          / ((((((((y + 1.57449261107098347e1) * y + 1.17693950891312499e2) * y
+               + 5.37181101862009858e2) * y + 1.62138957456669019e3) * y
+               + 3.29079923573345963e3) * y + 4.36261909014324716e3) * y
+               + 3.43936767414372164e3) * y + 1.23033935480374942e3);
+    } else {
+        double z = 1.0 / (y * y);
+        r = z * (((((1.63153871373020978e-2 * z + 3.05326634961232344e-1) * z
+                 + 3.60344899949804439e-1) * z + 1.25781726111229246e-1) * z
+                 + 1.60837851487422766e-2) * z + 6.58749161529837803e-4)
+          / (((((z + 2.56852019228982242e0) * z + 1.87295284992346047e0) * z
+                 + 5.27905102951428412e-1) * z + 6.05183413124413191e-2) * z
+                 + 2.33520497626869185e-3);
+        r = (5.6418958354775628695e-1 - r) / y;   /* 1 / sqrt(pi) */
+    }
+    return exp(-s * s) * exp(-(y - s) * (y + s)) * r;
+}
+static inline double swir_erf_small(double x)
+{   /* erf(x) for |x| <= 0.46875 */
+    double z = x * x;
+    return x * ((((1.85777706184603153e-1 * z + 3.16112374387056560e0) * z
+                  + 1.13864154151050156e2) * z + 3.77485237685302021e2) * z
+                  + 3.20937758913846947e3)
+             / ((((z + 2.36012909523441209e1) * z + 2.44024637934444173e2) * z
+                  + 1.28261652607737228e3) * z + 2.84423683343917062e3);
+}
+static inline double swir_erf(double x)
+{
+    double y = x < 0 ? -x : x, r;
+    if (x != x)
+        return x;
+    if (y <= 0.46875)
+        return swir_erf_small(x);
+    r = y >= 6.0 ? 1.0 : (0.5 - swir_erfc_tail(y)) + 0.5;   /* erfc(6) < 2^-54 */
+    return x < 0 ? -r : r;
+}
+static inline double swir_erfc(double x)
+{
+    double y = x < 0 ? -x : x, r;
+    if (x != x)
+        return x;
+    if (y <= 0.46875)
+        return 1.0 - swir_erf_small(x);
+    r = y >= 27.5 ? 0.0 : swir_erfc_tail(y);
+    return x < 0 ? 2.0 - r : r;
+}
+"""
+
+
 def helpers() -> str:
     """The static inline functions the expressions above call (in layers_mix.h)."""
     out = ["/* Integer division as swir defines it: truncating, x / 0 == 0, MIN / -1 wraps. */"]
@@ -186,4 +266,5 @@ def helpers() -> str:
         out.append(f"static inline {ct} swir_f2{name}(double x) "
                    f"{{ return x != x || x <= (double){lo} ? {lo} : x >= {top} ? {hi} "
                    f": ({ct})x; }}")
+    out.append(ERF_C.rstrip("\n"))
     return "\n".join(out) + "\n"
