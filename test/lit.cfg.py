@@ -30,6 +30,9 @@ config.substitutions.append(("FileCheck", "filecheck"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # The Python lit runs under: the venv's, where onnx is installed with swir's test extra.
 config.substitutions.append(("%python", sys.executable))
+# The Sunway dialect check's stand-in for sw5cc (docs/codegen.md): a test that
+# builds a project also runs `make -C DIR all SW5CC=%sw5cc`.
+config.substitutions.append(("%sw5cc", os.path.join(config.test_source_root, "sunway", "sw5cc")))
 
 for tool in ("swir-opt", "swir-run", "swir-cg", "swir-import", "filecheck"):
     if shutil.which(tool, path=config.environment["PATH"]) is None:

@@ -77,6 +77,7 @@ from swir.interp.loop import (
 )
 from swir.interp.run import default_function
 from swir.ir.affine import Expr
+from swir.ops.loop import chunk_code
 from swir.ir.core import (
     Access,
     Apply,
@@ -820,7 +821,6 @@ class _FunctionWriter:
         e = self.emit
         extent = _int_attr(inst, "extent", None, 0)
         workers = _int_attr(inst, "workers", None, 1)
-        q, m = divmod(extent, workers)
         w = e.fresh("w")
         e.line(f"{w} = {e.expr(inst.args[0])}")
         f = self.f
@@ -830,9 +830,8 @@ class _FunctionWriter:
                                f"[0, {workers}): the run stops there with an error")
         e.line(f"if not 0 <= {w} < {workers}: {e.bind(report, 'chunk')}({w})")
         lo, hi = (self.name(r) for r in inst.results)
-        e.line(f"{lo} = {w} * {q} + ({w} if {w} < {m} else {m})" if m else f"{lo} = {w} * {q}")
-        e.line(f"{hi} = {lo} + {q + 1} if {w} < {m} else {lo} + {q}" if m else
-               f"{hi} = {lo} + {q}")
+        for line in chunk_code(w, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+            e.line(line)
 
     def call(self, inst: Instruction) -> None:
         if not self.counter.relevant(inst):

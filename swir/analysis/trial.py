@@ -105,6 +105,6 @@ def _measure(module: Module, plan: dict) -> Cost | None:
         t = dma_traffic(module).total
     except TRIAL_FAILURES:
         return None
-    tasks = sum(min(i.attrs["extent"], i.attrs["workers"]) for i in module.walk()
-                if i.opname == "chunk")
+    tasks = sum(min(-(-i.attrs["extent"] // i.attrs.get("grain", 1)), i.attrs["workers"])
+                for i in module.walk() if i.opname == "chunk")
     return Cost(t.bytes_in + t.bytes_out, t.gets + t.puts, tasks)

@@ -263,9 +263,14 @@ def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
     # One printable line whatever the names hold (SWIR_TRAP prints it as is).
     where = f"{display_text(str(loc), 200)}: " if loc else ""
     what = f"%{display_text(v.name)}" if getattr(v, "name", None) else "an index"
-    msg = c_string(f"{where}'dyn_index' of {what}")
-    call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg}, " \
-           f"{c_string('@' + display_text(e.f.name))})"  # type: ignore[arg-type]
+    if e.side == "cpe":    # recorded for the MPE to report after the join
+        site = e.project.fault_site(f"{where}'dyn_index' of {what}",
+                                    "@" + display_text(e.f.name))
+        call = f"swir_cpe_dyn_index((long){e.name(v)}, {n}, {site})"  # type: ignore[arg-type]
+    else:
+        msg = c_string(f"{where}'dyn_index' of {what}")
+        call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg}, " \
+               f"{c_string('@' + display_text(e.f.name))})"  # type: ignore[arg-type]
     if not inst.results[0].has_uses:
         e.line(f"(void){call};")      # unused, but its range check still runs
         return
@@ -279,16 +284,24 @@ def _cpe_id(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _chunk(e: BodyEmitter, inst: Instruction) -> None:
-    ext, w = inst.attrs["extent"], inst.attrs["workers"]
+    ext, w, g = inst.attrs["extent"], inst.attrs["workers"], inst.attrs.get("grain", 1)
     who = e.expr(inst.args[0])  # type: ignore[arg-type]
     lo_v, hi_v = inst.results
     lo = e.define(lo_v, "lo") if lo_v.has_uses else "lo"
     hi = e.define(hi_v, "hi") if hi_v.has_uses else "hi"
-    e.line(f"/* this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs */")
-    if lo_v.has_uses:
-        e.line(f"const long {lo} = swir_chunk_lo({who}, {ext}, {w});")
-    if hi_v.has_uses:
-        e.line(f"const long {hi} = swir_chunk_hi({who}, {ext}, {w});")
+    if g == 1:
+        e.line(f"/* this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs */")
+    else:
+        e.line(f"/* this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs, in units of "
+               f"{g} (no two CPEs write one 32-byte block) */")
+    for v, name, side in ((lo_v, lo, "lo"), (hi_v, hi, "hi")):
+        if not v.has_uses:
+            continue
+        if g == 1:
+            e.line(f"const long {name} = swir_chunk_{side}({who}, {ext}, {w});")
+        else:
+            e.line(f"const long {name} = swir_min(swir_chunk_{side}({who}, {-(-ext // g)}, {w}) "
+                   f"* {g}, {ext});")
 
 
 def _ldm_alloc(e: BodyEmitter, inst: Instruction) -> None:
@@ -368,6 +381,8 @@ def _spawn(e: BodyEmitter, inst: Instruction) -> None:
 
 def _join(e: BodyEmitter, inst: Instruction) -> None:
     e.line("athread_join();")
+    if e.project.fault_sites:
+        e.line("swir_check_faults();")
 
 
 def _return(e: BodyEmitter, inst: Instruction) -> None:

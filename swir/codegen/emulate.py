@@ -30,8 +30,33 @@ def program_path(project: Path, module_name: str, target: str = "emu") -> Path:
     return Path(project) / (file_stem(module_name) + TARGETS[target])
 
 
+# The Sunway dialect check (docs/codegen.md, "The Sunway dialect check"): when
+# this environment variable names a stand-in for sw5cc (the tests set it to
+# test/sunway/sw5cc), build() first compiles the project as its Sunway build
+# would, `make all SW5CC=...`: MPE and CPE sources separately, in the dialect
+# the Makefile states, pedantically, against the real athread prototypes.
+SW5CC_CHECK = "SWIR_SW5CC_CHECK"
+
+
+def sunway_check(project: Path, timeout: float = 300) -> bool:
+    """``make -B -C project all SW5CC=$SWIR_SW5CC_CHECK`` when that variable is
+    set and not empty (True); otherwise nothing (False). The stand-in writes no
+    files. Raises EmulationError with the compiler's messages when it fails."""
+    sw5cc = os.environ.get(SW5CC_CHECK)
+    if not sw5cc:
+        return False
+    r = subprocess.run(["make", "-s", "-B", "-C", str(project), "all", f"SW5CC={sw5cc}"],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise EmulationError(f"the Sunway dialect check (make all SW5CC={sw5cc}) failed in "
+                             f"{project}:\n{r.stdout}{r.stderr}")
+    return True
+
+
 def build(project: Path, module_name: str, target: str = "emu", timeout: float = 300) -> Path:
-    """``make -C project target``; the program it built."""
+    """``make -C project target``; the program it built. Under the Sunway
+    dialect check (SWIR_SW5CC_CHECK), the project passes it first."""
+    sunway_check(project, timeout)
     r = subprocess.run(["make", "-s", "-C", str(project), target], capture_output=True,
                        text=True, timeout=timeout)
     if r.returncode != 0:

@@ -41,6 +41,27 @@ LIBRARY_NAMES = LIBRARY_NAMES | frozenset("""
     posix_memalign sysconf environ
 """.split())
 
+# What the Sunway toolchain's athread.h and slave.h (and share.h, which both
+# include) declare at file scope, as public copies show them
+# (qzwlecr/stencil-computation include/): types, enum constants, variables and
+# macros a generated name must not redefine (the exact-prototype headers of the
+# emulation and of the Sunway dialect check declare `scope`; the check's also
+# the rest of athread.h's and slave.h's). athread_*, slave_*, __* and _X are
+# reserved by prefix below.
+LIBRARY_NAMES = LIBRARY_NAMES | frozenset("""
+    scope DMA_OP DMA_PUT DMA_GET DMA_PUT_P DMA_GET_P DMA_BARRIER
+    START_ADDR start_routine en_get_user_mod EN_GET_USER_MODE sys_m_en malloc_cross
+    get_tdata_slave_addr h2ldm IO_addr PRINT RPCC RTC updt_addw updt_subw updt_addw_i
+    updt_subw_i atomic_inc1_w atomic_inc1_l
+    LDM_SIZE LDM_SIZE_8 SIGCORE MAX_CORES MAX_THREADS BitGet BitSet BitClr BitCount SIGEXPT
+    CG_NUM s_thread_info s_core_type s_msg boolean
+    UNALIGN ILLEGAL FPE IOV PCOV CLASSE SELLDWE DFLOWE IFLOWE ATOMOV SBMDE SYNE RCE CHANNAL
+    SRSETE IOE OUTRANK MTAG OVI INE OVF UNF DZE INV DNO DBZ RCSRINV LDME OTHERS MEMANS CODC
+    CLASS_ST SDLBE MEMOV NOMEMTARG RESPERR MATCHE CMBIO CMBCK OTHER NOSELF SWITHNO WRCHE DMAE
+    DMAW DMAMEM DMALDM ANSWD CHNO SYNVEC CLASSE1 CLASSE2 MABC MATNO RAMAR SBMDE1 SBMDE2 SYNE1
+    SYNE2 DMAE1 DMAE2 DMAE3 DMAE4 DMAE5 IOE1 IOE2 IOE3 OTHERE
+""".split())
+
 # C99 7.26 reserves these prefixes for the library (str, mem, is, to and E..
 # followed by a letter, SIG, LC_, PRI, SCN); POSIX adds pthread_, clock_,
 # sched_, sem_, timer_; athread and swir's own names complete the list.

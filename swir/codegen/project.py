@@ -27,7 +27,7 @@ import numpy as np
 
 from swir.codegen import scalar, templates
 from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
-from swir.codegen.names import Scope, c_string, comment_text, file_stem
+from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode
 from swir.interp.graph import dense_array
@@ -44,7 +44,7 @@ from swir.ir.core import (
     Module,
     Successor,
 )
-from swir.ir.types import LDMType, ScalarType, ShapedType
+from swir.ir.types import LDM_ALIGN, LDMType, ScalarType, ShapedType
 from swir.verifier import module_attr_ldm
 
 WEIGHTS_FILE = "weights.bin"
@@ -146,6 +146,9 @@ class Project:
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
+        # CPE run-time error sites (message, function), numbered from 1: a CPE
+        # records a site number, the MPE prints its message after the join.
+        self.fault_sites: list[tuple[str, str]] = []
         self._globals: dict[int, str] = {}
         self._used_globals: set[int] = set()
         self._slave_globals: dict[int, Global] = {}
@@ -252,6 +255,11 @@ class Project:
         :func:`swir.interp.loop.written_params`)."""
         return sorted(self._written.get(id(f), set()))
 
+    def fault_site(self, message: str, function: str) -> int:
+        """The number of a CPE run-time error site (see CPE_FAULTS)."""
+        self.fault_sites.append((message, function))
+        return len(self.fault_sites)
+
     def note_reply(self, reply: int) -> None:
         if not isinstance(reply, int) or reply < 0 or reply > 1023:
             raise Diagnostic(f"swir-cg: reply word {reply} is out of range [0, 1023]", None)
@@ -299,6 +307,8 @@ class Project:
                  templates.MIX_PRELUDE]
         if self._uses_f16():
             parts.append(templates.F16)
+        if self.fault_sites:
+            parts.append(templates.FAULT_SLOTS)
         parts.append(scalar.helpers())
         for f in self.spawned:
             fields = []
@@ -357,6 +367,9 @@ class Project:
                  '#include "layers_mix.h"', ""]
         for f in self.spawned:
             lines.append(f"void {self._spawn[id(f)]}({self._wrapper_params(f)});")
+        if self.fault_sites:
+            lines += ["", "/* After a join: report the first run-time error a CPE recorded. */",
+                      "void swir_check_faults(void);"]
         lines += ["", "#endif", ""]
         return "\n".join(lines)
 
@@ -366,6 +379,8 @@ class Project:
                  "#include <athread.h>", "", '#include "layers.h"', ""]
         for f in self.spawned:
             lines.append(f"extern void SLAVE_FUN({self._c_names[(id(f), 'spawn')]})(void *);")
+        if self.fault_sites:
+            lines += ["", templates.mpe_faults(self.fault_sites, c_string)]
         for f in self.spawned:
             k, para = self._c_names[(id(f), "spawn")], self._para[id(f)]
             lines += ["", f"/* @{comment_text(f.name)} ({self.where(f)}) */",
@@ -375,6 +390,8 @@ class Project:
             for p in f.params:
                 n = self._param_field(p)
                 lines.append(f"    para.{n} = {n};")
+            if self.fault_sites:
+                lines.append(f"    swir_spawned = {c_string(display_text(f.name, 150))};")
             lines += [f"    SWIR_KERNEL({c_string(f.name)});",
                       f"    athread_spawn({k}, &para);", "}"]
         lines.append("")
@@ -398,6 +415,8 @@ class Project:
             members = "\n".join(f"    struct {k}_ldm {k};" for k in self._frames)
             out.append(f"static __thread_local union {{\n{members}\n}} ldm "
                        "__attribute__((aligned(64)));\n")
+        if self.fault_sites:
+            out.append(templates.CPE_FAULTS)
         if self.reply_words:
             out.append("/* DMA reply words: each completed DMA adds one to its word. */")
             out.append(f"static __thread_local volatile int reply[{self.reply_words}];\n")
@@ -442,6 +461,8 @@ class Project:
         if allocs and spawned:
             self._frames[k] = self._frame(f, k)
             e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});")
+        if spawned:
+            self._reset_replies(e, f)
         e.region(f.body.entry)  # type: ignore[union-attr]
         head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
         if spawned:
@@ -452,10 +473,33 @@ class Project:
         return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
                 + "\n".join(e.lines) + "\n}\n")
 
+    def _reset_replies(self, e: BodyEmitter, f: Function) -> None:
+        """Zero the reply words the kernel (and the kernels it calls) uses
+        before its first DMA, as public Sunway codes do (``reply = 0;`` before
+        issuing): LDM is not known to start at zero, and a word a previous
+        kernel left non-zero would end a wait early. SWIR_WAIT resets each word
+        after its wait, so every DMA starts on a zero word."""
+        words: set[int] = set()
+        todo, seen = [f], set()
+        while todo:
+            g = todo.pop()
+            if id(g) in seen or g.body is None:
+                continue
+            seen.add(id(g))
+            for inst in g.body.walk():
+                if inst.opname in ("dma_get", "dma_put", "dma_wait"):
+                    words.add(inst.attrs["reply"])
+                elif inst.opname == "call":
+                    todo.append(self.function(inst.args[0].callee, inst))  # type: ignore[union-attr]
+        for w in sorted(words):
+            self.note_reply(w)
+            e.line(f"reply[{w}] = 0;")
+
     def _frame(self, f: Function, k: str) -> str:
         """The struct of kernel k's LDM buffers: a region's buffers side by side,
         the regions nested in it (alive one at a time) in a union after them.
-        Buffers go in decreasing element size, so no padding falls between them."""
+        Each buffer starts LDM_ALIGN-aligned (what the planner counts), the
+        larger elements first."""
         counter = [0]
 
         def struct_body(block, path: str, depth: int) -> list[str]:
@@ -469,7 +513,8 @@ class Project:
                 member = fields.declare(inst.results[0].name or "L", fallback="L")
                 self._ldm_paths[id(inst)] = f"{path}.{member}"
                 dims = "".join(f"[{d}]" for d in t.shape)
-                lines.append(f"{pad}{scalar.c_type(t.element)} {member}{dims};")
+                lines.append(f"{pad}{scalar.c_type(t.element)} {member}{dims} "
+                             f"__attribute__((aligned({LDM_ALIGN})));")
             nested = []
             for inst in block.instructions:
                 for region in inst.regions:

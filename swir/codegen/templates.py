@@ -86,10 +86,75 @@ static inline long swir_dyn_index(long v, long bound, const char *what, const ch
 }
 """
 
+# layers_mix.h, when a CPE kernel can fail at run time.
+FAULT_SLOTS = r"""/* A run-time error on a CPE (an out-of-range data-dependent index). exit is
+ * not an athread operation on a CPE: the CPE records the first error of the
+ * run in its slot of main memory (site: the error's number, from 1), goes on
+ * with an in-range index, and the MPE reports it after the join
+ * (swir_check_faults, layers.c). Each CPE writes only its own slot. */
+#define SWIR_FAULT_SLOTS 64
+struct swir_fault { long site, value, bound; };
+extern struct swir_fault swir_faults[SWIR_FAULT_SLOTS];
+"""
+
+# layers_slave.c, when a CPE kernel can fail at run time.
+CPE_FAULTS = r"""/* A data-dependent subscript on a CPE (swir's dyn_index): negative counts
+ * from the end; out of range, the error is recorded for the MPE (see
+ * layers_mix.h) and index 0 is used, so the kernel runs to its end. */
+static long swir_cpe_dyn_index(long v, long bound, long site)
+{
+    long i = v < 0 ? v + bound : v;
+    struct swir_fault *f;
+    if (i >= 0 && i < bound)
+        return i;
+    f = &swir_faults[athread_get_id(-1)];
+    if (f->site == 0) {
+        f->value = v;
+        f->bound = bound;
+        f->site = site;
+    }
+    return 0;
+}
+"""
+
+
+def mpe_faults(sites: list[tuple[str, str]], c_string: Callable[[str], str]) -> str:
+    """layers.c's half of the CPE error path: the slots, each error site's
+    message, and the check the host code runs after every join."""
+    rows = "\n".join(f"    {{{c_string(what)}, {c_string(fn)}}}," for what, fn in sites)
+    return f"""/* The CPEs' run-time errors (layers_mix.h): one slot per CPE, zero until
+ * an error; the kernel last spawned and each site's message, for the report. */
+struct swir_fault swir_faults[SWIR_FAULT_SLOTS];
+static const char *swir_spawned = "";
+static const char *const swir_fault_sites[][2] = {{
+    {{"", ""}},
+{rows}
+}};
+
+void swir_check_faults(void)
+{{
+    int c;
+    for (c = 0; c < SWIR_FAULT_SLOTS; c++) {{
+        const struct swir_fault *f = &swir_faults[c];
+        if (f->site > 0 && f->site < (long)(sizeof swir_fault_sites / sizeof swir_fault_sites[0])) {{
+            char error[1024];
+            snprintf(error, sizeof error, "kernel '%s', CPE %d: %s = %ld is outside [-%ld, %ld) "
+                     "(bound = %ld) in %s", swir_spawned, c, swir_fault_sites[f->site][0],
+                     f->value, f->bound, f->bound, f->bound, swir_fault_sites[f->site][1]);
+            SWIR_TRAP(error);
+        }}
+    }}
+}}
+"""
+
+
 F16 = r"""/* f16: the compiler's _Float16 (GCC >= 12 on x86-64; arithmetic rounds each
- * operation to f16, as swir's reference does). */
+ * operation to f16, as swir's reference does). The Sunway compiler (GCC 4.1)
+ * has none: this model builds only for the emulation. _Float16 is not C99:
+ * __extension__ marks the one use, inside this guard (the Sunway dialect
+ * check rejects any other). */
 #ifdef __FLT16_MAX__
-typedef _Float16 swir_f16;
+__extension__ typedef _Float16 swir_f16;
 #else
 #error "this model uses f16, which needs a C compiler with _Float16"
 #endif
@@ -296,6 +361,8 @@ def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = 65536) -> st
 #
 #   make            build {stem} for the Sunway SW26010: MPE sources with sw5cc -host,
 #                   CPE sources with sw5cc -slave, linked into one static executable
+#   make run        build {stem} and run it on one core group as a job (bsub on
+#                   TaihuLight): make run ARGS='--input x.npy --output y.npy'
 #   make emu        build {stem}_emu for this machine: the same sources, the host C
 #                   compiler and swir's athread emulation in emu/ (one thread per CPE)
 #   make emu-asan   {stem}_emu_asan, under AddressSanitizer and UndefinedBehaviorSanitizer
@@ -304,8 +371,24 @@ def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = 65536) -> st
 
 PROGRAM = {stem}
 SW5CC = sw5cc
+# The C dialect, stated: the CPE front end of sw5cc is GCC 4.1, whose default
+# (gnu89) rejects the generated C99 (`for (long i = ...)`, declarations after
+# statements). GNU C99 for the GNU attributes (__thread_local's section).
+SWSTD = -std=gnu99
 SWFLAGS = -O2
-SWLIBS = -lm_slave
+# libm for the MPE code, the CPEs' libm (libm_slave) for the CPE code.
+SWLIBS = -lm -lm_slave
+# make run: the job, as TaihuLight users submit one: -I interactive (output
+# here), -b the CPEs' stacks in LDM, -q the queue, -n 1 process, -cgsp 64 CPEs
+# per core group, -share_size and -host_stack MB of shared memory and MPE stack.
+# Set QUEUE to a queue your account may use; SHARE_SIZE must hold the model's
+# weights, buffers, inputs and outputs. ARGS: the program's options.
+BSUB = bsub
+QUEUE = q_sw_expr
+SHARE_SIZE = 4096
+HOST_STACK = 1024
+BSUBFLAGS = -I -b -q $(QUEUE) -n 1 -cgsp 64 -share_size $(SHARE_SIZE) -host_stack $(HOST_STACK)
+ARGS =
 CC = cc
 CFLAGS = -std=c99 -O2 -Wall -Wextra -Werror
 # The LDM per CPE the plan was made for, and the bytes of it the plan left free
@@ -324,13 +407,16 @@ $(PROGRAM): main.o layers.o layers_slave.o
 \t$(SW5CC) -hybrid $(SWFLAGS) -o $@ main.o layers.o layers_slave.o $(SWLIBS)
 
 main.o: main.c layers.h layers_mix.h
-\t$(SW5CC) -host $(SWFLAGS) -c main.c -o $@
+\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c main.c -o $@
 
 layers.o: layers.c layers.h layers_mix.h
-\t$(SW5CC) -host $(SWFLAGS) -c layers.c -o $@
+\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c -o $@
 
 layers_slave.o: layers_slave.c layers_mix.h
-\t$(SW5CC) -slave $(SWFLAGS) -c layers_slave.c -o $@
+\t$(SW5CC) -slave $(SWSTD) $(SWFLAGS) -c layers_slave.c -o $@
+
+run: $(PROGRAM)
+\t$(BSUB) $(BSUBFLAGS) ./$(PROGRAM) $(ARGS)
 
 emu: $(PROGRAM)_emu
 
@@ -351,7 +437,7 @@ $(PROGRAM)_emu_tsan: $(EMU_DEPS)
 clean:
 \trm -f $(PROGRAM) $(PROGRAM)_emu $(PROGRAM)_emu_asan $(PROGRAM)_emu_tsan *.o
 
-.PHONY: all emu emu-asan emu-tsan clean
+.PHONY: all run emu emu-asan emu-tsan clean
 """
 
 

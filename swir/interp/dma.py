@@ -64,6 +64,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import LDMType, ShapedType
+from swir.ops.loop import chunk_code
 
 # Transfers smaller than this many bytes are counted as small (DMA efficiency
 # falls for blocks below a few hundred bytes; ../shared/design/sunway.md).
@@ -752,7 +753,6 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
     workers = _int_attr(inst, "workers", None, 1)
     if len(inst.args) != 1 or len(inst.results) != 2:
         raise Diagnostic("'chunk' is written %lo, %hi = chunk %id {extent, workers}", inst.loc)
-    q, m = divmod(extent, workers)
     wid = _simple(e, e.expr(inst.args[0]))
     if wid == "_o":                       # keep it: the results are defined below
         e.line(f"_w = {wid}")
@@ -764,10 +764,8 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
                          f"(workers = {workers})", inst.loc)
     e.line(f"if not 0 <= {wid} < {workers}: {e.bind(report, 'chunk')}({wid})")
     lo, hi = e.define(inst.results[0]), e.define(inst.results[1])
-    e.line(f"{lo} = {wid} * {q} + ({wid} if {wid} < {m} else {m})" if m else
-           f"{lo} = {wid} * {q}")
-    e.line(f"{hi} = {lo} + {q + 1} if {wid} < {m} else {lo} + {q}" if m else
-           f"{hi} = {lo} + {q}")
+    for line in chunk_code(wid, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+        e.line(line)
 
 
 @dma_emitter("spawn")

@@ -114,6 +114,24 @@ class LDMType(ShapedType):
 
     prefix = "ldm"
 
+    @property
+    def slot_bytes(self) -> int:
+        """The LDM the buffer takes: its bytes rounded up to LDM_ALIGN, as
+        every buffer starts LDM_ALIGN-aligned."""
+        return ldm_slot(self.bytes)
+
+
+# Every LDM buffer starts at a multiple of this many bytes: the SW26010's
+# aligned vector loads and stores (simd_load / simd_store of a floatv4 or
+# doublev4) need 32-byte addresses, and aligned DMA blocks stream best
+# (docs/codegen.md, "On a real Sunway machine").
+LDM_ALIGN = 32
+
+
+def ldm_slot(nbytes: int) -> int:
+    """``nbytes`` of LDM buffer rounded up to LDM_ALIGN (what it occupies)."""
+    return -(-nbytes // LDM_ALIGN) * LDM_ALIGN
+
 
 _SHAPED = {"": TensorType, "buf": BufType, "ldm": LDMType}
 _SHAPED_RE = re.compile(r"^(buf|ldm)?<\s*((?:\d+\s*x\s*)*)([A-Za-z_]\w*)\s*>$")

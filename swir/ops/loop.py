@@ -152,7 +152,27 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
     index_expr(inst, 0)
     if inst.attrs["extent"] < 0 or inst.attrs["workers"] <= 0:
         raise OpError("'chunk' needs extent >= 0 and workers > 0")
+    if inst.attrs.get("grain", 1) <= 0:
+        raise OpError("'chunk' needs grain > 0")
     return [INDEX, INDEX]
+
+
+def chunk_code(wid: str, lo: str, hi: str, extent: int, workers: int, grain: int = 1
+               ) -> list[str]:
+    """Python lines setting ``lo``, ``hi`` to worker ``wid``'s share of a
+    ``chunk`` (the interpreters' and the traffic counter's one definition):
+    the ``ceil(extent / grain)`` units of ``grain`` iterations are shared out
+    balanced to within one unit, larger shares first; the last unit may be
+    short."""
+    units = -(-extent // grain)
+    q, m = divmod(units, workers)
+    lines = [f"{lo} = {wid} * {q} + ({wid} if {wid} < {m} else {m})" if m else
+             f"{lo} = {wid} * {q}",
+             f"{hi} = {lo} + {q + 1} if {wid} < {m} else {lo} + {q}" if m else
+             f"{hi} = {lo} + {q}"]
+    if grain != 1:
+        lines += [f"{lo} = min({lo} * {grain}, {extent})", f"{hi} = min({hi} * {grain}, {extent})"]
+    return lines
 
 
 def _infer_dyn_index(inst: Instruction) -> list[Type]:
@@ -209,9 +229,10 @@ register(OpDef("dma_wait", "Wait until a reply word has counted `times` completi
 register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
                num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe", category="cpe"))
 register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
-                        "balanced to within one.",
+                        "in units of `grain` iterations (default 1), balanced to within one unit.",
                stages=DMA_ONLY, num_args=(1, 1),
-               attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True)),
+               attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
+                      Attr("grain", "int")),
                infer=_infer_chunk, context="cpe", category="cpe"))
 register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn).", stages=DMA_ONLY,
                num_args=(1, 1), verify=_verify_spawn, pure=False, context="host", category="cpe"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
@@ -14,6 +15,15 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 # Tests import siblings.py (loading files by path) by name.
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Every project the tests build (swir.codegen.emulate.build, and the tests that
+# run make themselves through emulate.sunway_check) is also compiled as the
+# Sunway build would compile it, by test/sunway/sw5cc, a stand-in for sw5cc
+# that checks the Makefile's flags and compiles each source pedantically in
+# the stated dialect (docs/codegen.md, "The Sunway dialect check"). Set
+# SWIR_SW5CC_CHECK to another stand-in, or to nothing to skip the check.
+SW5CC_CHECK = Path(__file__).parents[1] / "sunway" / "sw5cc"
+os.environ.setdefault("SWIR_SW5CC_CHECK", str(SW5CC_CHECK))
 
 # Hypothesis keeps its example database and caches in a folder of its own,
 # .hypothesis/ in the working directory by default: a temporary one instead,

@@ -36,9 +36,9 @@ ENV = {"ASAN_OPTIONS": "halt_on_error=1:detect_leaks=1:abort_on_error=0",
 MATMUL = """
 module "matmul"
 stage graph
-func @main(%a: <3 x 300 x f32>, %b: <300 x 70 x f32>) -> <3 x 70 x f32> {
+func @main(%a: <3 x 300 x f32>, %b: <300 x 64 x f32>) -> <3 x 64 x f32> {
 'entry:
-  %c = matmul %a, %b : <3 x 70 x f32>
+  %c = matmul %a, %b : <3 x 64 x f32>
   return %c
 }
 """
@@ -114,14 +114,10 @@ FAULTS = {
                 r"\(65536 bytes of LDM minus 4096 reserved for the stack and reply words\)",
     # The wait after the result's put is deleted: the CPEs that own a tile
     # return with that put in flight (each CPE runs at most one iteration,
-    # 5 over 64 CPEs, so no later wait on the same word catches it first).
+    # 4 column tiles of 64 bytes in 256-byte rows over 64 CPEs, so no later
+    # wait on the same word catches it first).
     "not_waited": r"kernel 'matmul_0', CPE \d+: returned with 1 DMA not waited for "
-                  r"\(athread_put of 168 bytes on reply word at LDM 0x[0-9a-f]+\)",
-    # Not a runtime check but the same exit path: generated code's SWIR_TRAP
-    # (a data-dependent index out of range) on one CPE, after the CPEs
-    # without work have returned, is one line and status 1 too; with exit(1)
-    # ThreadSanitizer added a "thread leak" report and made the status 66.
-    "trap": r"injected trap",
+                  r"\(athread_put of 192 bytes on reply word at LDM 0x[0-9a-f]+\)",
 }
 
 
@@ -131,9 +127,6 @@ def _break(project: Path, fault: str) -> None:
     if fault == "ldm_over":
         broken = re.sub(r"(struct matmul_0_ldm \{[^\n]*\n)",
                         r"\1    float overflow[16384];\n", text, count=1)
-    elif fault == "trap":
-        broken = re.sub(r"(\n    const long hi = [^\n]*\n)",
-                        r'\1    if (id == 63) SWIR_TRAP("injected trap");\n', text, count=1)
     else:
         lines = text.splitlines(keepends=True)
         put = next(i for i, line in enumerate(lines) if "athread_put(" in line)
@@ -175,10 +168,51 @@ def test_runtime_checks_are_on_under_sanitizers(tmp_path, matmul_project, fault,
     # Exit status 1 and exactly the runtime's one line: no sanitizer report.
     head, _, stderr = str(e.value).partition("\n")
     assert head == f"{program.name} exited with status 1:", str(e.value)
-    # a trap names the program, the kernel and the CPE; the runtime's own errors
-    # are the runtime's
-    prefix = r".*: error: kernel '[^']*', CPE 63: " if fault == "trap" else "swir-emu: error: "
-    match = re.fullmatch(prefix + FAULTS[fault] + "\n", stderr)
+    match = re.fullmatch("swir-emu: error: " + FAULTS[fault] + "\n", stderr)
     assert match, stderr
     if fault == "ldm_over":
         assert int(match.group(1)) > 65536
+
+
+GATHER = """
+module "gather"
+stage graph
+func @main(%x: <5 x 4 x f32>, %k: <7 x i32>) -> <7 x 4 x f32> {
+'entry:
+  %y = gather %x, %k {axis = 0} : <7 x 4 x f32>
+  return %y
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["emu-asan", "emu-tsan"])
+def test_a_cpe_error_is_reported_by_the_mpe_after_the_join(tmp_path, target):
+    """A data-dependent index out of range on a CPE (a gather index of 9 into
+    5 rows) is recorded in main memory; the CPEs run to their end and the MPE
+    reports it after the join: one line naming the program, the kernel and
+    the CPE, status 1, and nothing from the sanitizer (no thread abandoned,
+    no exit on a CPE thread)."""
+    if not links(FLAGS[target], tmp_path):
+        pytest.skip(f"cc cannot link {FLAGS[target]} on this machine")
+    path = tmp_path / "gather.swir"
+    path.write_text(GATHER)
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o",
+                        str(tmp_path / "project")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    slave = (tmp_path / "project" / "layers_slave.c").read_text()
+    assert "swir_cpe_dyn_index(" in slave and "SWIR_TRAP" not in slave
+    m = parse_module(GATHER, str(path))
+    program = emulate.build(tmp_path / "project", m.name, target)
+    f = m.lookup("main")
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    good = np.array([0, 4, -1, 2, 3, 1, -5], np.int32)
+    run = emulate.run(program, [x, good], [p.type for p in f.params], f.result_types, env=ENV)
+    np.testing.assert_array_equal(run.outputs[0], x[good])
+    bad = good.copy()
+    bad[3] = 9
+    with pytest.raises(emulate.EmulationError) as e:
+        emulate.run(program, [x, bad], [p.type for p in f.params], f.result_types, env=ENV)
+    head, _, stderr = str(e.value).partition("\n")
+    assert head == f"{program.name} exited with status 1:", str(e.value)
+    assert re.fullmatch(r".*: error: kernel '[^']*', CPE \d+: .*'dyn_index' of .* = 9 is outside "
+                        r"\[-5, 5\) \(bound = 5\) in @\S+\n", stderr), stderr

@@ -60,6 +60,9 @@ MIX_H = r"""
 # ---------------------------------------------------------------------------
 
 ROWS, COLS, W, GET_COL, PUT_COL, PART = 4, 24, 10, 2, 5, 25
+# Each CPE's slot of `part` and `tiny2`, in doubles: whole 32-byte blocks, as no
+# two CPEs may write by DMA into one block (the runtime checks it at the join).
+PART_SLOT, TINY2_SLOT = 28, 4
 
 GOOD_DEFS = f"""
 #define CPES {CPES}
@@ -69,6 +72,8 @@ GOOD_DEFS = f"""
 #define GET_COL {GET_COL}
 #define PUT_COL {PUT_COL}
 #define PART {PART}     /* doubles of the partial strided get: 2 rows of W and 5 */
+#define PART_SLOT {PART_SLOT}
+#define TINY2_SLOT {TINY2_SLOT}
 struct args {{
     const double *in; double *out; const double *coef;
     double *seen; double *part; double *tiny; double *tiny2; double *ring;
@@ -94,22 +99,25 @@ void strided_kernel(void *p)
     SWIR_LDM_FRAME(&ldm, sizeof ldm - (size_t)(id % 8) * 8);
     ldm.tile[0] = -1.0;
     /* 320 bytes in 4 blocks of 80, 112 skipped between them */
-    athread_get(PE_MODE, in + GET_COL, ldm.tile, ROWS * W * 8, &rget, 0, (COLS - W) * 8, W * 8);
+    athread_get(PE_MODE, (void *)(in + GET_COL), ldm.tile, ROWS * W * 8,
+                (void *)&rget, 0, (COLS - W) * 8, W * 8);
     a->seen[id] = ldm.tile[0];            /* deferred: still -1 */
     /* 200 bytes: 2 full blocks of 80 and a partial one of 40 */
-    athread_get(PE_MODE, in + GET_COL, ldm.part, PART * 8, &rget, 0, (COLS - W) * 8, W * 8);
-    athread_get(PE_MODE, a->coef + 2 * id, ldm.coef, 16, &rget, 0, 0, 0);
+    athread_get(PE_MODE, (void *)(in + GET_COL), ldm.part, PART * 8,
+                (void *)&rget, 0, (COLS - W) * 8, W * 8);
+    athread_get(PE_MODE, (void *)(a->coef + 2 * id), ldm.coef, 16, (void *)&rget, 0, 0, 0);
     /* bsize >= len: one contiguous block, the stride ignored */
-    athread_get(PE_MODE, in, ldm.small, 64, &rget, 0, 8, 512);
+    athread_get(PE_MODE, (void *)in, ldm.small, 64, (void *)&rget, 0, 8, 512);
     SWIR_WAIT(rget, 4);
     a->seen[CPES + id] = ldm.tile[0];
     for (i = 0; i < ROWS * W; i++)
         ldm.tile[i] = ldm.tile[i] * ldm.coef[0] + ldm.coef[1];
     athread_put(PE_MODE, ldm.tile, a->out + (size_t)id * ROWS * COLS + PUT_COL, ROWS * W * 8,
-                &rput, (COLS - W) * 8, W * 8);
-    athread_put(PE_MODE, ldm.small, a->tiny + 8 * id, 64, &rput, 0, 0);
+                (void *)&rput, (COLS - W) * 8, W * 8);
+    athread_put(PE_MODE, ldm.small, a->tiny + 8 * id, 64, (void *)&rput, 0, 0);
     ldm.small[0] = 12345.0;               /* deferred: the put sends this */
-    athread_put(PE_MODE, ldm.part, a->part + (size_t)id * PART, PART * 8, &rput, 0, 0);
+    athread_put(PE_MODE, ldm.part, a->part + (size_t)id * PART_SLOT, PART * 8, (void *)&rput,
+                0, 0);
     SWIR_WAIT(rput, 3);
     athread_syn(ARRAY_SCOPE, 0xffff);
 }
@@ -120,7 +128,7 @@ void tiny_kernel(void *p)
     int id = athread_get_id(-1);
     SWIR_LDM_FRAME(&one, sizeof one);
     one = id;
-    athread_put(PE_MODE, &one, a->tiny2 + id, 8, &rput, 0, 0);
+    athread_put(PE_MODE, &one, a->tiny2 + TINY2_SLOT * id, 8, (void *)&rput, 0, 0);
     SWIR_WAIT(rput, 1);
 }
 
@@ -149,8 +157,12 @@ extern void SLAVE_FUN(strided_kernel)(void *);
 extern void SLAVE_FUN(tiny_kernel)(void *);
 extern void SLAVE_FUN(noname_kernel)(void *);
 
-static double in[CPES * ROWS * COLS], out[CPES * ROWS * COLS], coef[2 * CPES];
-static double seen[2 * CPES], part[CPES * PART], tiny[CPES * 8], tiny2[CPES], ring[CPES];
+/* 64-byte aligned, as the generated program's blocks are: the CPEs' slots
+ * are whole 32-byte blocks of main memory. */
+#define BLOCK __attribute__((aligned(64)))
+static double in[CPES * ROWS * COLS] BLOCK, out[CPES * ROWS * COLS] BLOCK, coef[2 * CPES] BLOCK;
+static double seen[2 * CPES] BLOCK, part[CPES * PART_SLOT] BLOCK, tiny[CPES * 8] BLOCK;
+static double tiny2[CPES * TINY2_SLOT] BLOCK, ring[CPES] BLOCK;
 
 static void dump(const char *dir, const char *name, const double *x, size_t n)
 {
@@ -241,27 +253,31 @@ void err_kernel(void *p)
         return;
     }
     if (MODE("no_frame")) {
-        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        athread_get(PE_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
         SWIR_WAIT(reply, 1);
         return;
     }
     SWIR_LDM_FRAME(buf, MODE("outside_frame") ? 256 : sizeof buf);
     if (MODE("wait_mismatch")) {
-        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        athread_get(PE_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
         SWIR_WAIT(reply, 2);
     } else if (MODE("not_waited")) {
-        athread_get(PE_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        athread_get(PE_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
     } else if (MODE("outside_frame")) {
-        athread_get(PE_MODE, a->mem, buf + 128, 256, &reply, 0, 0, 0);
+        athread_get(PE_MODE, a->mem, buf + 128, 256, (void *)&reply, 0, 0, 0);
     } else if (MODE("outside_memory")) {
-        athread_put(PE_MODE, buf, a->mem + 900, 256, &reply, 0, 0);
+        athread_put(PE_MODE, buf, a->mem + 900, 256, (void *)&reply, 0, 0);
     } else if (MODE("strided_outside_memory")) {
         /* 256 bytes, but 4 blocks of 64 with 192 skipped span 832 bytes */
-        athread_get(PE_MODE, a->mem + 256, buf, 256, &reply, 0, 192, 64);
+        athread_get(PE_MODE, a->mem + 256, buf, 256, (void *)&reply, 0, 192, 64);
     } else if (MODE("swapped")) {
-        athread_get(PE_MODE, buf + 256, a->mem, 256, &reply, 0, 0, 0);
+        athread_get(PE_MODE, buf + 256, a->mem, 256, (void *)&reply, 0, 0, 0);
     } else if (MODE("bad_mode")) {
-        athread_get(BCAST_MODE, a->mem, buf, 256, &reply, 0, 0, 0);
+        athread_get(BCAST_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
+    } else if (MODE("shared_block")) {
+        /* 8 bytes per CPE side by side: CPEs 0 to 3 write into one 32-byte block */
+        athread_put(PE_MODE, buf, a->mem + 8 * athread_get_id(-1), 8, (void *)&reply, 0, 0);
+        SWIR_WAIT(reply, 1);
     } else if (MODE("row_scope")) {
         athread_syn(ROW_SCOPE, 0xff);
     } else if (MODE("syn_mismatch")) {
@@ -280,7 +296,7 @@ ERR_MAIN = r"""
 #include "mix.h"
 
 extern void SLAVE_FUN(err_kernel)(void *);
-static unsigned char mem[1024];
+static unsigned char mem[1024] __attribute__((aligned(64)));
 
 int main(int argc, char **argv)
 {
@@ -412,12 +428,15 @@ def expected_arrays() -> dict[str, np.ndarray]:
     out = np.full((CPES, ROWS, COLS), -7.0)
     out[:, :, PUT_COL:PUT_COL + W] = (inp[:, :, GET_COL:GET_COL + W] * coef[:, :1, None]
                                      + coef[:, 1:, None])
-    part = inp[:, :, GET_COL:GET_COL + W].reshape(CPES, ROWS * W)[:, :PART]
+    part = np.zeros((CPES, PART_SLOT))
+    part[:, :PART] = inp[:, :, GET_COL:GET_COL + W].reshape(CPES, ROWS * W)[:, :PART]
+    tiny2 = np.zeros((CPES, TINY2_SLOT))
+    tiny2[:, 0] = np.arange(CPES)
     tiny = inp.reshape(CPES, -1)[:, :8].copy()
     tiny[:, 0] = 12345.0
     seen = np.concatenate([np.full(CPES, -1.0), inp[:, 0, GET_COL]])
     return {"out": out.ravel(), "part": part.ravel(), "tiny": tiny.ravel(),
-            "tiny2": np.arange(CPES, dtype=np.float64), "seen": seen,
+            "tiny2": tiny2.ravel(), "seen": seen,
             "ring": np.roll(np.arange(CPES) + 100.0, -1)}
 
 
@@ -523,6 +542,10 @@ ERRORS = {
                r"that overlaps this CPE's LDM frame: are the source and the destination swapped\?",
     "bad_mode": r"kernel 'err', CPE \d+: athread_get in BCAST_MODE is not supported by the "
                 r"emulation \(only PE_MODE\)",
+    "shared_block": r"kernel 'err', CPE 1: CPEs 0 and 1 both write by DMA into the 32-byte block of "
+                    r"main memory at block 'in' bytes 0 to 31 in one spawn; whether a DMA writes "
+                    r"part of a block without touching the rest is not known, so no two CPEs may "
+                    r"share one",
     "row_scope": r"kernel 'err', CPE \d+: athread_syn\(ROW_SCOPE, \.\.\.\) is not supported by the "
                  r"emulation \(only ARRAY_SCOPE\)",
     "syn_mismatch": r"kernel 'err', CPE \d+: athread_syn can never complete: CPE 7 returned "

@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from test_output_safety import FifoReader
 
+from swir.codegen import emulate
+
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parents[2]
 MLP = ROOT / "examples" / "mlp.swir"
@@ -30,6 +32,7 @@ def program(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mlp") / "proj"
     subprocess.run([str(BIN / "swir-cg"), "-O0", "-q", str(MLP), "-o", str(out)], check=True)
     subprocess.run(["make", "-s", "-C", str(out), "emu"], check=True, capture_output=True)
+    emulate.sunway_check(out)
     return out / "mlp_emu"
 
 
@@ -120,6 +123,7 @@ def big_program(tmp_path_factory) -> Path:
                    check=True)
     subprocess.run(["make", "-s", "-C", str(d / "proj"), "emu"], check=True,
                    capture_output=True)
+    emulate.sunway_check(d / "proj")
     return d / "proj" / "big_emu"
 
 

@@ -69,7 +69,7 @@ def _arrays(f, rng):
 
 @pytest.mark.parametrize("name", ["global-param-clash", "host-scalars", "host-branches",
                                   "cpe-call-chain", "spawned-and-called", "nested-ldm-unused",
-                                  "libm-name", "libc-kernel-name"])
+                                  "libm-name", "libc-kernel-name", "athread-header-names"])
 def test_review_modules_compile_and_match_the_interpreter(tmp_path, name):
     import subprocess
     import sys

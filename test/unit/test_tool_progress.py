@@ -15,6 +15,8 @@ import sys
 import termios
 from pathlib import Path
 
+from swir.codegen import emulate
+
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parents[2]
 MLP = ROOT / "examples" / "mlp.swir"
@@ -80,6 +82,7 @@ def test_the_closing_line_names_the_program_make_emu_builds(tmp_path):
     subprocess.run(["make", "-s", "-C", str(tmp_path / "p"), "emu"], check=True,
                    capture_output=True)
     assert Path(program).is_file() and os.access(program, os.X_OK)
+    emulate.sunway_check(tmp_path / "p")
 
 
 def test_swir_report_progress_and_closing_line(tmp_path):

@@ -1,16 +1,22 @@
-/* MPE side of swir's athread emulation (see swir_emu.h): the same names the
- * generated host code uses with the real athread.h. */
+/* MPE side of swir's athread emulation (see swir_emu.h): the same names and
+ * prototypes as the Sunway toolchain's athread.h (as public copies show it,
+ * e.g. qzwlecr/stencil-computation include/athread.h). */
 #ifndef SWIR_EMU_ATHREAD_H
 #define SWIR_EMU_ATHREAD_H
 
 #include "swir_emu.h"
 
-/* On Sunway a CPE function f is linked as slave_f; in the emulation the CPE
- * code is ordinary host code and keeps its name. */
+/* On Sunway a CPE function f is linked as slave_f (SLAVE_FUN(f) is slave_f,
+ * and athread_spawn(f, arg) passes slave_f); in the emulation the CPE code is
+ * ordinary host code, linked into the same program, and keeps its name. The
+ * Sunway dialect check (test/sunway) compiles the MPE sources with the real
+ * slave_ naming. */
 #define SLAVE_FUN(f) f
 
-/* Start f(arg) on all 64 CPEs and return at once. */
-#define athread_spawn(f, arg) swir_emu_spawn(#f, f, (void *)(arg))
+/* Start f(arg) on all 64 CPEs and return at once. `arg` converts to void *
+ * implicitly, as with the real prototype (no cast: a const pointer is an
+ * error, as there). */
+#define athread_spawn(f, arg) swir_emu_spawn(#f, SLAVE_FUN(f), arg)
 
 /* Prepare the CPEs; calling it again is harmless. */
 int athread_init(void);

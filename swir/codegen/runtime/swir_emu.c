@@ -98,6 +98,16 @@ struct cpe {
     size_t queued, queue_cap;
     /* The registered block the last DMA was in, tried first by the next. */
     size_t last_block;
+    /* The 32-byte main-memory blocks this CPE's puts wrote in this spawn, as
+     * ranges [first, last] of block numbers (address / SWIR_WRITE_BLOCK). */
+    struct written *written;
+    size_t n_written, written_cap;
+};
+
+/* Main-memory blocks one CPE's puts wrote: block numbers first..last. */
+struct written {
+    uintptr_t first, last;
+    int cpe;
 };
 
 /* A registered main-memory block. */
@@ -388,6 +398,7 @@ static void reset_cpe(struct cpe *c, int id)
     c->frame = NULL;
     c->frame_bytes = 0;
     c->queued = 0;
+    c->n_written = 0;
 }
 
 int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
@@ -426,6 +437,8 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
     return 0;
 }
 
+static void check_written(void);
+
 int athread_join(void)
 {
     struct kernel *k;
@@ -436,6 +449,7 @@ int athread_join(void)
     for (i = 0; i < SWIR_CPES; i++)
         if (pthread_join(cpes[i].thread, NULL) != 0)
             fail(mpe.kernel_name, -1, "cannot join the thread of CPE %d", i);
+    check_written();
     k = &kernels[mpe.kernel];
     k->wall_seconds += now_seconds() - mpe.start;
     for (i = 0; i < SWIR_CPES; i++) {
@@ -525,14 +539,14 @@ void swir_emu_ldm_frame(const void *base, size_t bytes)
         c->ldm_peak = bytes;
 }
 
-void athread_syn(int scope, int mask)
+int athread_syn(scope scp, int mask)
 {
     struct cpe *c = cpe_self("athread_syn");
     unsigned long round;
-    if (scope != ARRAY_SCOPE)
+    if (scp != ARRAY_SCOPE)
         fail(mpe.kernel_name, c->id, "athread_syn(%s, ...) is not supported by the emulation "
-             "(only ARRAY_SCOPE)", scope == ROW_SCOPE ? "ROW_SCOPE" :
-             scope == COL_SCOPE ? "COL_SCOPE" : "an unknown scope");
+             "(only ARRAY_SCOPE)", scp == ROW_SCOPE ? "ROW_SCOPE" :
+             scp == COL_SCOPE ? "COL_SCOPE" : "an unknown scope");
     if ((mask & 0xffff) != 0xffff)
         fail(mpe.kernel_name, c->id, "athread_syn(ARRAY_SCOPE, 0x%x) is not supported by the "
              "emulation (only the mask 0xffff, all 64 CPEs)", (unsigned)mask);
@@ -551,6 +565,7 @@ void athread_syn(int scope, int mask)
         pthread_cond_wait(&syn.cond, &syn.lock);
     }
     pthread_mutex_unlock(&syn.lock);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -679,6 +694,107 @@ static const char *mode_name(dma_mode mode)
     return "an unknown mode";
 }
 
+/* Record the 32-byte blocks a put of shape `s` at `mem` writes, merging
+ * ranges that touch the previous one (tiles written in order stay one range). */
+static void note_written(struct cpe *c, const void *mem, const struct shape *s)
+{
+    size_t i;
+    for (i = 0; i < s->blocks; i++) {
+        uintptr_t lo = (uintptr_t)mem + i * s->pitch;
+        size_t n = (i == s->full) ? s->rem : s->bsize;
+        uintptr_t first = lo / SWIR_WRITE_BLOCK, last = (lo + n - 1) / SWIR_WRITE_BLOCK;
+        struct written *w = c->n_written ? &c->written[c->n_written - 1] : NULL;
+        if (w && first <= w->last + 1 && last + 1 >= w->first) {
+            if (first < w->first)
+                w->first = first;
+            if (last > w->last)
+                w->last = last;
+            continue;
+        }
+        c->written = grow(c->written, &c->written_cap, c->n_written + 1, sizeof *c->written);
+        c->written[c->n_written].first = first;
+        c->written[c->n_written].last = last;
+        c->written[c->n_written].cpe = c->id;
+        c->n_written++;
+    }
+}
+
+/* CPE w->cpe and CPE `other` both wrote into main-memory block `blk`. */
+static void conflict(const struct written *w, int other, uintptr_t blk)
+{
+    uintptr_t at = blk * SWIR_WRITE_BLOCK;
+    const struct block *b = block_at(at);
+    char name[NAME_TEXT], where[NAME_TEXT + 64];
+    int lo = w->cpe < other ? w->cpe : other, hi = w->cpe < other ? other : w->cpe;
+    if (b == NULL)
+        b = block_at(at + SWIR_WRITE_BLOCK - 1);
+    if (b != NULL)
+        snprintf(where, sizeof where, "block '%s' bytes %ld to %ld",
+                 printable(name, sizeof name, b->name), (long)at - (long)(uintptr_t)b->base,
+                 (long)at - (long)(uintptr_t)b->base + SWIR_WRITE_BLOCK - 1);
+    else
+        snprintf(where, sizeof where, "%p", (void *)at);
+    fail(mpe.kernel_name, hi, "CPEs %d and %d both write by DMA into the %d-byte block of main "
+         "memory at %s in one spawn; whether a DMA writes part of a block without touching "
+         "the rest is not known, so no two CPEs may share one", lo, hi, SWIR_WRITE_BLOCK, where);
+}
+
+static int by_first_block(const void *a, const void *b)
+{
+    const struct written *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first ? 1 : x->cpe - y->cpe;
+}
+
+/* After a join: no two CPEs may have written by DMA into one 32-byte block
+ * of main memory. Whether the DMA engine writes sub-word or sub-block data
+ * without touching the bytes around it is not public, so the generated code
+ * must not depend on it. Sorted by first block, a range from another CPE
+ * than the furthest-reaching range so far, starting before that one ends,
+ * overlaps it (ranges of one CPE may overlap each other). */
+static void check_written(void)
+{
+    struct written *all, *w;
+    size_t n = 0, i;
+    int c;
+    uintptr_t end1 = 0, end2 = 0;         /* furthest last block, and the furthest of other CPEs */
+    int cpe1 = -1, cpe2 = -1, have1 = 0, have2 = 0;
+    for (c = 0; c < SWIR_CPES; c++)
+        n += cpes[c].n_written;
+    if (n < 2)
+        return;
+    all = malloc(n * sizeof *all);
+    if (!all)
+        fail(mpe.kernel_name, -1, "out of memory checking the CPEs' writes");
+    for (c = 0, n = 0; c < SWIR_CPES; c++) {
+        if (cpes[c].n_written)
+            memcpy(all + n, cpes[c].written, cpes[c].n_written * sizeof *all);
+        n += cpes[c].n_written;
+    }
+    qsort(all, n, sizeof *all, by_first_block);
+    for (i = 0; i < n; i++) {
+        w = &all[i];
+        if (have1 && w->cpe != cpe1 && w->first <= end1)
+            conflict(w, cpe1, w->first);
+        if (have2 && w->cpe == cpe1 && w->first <= end2)
+            conflict(w, cpe2, w->first);
+        if (!have1 || w->last > end1) {
+            if (have1 && w->cpe != cpe1) {
+                end2 = end1;
+                cpe2 = cpe1;
+                have2 = 1;
+            }
+            end1 = w->last;
+            cpe1 = w->cpe;
+            have1 = 1;
+        } else if (w->cpe != cpe1 && (!have2 || w->last > end2)) {
+            end2 = w->last;
+            cpe2 = w->cpe;
+            have2 = 1;
+        }
+    }
+    free(all);
+}
+
 /* Validate, count and queue one DMA; the copy happens in swir_emu_wait, so
  * using its LDM buffer before the wait gives wrong results on the host too. */
 static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
@@ -707,6 +823,8 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     check_memory(c, op, get, mem, &s);
     check_ldm(c, op, get, ldm, s.len);
     count(&c->c, get, &s);
+    if (!get)
+        note_written(c, dest, &s);
 
     c->queue = grow(c->queue, &c->queue_cap, c->queued + 1, sizeof *c->queue);
     d = &c->queue[c->queued++];
@@ -719,16 +837,16 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     d->reply = (volatile int *)reply;
 }
 
-int athread_get(dma_mode mode, const void *src, void *dest, int len,
-                volatile void *reply, char mask, int stride, int bsize)
+int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
+                int stride, int bsize)
 {
     (void)mask;                       /* selects CPEs in broadcast modes only */
     issue(1, mode, src, dest, len, reply, stride, bsize);
     return 0;
 }
 
-int athread_put(dma_mode mode, const void *src, void *dest, int len,
-                volatile void *reply, int stride, int bsize)
+int athread_put(dma_mode mode, void *src, void *dest, int len, void *reply, int stride,
+                int bsize)
 {
     issue(0, mode, src, dest, len, reply, stride, bsize);
     return 0;

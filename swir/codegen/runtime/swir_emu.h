@@ -37,6 +37,10 @@
 #define SWIR_LDM_RESERVE 4096
 #endif
 
+/* No two CPEs may write by DMA into one aligned block of this many bytes of
+ * main memory in one spawn (checked at each join; docs/codegen.md). */
+#define SWIR_WRITE_BLOCK 32
+
 /* DMAs shorter than this many bytes are counted as small (as in the
  * interpreter's SMALL_TRANSFER). */
 #define SWIR_SMALL_TRANSFER 256

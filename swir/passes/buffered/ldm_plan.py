@@ -40,7 +40,7 @@ from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Function, Instruction, Module, Range, Value
-from swir.ir.types import BufType, LDMType
+from swir.ir.types import BufType, LDMType, ldm_slot
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, one_of, option
 
@@ -289,7 +289,9 @@ class Nest:
 
     def ldm_bytes(self) -> int:
         tiles = self.tiles()
-        return sum(t.bytes(tiles) * (2 if self.double and t.read and not t.written else 1)
+        # each buffer starts LDM_ALIGN-aligned: it occupies its bytes rounded up
+        return sum(ldm_slot(t.bytes(tiles)) * (2 if self.double and t.read and not t.written
+                                               else 1)
                    for t in self.buffered())
 
 

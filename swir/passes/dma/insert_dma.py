@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from swir.analysis.write_blocks import write_grain
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
@@ -172,8 +173,15 @@ class InsertDMA(Pass):
             guard = b.create_inst("if", Constraint(Expr.of(cpe), "<", Expr.of(workers)),
                                   regions=[Region([Block(None)])])
             b = Builder(guard.regions[0].blocks[0])
-        chunk = b.create_inst("chunk", Expr.of(cpe),
-                              attrs={"extent": extent.const, "workers": workers},
+        attrs = {"extent": extent.const, "workers": workers}
+        grain = write_grain(loop, extent.const, workers)
+        if grain > 1:
+            # no two CPEs may write into one 32-byte block (swir/analysis/write_blocks.py)
+            attrs["grain"] = grain
+            self.bump("parallel loops split in units (32-byte write blocks)")
+            if grain >= extent.const:
+                self.bump("parallel loops left to one CPE (32-byte write blocks)")
+        chunk = b.create_inst("chunk", Expr.of(cpe), attrs=attrs,
                               types=[INDEX, INDEX], names=["lo", "hi"])
         lo, hi = chunk.results
         body = loop.regions[0]
@@ -277,8 +285,9 @@ def _wait_groups(block: Block) -> None:
 
 
 def ldm_total(f: Function) -> int:
-    """The LDM bytes of every ldm_alloc in f (each is a static array per CPE)."""
-    return sum(i.results[0].type.bytes for i in f.walk() if i.opname == "ldm_alloc")
+    """The LDM bytes of every ldm_alloc in f (each is a static array per CPE,
+    LDM_ALIGN-aligned)."""
+    return sum(i.results[0].type.slot_bytes for i in f.walk() if i.opname == "ldm_alloc")
 
 
 def _double_buffer_plan(loop: Instruction):
