@@ -513,6 +513,21 @@ def test_strided_dmas_counters_and_deferral(good):
     check_good(good)
 
 
+def test_alignment_counters(good):
+    """mem_misaligned, blocks_32 by hand for strided_kernel's DMAs on one CPE
+    (main memory 64-byte aligned): the tile get and put start 16 and 40 bytes
+    into a CPE's rows, the part get 16, the coef get 16*id (odd ids: 16 past a
+    block): 3 or 4 misaligned; the 64-byte small get and put are one block of
+    a multiple of 32 each, the 80-byte blocks and the 200- and 16-byte
+    transfers are not: 2. Two spawns of 64 CPEs."""
+    stats = good.parent / "stats.json"
+    if not stats.exists():
+        run_good(good)
+    s = json.loads(stats.read_text())["functions"]["strided"]
+    assert s["mem_misaligned"] == 2 * (64 * 3 + 32)
+    assert s["blocks_32"] == 2 * 64 * 2
+
+
 def test_json_escapes_kernel_names(good):
     stats = good.parent / "stats.json"
     if not stats.exists():

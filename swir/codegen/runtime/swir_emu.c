@@ -50,6 +50,9 @@ struct counters {
     long long gets, puts, waits, bytes_in, bytes_out;
     long long small;                  /* transfers under SWIR_SMALL_TRANSFER bytes */
     long long blocks;                 /* contiguous main-memory blocks moved */
+    long long blocks32;               /* of them, those a multiple of 32 bytes long */
+    long long mem_misaligned;         /* transfers whose main-memory start is not 32-aligned */
+    long long ldm_misaligned;         /* transfers whose LDM start is not 32-aligned */
     long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
     long long block_hist[BUCKETS];    /* blocks by log2(size bucket) */
 };
@@ -309,6 +312,9 @@ static void counters_add(struct counters *to, const struct counters *from)
     to->bytes_out += from->bytes_out;
     to->small += from->small;
     to->blocks += from->blocks;
+    to->blocks32 += from->blocks32;
+    to->mem_misaligned += from->mem_misaligned;
+    to->ldm_misaligned += from->ldm_misaligned;
     for (k = 0; k < BUCKETS; k++) {
         to->size_hist[k] += from->size_hist[k];
         to->block_hist[k] += from->block_hist[k];
@@ -664,8 +670,13 @@ static void check_memory(struct cpe *c, const char *op, int get, const void *mem
          "main-memory block (%zu registered)", op, verb, mem, what, n_blocks);
 }
 
-static void count(struct counters *k, int get, const struct shape *s)
+static void count(struct counters *k, int get, const struct shape *s, const void *mem,
+                  const void *ldm)
 {
+    k->mem_misaligned += (uintptr_t)mem % SWIR_WRITE_BLOCK != 0;
+    k->ldm_misaligned += (uintptr_t)ldm % SWIR_WRITE_BLOCK != 0;
+    k->blocks32 += s->bsize % SWIR_WRITE_BLOCK == 0 ? (long long)s->full : 0;
+    k->blocks32 += s->rem && s->rem % SWIR_WRITE_BLOCK == 0;
     if (get) {
         k->gets++;
         k->bytes_in += (long long)s->len;
@@ -822,7 +833,7 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     /* Main memory first: with source and destination swapped, its check says so. */
     check_memory(c, op, get, mem, &s);
     check_ldm(c, op, get, ldm, s.len);
-    count(&c->c, get, &s);
+    count(&c->c, get, &s, mem, ldm);
     if (!get)
         note_written(c, dest, &s);
 
@@ -965,6 +976,8 @@ static void json_kernel(FILE *f, const struct kernel *k)
     json_double(f, transfers ? (double)c->small / (double)transfers : 0.0);
     fprintf(f, ", \"blocks\": %lld, \"block_histogram\": ", c->blocks);
     json_histogram(f, c->block_hist);
+    fprintf(f, ", \"blocks_32\": %lld, \"mem_misaligned\": %lld, \"ldm_misaligned\": %lld",
+            c->blocks32, c->mem_misaligned, c->ldm_misaligned);
     fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
     for (i = 0; i < SWIR_CPES; i++)
         fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);
