@@ -674,6 +674,24 @@ PAPER_SIZES: dict[str, dict] = {
 }
 
 
+# Each model at a reduced size that keeps every layer (the topology, the op
+# mix, the strides, the groups and the heads of the paper-size model): the
+# builder's keyword arguments, and whether to write it with external data.
+# test/unit/test_zoo_e2e.py runs these end to end; bench/sunway_rules.py
+# counts them.
+REDUCED: dict[str, tuple[dict, bool]] = {
+    "resnet18": ({"resolution": 32, "width": 4}, False),
+    "resnet50": ({"resolution": 32, "width": 8}, False),
+    "vgg16": ({"resolution": 32, "width": 8}, False),
+    "yolov3": ({"resolution": 64, "width": 8}, False),
+    "dcgan": ({"resolution": 32, "width": 4}, False),
+    "mobilenet": ({"resolution": 32, "width": 4}, False),
+    "shufflenet": ({"resolution": 32, "width": 4}, False),
+    "bert": ({"seq": 8, "layers": 2, "hidden": 64, "heads": 4, "intermediate": 128,
+              "vocab": 100}, True),
+}
+
+
 def build(name: str, **kwargs) -> onnx.ModelProto:
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r} (one of {', '.join(MODELS)})")

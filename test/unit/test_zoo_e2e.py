@@ -79,21 +79,9 @@ pytestmark = pytest.mark.skipif(
 BIN = Path(sys.executable).parent
 RTOL, ATOL = 1e-4, 1e-5
 
-# name -> (builder keyword arguments, write with external data)
-REDUCED = {
-    "resnet18": ({"resolution": 32, "width": 4}, False),
-    "resnet50": ({"resolution": 32, "width": 8}, False),
-    "vgg16": ({"resolution": 32, "width": 8}, False),
-    "yolov3": ({"resolution": 64, "width": 8}, False),
-    "dcgan": ({"resolution": 32, "width": 4}, False),
-    "mobilenet": ({"resolution": 32, "width": 4}, False),
-    "shufflenet": ({"resolution": 32, "width": 4}, False),
-    "bert": ({"seq": 8, "layers": 2, "hidden": 64, "heads": 4, "intermediate": 128,
-              "vocab": 100}, True),
-}
-
-
 zoo = siblings.zoo()
+# name -> (builder keyword arguments, write with external data)
+REDUCED = zoo.REDUCED
 
 
 @dataclass
