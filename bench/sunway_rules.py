@@ -125,8 +125,10 @@ def measure(name: str, work: Path, swir_cg: list[str], runtime: Path | None) -> 
     run([str(BIN / "swir-import"), str(onnx_path), "-o", str(swir_path)])
     project = d / "project"
     cg = run(swir_cg + ["-O3", str(swir_path), "-o", str(project), "--stats", "-q"])
-    one_cpe = sum(int(n) for n in re.findall(r"parallel loops left to one CPE[^:]*: (\d+)",
-                                             cg.stderr + cg.stdout))
+    one_cpe: int | None = sum(int(n) for n in re.findall(
+        r"parallel loops left to one CPE[^:]*: (\d+)", cg.stderr + cg.stdout))
+    if runtime is not None:              # older swir has no such statistic
+        one_cpe = None
     if runtime is not None:              # an older project: this runtime's counters
         for f in RUNTIME:
             shutil.copy(runtime / f, project / "emu" / f)
@@ -159,7 +161,7 @@ def table(rows: list[dict], title: str) -> str:
         share = 100.0 * r["blocks_32"] / r["blocks"] if r["blocks"] else 0.0
         out.append(f"| {r['model']} | {r['ldm']} ({r['ldm_bad']}) | {r['blocks']:,} | "
                    f"{share:.1f}% | {r['transfers']:,} | {r['mem_mis']:,} | {r['ldm_mis']:,} | "
-                   f"{r['spawns']} | {r['one_cpe']} |")
+                   f"{r['spawns']} | {'—' if r['one_cpe'] is None else r['one_cpe']} |")
     return "\n".join(out)
 
 
