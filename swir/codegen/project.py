@@ -48,6 +48,7 @@ from swir.ir.types import LDM_ALIGN, LDMType, ScalarType, ShapedType
 from swir.verifier import module_attr_ldm
 
 WEIGHTS_FILE = "weights.bin"
+PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
 LDM_BYTES = 65536   # LDM per CPE on the SW26010
 RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
@@ -141,11 +142,12 @@ class Project:
         self.m, self.opt = module, options
         self.stem = file_stem(module.name)
         self.scope = Scope()                       # every file-scope C name
-        self.scope.reserve("ldm", "reply")
+        self.scope.reserve("ldm", "reply", "swir_para")
         # main.c's fixed code: its functions and locals must not meet a model name
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
+        self._para_copies: list[str] = []          # spawned kernels that copy their Para
         # CPE run-time error sites (message, function), numbered from 1: a CPE
         # records a site number, the MPE prints its message after the join.
         self.fault_sites: list[tuple[str, str]] = []
@@ -385,14 +387,15 @@ class Project:
             k, para = self._c_names[(id(f), "spawn")], self._para[id(f)]
             lines += ["", f"/* @{comment_text(f.name)} ({self.where(f)}) */",
                       f"void {self._spawn[id(f)]}({self._wrapper_params(f)})", "{",
-                      "    /* static: the CPEs read it from main memory until the join */",
+                      "    /* static: each CPE copies it into LDM by DMA at kernel entry */",
                       f"    static {para} para;"]
             for p in f.params:
                 n = self._param_field(p)
                 lines.append(f"    para.{n} = {n};")
             if self.fault_sites:
                 lines.append(f"    swir_spawned = {c_string(display_text(f.name, 150))};")
-            lines += [f"    SWIR_KERNEL({c_string(f.name)});",
+            lines += [f"    SWIR_MEMORY(&para, sizeof para, {c_string('Para of ' + display_text(f.name, 150))});",
+                      f"    SWIR_KERNEL({c_string(f.name)});",
                       f"    athread_spawn({k}, &para);", "}"]
         lines.append("")
         return "\n".join(lines)
@@ -417,6 +420,14 @@ class Project:
                        "__attribute__((aligned(64)));\n")
         if self.fault_sites:
             out.append(templates.CPE_FAULTS)
+        if self._para_copies:
+            members = "\n".join(f"    {self._para[id(f)]} {self._c_names[(id(f), 'spawn')]};"
+                                 for f in self.spawned
+                                 if self._c_names[(id(f), "spawn")] in self._para_copies)
+            out.append("/* Each kernel's copy of its Para struct, fetched by one DMA at entry "
+                       "(kernels run\n * one at a time: one union). */")
+            out.append(f"static __thread_local union {{\n{members}\n}} swir_para "
+                       "__attribute__((aligned(32)));\n")
         if self.reply_words:
             out.append("/* DMA reply words: each completed DMA adds one to its word. */")
             out.append(f"static __thread_local volatile int reply[{self.reply_words}];\n")
@@ -437,6 +448,10 @@ class Project:
         e = BodyEmitter(self, f, "cpe", scope)
         written = set(self.written_params(f))
         params = []
+        allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
+        used = any(p.has_uses for p in f.params)
+        if spawned:
+            self._cpe_prologue(e, f, k, bool(allocs), used)
         for p in f.params:
             name = scope.declare(p.name or f"arg{p.index}", p, "a")
             t = p.type
@@ -457,29 +472,44 @@ class Project:
                     params.append(f"{scalar.c_type(t)} {name}")  # type: ignore[arg-type]
                 if not p.has_uses:
                     e.line(f"(void){name};")
-        allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
-        if allocs and spawned:
-            self._frames[k] = self._frame(f, k)
-            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});")
-        if spawned:
-            self._reset_replies(e, f)
         e.region(f.body.entry)  # type: ignore[union-attr]
         head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
         if spawned:
-            used = any(p.has_uses for p in f.params)
-            para = self._para[id(f)]
-            first = [f"    const {para} *const p = ({para} *)arg;"] if used else ["    (void)arg;"]
+            first = [] if used else ["    (void)arg;"]
             return head + f"void {k}(void *arg)\n{{\n" + "\n".join(first + e.lines) + "\n}\n"
         return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
                 + "\n".join(e.lines) + "\n}\n")
 
-    def _reset_replies(self, e: BodyEmitter, f: Function) -> None:
+    def _cpe_prologue(self, e: BodyEmitter, f: Function, k: str, allocs: bool,
+                      used: bool) -> None:
+        """A spawned kernel's entry: its LDM frame, its reply words zeroed,
+        and its Para struct copied into LDM by one DMA (000_ba374e17f4714793
+        Fig. 2(e)) rather than read field by field from main memory (a gld of
+        hundreds of cycles each). The copy is a static outside the frame (one
+        union for all kernels), taken from the LDM reserve."""
+        if allocs:
+            self._frames[k] = self._frame(f, k)
+            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});")
+        elif used:
+            e.line("SWIR_LDM_FRAME(&swir_para, 0);")
+        if used:
+            self._para_copies.append(k)
+            e.line(f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});")
+        self._reset_replies(e, f, [PARA_REPLY] if used else [])
+        if used:
+            para = self._para[id(f)]
+            e.line(f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
+                   f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);")
+            e.line(f"SWIR_WAIT(reply[{PARA_REPLY}], 1);")
+            e.line(f"const {para} *const p = &swir_para.{k};")
+
+    def _reset_replies(self, e: BodyEmitter, f: Function, extra: list[int]) -> None:
         """Zero the reply words the kernel (and the kernels it calls) uses
         before its first DMA, as public Sunway codes do (``reply = 0;`` before
         issuing): LDM is not known to start at zero, and a word a previous
         kernel left non-zero would end a wait early. SWIR_WAIT resets each word
         after its wait, so every DMA starts on a zero word."""
-        words: set[int] = set()
+        words: set[int] = set(extra)
         todo, seen = [f], set()
         while todo:
             g = todo.pop()

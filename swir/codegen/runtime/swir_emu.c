@@ -51,6 +51,7 @@ struct counters {
     long long small;                  /* transfers under SWIR_SMALL_TRANSFER bytes */
     long long blocks;                 /* contiguous main-memory blocks moved */
     long long blocks32;               /* of them, those a multiple of 32 bytes long */
+    long long para_gets;              /* gets of the kernel's Para into LDM (not counted above) */
     long long mem_misaligned;         /* transfers whose main-memory start is not 32-aligned */
     long long ldm_misaligned;         /* transfers whose LDM start is not 32-aligned */
     long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
@@ -87,6 +88,7 @@ struct dma {
     size_t from_step, to_step;
     struct shape s;
     volatile int *reply;
+    int para;                         /* the get of the kernel's Para copy */
 };
 
 struct cpe {
@@ -95,6 +97,8 @@ struct cpe {
     struct counters c;
     size_t ldm_peak;
     int framed;                       /* SWIR_LDM_FRAME called in this run */
+    const unsigned char *para;        /* the kernel's copy of its Para (SWIR_LDM_PARA) */
+    size_t para_bytes;
     const unsigned char *frame;
     size_t frame_bytes;
     struct dma *queue;                /* DMAs not yet waited for, in issue order */
@@ -313,6 +317,7 @@ static void counters_add(struct counters *to, const struct counters *from)
     to->small += from->small;
     to->blocks += from->blocks;
     to->blocks32 += from->blocks32;
+    to->para_gets += from->para_gets;
     to->mem_misaligned += from->mem_misaligned;
     to->ldm_misaligned += from->ldm_misaligned;
     for (k = 0; k < BUCKETS; k++) {
@@ -403,6 +408,8 @@ static void reset_cpe(struct cpe *c, int id)
     c->framed = 0;
     c->frame = NULL;
     c->frame_bytes = 0;
+    c->para = NULL;
+    c->para_bytes = 0;
     c->queued = 0;
     c->n_written = 0;
 }
@@ -545,6 +552,19 @@ void swir_emu_ldm_frame(const void *base, size_t bytes)
         c->ldm_peak = bytes;
 }
 
+void swir_emu_ldm_para(const void *base, size_t bytes)
+{
+    struct cpe *c = cpe_self("SWIR_LDM_PARA");
+    if (!c->framed)
+        fail(mpe.kernel_name, c->id, "SWIR_LDM_PARA before SWIR_LDM_FRAME");
+    if (c->frame_bytes + bytes > (size_t)(SWIR_LDM_BYTES))
+        fail(mpe.kernel_name, c->id, "needs %zu bytes of LDM for its buffers and %zu for its "
+             "Para: more than the %lld bytes of LDM", c->frame_bytes, bytes,
+             (long long)(SWIR_LDM_BYTES));
+    c->para = base;
+    c->para_bytes = bytes;
+}
+
 int athread_syn(scope scp, int mask)
 {
     struct cpe *c = cpe_self("athread_syn");
@@ -610,11 +630,21 @@ static const char *shape_text(char *buf, size_t size, const struct shape *s)
     return buf;
 }
 
-/* The LDM side [ldm, ldm + len) must lie inside this CPE's LDM frame. */
+/* Whether [ldm, ldm + len) lies inside the kernel's copy of its Para. */
+static int is_para(const struct cpe *c, const void *ldm, size_t len)
+{
+    uintptr_t lo = (uintptr_t)ldm, base = (uintptr_t)c->para;
+    return c->para && lo >= base && lo - base <= c->para_bytes && len <= c->para_bytes - (lo - base);
+}
+
+/* The LDM side [ldm, ldm + len) must lie inside this CPE's LDM frame (or,
+ * for the get of the kernel's Para, inside its copy). */
 static void check_ldm(const struct cpe *c, const char *op, int get, const void *ldm, size_t len)
 {
     uintptr_t lo = (uintptr_t)ldm, base = (uintptr_t)c->frame;
     const char *dir = get ? "into" : "from";
+    if (is_para(c, ldm, len))
+        return;
     if (lo >= base && lo - base <= c->frame_bytes) {
         size_t off = lo - base;
         if (len <= c->frame_bytes - off)
@@ -833,7 +863,10 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     /* Main memory first: with source and destination swapped, its check says so. */
     check_memory(c, op, get, mem, &s);
     check_ldm(c, op, get, ldm, s.len);
-    count(&c->c, get, &s, mem, ldm);
+    if (get && is_para(c, ldm, s.len))
+        c->c.para_gets++;             /* the Para copy: not the plan's DMA */
+    else
+        count(&c->c, get, &s, mem, ldm);
     if (!get)
         note_written(c, dest, &s);
 
@@ -846,6 +879,7 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     d->to_step = get ? s.bsize : s.pitch;
     d->s = s;
     d->reply = (volatile int *)reply;
+    d->para = get && is_para(c, ldm, s.len);
 }
 
 int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
@@ -878,15 +912,16 @@ static void perform(const struct dma *d)
 void swir_emu_wait(volatile int *reply, int n)
 {
     struct cpe *c = cpe_self("SWIR_WAIT");
-    size_t i, kept = 0;
+    size_t i, kept = 0, plan = 0;
     int has;
     if (!reply)
         fail(mpe.kernel_name, c->id, "SWIR_WAIT on a null reply word");
     /* Perform this word's DMAs in issue order; keep the others queued. */
     for (i = 0; i < c->queued; i++) {
-        if (c->queue[i].reply == reply)
+        if (c->queue[i].reply == reply) {
             perform(&c->queue[i]);
-        else
+            plan += !c->queue[i].para;
+        } else
             c->queue[kept++] = c->queue[i];
     }
     c->queued = kept;
@@ -897,7 +932,8 @@ void swir_emu_wait(volatile int *reply, int n)
              has < n ? "on Sunway the CPE would spin forever"
                      : "more DMAs completed on it than the wait counts");
     *reply = 0;
-    c->c.waits++;
+    if (plan || n == 0)               /* the wait for the Para copy alone is not the plan's */
+        c->c.waits++;
 }
 
 /* ------------------------------------------------------------------------
@@ -976,8 +1012,9 @@ static void json_kernel(FILE *f, const struct kernel *k)
     json_double(f, transfers ? (double)c->small / (double)transfers : 0.0);
     fprintf(f, ", \"blocks\": %lld, \"block_histogram\": ", c->blocks);
     json_histogram(f, c->block_hist);
-    fprintf(f, ", \"blocks_32\": %lld, \"mem_misaligned\": %lld, \"ldm_misaligned\": %lld",
-            c->blocks32, c->mem_misaligned, c->ldm_misaligned);
+    fprintf(f, ", \"blocks_32\": %lld, \"mem_misaligned\": %lld, \"ldm_misaligned\": %lld, "
+            "\"para_gets\": %lld", c->blocks32, c->mem_misaligned, c->ldm_misaligned,
+            c->para_gets);
     fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
     for (i = 0; i < SWIR_CPES; i++)
         fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);

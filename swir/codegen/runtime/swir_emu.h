@@ -61,6 +61,13 @@
  * that word here, not when they were issued (see swir_emu_wait). */
 #define SWIR_WAIT(reply, n) swir_emu_wait(&(reply), (n))
 
+/* CPE, at kernel entry after SWIR_LDM_FRAME: the kernel's LDM copy of its
+ * Para struct, `bytes` at `base` (a static outside the frame, taken from the
+ * reserve). A get into it is the Para's copy: checked, counted as para_gets
+ * and not with the plan's DMAs (the interpreters do not model it). */
+#define SWIR_LDM_PARA(base, bytes) \
+    swir_emu_ldm_para((const void *)(base), (size_t)(bytes))
+
 /* MPE, before spawning: `bytes` bytes of main memory at `base` that DMAs may
  * touch, named `name` in error messages. Once one block is registered, every
  * DMA's main-memory extent must lie inside one registered block. */
@@ -82,6 +89,7 @@ void swir_emu_program(const char *name);
 
 void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
+void swir_emu_ldm_para(const void *base, size_t bytes);
 void swir_emu_wait(volatile int *reply, int n);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
