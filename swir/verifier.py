@@ -737,7 +737,7 @@ class _Verifier:
                 if inst.opname == "ldm_alloc" and inst.results:
                     t = inst.results[0].type
                     if isinstance(t, LDMType):
-                        total += t.bytes
+                        total += t.slot_bytes    # each buffer starts 32-byte aligned
                 for r in inst.regions:
                     nested = max(nested, self._ldm_need(r))
         return total + nested

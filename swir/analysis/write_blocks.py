@@ -54,7 +54,11 @@ def write_grain(loop: Instruction, extent: int, workers: int) -> int:
         return 1
     iv = loop.regions[0].blocks[0].args[0]
     lb = Expr.of(loop.args[0]).const
-    checks = [_PutCuts(put, iv, lb, extent) for put in puts]
+    by_buffer: dict[int, list[Instruction]] = {}
+    for put in puts:
+        by_buffer.setdefault(id(put.args[1].base) if isinstance(put.args[1], Access) else 0,
+                             []).append(put)
+    checks = [_BufferCuts(group, iv, lb, extent) for group in by_buffer.values()]
     for grain in _candidates(extent):
         cuts = chunk_cuts(extent, workers, grain)
         if all(c.separates(b) for c in checks for b in cuts):
@@ -70,33 +74,46 @@ def _candidates(extent: int) -> Iterator[int]:
         g *= 2
 
 
-class _PutCuts:
+class _BufferCuts:
     """Whether cutting the parallel loop before iteration b separates the
-    blocks one ``copy_out`` writes in iterations before b from those it writes
-    in iterations from b on: by the hulls (the last block written before b
-    against the first written from b on, over every iteration when the loop
-    is short enough to look at each, else at the cut, assuming the
-    iterations move forward through memory), or by the layout (the loop
-    steps along one dimension whose boundary at b falls on a block boundary
-    in every row)."""
+    blocks the ``copy_out``s into one buffer write in iterations before b from
+    those they write in iterations from b on: by the hulls (the last block
+    written before b against the first written from b on, over every
+    iteration when the loop is short enough to look at each; else at the cut,
+    and only when no subscript divides the loop variable, so the iterations
+    move forward through memory), or, for a buffer with one ``copy_out``, by
+    the layout (the loop steps along one dimension whose boundary at b falls
+    on a block boundary in every row)."""
 
-    def __init__(self, put: Instruction, iv: Value, lb: int, extent: int) -> None:
-        self.put, self.iv, self.lb, self.extent = put, iv, lb, extent
-        self.loops = _loops_between(put, iv)
+    def __init__(self, puts: list[Instruction], iv: Value, lb: int, extent: int) -> None:
+        self.puts, self.iv, self.lb, self.extent = puts, iv, lb, extent
+        self.loops = [_loops_between(put, iv) for put in puts]
         self._hull_cache: dict[int, tuple[int, int] | None] = {}
         self._prefix: list[int] | None = None     # last block written by iterations <= i
         self._suffix: list[int] | None = None     # first block written by iterations >= i
         self._exact = extent <= _EXACT_LIMIT
+        # beyond the exact limit, only the cut's two iterations are looked at
+        self._forward = not any(
+            isinstance(put.args[1], Access)
+            and any(_compound_over(ix, {id(iv)}, _DIVISIONS) for ix in put.args[1].indices)
+            for put in puts)
 
     def separates(self, b: int) -> bool:
         return self._by_hulls(b) or self._by_layout(b)
 
     # -- hulls -------------------------------------------------------------------
     def _blocks(self, i: int) -> tuple[int, int] | None:
+        """The first and last block the buffer's puts write in iteration i."""
         if i not in self._hull_cache:
-            h = _put_hull(self.put, self.loops, self.iv, self.lb + i)
-            self._hull_cache[i] = None if h is None else \
-                ((h[0] // BLOCK, h[1] // BLOCK) if h[0] <= h[1] else (NOTHING, -1))
+            first, last = NOTHING, -1
+            for put, loops in zip(self.puts, self.loops):
+                h = _put_hull(put, loops, self.iv, self.lb + i)
+                if h is None:
+                    self._hull_cache[i] = None
+                    return None
+                if h[0] <= h[1]:
+                    first, last = min(first, h[0] // BLOCK), max(last, h[1] // BLOCK)
+            self._hull_cache[i] = (first, last)
         return self._hull_cache[i]
 
     def _by_hulls(self, b: int) -> bool:
@@ -104,6 +121,8 @@ class _PutCuts:
             if self._prefix is None and not self._scan():
                 return False
             return self._prefix[b - 1] < self._suffix[b]  # type: ignore[index]
+        if not self._forward:
+            return False
         before, after = self._blocks(b - 1), self._blocks(b)
         return before is not None and after is not None and before[1] < after[0]
 
@@ -132,7 +151,9 @@ class _PutCuts:
         varies has a byte stride that is a multiple of BLOCK). Then every
         row splits at a block boundary: before it iterations < b, after it
         the others."""
-        acc = self.put.args[1]
+        if len(self.puts) != 1:
+            return False
+        acc = self.puts[0].args[1]
         if not isinstance(acc, Access) or not isinstance(acc.base.type, ShapedType):
             return False
         dims = [k for k, ix in enumerate(acc.indices) if _mentions(ix, self.iv)]
@@ -144,7 +165,7 @@ class _PutCuts:
         c = _coefficient(ix.lo if isinstance(ix, Range) else ix, self.iv)
         if c <= 0:
             return False
-        ranges = [_index_ranges(acc, self.loops, self.iv, self.lb + p)
+        ranges = [_index_ranges(acc, self.loops[0], self.iv, self.lb + p)
                   for p in (b - 1, b, 0)]
         if any(r is None for r in ranges):
             return False

@@ -251,7 +251,7 @@ class InsertDMA(Pass):
             if plan is None:
                 continue
             gets, wait, rest, bufs = plan
-            extra = sum(b.type.bytes for b in bufs)
+            extra = sum(b.type.slot_bytes for b in bufs)
             if ldm_total(f) + extra > self.capacity:
                 self.bump("loops left single-buffered (LDM full)")
                 continue

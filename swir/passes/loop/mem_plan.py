@@ -39,14 +39,22 @@ from swir.ir.types import MAX_BYTES
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option, power_of_two
 
 
+def block_aligned(v: int) -> str | None:
+    """align: a power of two of at least 32 bytes. -insert-dma splits the
+    CPEs' work so that no two write one 32-byte block, counting blocks from
+    each buffer's start: the buffer must start on one (swir/analysis/write_blocks.py)."""
+    return power_of_two(v) or (None if v >= 32 else "must be at least 32")
+
+
 @dataclass
 class MemPlan(Pass):
     name = "mem-plan"
     summary = "Place intermediate buffers in one arena, sharing memory between disjoint lifetimes"
     stages = ("loop", "buffered", "dma")
 
-    align: int = option(64, "alignment of every buffer's offset, in bytes (a power of two)",
-                        check=power_of_two)
+    align: int = option(64, "alignment of every buffer's offset, in bytes (a power of two, at "
+                        "least 32: the CPEs' DMA writes are kept to whole 32-byte blocks)",
+                        check=block_aligned)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         buffers = [g for g in module.globals if g.kind == "buffer"]
