@@ -109,6 +109,7 @@ class KernelCost:
     name: str
     shape: str                      # the shapes of the buffers it writes
     spawns: int
+    barriers: int                   # runs after a barrier inside a spawn
     flops: int
     macs: int                       # multiplications: the MACs of a conv / matmul
     busy_cpes: int
@@ -209,12 +210,13 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
             / machine.bandwidth
         starts[overlapped] += n
     dma = {o: stream[o] + starts[o] * machine.dma_startup / busy for o in (True, False)}
-    runs = t.spawns or max(t.calls, 1)    # a spawn runs on every CPE: one run
+    # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
+    runs = (t.spawns + t.barriers) or max(t.calls, 1)
     # At most what it moves: a slice reads part of its input.
     compulsory = min(runs * compulsory_bytes(f), t.bytes_in + t.bytes_out)
     roofline = max(t.flops / machine.peak_flops, compulsory / machine.bandwidth)
     return KernelCost(
-        name=f.name, shape=written_shapes(f), spawns=t.spawns, flops=t.flops, macs=t.muls,
+        name=f.name, shape=written_shapes(f), spawns=t.spawns, barriers=t.barriers, flops=t.flops, macs=t.muls,
         busy_cpes=t.busy_cpes, ldm_bytes=ldm_total(f), ldm_capacity=machine.ldm_bytes,
         gets=t.gets, puts=t.puts, bytes_in=t.bytes_in, bytes_out=t.bytes_out,
         small_share=t.small_share, compulsory_bytes=compulsory, compute_s=compute,

@@ -148,6 +148,7 @@ class KernelTraffic(TransferShares):
     blocks: int = 0
     block_histogram: dict[int, int] = field(default_factory=dict)
     spawns: int = 0
+    barriers: int = 0               # runs after a barrier inside a spawn
     calls: int = 0
     # Beyond the interpreter's counters, for the cost model (swir.analysis.cost):
     # executions per DMA shape, (double-buffered?, ((block bytes, blocks), ...)).
@@ -192,7 +193,7 @@ class Traffic:
         out = KernelTraffic("total")
         for k in self.kernels.values():
             for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
-                        "blocks", "spawns", "calls"):
+                        "blocks", "spawns", "barriers", "calls"):
                 setattr(out, key, getattr(out, key) + getattr(k, key))
             for mine, theirs in ((out.size_histogram, k.size_histogram),
                                  (out.block_histogram, k.block_histogram)):
@@ -344,7 +345,7 @@ def flops_of(inst: Instruction) -> int:
 
 @dataclass(frozen=True)
 class _Slot:
-    kind: str           # "dma", "wait", "calls", "spawns" or "flops"
+    kind: str           # "dma", "wait", "calls", "spawns", "barriers" or "flops"
     function: str
     dma: _DMA | None = None
     mul: bool = False   # a flop slot that is a multiplication
@@ -356,7 +357,7 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
         stats.flops += n
         stats.muls += n if slot.mul else 0
         return
-    if slot.kind in ("wait", "calls", "spawns"):
+    if slot.kind in ("wait", "calls", "spawns", "barriers"):
         key = "waits" if slot.kind == "wait" else slot.kind
         setattr(stats, key, getattr(stats, key) + n)
         return
@@ -408,6 +409,7 @@ class _Counter:
         self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
         self.calls_slot: dict[str, int] = {}
         self.spawns_slot: dict[str, int] = {}
+        self.barriers_slot: dict[str, int] = {}
         self._compiled: dict[str, Compiled] = {}
         self._spawners: dict[str, Callable[..., None]] = {}
         self._callers: dict[str, Callable[..., None]] = {}
@@ -494,6 +496,7 @@ class _Counter:
         slots exist before anything runs, so every count list has them all)."""
         self.calls_slot[f.name] = self._slot(_Slot("calls", f.name))
         self.spawns_slot[f.name] = self._slot(_Slot("spawns", f.name))
+        self.barriers_slot[f.name] = self._slot(_Slot("barriers", f.name))
         for inst in f.walk():
             if inst.opname in DMA_OPS:
                 self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
@@ -532,13 +535,15 @@ class _Counter:
         run(counts)
         return [(i, n) for i, n in enumerate(counts) if n]
 
-    def spawner(self, kernel: Function) -> Callable[..., None]:
-        """What a spawn of kernel adds: its runs on CPEs 63 .. 0, counted once
+    def spawner(self, kernel: Function, after_barrier: bool = False) -> Callable[..., None]:
+        """What a spawn of kernel adds (or, after_barrier, its run after
+        another kernel of one spawn): its runs on CPEs 63 .. 0, counted once
         per distinct index-argument tuple."""
-        if kernel.name in self._spawners:
-            return self._spawners[kernel.name]
+        key = f"{kernel.name}/{after_barrier}"
+        if key in self._spawners:
+            return self._spawners[key]
         cache: dict[tuple, Profile] = {}
-        spawns = self.spawns_slot[kernel.name]
+        spawns = (self.barriers_slot if after_barrier else self.spawns_slot)[kernel.name]
 
         def spawn(counts: list[int], m: int, *args: Any) -> None:
             profile = cache.get(args)
@@ -557,7 +562,7 @@ class _Counter:
             for i, n in profile:
                 counts[i] += m * n
             counts[spawns] += m
-        self._spawners[kernel.name] = spawn
+        self._spawners[key] = spawn
         return spawn
 
     def caller(self, callee: Function) -> Callable[..., None]:
@@ -838,21 +843,23 @@ class _FunctionWriter:
             if any(id(r) in self.needed for r in inst.results):
                 self.unknown(inst)
             return
-        c, app = self.counter, inst.args[0] if inst.args else None
-        callee = c.module.lookup(app.callee) if isinstance(app, Apply) else None
-        if not isinstance(callee, Function) or callee.body is None:
-            raise TrafficError(f"'{inst.opname}'{_at(inst)} in @{self.f.name}: no function "
-                               "with a body to run")
-        args = [self.name(a) for a, p in zip(app.args, callee.params) if p.type == INDEX]
-        if inst.opname == "spawn":
-            if callee.target != "cpe":
-                raise TrafficError(f"'spawn'{_at(inst)} in @{self.f.name}: @{callee.name} is "
-                                   "not a cpe kernel")
-            fn = c.bind(c.spawner(callee), "spawn")
-            self.emit.line(f"{fn}(_c, {', '.join([self.mult] + args)})")
-        else:
-            fn = c.bind(c.caller(callee), "call")
-            self.emit.line(f"{fn}(_c, {', '.join([self.mult, '_cpe'] + args)})")
+        c = self.counter
+        for n, app in enumerate(inst.args or [None]):   # a spawn may run several kernels
+            callee = c.module.lookup(app.callee) if isinstance(app, Apply) else None
+            if not isinstance(callee, Function) or callee.body is None:
+                raise TrafficError(f"'{inst.opname}'{_at(inst)} in @{self.f.name}: no "
+                                   "function with a body to run")
+            assert isinstance(app, Apply)
+            args = [self.name(a) for a, p in zip(app.args, callee.params) if p.type == INDEX]
+            if inst.opname == "spawn":
+                if callee.target != "cpe":
+                    raise TrafficError(f"'spawn'{_at(inst)} in @{self.f.name}: "
+                                       f"@{callee.name} is not a cpe kernel")
+                fn = c.bind(c.spawner(callee, after_barrier=n > 0), "spawn")
+                self.emit.line(f"{fn}(_c, {', '.join([self.mult] + args)})")
+            else:
+                fn = c.bind(c.caller(callee), "call")
+                self.emit.line(f"{fn}(_c, {', '.join([self.mult, '_cpe'] + args)})")
         if any(id(r) in self.needed for r in inst.results):
             self.unknown(inst)
 
@@ -956,7 +963,7 @@ class _SumScan:
         if op in ("for", "parallel"):
             return self.loop(x)
         if op in ("call", "spawn"):
-            return None if any(self.reads(Expr.of(a)) for a in x.args[0].args
+            return None if any(self.reads(Expr.of(a)) for app in x.args for a in app.args
                                if a.type == INDEX) else 0
         if not any(id(r) in w.needed for r in x.results) or op in ("const", "cpe_id"):
             return 0
@@ -1033,10 +1040,12 @@ def _control_values(f: Function) -> set[int]:
         elif op in ("if", "chunk"):
             for x in inst.args:
                 read(x)
-        elif op in ("call", "spawn") and inst.args and isinstance(inst.args[0], Apply):
-            for a in inst.args[0].args:
-                if a.type == INDEX:
-                    read(a)
+        elif op in ("call", "spawn"):
+            for app in inst.args:
+                if isinstance(app, Apply):
+                    for a in app.args:
+                        if a.type == INDEX:
+                            read(a)
         elif op in ("br", "cond_br"):
             for s in inst.args:
                 if isinstance(s, Successor):

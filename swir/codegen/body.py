@@ -371,12 +371,15 @@ def _call(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _spawn(e: BodyEmitter, inst: Instruction) -> None:
-    app = inst.args[0]
-    assert isinstance(app, Apply)
-    callee = e.project.function(app.callee, inst)
-    e.project.check_writes(callee, app, inst)
-    args = ", ".join(e.name(a) for a in app.args)
-    e.line(f"{e.project.spawn_name(callee)}({args});")
+    callees, args = [], []
+    for app in inst.args:                  # one or more kernels, in order
+        assert isinstance(app, Apply)
+        callee = e.project.function(app.callee, inst)
+        e.project.check_writes(callee, app, inst)
+        callees.append(callee)
+        args += [e.name(a) for a in app.args]
+    name, taken = e.project.spawn_call(callees, inst)
+    e.line(f"{name}({', '.join(args[i] for i in taken)});")
 
 
 def _join(e: BodyEmitter, inst: Instruction) -> None:

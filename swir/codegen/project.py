@@ -147,7 +147,7 @@ class Project:
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
-        self._para_copies: list[str] = []          # spawned kernels that copy their Para
+        self._para_copies: list[tuple[str, str]] = []  # (Para type, entry) of each copy
         # CPE run-time error sites (message, function), numbered from 1: a CPE
         # records a site number, the MPE prints its message after the join.
         self.fault_sites: list[tuple[str, str]] = []
@@ -164,10 +164,21 @@ class Project:
         for g in module.globals:     # file scope first: no local may take their names
             self._globals[id(g)] = self.scope.declare(g.name, fallback="g")
         self.entry = self._entry()
-        self.host_funcs, self.spawned, self.cpe_called = self._reachable()
+        self._alone: set[int] = set()             # kernels spawned on their own
+        self.host_funcs, self.spawned, self.cpe_called, self.groups = self._reachable()
+        # Kernels run inside a spawn of several: a function of their own, called
+        # from the spawn's entry (a spawn of one of them alone calls it too).
+        self.runners = list({id(f): f for g in self.groups for f in g}.values())
         self._c_names: dict[tuple[int, str], str] = {}
         for f in self.spawned:
             self._c_names[(id(f), "spawn")] = self.scope.declare(f.name, fallback="k")
+        for f in self.runners:
+            self._c_names[(id(f), "run")] = self.scope.declare(f.name + "_run", fallback="k")
+        self._group_names = [self.scope.declare(g[0].name + "_group", fallback="k")
+                             for g in self.groups]
+        self._group_para = [self.scope.declare(n + "_para") for n in self._group_names]
+        self._group_spawn = [self.scope.declare("spawn_" + n) for n in self._group_names]
+        self._group_of = {key: i for i, key in enumerate(self._group_keys)}
         for f in self.cpe_called:    # a kernel both spawned and called gets two functions
             self._c_names[(id(f), "cpe")] = self.scope.declare(f.name, fallback="k")
         for f in self.host_funcs:
@@ -188,12 +199,15 @@ class Project:
                              f.loc)
         return f
 
-    def _reachable(self) -> tuple[list[Function], list[Function], list[Function]]:
-        """Host functions, spawned CPE kernels and kernels called on a CPE,
-        each in the order first reached from the entry function."""
+    def _reachable(self) -> tuple[list[Function], list[Function], list[Function],
+                                  list[tuple[Function, ...]]]:
+        """Host functions, spawned CPE kernels, kernels called on a CPE, and
+        the spawns of several kernels (each sequence once), each in the order
+        first reached from the entry function."""
         host: list[Function] = []
         spawned: list[Function] = []
         cpe: list[Function] = []
+        groups: dict[tuple, tuple[Function, ...]] = {}
         seen: set[tuple[int, str]] = set()
         todo: list[tuple[Function, str]] = [(self.entry, "host")]
         while todo:
@@ -209,16 +223,21 @@ class Project:
                 cpe.append(f)
             for inst in f.body.walk() if f.body is not None else ():
                 if inst.opname in ("call", "spawn"):
-                    callee = self.function(inst.args[0].callee, inst)  # type: ignore[union-attr]
+                    callees = [self.function(a.callee, inst) for a in inst.args]  # type: ignore[union-attr]
                     to = "spawn" if inst.opname == "spawn" else \
                         ("host" if side == "host" else "cpe")
-                    todo.append((callee, to))
+                    todo += [(c, to) for c in callees]
+                    if len(callees) > 1:
+                        groups.setdefault(self._group_key(callees, inst), tuple(callees))
+                    elif inst.opname == "spawn":
+                        self._alone.add(id(callees[0]))
         for f in cpe:
             if any(i.opname == "ldm_alloc" for i in f.body.walk()):  # type: ignore[union-attr]
                 raise Diagnostic(f"swir-cg: @{f.name} allocates LDM but is called from a CPE "
                                  "kernel; its buffers would overlap its caller's (only "
                                  "spawned kernels may allocate LDM)", f.loc)
-        return host, spawned, cpe
+        self._group_keys = list(groups)
+        return host, spawned, cpe, list(groups.values())
 
     def function(self, name: str, inst: Instruction) -> Function:
         f = self.m.lookup(name)
@@ -233,8 +252,24 @@ class Project:
     def call_name(self, f: Function, side: str, inst: Instruction) -> str:
         return self._c_names[(id(f), "host" if side == "host" else "cpe")]
 
-    def spawn_name(self, f: Function) -> str:
-        return self._spawn[id(f)]
+    @staticmethod
+    def _group_key(kernels: list[Function], inst: Instruction) -> tuple:
+        """A spawn of several kernels: the kernels, and for each argument the
+        first argument of the spawn that is the same value (the nests of one
+        kernel take the same arguments: the wrapper takes them once)."""
+        args = [a for app in inst.args for a in app.args]  # type: ignore[union-attr]
+        same = tuple(next(j for j, b in enumerate(args) if b is a) for a in args)
+        return tuple(id(f) for f in kernels), same
+
+    def spawn_call(self, kernels: list[Function], inst: Instruction) -> tuple[str, list[int]]:
+        """The MPE wrapper that spawns these kernels, in this order, and which
+        of the spawn's arguments (positions, all applications in turn) it takes."""
+        n = sum(len(f.params) for f in kernels)
+        if len(kernels) == 1:
+            return self._spawn[id(kernels[0])], list(range(n))
+        key = self._group_key(kernels, inst)
+        return self._group_spawn[self._group_of[key]], \
+            [i for i, j in enumerate(key[1]) if i == j]
 
     def global_name(self, g: Global, side: str) -> str:
         self._used_globals.add(id(g))
@@ -326,6 +361,12 @@ class Project:
             parts.append(f"/* @{comment_text(f.name)}'s arguments ({self.where(f)}). */\n"
                          + "typedef struct {\n" + "\n".join(fields)
                          + f"\n}} {self._para[id(f)]};\n")
+        for i, g in enumerate(self.groups):
+            fields = [f"    {self._para[id(f)]} {m};"
+                      for f, m in zip(g, self._group_members(i))]
+            parts.append(f"/* The arguments of a spawn of {self._group_text(g)}. */\n"
+                         + "typedef struct {\n" + "\n".join(fields)
+                         + f"\n}} {self._group_para[i]};\n")
         parts.append("#endif\n")
         return "\n".join(parts)
 
@@ -336,6 +377,33 @@ class Project:
             return scope.lookup(p)
         except KeyError:
             return scope.declare(p.name or f"arg{p.index}", p, "a")
+
+    def _group_members(self, i: int) -> list[str]:
+        """The Para members of spawn group i, one per kernel (a kernel may
+        come twice)."""
+        scope = Scope()
+        return [scope.declare(self._c_names[(id(f), "spawn")]) for f in self.groups[i]]
+
+    def _group_params(self, i: int) -> list[list[str]]:
+        """Spawn group i's wrapper parameter for each kernel's each parameter:
+        one per distinct argument of the spawn, named after the Para field of
+        its first use."""
+        scope, same = Scope(), self._group_keys[i][1]
+        names: list[str] = []
+        for f in self.groups[i]:
+            for p in f.params:
+                j = same[len(names)]
+                names.append(scope.declare(self._param_field(p)) if j == len(names)
+                             else names[j])
+        out, at = [], 0
+        for f in self.groups[i]:
+            out.append(names[at:at + len(f.params)])
+            at += len(f.params)
+        return out
+
+    @staticmethod
+    def _group_text(g: tuple[Function, ...]) -> str:
+        return ", ".join("@" + comment_text(f.name) for f in g)
 
     def _uses_f16(self) -> bool:
         def f16(t: object) -> bool:
@@ -362,6 +430,16 @@ class Project:
                       else f"{scalar.c_type(t)} {n}")  # type: ignore[arg-type]
         return ", ".join(ps) or "void"
 
+    def _group_wrapper_params(self, i: int) -> str:
+        params = [p for f in self.groups[i] for p in f.params]
+        names = [n for ns in self._group_params(i) for n in ns]
+        same = self._group_keys[i][1]
+        return ", ".join(f"{scalar.c_type(p.type.element)} *{n}"
+                         if isinstance(p.type, ShapedType)
+                         else f"{scalar.c_type(p.type)} {n}"  # type: ignore[arg-type]
+                         for k, (p, n) in enumerate(zip(params, names))
+                         if same[k] == k) or "void"
+
     def _layers_h(self) -> str:
         lines = [self.header("layers.h: the MPE side of each CPE kernel: fill its "
                              "parameters and spawn it\n * on the 64 CPEs (the caller joins)."),
@@ -369,6 +447,8 @@ class Project:
                  '#include "layers_mix.h"', ""]
         for f in self.spawned:
             lines.append(f"void {self._spawn[id(f)]}({self._wrapper_params(f)});")
+        for i, g in enumerate(self.groups):
+            lines.append(f"void {self._group_spawn[i]}({self._group_wrapper_params(i)});")
         if self.fault_sites:
             lines += ["", "/* After a join: report the first run-time error a CPE recorded. */",
                       "void swir_check_faults(void);"]
@@ -379,34 +459,56 @@ class Project:
         lines = [self.header("layers.c: MPE wrappers: each fills its kernel's Para struct "
                              "and spawns the\n * kernel on the 64 CPEs."),
                  "#include <athread.h>", "", '#include "layers.h"', ""]
-        for f in self.spawned:
+        alone = [f for f in self.spawned if id(f) in self._alone]
+        for f in alone:
             lines.append(f"extern void SLAVE_FUN({self._c_names[(id(f), 'spawn')]})(void *);")
+        for k in self._group_names:
+            lines.append(f"extern void SLAVE_FUN({k})(void *);")
         if self.fault_sites:
             lines += ["", templates.mpe_faults(self.fault_sites, c_string)]
-        for f in self.spawned:
-            k, para = self._c_names[(id(f), "spawn")], self._para[id(f)]
-            lines += ["", f"/* @{comment_text(f.name)} ({self.where(f)}) */",
-                      f"void {self._spawn[id(f)]}({self._wrapper_params(f)})", "{",
-                      "    /* static: each CPE copies it into LDM by DMA at kernel entry */",
-                      f"    static {para} para;"]
-            for p in f.params:
-                n = self._param_field(p)
-                lines.append(f"    para.{n} = {n};")
-            if self.fault_sites:
-                lines.append(f"    swir_spawned = {c_string(display_text(f.name, 150))};")
-            lines += [f"    SWIR_MEMORY(&para, sizeof para, {c_string('Para of ' + display_text(f.name, 150))});",
-                      f"    SWIR_KERNEL({c_string(f.name)});",
-                      f"    athread_spawn({k}, &para);", "}"]
+        for f in alone:
+            fill = [f"    para.{n} = {n};" for n in map(self._param_field, f.params)]
+            lines += self._wrapper(f"@{comment_text(f.name)} ({self.where(f)})",
+                                   f"void {self._spawn[id(f)]}({self._wrapper_params(f)})",
+                                   self._para[id(f)], fill, [f],
+                                   self._c_names[(id(f), "spawn")])
+        for i, g in enumerate(self.groups):
+            fill = [f"    para.{m}.{self._param_field(p)} = {n};"
+                    for f, m, names in zip(g, self._group_members(i), self._group_params(i))
+                    for p, n in zip(f.params, names)]
+            lines += self._wrapper(f"spawn {self._group_text(g)}",
+                                   f"void {self._group_spawn[i]}"
+                                   f"({self._group_wrapper_params(i)})",
+                                   self._group_para[i], fill, list(g), self._group_names[i])
         lines.append("")
         return "\n".join(lines)
+
+    def _wrapper(self, what: str, signature: str, para: str, fill: list[str],
+                 kernels: list[Function], entry: str) -> list[str]:
+        """An MPE wrapper: fill the Para struct, spawn the CPE entry on it."""
+        names = display_text(" + ".join(f.name for f in kernels), 150)
+        lines = ["", f"/* {what} */", signature, "{",
+                 "    /* static: each CPE copies it into LDM by DMA at kernel entry */",
+                 f"    static {para} para;"] + fill
+        if self.fault_sites:
+            lines.append(f"    swir_spawned = {c_string(names)};")
+        return lines + [f"    SWIR_MEMORY(&para, sizeof para, {c_string('Para of ' + names)});",
+                        f"    SWIR_KERNEL({c_string(kernels[0].name)});",
+                        f"    athread_spawn({entry}, &para);", "}"]
 
     # layers_slave.c ----------------------------------------------------------------------
     def _slave_c(self) -> str:
         bodies = []
         for f in self.cpe_called:
-            bodies.append(self._cpe_function(f, spawned=False))
+            bodies.append(self._cpe_function(f, "cpe"))
+        for f in self.runners:
+            bodies.append(self._cpe_function(f, "run"))
         for f in self.spawned:
-            bodies.append(self._cpe_function(f, spawned=True))
+            if id(f) in self._alone:
+                bodies.append(self._cpe_function(f, "spawn"))
+        for i, g in enumerate(self.groups):
+            bodies.append(self._entry_function(self._group_names[i], self._group_para[i], g,
+                                               self._group_members(i)))
         out = [self.header("layers_slave.c: the CPE kernels. Each runs on all 64 CPEs, "
                            "takes its share of\n * the work by CPE id, and moves data "
                            "between main memory and its LDM by DMA."),
@@ -421,9 +523,7 @@ class Project:
         if self.fault_sites:
             out.append(templates.CPE_FAULTS)
         if self._para_copies:
-            members = "\n".join(f"    {self._para[id(f)]} {self._c_names[(id(f), 'spawn')]};"
-                                 for f in self.spawned
-                                 if self._c_names[(id(f), "spawn")] in self._para_copies)
+            members = "\n".join(f"    {t} {k};" for t, k in self._para_copies)
             out.append("/* Each kernel's copy of its Para struct, fetched by one DMA at entry "
                        "(kernels run\n * one at a time: one union). */")
             out.append(f"static __thread_local union {{\n{members}\n}} swir_para "
@@ -441,8 +541,15 @@ class Project:
         out += bodies
         return "\n".join(out)
 
-    def _cpe_function(self, f: Function, spawned: bool) -> str:
-        k = self._c_names[(id(f), "spawn" if spawned else "cpe")]
+    def _cpe_function(self, f: Function, mode: str) -> str:
+        """The C function of a CPE kernel: mode "spawn", the entry a spawn of
+        it alone starts (it reads its Para from ``arg``); "run", the kernel
+        as one of several in a spawn (its Para at ``p``, in LDM already);
+        "cpe", called from another CPE kernel with plain parameters."""
+        if mode == "spawn" and id(f) in {id(g) for g in self.runners}:
+            return self._entry_function(self._c_names[(id(f), "spawn")], self._para[id(f)],
+                                        (f,), [""])
+        k = self._c_names[(id(f), mode)]
         scope = Scope(self.scope)
         scope.reserve("p", "arg")
         e = BodyEmitter(self, f, "cpe", scope)
@@ -450,12 +557,20 @@ class Project:
         params = []
         allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
         used = any(p.has_uses for p in f.params)
-        if spawned:
+        if mode == "spawn":
             self._cpe_prologue(e, f, k, bool(allocs), used)
+        elif mode == "run":
+            if allocs:
+                self._frames[k] = self._frame(f, k)
+            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});" if allocs
+                   else "SWIR_LDM_FRAME(&swir_para, 0);")
+            self._reset_replies(e, f, [])
+            if not used:
+                e.line("(void)p;")
         for p in f.params:
             name = scope.declare(p.name or f"arg{p.index}", p, "a")
             t = p.type
-            if spawned:
+            if mode != "cpe":
                 if not p.has_uses:
                     continue
                 field = self._param_field(p)
@@ -474,11 +589,36 @@ class Project:
                     e.line(f"(void){name};")
         e.region(f.body.entry)  # type: ignore[union-attr]
         head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
-        if spawned:
+        if mode == "spawn":
             first = [] if used else ["    (void)arg;"]
             return head + f"void {k}(void *arg)\n{{\n" + "\n".join(first + e.lines) + "\n}\n"
+        if mode == "run":
+            params = [f"const {self._para[id(f)]} *p"]
         return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
                 + "\n".join(e.lines) + "\n}\n")
+
+    def _entry_function(self, k: str, para: str, kernels: tuple[Function, ...],
+                        members: list[str]) -> str:
+        """The entry of a spawn that runs kernels (each a "run" function): the
+        Para copied into LDM by one DMA, then each kernel in turn, the CPEs
+        meeting at a barrier (athread_syn) between two: the next kernel reads
+        what the others' DMAs wrote."""
+        self._para_copies.append((para, k))
+        self.note_reply(PARA_REPLY)
+        lines = ["SWIR_LDM_FRAME(&swir_para, 0);",
+                 f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});",
+                 f"reply[{PARA_REPLY}] = 0;",
+                 f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
+                 f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);",
+                 f"SWIR_WAIT(reply[{PARA_REPLY}], 1);"]
+        for n, (f, m) in enumerate(zip(kernels, members)):
+            if n:
+                lines.append(f"SWIR_SYN({c_string(f.name)});")
+            lines.append(f"{self._c_names[(id(f), 'run')]}(&swir_para.{k}{'.' + m if m else ''});")
+        what = "spawn " + self._group_text(kernels) if len(kernels) > 1 else \
+            f"@{comment_text(kernels[0].name)} ({self.where(kernels[0])})"
+        return (f"/* {what} */\nvoid {k}(void *arg)\n{{\n"
+                + "\n".join("    " + line for line in lines) + "\n}\n")
 
     def _cpe_prologue(self, e: BodyEmitter, f: Function, k: str, allocs: bool,
                       used: bool) -> None:
@@ -493,7 +633,7 @@ class Project:
         elif used:
             e.line("SWIR_LDM_FRAME(&swir_para, 0);")
         if used:
-            self._para_copies.append(k)
+            self._para_copies.append((self._para[id(f)], k))
             e.line(f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});")
         self._reset_replies(e, f, [PARA_REPLY] if used else [])
         if used:

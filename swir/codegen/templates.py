@@ -31,7 +31,9 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 /* Hooks of swir's athread emulation (make emu), and what they are on Sunway:
  * SWIR_KERNEL names the next spawn for the counters, SWIR_LDM_FRAME declares a
  * CPE's LDM buffers, SWIR_LDM_PARA its LDM copy of the kernel's Para, SWIR_MEMORY a main-memory block DMA may touch, and
- * SWIR_WAIT waits for N completions on a reply word, then resets it. */
+ * SWIR_WAIT waits for N completions on a reply word, then resets it;
+ * SWIR_SYN is the barrier between two kernels of one spawn (its argument names
+ * the next kernel for the emulation's counters). */
 #ifdef SWIR_EMU
 #include "swir_emu.h"
 #else
@@ -40,6 +42,7 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LDM_PARA(base, bytes) ((void)0)
 #define SWIR_MEMORY(base, bytes, name) ((void)0)
 #define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; (reply) = 0; } while (0)
+#define SWIR_SYN(next) athread_syn(ARRAY_SCOPE, 0xffff)
 #endif
 
 /* A run-time error in generated code (an out-of-range data-dependent index):

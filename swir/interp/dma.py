@@ -8,8 +8,10 @@ capacity per CPE) with the dma stage's emitters overlaid (:data:`DMA_EMITTERS`):
 
 * ``spawn @k(args)`` runs ``cpe kernel @k`` on CPEs 63, 62, ..., 0, one after
   another; ``cpe_id`` is the running CPE's id and ``chunk`` its share of an
-  iteration space. ``join`` ends the spawn (a spawn not joined before the next
-  spawn or before its function returns is an error). ``parallel`` loops do not
+  iteration space. ``spawn @a(..), @b(..)`` runs @a so on every CPE, then @b:
+  the barrier between the kernels of one spawn (athread_syn). ``join`` ends
+  the spawn (a spawn not joined before the next spawn or before its function
+  returns is an error). ``parallel`` loops do not
   spread at this stage: the work split is explicit.
 * ``dma_get`` / ``dma_put`` move their data when issued (with athread's block
   size and stride), but the LDM elements they write (get) or read (put) are
@@ -18,7 +20,8 @@ capacity per CPE) with the dma stage's emitters overlaid (:data:`DMA_EMITTERS`):
   waiting for more (or fewer) completions than were issued, freeing a buffer
   or ending the kernel with DMAs not waited for are located errors, and so is
   a DMA whose span leaves its main-memory tensor or its LDM buffer.
-* Per function (:class:`DMAStats`, ``DMAInterpreter.kernel_stats``): spawns,
+* Per function (:class:`DMAStats`, ``DMAInterpreter.kernel_stats``): spawns
+  (and barriers: runs after another kernel of the same spawn),
   runs, gets and puts, elements and bytes each way, waits, histograms of
   transfer and block sizes, the share of transfers under 256 bytes, and the
   LDM high-water mark per CPE.
@@ -162,7 +165,8 @@ class DMAStats(KernelStats, TransferShares):
     counters below. DMA counters belong to the function whose code issues the
     DMA, summed over CPEs and calls."""
 
-    spawns: int = 0
+    spawns: int = 0                   # spawns that start with this kernel (athread_spawn)
+    barriers: int = 0                 # runs after a barrier inside a spawn (athread_syn)
     gets: int = 0
     puts: int = 0
     waits: int = 0
@@ -175,7 +179,7 @@ class DMAStats(KernelStats, TransferShares):
 
     def reset(self) -> None:
         super().reset()
-        self.spawns = self.gets = self.puts = self.waits = 0
+        self.spawns = self.barriers = self.gets = self.puts = self.waits = 0
         self.small_transfers = self.blocks = 0
         self.size_histogram.clear()
         self.block_histogram.clear()
@@ -183,7 +187,7 @@ class DMAStats(KernelStats, TransferShares):
 
     def as_dict(self) -> dict[str, Any]:
         d = super().as_dict()
-        d.update(spawns=self.spawns, gets=self.gets, puts=self.puts,
+        d.update(spawns=self.spawns, barriers=self.barriers, gets=self.gets, puts=self.puts,
                  transfers=self.transfers, waits=self.waits,
                  size_histogram={str(k): v for k, v in sorted(self.size_histogram.items())},
                  small_transfers=self.small_transfers, small_share=self.small_share,
@@ -200,7 +204,7 @@ class DMAStats(KernelStats, TransferShares):
         out = cls(name)
         for s in stats:
             for k in ("calls", "copies_in", "elements_in", "bytes_in", "copies_out",
-                      "elements_out", "bytes_out", "spawns", "gets", "puts", "waits",
+                      "elements_out", "bytes_out", "spawns", "barriers", "gets", "puts", "waits",
                       "small_transfers", "blocks"):
                 setattr(out, k, getattr(out, k) + getattr(s, k))
             for mine, theirs in ((out.size_histogram, s.size_histogram),
@@ -637,23 +641,35 @@ class DMAInterpreter(BufferedInterpreter):
         return wait
 
     def spawner(self, inst: Instruction) -> Callable[..., None]:
-        app = inst.args[0] if inst.args else None
-        if not isinstance(app, Apply):
-            return _raiser("'spawn' is written spawn @kernel(args)", inst.loc)
-        k = self.module.lookup(app.callee)
-        if not isinstance(k, Function) or k.target != "cpe" or k.kind != "kernel":
-            return _raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one", inst.loc)
-        if k.body is None:
-            return _raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
-        if len(app.args) != len(k.params):
-            return _raiser(f"@{k.name} takes {len(k.params)} arguments, {len(app.args)} given",
+        """A spawn's run: each kernel it names on every CPE, in order (the
+        barrier between two kernels of one spawn lets none start the next
+        before all have ended the last). It takes the kernels' arguments one
+        after another."""
+        apps = inst.args
+        if not apps or not all(isinstance(a, Apply) for a in apps):
+            return _raiser("'spawn' is written spawn @kernel(args), @kernel(args), ...",
                            inst.loc)
-        for i in self.written(k):
-            a = app.args[i]
-            if isinstance(a, Global) and a.kind == "global":
-                return _raiser(f"spawn passes @{a.name}, a constant global, to parameter "
-                               f"%{k.params[i].name} of @{k.name}, which writes it", inst.loc)
-        spawned, st, stats = self.spawned, self.state, self.stats_for(k)
+        kernels: list[Function] = []
+        for app in apps:
+            k = self.module.lookup(app.callee)
+            if not isinstance(k, Function) or k.target != "cpe" or k.kind != "kernel":
+                return _raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one",
+                               inst.loc)
+            if k.body is None:
+                return _raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
+            if len(app.args) != len(k.params):
+                return _raiser(f"@{k.name} takes {len(k.params)} arguments, "
+                               f"{len(app.args)} given", inst.loc)
+            for i in self.written(k):
+                a = app.args[i]
+                if isinstance(a, Global) and a.kind == "global":
+                    return _raiser(f"spawn passes @{a.name}, a constant global, to parameter "
+                                   f"%{k.params[i].name} of @{k.name}, which writes it",
+                                   inst.loc)
+            kernels.append(k)
+        spawned, st = self.spawned, self.state
+        stats = [self.stats_for(k) for k in kernels]
+        cuts = list(itertools.accumulate([0] + [len(a.args) for a in apps]))
         compiled: list[Callable[..., tuple]] = []
 
         def spawn(*args: Any) -> None:
@@ -662,9 +678,12 @@ class DMAInterpreter(BufferedInterpreter):
                                  f"{_at(spawned[0].loc)} is still running: join it first",
                                  inst.loc, [("spawned here, not joined", spawned[0].loc)])
             if not compiled:
-                compiled.append(self.function(k))
-            stats.spawns += 1
-            self.run_on_cpes(compiled[0], k, args, inst)
+                compiled.extend(self.function(k) for k in kernels)
+            stats[0].spawns += 1
+            for n, k in enumerate(kernels):
+                if n:
+                    stats[n].barriers += 1
+                self.run_on_cpes(compiled[n], k, args[cuts[n]:cuts[n + 1]], inst)
             spawned[0], spawned[1] = inst, st[1]
         return spawn
 
@@ -771,8 +790,7 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
 @dma_emitter("spawn")
 def _emit_spawn(e: Emit, inst: Instruction) -> None:
     fn = e.bind(_interp(e).spawner(inst), "spawn")
-    app = inst.args[0] if inst.args else None
-    args = app.args if isinstance(app, Apply) else ()
+    args = [a for app in inst.args if isinstance(app, Apply) for a in app.args]
     e.line(f"{fn}({', '.join(e.name(a) for a in args)})")
 
 

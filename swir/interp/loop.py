@@ -246,8 +246,11 @@ def _written_values(inst: Instruction, module: Module | None,
         if slot < len(inst.args):
             s = inst.args[slot]
             yield s.base if isinstance(s, Access) else s
-    if inst.opname in ("call", "spawn") and inst.args and isinstance(inst.args[0], Apply):
-        app = inst.args[0]
+    if inst.opname not in ("call", "spawn"):
+        return
+    for app in inst.args:                 # a spawn may run several kernels
+        if not isinstance(app, Apply):
+            continue
         callee = module.lookup(app.callee) if module is not None else None
         if isinstance(callee, Function):
             for i in memo.get(id(callee), ()):

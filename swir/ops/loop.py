@@ -185,9 +185,10 @@ def _infer_dyn_index(inst: Instruction) -> list[Type]:
 
 
 def _verify_spawn(inst: Instruction) -> None:
-    target = callee(inst)
-    if target.target != "cpe":
-        raise OpError(f"'spawn' starts a cpe kernel; @{target.name} is not one")
+    for slot in range(len(inst.args)):
+        target = callee(inst, slot)
+        if target.target != "cpe":
+            raise OpError(f"'spawn' starts a cpe kernel; @{target.name} is not one")
 
 
 register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
@@ -234,7 +235,9 @@ register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %i
                attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
                       Attr("grain", "int")),
                infer=_infer_chunk, context="cpe", category="cpe"))
-register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn).", stages=DMA_ONLY,
-               num_args=(1, 1), verify=_verify_spawn, pure=False, context="host", category="cpe"))
+register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
+                        "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "
+                        "between them.", stages=DMA_ONLY,
+               num_args=(1, None), verify=_verify_spawn, pure=False, context="host", category="cpe"))
 register(OpDef("join", "Wait for every CPE to finish the spawned kernel (athread_join).",
                stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host", category="cpe"))

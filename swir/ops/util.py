@@ -58,11 +58,11 @@ def apply_arg(inst: Instruction, i: int) -> Apply:
     return s
 
 
-def callee(inst: Instruction) -> Any:
-    """The function an application ``@f(args)`` in slot 0 names, with the
+def callee(inst: Instruction, slot: int = 0) -> Any:
+    """The function an application ``@f(args)`` in ``slot`` names, with the
     arguments checked against its parameters (``call``, ``spawn``)."""
     from swir.ir.core import Function
-    app = apply_arg(inst, 0)
+    app = apply_arg(inst, slot)
     fn = inst.function
     module = fn.module if fn is not None else None
     target = module.lookup(app.callee) if module is not None else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from siblings import sibling
 
@@ -98,3 +99,78 @@ def test_generated_program_computes_the_graph_result(projects, index, ldm_size):
     assert_matches_graph(op, g, args, want, run.outputs, rounded=LIBM)
     # Every DMA the C program issued is one the dma-stage interpreter issued.
     assert emulate.dma_counters(run.stats) == interpreter_counters(dma_text, args)
+
+
+# Spawns of several kernels, written by hand: two kernels with different
+# arguments, a kernel of a group also spawned alone, a kernel twice in one
+# spawn. @shift reads the row another CPE wrote in the kernel before it in the
+# same spawn: only the barrier between them makes that row ready.
+GROUPS = """
+module "groups"
+stage dma
+buffer @t : buf<64 x 8 x f32> {offset = 0}
+
+cpe kernel @inc(%A: buf<64 x 8 x f32>, %B: buf<64 x 8 x f32>) {
+  %id = cpe_id : index
+  %one = const 1.0 : f32
+  %L = ldm_alloc : ldm<8 x f32>
+  dma_get %A[%id, 0] -> %L {count = 8, reply = 0}
+  dma_wait {reply = 0, times = 1}
+  for %i = 0 to 8 {
+    %x = load %L[%i] : f32
+    %y = add %x, %one : f32
+    store %y, %L[%i]
+  }
+  dma_put %L -> %B[%id, 0] {count = 8, reply = 1}
+  dma_wait {reply = 1, times = 1}
+}
+
+cpe kernel @shift(%A: buf<64 x 8 x f32>, %B: buf<64 x 8 x f32>) {
+  %id = cpe_id : index
+  %one = const 1.0 : f32
+  %L = ldm_alloc : ldm<8 x f32>
+  dma_get %A[63 - %id, 0] -> %L {count = 8, reply = 0}
+  dma_wait {reply = 0, times = 1}
+  for %i = 0 to 8 {
+    %x = load %L[%i] : f32
+    %y = add %x, %one : f32
+    store %y, %L[%i]
+  }
+  dma_put %L -> %B[%id, 0] {count = 8, reply = 1}
+  dma_wait {reply = 1, times = 1}
+}
+
+host func @main(%x: buf<64 x 8 x f32>, %o1: buf<64 x 8 x f32>, %o2: buf<64 x 8 x f32>) attributes {outputs = 2} {
+'entry:
+  spawn @inc(%x, @t), @shift(@t, %o1)
+  join
+  spawn @shift(%o1, @t)
+  join
+  spawn @inc(@t, %o2), @inc(%o2, %o2)
+  join
+  return
+}
+"""
+
+
+def test_spawns_of_several_kernels(tmp_path):
+    """The C of spawns of several kernels computes what the dma-stage
+    interpreter does, with the same counters: spawns, barriers, DMAs."""
+    m = parse_module(GROUPS, "<groups>")
+    verify(m)
+    write_project(generate(m, Options(source="<groups>")), str(tmp_path / "p"), force=False)
+    program = emulate.build(tmp_path / "p", "groups")
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    ins, outs = io_signature(m.lookup("main"))
+    run = emulate.run(program, [x], [p.type for p in ins], outs)
+    np.testing.assert_array_equal(run.outputs[0], x[::-1] + 2)
+    np.testing.assert_array_equal(run.outputs[1], x + 5)
+    counters = emulate.dma_counters(run.stats)
+    assert counters == interpreter_counters(GROUPS, [x])
+    assert [(counters[k]["spawns"], counters[k]["barriers"]) for k in ("inc", "shift")] == \
+        [(2, 1), (1, 1)]
+    layers = (tmp_path / "p" / "layers.c").read_text()
+    # The first group's wrapper takes its two kernels' arguments (three
+    # distinct values of four); the last takes @t and %o2 once each.
+    assert "void spawn_inc_group(float *A, float *B, float *B_2)" in layers, layers
+    assert "void spawn_inc_group_2(float *A, float *B)" in layers, layers

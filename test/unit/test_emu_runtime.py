@@ -49,6 +49,7 @@ MIX_H = r"""
 #define SWIR_LDM_FRAME(base, bytes) ((void)0)
 #define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; (reply) = 0; } while (0)
 #define SWIR_MEMORY(base, bytes, name) ((void)0)
+#define SWIR_SYN(next) athread_syn(ARRAY_SCOPE, 0xffff)
 #endif
 #include <stddef.h>
 %s
@@ -278,6 +279,21 @@ void err_kernel(void *p)
         /* 8 bytes per CPE side by side: CPEs 0 to 3 write into one 32-byte block */
         athread_put(PE_MODE, buf, a->mem + 8 * athread_get_id(-1), 8, (void *)&reply, 0, 0);
         SWIR_WAIT(reply, 1);
+    } else if (MODE("synced_blocks") || MODE("synced_shared_block")) {
+        /* One 32-byte block: CPE 0 writes its bytes 0 to 7 before the barrier
+         * between two kernels of the spawn, CPE 1 bytes 8 to 15 after it (the
+         * barrier orders them: allowed); in synced_shared_block CPE 2 writes
+         * bytes 16 to 23 after it too, beside CPE 1 (not allowed). */
+        int id = athread_get_id(-1);
+        if (id == 0) {
+            athread_put(PE_MODE, buf, a->mem, 8, (void *)&reply, 0, 0);
+            SWIR_WAIT(reply, 1);
+        }
+        SWIR_SYN("next");
+        if (id == 1 || (id == 2 && MODE("synced_shared_block"))) {
+            athread_put(PE_MODE, buf, a->mem + 8 * id, 8, (void *)&reply, 0, 0);
+            SWIR_WAIT(reply, 1);
+        }
     } else if (MODE("row_scope")) {
         athread_syn(ROW_SCOPE, 0xff);
     } else if (MODE("syn_mismatch")) {
@@ -319,6 +335,8 @@ int main(int argc, char **argv)
     if (MODE("halt_running"))
         athread_halt();
     athread_join();
+    if (MODE("synced_blocks"))
+        swir_emu_write_stats_to(stdout, 1);
     athread_halt();
     return 0;
 }
@@ -561,6 +579,9 @@ ERRORS = {
                     r"main memory at block 'in' bytes 0 to 31 in one spawn; whether a DMA writes "
                     r"part of a block without touching the rest is not known, so no two CPEs may "
                     r"share one",
+    "synced_shared_block": r"kernel 'next', CPE 2: CPEs 1 and 2 both write by DMA into the "
+                           r"32-byte block of main memory at block 'in' bytes 0 to 31 in one "
+                           r"spawn; .*",
     "row_scope": r"kernel 'err', CPE \d+: athread_syn\(ROW_SCOPE, \.\.\.\) is not supported by the "
                  r"emulation \(only ARRAY_SCOPE\)",
     "syn_mismatch": r"kernel 'err', CPE \d+: athread_syn can never complete: CPE 7 returned "
@@ -581,6 +602,20 @@ def test_errors_are_one_line_and_exit_1(err, mode):
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
     assert re.fullmatch("swir-emu: error: " + ERRORS[mode], lines[0]), lines[0]
+
+
+def test_barrier_between_kernels_of_one_spawn(err):
+    """SWIR_SYN, the barrier between two kernels of one spawn: the write-block
+    check covers each kernel alone (a block written before the barrier by one
+    CPE and after it by another is allowed; two CPEs after it is the error
+    above), and the counters after it go to the kernel it names, counted as
+    a run after a barrier, not a spawn."""
+    r = run(err, "synced_blocks")
+    assert r.returncode == 0, r.stderr
+    k = json.loads(r.stdout)["functions"]
+    assert (k["err"]["spawns"], k["err"]["barriers"], k["err"]["puts"]) == (1, 0, 1)
+    assert (k["next"]["spawns"], k["next"]["barriers"], k["next"]["calls"],
+            k["next"]["puts"]) == (0, 1, CPES, 1)
 
 
 def test_unwritable_stats_file_returns_minus_1(err):

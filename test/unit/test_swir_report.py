@@ -371,7 +371,7 @@ def test_plot_key():
 
     def kernel(i: int) -> KernelCost:      # k3 is a copy; k0 is the slowest
         return KernelCost(
-            name=f"k{i}", shape="4", spawns=1, flops=0 if i == 3 else 1000 * (i + 1), macs=0,
+            name=f"k{i}", shape="4", spawns=1, barriers=0, flops=0 if i == 3 else 1000 * (i + 1), macs=0,
             busy_cpes=8, ldm_bytes=1024, ldm_capacity=65536, gets=4, puts=4, bytes_in=4096,
             bytes_out=4096, small_share=0.0, compulsory_bytes=8192, compute_s=1e-6,
             dma_s=2e-6, overlapped_dma_s=0.0, modeled_s=(50 - i) * 1e-6, roofline_s=1e-6,

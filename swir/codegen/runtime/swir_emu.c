@@ -61,6 +61,7 @@ struct counters {
 struct kernel {
     char *name;
     long long spawns, calls;
+    long long barriers;               /* runs after a barrier inside a spawn (SWIR_SYN) */
     struct counters c;
     long long ldm_peak_cpe[SWIR_CPES];
     double wall_seconds;
@@ -452,9 +453,30 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
 
 static void check_written(void);
 
-int athread_join(void)
+/* The end of the running kernel, all CPEs stopped (at the join, or in the
+ * barrier before the next kernel of one spawn): no two CPEs wrote one
+ * 32-byte block, and the CPEs' counters go to the kernel. */
+static void end_kernel(void)
 {
     struct kernel *k;
+    int i;
+    double t = now_seconds();
+    check_written();
+    k = &kernels[mpe.kernel];
+    k->wall_seconds += t - mpe.start;
+    mpe.start = t;
+    for (i = 0; i < SWIR_CPES; i++) {
+        counters_add(&k->c, &cpes[i].c);
+        memset(&cpes[i].c, 0, sizeof cpes[i].c);
+        if ((long long)cpes[i].ldm_peak > k->ldm_peak_cpe[i])
+            k->ldm_peak_cpe[i] = (long long)cpes[i].ldm_peak;
+        cpes[i].ldm_peak = 0;
+        cpes[i].n_written = 0;
+    }
+}
+
+int athread_join(void)
+{
     int i;
     mpe_only("athread_join");
     if (!mpe.running)
@@ -462,14 +484,7 @@ int athread_join(void)
     for (i = 0; i < SWIR_CPES; i++)
         if (pthread_join(cpes[i].thread, NULL) != 0)
             fail(mpe.kernel_name, -1, "cannot join the thread of CPE %d", i);
-    check_written();
-    k = &kernels[mpe.kernel];
-    k->wall_seconds += now_seconds() - mpe.start;
-    for (i = 0; i < SWIR_CPES; i++) {
-        counters_add(&k->c, &cpes[i].c);
-        if ((long long)cpes[i].ldm_peak > k->ldm_peak_cpe[i])
-            k->ldm_peak_cpe[i] = (long long)cpes[i].ldm_peak;
-    }
+    end_kernel();
     mpe.running = 0;
     return 0;
 }
@@ -545,6 +560,10 @@ void swir_emu_ldm_frame(const void *base, size_t bytes)
              (long long)(SWIR_LDM_BYTES), (long long)(SWIR_LDM_RESERVE));
     if (!base && bytes)
         fail(mpe.kernel_name, c->id, "SWIR_LDM_FRAME of %zu bytes at a null address", bytes);
+    if (c->para && bytes + c->para_bytes > (size_t)(SWIR_LDM_BYTES))
+        fail(mpe.kernel_name, c->id, "needs %zu bytes of LDM for its buffers and %zu for its "
+             "Para: more than the %lld bytes of LDM", bytes, c->para_bytes,
+             (long long)(SWIR_LDM_BYTES));
     c->framed = 1;
     c->frame = base;
     c->frame_bytes = bytes;
@@ -565,10 +584,11 @@ void swir_emu_ldm_para(const void *base, size_t bytes)
     c->para_bytes = bytes;
 }
 
+static int barrier(struct cpe *c, const char *next);
+
 int athread_syn(scope scp, int mask)
 {
     struct cpe *c = cpe_self("athread_syn");
-    unsigned long round;
     if (scp != ARRAY_SCOPE)
         fail(mpe.kernel_name, c->id, "athread_syn(%s, ...) is not supported by the emulation "
              "(only ARRAY_SCOPE)", scp == ROW_SCOPE ? "ROW_SCOPE" :
@@ -576,9 +596,36 @@ int athread_syn(scope scp, int mask)
     if ((mask & 0xffff) != 0xffff)
         fail(mpe.kernel_name, c->id, "athread_syn(ARRAY_SCOPE, 0x%x) is not supported by the "
              "emulation (only the mask 0xffff, all 64 CPEs)", (unsigned)mask);
+    return barrier(c, NULL);
+}
+
+/* The barrier between two kernels of one spawn: athread_syn(ARRAY_SCOPE,
+ * 0xffff) on Sunway. Here the last CPE to arrive also ends the kernel before
+ * it (end_kernel: the write-block check, its counters) and counts what
+ * follows as kernel `next`, run after a barrier. */
+int swir_emu_syn(const char *next)
+{
+    struct cpe *c = cpe_self("SWIR_SYN");
+    if (!next)
+        fail(mpe.kernel_name, c->id, "SWIR_SYN with a null name");
+    return barrier(c, next);
+}
+
+static int barrier(struct cpe *c, const char *next)
+{
+    unsigned long round;
+    size_t k;
     pthread_mutex_lock(&syn.lock);
     round = syn.round;
     if (++syn.waiting == SWIR_CPES) {
+        if (next) {                   /* every other CPE waits below: none runs */
+            end_kernel();
+            k = kernel_index(next);
+            kernels[k].barriers += 1;
+            kernels[k].calls += SWIR_CPES;
+            mpe.kernel = k;
+            mpe.kernel_name = kernels[k].name;
+        }
         syn.waiting = 0;
         syn.round++;
         pthread_cond_broadcast(&syn.cond);
@@ -1003,9 +1050,10 @@ static void json_kernel(FILE *f, const struct kernel *k)
     for (i = 0; i < SWIR_CPES; i++)
         if (k->ldm_peak_cpe[i] > peak)
             peak = k->ldm_peak_cpe[i];
-    fprintf(f, "{\"spawns\": %lld, \"calls\": %lld, \"gets\": %lld, \"puts\": %lld, "
-            "\"transfers\": %lld, \"waits\": %lld, \"bytes_in\": %lld, \"bytes_out\": %lld, "
-            "\"size_histogram\": ", k->spawns, k->calls, c->gets, c->puts, transfers,
+    fprintf(f, "{\"spawns\": %lld, \"barriers\": %lld, \"calls\": %lld, \"gets\": %lld, "
+            "\"puts\": %lld, \"transfers\": %lld, \"waits\": %lld, \"bytes_in\": %lld, "
+            "\"bytes_out\": %lld, \"size_histogram\": ", k->spawns, k->barriers, k->calls,
+            c->gets, c->puts, transfers,
             c->waits, c->bytes_in, c->bytes_out);
     json_histogram(f, c->size_hist);
     fprintf(f, ", \"small_transfers\": %lld, \"small_share\": ", c->small);
@@ -1032,6 +1080,7 @@ static void total_of(struct kernel *t)
     for (i = 0; i < n_kernels; i++) {
         const struct kernel *k = &kernels[i];
         t->spawns += k->spawns;
+        t->barriers += k->barriers;
         t->calls += k->calls;
         t->wall_seconds += k->wall_seconds;
         counters_add(&t->c, &k->c);

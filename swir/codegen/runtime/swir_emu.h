@@ -68,6 +68,11 @@
 #define SWIR_LDM_PARA(base, bytes) \
     swir_emu_ldm_para((const void *)(base), (size_t)(bytes))
 
+/* CPE: the barrier between two kernels of one spawn, athread_syn(ARRAY_SCOPE,
+ * 0xffff) on Sunway; `next` names the kernel that follows, for the counters
+ * (and the write-block check ends the kernel before it). */
+#define SWIR_SYN(next) swir_emu_syn(next)
+
 /* MPE, before spawning: `bytes` bytes of main memory at `base` that DMAs may
  * touch, named `name` in error messages. Once one block is registered, every
  * DMA's main-memory extent must lie inside one registered block. */
@@ -91,6 +96,7 @@ void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
 void swir_emu_ldm_para(const void *base, size_t bytes);
 void swir_emu_wait(volatile int *reply, int n);
+int swir_emu_syn(const char *next);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
 /* Start fn(arg) on 64 CPE threads; `cname` is the C name of fn, the kernel's

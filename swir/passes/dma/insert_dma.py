@@ -4,8 +4,11 @@ the MPE / CPE split).
 - **MPE / CPE split.** Every ``func`` becomes a ``host func`` and every
   ``kernel`` a ``cpe kernel``; a call of a kernel becomes ``spawn`` + ``join``
   (the arguments become the kernel's parameter struct). A kernel with several
-  ``parallel`` loops becomes one cpe kernel per loop, spawned in order: the
-  ``join`` between them is the barrier the buffered stage's semantics need.
+  ``parallel`` loops becomes one cpe kernel per loop, all run by one
+  ``spawn @k(..), @k_1(..), ...``: the CPEs meet at a barrier
+  (``athread_syn``) between them, the barrier the buffered stage's semantics
+  need, without a join and a spawn per loop (``one-spawn=false``: a spawn and
+  a join per loop, as before).
 - **Work split.** The ``parallel`` loop becomes a per-CPE range:
   ``%id = cpe_id``, ``%lo, %hi = chunk %id {extent, workers}``,
   ``for %p = %lo to %hi`` (guarded by ``%id < workers`` when fewer workers
@@ -69,6 +72,9 @@ class InsertDMA(Pass):
 
     double_buffer: bool = option(True, "overlap each tile's gets with the previous tile's "
                                        "compute where the doubled buffers fit the LDM")
+    one_spawn: bool = option(True, "run a kernel's loop nests in one spawn, the CPEs meeting "
+                                   "at a barrier (athread_syn) between nests, rather than "
+                                   "one spawn + join per nest")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         split = {}
@@ -95,8 +101,9 @@ class InsertDMA(Pass):
 
     # -- MPE / CPE split -------------------------------------------------------------
     def split_kernel(self, module: Module, f: Function) -> list[str]:
-        """One cpe kernel per parallel loop (the join between spawns is the
-        barrier between them); returns the kernels to spawn, in order."""
+        """One cpe kernel per parallel loop (a barrier between them: the
+        kernels of one spawn, or a join and a spawn each); returns the kernels
+        to spawn, in order."""
         block = f.body.blocks[0]
         loops = [i for i in block.instructions if i.opname == "parallel"]
         others = [i for i in block.instructions
@@ -140,10 +147,13 @@ class InsertDMA(Pass):
             if not isinstance(app, Apply) or app.callee not in split:
                 continue
             b = Builder(inst.parent, before=inst)
-            for name in split[app.callee]:
-                b.create_inst("spawn", Apply(name, app.args))
+            apps = [Apply(name, app.args) for name in split[app.callee]]
+            for group in [apps] if self.one_spawn else [[a] for a in apps]:
+                b.create_inst("spawn", *group)
                 b.create_inst("join")
                 self.bump("spawns")
+                if len(group) > 1:
+                    self.bump("barriers", len(group) - 1)
             inst.erase()
 
     # -- CPE kernels ---------------------------------------------------------------------

@@ -293,16 +293,22 @@ class Lifetimes:
             if inst.opname in ("for", "parallel"):
                 span.hold_since(start)
             return
+        if inst.opname == "spawn":           # one or more kernels, in use until the join
+            for app in inst.args:
+                callee = self.m.lookup(app.callee) if isinstance(app, Apply) else None
+                if isinstance(callee, Function) and callee.body is not None:
+                    inside = self.buffers_reachable(callee)
+                    for g in inside:
+                        span.use(g)
+                    pending.extend(args + sorted(inside, key=lambda g: g.name))
+            return
         app = next((a for a in inst.args if isinstance(a, Apply)), None)
         callee = self.m.lookup(app.callee) if app is not None else None
         if not isinstance(callee, Function) or callee.body is None:
             return
         if callee.kind == "kernel":
-            inside = self.buffers_reachable(callee)
-            for g in inside:
+            for g in self.buffers_reachable(callee):
                 span.use(g)
-            if inst.opname == "spawn":
-                pending.extend(args + sorted(inside, key=lambda g: g.name))
             return
         sub = self.summary(callee)
         start = span.t
