@@ -11,7 +11,8 @@ the table gives, per model:
                 of them whose length is a multiple of 32 bytes (blocks_32)
   misaligned    transfers whose main-memory start, or LDM start, is not
                 32-byte aligned (mem_misaligned, ldm_misaligned)
-  spawns        athread_spawn calls per inference
+  spawns        athread_spawn calls per inference, and the barriers
+                (athread_syn) between the kernels of one spawn
   one-CPE       parallel loops -insert-dma left to one CPE so that no two
                 CPEs write one 32-byte block
 
@@ -22,6 +23,7 @@ from before the rule breaks it, and the figures are what it moved.
 
     python bench/sunway_rules.py                    # all eight
     python bench/sunway_rules.py --before 3bb505d resnet18 bert
+    python bench/sunway_rules.py --before 3bb505d --before 008cedb
 """
 
 from __future__ import annotations
@@ -153,43 +155,46 @@ def measure(name: str, work: Path, swir_cg: list[str], runtime: Path | None) -> 
     return {"model": name, "ldm": members, "ldm_bad": bad, "blocks": total["blocks"],
             "blocks_32": total["blocks_32"], "mem_mis": total["mem_misaligned"],
             "ldm_mis": total["ldm_misaligned"], "transfers": total["gets"] + total["puts"],
-            "spawns": total["spawns"], "one_cpe": one_cpe}
+            "spawns": total["spawns"], "barriers": total.get("barriers", 0),
+            "one_cpe": one_cpe}
 
 
 def table(rows: list[dict], title: str) -> str:
     out = [f"**{title}**", "",
            "| model | LDM buffers (not 32-aligned) | DMA blocks | multiple of 32 B | "
-           "transfers | main memory not 32-aligned | LDM not 32-aligned | spawns | "
+           "transfers | main memory not 32-aligned | LDM not 32-aligned | spawns (barriers) | "
            "loops on one CPE |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = 100.0 * r["blocks_32"] / r["blocks"] if r["blocks"] else 0.0
         out.append(f"| {r['model']} | {r['ldm']} ({r['ldm_bad']}) | {r['blocks']:,} | "
                    f"{share:.1f}% | {r['transfers']:,} | {r['mem_mis']:,} | {r['ldm_mis']:,} | "
-                   f"{r['spawns']} | {'—' if r['one_cpe'] is None else r['one_cpe']} |")
+                   f"{r['spawns']} ({r['barriers']}) | "
+                   f"{'—' if r['one_cpe'] is None else r['one_cpe']} |")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="*", default=list(zoo.REDUCED))
-    p.add_argument("--before", metavar="REV", help="also measure swir at git revision REV")
+    p.add_argument("--before", metavar="REV", action="append", default=[],
+                   help="also measure swir at git revision REV (repeatable)")
     p.add_argument("--work", type=Path, help="keep the files here (default: a temporary folder)")
     a = p.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="swir-rules-"))
     runtime = Path(str(resources.files("swir.codegen") / "runtime"))
     rows = [measure(m, work / "now", [str(BIN / "swir-cg")], None) for m in a.models]
     print(table(rows, "This checkout"))
-    if a.before:
-        old = work / "before-src"
-        run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), a.before])
+    for rev in a.before:
+        old = work / f"src-{rev}"
+        run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), rev])
         try:
             cg = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); "
                   "from swir.tools.swir_cg import entry; entry()", str(old)]
-            before = [measure(m, work / "before", cg, runtime) for m in a.models]
+            before = [measure(m, work / rev, cg, runtime) for m in a.models]
         finally:
             run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)])
         print()
-        print(table(before, f"At {a.before}"))
+        print(table(before, f"At {rev}"))
     return 0
 
 

@@ -274,7 +274,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 COLUMNS = ("#", "kernel", "shape", "flops", "LDM B used / cap", "DMA ops", "DMA bytes",
-           f"<{SMALL} B", "modeled", "roofline", "traffic/LB")
+           f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB")
 LEFT = {"kernel", "shape"}
 
 
@@ -287,6 +287,10 @@ def seconds(s: float, micro: str = "µs") -> str:
     return f"{s:,.3f} s"
 
 
+def share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
 def ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:,.2f}"
 
@@ -294,6 +298,7 @@ def ratio(x: float | None) -> str:
 def kernel_row(n: int, k: KernelCost, micro: str) -> list[str]:
     return [str(n), k.name, k.shape, f"{k.flops:,}", f"{k.ldm_bytes:,} / {k.ldm_capacity:,}",
             f"{k.dma_ops:,}", f"{k.dma_bytes:,}", f"{100 * k.small_share:.0f}%",
+            share(k.blocks_32, k.blocks), f"{k.mem_unaligned:,} / {k.ldm_unaligned:,}",
             seconds(k.modeled_s, micro), f"{100 * k.roofline_share:.1f}%",
             ratio(k.traffic_over_bound)]
 
@@ -310,8 +315,9 @@ def totals_row(r: CostReport, micro: str) -> list[str]:
     roof = r.total("roofline_s") / r.modeled_s if r.modeled_s else 1.0
     return ["", f"total ({n_kernels(len(ks))})", "", f"{int(r.total('flops')):,}",
             f"max {ldm:,} / {cap:,}", f"{ops:,}", f"{sum(k.dma_bytes for k in ks):,}",
-            f"{100 * small:.0f}%", seconds(r.modeled_s, micro), f"{100 * roof:.1f}%",
-            ratio(over)]
+            f"{100 * small:.0f}%", share(sum(k.blocks_32 for k in ks), sum(k.blocks for k in ks)),
+            f"{sum(k.mem_unaligned for k in ks):,} / {sum(k.ldm_unaligned for k in ks):,}",
+            seconds(r.modeled_s, micro), f"{100 * roof:.1f}%", ratio(over)]
 
 
 def n_kernels(n: int) -> str:
@@ -346,6 +352,10 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
     rule = "-" * max(len(line) for line in table)
     notes = ["", (f"<{SMALL} B: share of DMA transfers under {SMALL} bytes; roofline: the "
              "roofline bound as a share of the modeled time;"),
+             ("32 B-multiple blocks: share of DMA blocks whose length is a multiple of 32 bytes; "
+              "unaligned: transfers whose main-memory / LDM start"),
+             "  is not 32-byte aligned in every run (an upper bound: the program's --stats "
+             "counts the misaligned ones exactly);",
              "traffic/LB: DMA bytes over the I/O lower bound (conv / matmul kernels only)."]
     notes += machine_lines(r.machine, info["machine_name"])
     return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + notes) + "\n"

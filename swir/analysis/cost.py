@@ -120,6 +120,10 @@ class KernelCost:
     bytes_in: int
     bytes_out: int
     small_share: float              # transfers under 256 bytes
+    blocks: int                     # contiguous main-memory blocks the DMAs move
+    blocks_32: int                  # of them, those whose length is a multiple of 32 bytes
+    mem_unaligned: int              # transfers whose main-memory start may not be 32-aligned
+    ldm_unaligned: int              # transfers whose LDM start may not be 32-aligned
     compulsory_bytes: int
     compute_s: float
     dma_s: float                    # all DMA time, overlapped or not
@@ -219,7 +223,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         name=f.name, shape=written_shapes(f), spawns=t.spawns, barriers=t.barriers, flops=t.flops, macs=t.muls,
         busy_cpes=t.busy_cpes, ldm_bytes=ldm_total(f), ldm_capacity=machine.ldm_bytes,
         gets=t.gets, puts=t.puts, bytes_in=t.bytes_in, bytes_out=t.bytes_out,
-        small_share=t.small_share, compulsory_bytes=compulsory, compute_s=compute,
+        small_share=t.small_share, blocks=t.blocks, blocks_32=t.blocks_32,
+        mem_unaligned=t.mem_unaligned, ldm_unaligned=t.ldm_unaligned, compulsory_bytes=compulsory, compute_s=compute,
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
         modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine))

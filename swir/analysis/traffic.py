@@ -56,6 +56,7 @@ does a ``chunk`` worker id outside its range (the run would stop there).
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -66,7 +67,8 @@ from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
-from swir.interp.dma import SMALL_TRANSFER, TransferShares, _int_attr, size_bucket
+from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, _int_attr,
+                             size_bucket)
 from swir.interp.loop import (
     Emit,
     _loop_range,
@@ -84,9 +86,11 @@ from swir.ir.core import (
     Block,
     Constraint,
     Function,
+    Global,
     Instruction,
     Literal,
     Module,
+    Range,
     Result,
     Successor,
     Value,
@@ -147,6 +151,11 @@ class KernelTraffic(TransferShares):
     # Contiguous main-memory blocks moved, and by size.
     blocks: int = 0
     block_histogram: dict[int, int] = field(default_factory=dict)
+    blocks_32: int = 0              # of them, those whose length is a multiple of 32 bytes
+    # Transfers whose main-memory (LDM) start is not 32-byte aligned in every
+    # execution: an upper bound of the program's mem_misaligned (ldm_misaligned).
+    mem_unaligned: int = 0
+    ldm_unaligned: int = 0
     spawns: int = 0
     barriers: int = 0               # runs after a barrier inside a spawn
     calls: int = 0
@@ -193,7 +202,8 @@ class Traffic:
         out = KernelTraffic("total")
         for k in self.kernels.values():
             for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
-                        "blocks", "spawns", "barriers", "calls"):
+                        "blocks", "blocks_32", "mem_unaligned", "ldm_unaligned", "spawns",
+                        "barriers", "calls"):
                 setattr(out, key, getattr(out, key) + getattr(k, key))
             for mine, theirs in ((out.size_histogram, k.size_histogram),
                                  (out.block_histogram, k.block_histogram)):
@@ -308,6 +318,9 @@ class _DMA:
     block_sizes: tuple[tuple[int, int], ...]   # (bucket, blocks of that size)
     exact_blocks: tuple[tuple[int, int], ...]  # (bytes, blocks of that size)
     overlapped: bool                           # a double-buffered get (its reply word)
+    blocks_32: int = 0                         # blocks whose length is a multiple of 32 B
+    mem_aligned: bool = True                   # main-memory start 32-byte aligned, always
+    ldm_aligned: bool = True                   # LDM start 32-byte aligned, always
 
 
 def _dma_facts(inst: Instruction) -> _DMA:
@@ -328,7 +341,37 @@ def _dma_facts(inst: Instruction) -> _DMA:
     else:
         exact = ((count * esize, 1),)
     sizes = tuple((size_bucket(b), k) for b, k in exact)
-    return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped)
+    mside = inst.args[0] if get else inst.args[1]
+    return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
+                blocks_32=sum(k for b, k in exact if b % ALIGN_BYTES == 0),
+                mem_aligned=_always_aligned(mside, esize),
+                ldm_aligned=_always_aligned(lside, esize))
+
+
+def _always_aligned(side: object, esize: int) -> bool:
+    """Whether a DMA side's start is a multiple of ALIGN_BYTES whatever its
+    subscripts' values: every term of the byte offset is. The buffers
+    themselves start aligned (the C places main-memory buffers at multiples
+    of 64 bytes, -mem-plan's arena offsets at multiples of its align, at
+    least 32, and LDM buffers at 32); a buffer global whose ``offset`` is not
+    a multiple counts as unaligned."""
+    if not isinstance(side, Access):
+        base = side
+        subs: tuple = ()
+    else:
+        base, subs = side.base, side.indices
+    offset = base.attrs.get("offset", 0) if isinstance(base, Global) else 0
+    if not isinstance(offset, int) or offset % ALIGN_BYTES:
+        return False
+    shape = getattr(base.type, "shape", ())
+    stride = esize * math.prod(shape)
+    for d, ix in enumerate(subs):
+        stride //= shape[d]
+        e = ix.lo if isinstance(ix, Range) else ix
+        if (e.const * stride) % ALIGN_BYTES or \
+                any((c * stride) % ALIGN_BYTES for _, c in e.terms):
+            return False
+    return True
 
 
 def flops_of(inst: Instruction) -> int:
@@ -374,6 +417,9 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     if d.nbytes < SMALL_TRANSFER:
         stats.small_transfers += n
     stats.blocks += n * d.blocks
+    stats.blocks_32 += n * d.blocks_32
+    stats.mem_unaligned += 0 if d.mem_aligned else n
+    stats.ldm_unaligned += 0 if d.ldm_aligned else n
     for b, k in d.block_sizes:
         stats.block_histogram[b] = stats.block_histogram.get(b, 0) + n * k
     shape = (d.overlapped, d.exact_blocks)

@@ -72,6 +72,9 @@ from swir.ops.loop import chunk_code
 # Transfers smaller than this many bytes are counted as small (DMA efficiency
 # falls for blocks below a few hundred bytes; ../shared/design/sunway.md).
 SMALL_TRANSFER = 256
+# blocks_32 counts the blocks whose length is a multiple of this many bytes:
+# the CPEs' write blocks and the LDM buffers' alignment (docs/codegen.md).
+ALIGN_BYTES = 32
 
 DMA_EMITTERS: dict[str, OpEmitter] = {}
 
@@ -176,11 +179,12 @@ class DMAStats(KernelStats, TransferShares):
     # Contiguous main-memory blocks moved (a strided DMA moves one per bsize).
     blocks: int = 0
     block_histogram: dict[int, int] = field(default_factory=dict)
+    blocks_32: int = 0                # of them, those whose length is a multiple of 32 bytes
 
     def reset(self) -> None:
         super().reset()
         self.spawns = self.barriers = self.gets = self.puts = self.waits = 0
-        self.small_transfers = self.blocks = 0
+        self.small_transfers = self.blocks = self.blocks_32 = 0
         self.size_histogram.clear()
         self.block_histogram.clear()
 
@@ -191,7 +195,7 @@ class DMAStats(KernelStats, TransferShares):
                  transfers=self.transfers, waits=self.waits,
                  size_histogram={str(k): v for k, v in sorted(self.size_histogram.items())},
                  small_transfers=self.small_transfers, small_share=self.small_share,
-                 blocks=self.blocks,
+                 blocks=self.blocks, blocks_32=self.blocks_32,
                  block_histogram={str(k): v for k, v in sorted(self.block_histogram.items())},
                  ldm_peak_cpe=list(self.ldm_peak_cpe))
         return d
@@ -205,7 +209,7 @@ class DMAStats(KernelStats, TransferShares):
         for s in stats:
             for k in ("calls", "copies_in", "elements_in", "bytes_in", "copies_out",
                       "elements_out", "bytes_out", "spawns", "barriers", "gets", "puts", "waits",
-                      "small_transfers", "blocks"):
+                      "small_transfers", "blocks", "blocks_32"):
                 setattr(out, k, getattr(out, k) + getattr(s, k))
             for mine, theirs in ((out.size_histogram, s.size_histogram),
                                  (out.block_histogram, s.block_histogram)):
@@ -497,11 +501,14 @@ class DMAInterpreter(BufferedInterpreter):
             extent = (nblocks - 1) * pitch + (rem or bsize)
             block_sizes = [(size_bucket(bsize * esize), full)] + \
                 ([(size_bucket(rem * esize), 1)] if rem else [])
+            blocks_32 = full * (bsize * esize % ALIGN_BYTES == 0) + \
+                (1 if rem and rem * esize % ALIGN_BYTES == 0 else 0)
             shape_text = f" in {nblocks} blocks of {bsize} with {stride} skipped between them"
         else:
             full = rem = pitch = 0
             nblocks, extent = 1, count
             block_sizes = [(size_bucket(count * esize), 1)]
+            blocks_32 = int(count * esize % ALIGN_BYTES == 0)
             shape_text = ""
         nbytes = count * esize
         bucket = size_bucket(nbytes)
@@ -601,6 +608,7 @@ class DMAInterpreter(BufferedInterpreter):
             if small:
                 stats.small_transfers += 1
             stats.blocks += nblocks
+            stats.blocks_32 += blocks_32
             h = stats.block_histogram
             for b, n in block_sizes:
                 h[b] = h.get(b, 0) + n

@@ -136,12 +136,17 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
     assert {key: k[key] for key in ("name", "shape", "spawns", "flops", "macs", "busy_cpes",
                                     "ldm_bytes", "ldm_capacity", "gets", "puts", "bytes_in",
                                     "bytes_out", "dma_ops", "dma_bytes", "compulsory_bytes",
-                                    "io_lower_bound_bytes", "small_share")} == {
+                                    "io_lower_bound_bytes", "small_share", "blocks",
+                                    "blocks_32", "mem_unaligned", "ldm_unaligned")} == {
         "name": "matmul_0", "shape": "1x1024", "spawns": 1, "flops": flops, "macs": macs,
         "busy_cpes": busy, "ldm_bytes": ldm, "ldm_capacity": 65536, "gets": gets,
         "puts": puts, "bytes_in": bytes_in, "bytes_out": bytes_out, "dma_ops": gets + puts,
         "dma_bytes": bytes_in + bytes_out, "compulsory_bytes": compulsory,
-        "io_lower_bound_bytes": bound, "small_share": 0.0}
+        "io_lower_bound_bytes": bound, "small_share": 0.0,
+        # A's 128 gets of one 256-byte block, B's 128 of 64 blocks of 512, C's 8
+        # puts of 512: all multiples of 32 bytes, all starting 32-byte aligned.
+        "blocks": 128 + 128 * 64 + 8, "blocks_32": 128 + 128 * 64 + 8, "mem_unaligned": 0,
+        "ldm_unaligned": 0}
     for key, want in (("compute_s", compute_s), ("dma_s", dma_s), ("overlapped_dma_s", 0.0),
                       ("modeled_s", modeled_s), ("roofline_s", roofline_s),
                       ("roofline_share", roofline_s / modeled_s),
@@ -152,11 +157,11 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
     # The printed row: 215.71 µs, 76.2% of it the roofline bound, 1.01 x the I/O bound.
     rows, total = table(out)
     assert rows["matmul_0"] == ["1", "matmul_0", "1x1024", "2,097,152", "33,536 / 65,536", "264",
-                                "4,231,168", "0%", f"{modeled_s * 1e6:.2f} µs",
+                                "4,231,168", "0%", "100%", "0 / 0", f"{modeled_s * 1e6:.2f} µs",
                                 f"{100 * roofline_s / modeled_s:.1f}%", "1.01"]
     assert f"{modeled_s * 1e6:.2f}" == "215.71"
     assert total == ["total (1 kernel)", "2,097,152", "max 33,536 / 65,536", "264", "4,231,168",
-                     "0%", "215.71 µs", "76.2%", "1.01"]
+                     "0%", "100%", "0 / 0", "215.71 µs", "76.2%", "1.01"]
     assert "peak 742.4 GFLOPS" in out and "DMA 25.57 GB/s achievable" in out
 
 
@@ -212,15 +217,17 @@ def test_small_conv(tmp_path, capsys):
     for k in want:
         check_row(rows[k.name], k)
     assert number(total[1]) == sum(k.flops for k in want)
-    assert micros(total[6]) == pytest.approx(sum(k.modeled_s for k in want), abs=0.006e-6)
+    assert micros(total[8]) == pytest.approx(sum(k.modeled_s for k in want), abs=0.006e-6)
 
 
 def check_row(row: list[str], k: KernelCost) -> None:
-    _, name, shape, flops, ldm, ops, nbytes, small, modeled, roof, over = row
+    _, name, shape, flops, ldm, ops, nbytes, small, b32, unaligned, modeled, roof, over = row
     assert (name, shape, number(flops), number(ops), number(nbytes)) == \
         (k.name, k.shape, k.flops, k.dma_ops, k.dma_bytes)
     assert [number(x) for x in ldm.split(" / ")] == [k.ldm_bytes, k.ldm_capacity]
     assert small == f"{round(100 * k.small_share)}%"
+    assert b32 == (f"{round(100 * k.blocks_32 / k.blocks)}%" if k.blocks else "-")
+    assert [number(x) for x in unaligned.split(" / ")] == [k.mem_unaligned, k.ldm_unaligned]
     assert micros(modeled) == pytest.approx(k.modeled_s, abs=0.006e-6)
     assert float(roof.rstrip("%")) == pytest.approx(100 * k.roofline_share, abs=0.051)
     if k.traffic_over_bound is None:
@@ -234,7 +241,7 @@ def test_rows_are_sorted_by_modeled_time(capsys):
     assert code == 0, err
     rows, _ = table(out)
     ordered = sorted(rows.values(), key=lambda r: number(r[0]))
-    times = [micros(r[8]) for r in ordered]
+    times = [micros(r[10]) for r in ordered]
     assert len(times) > 3 and times == sorted(times, reverse=True)
 
 
@@ -373,7 +380,8 @@ def test_plot_key():
         return KernelCost(
             name=f"k{i}", shape="4", spawns=1, barriers=0, flops=0 if i == 3 else 1000 * (i + 1), macs=0,
             busy_cpes=8, ldm_bytes=1024, ldm_capacity=65536, gets=4, puts=4, bytes_in=4096,
-            bytes_out=4096, small_share=0.0, compulsory_bytes=8192, compute_s=1e-6,
+            bytes_out=4096, small_share=0.0, blocks=8, blocks_32=8, mem_unaligned=0,
+            ldm_unaligned=0, compulsory_bytes=8192, compute_s=1e-6,
             dma_s=2e-6, overlapped_dma_s=0.0, modeled_s=(50 - i) * 1e-6, roofline_s=1e-6,
             io_lower_bound_bytes=None)
 

@@ -58,6 +58,14 @@ from swir.passes.buffered.ldm_plan import (
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
 EXACT_CHECKS = 4    # plans measured exactly, besides greedy's
+ALIGNED_CHECKS = 2  # and the best by estimate with more runs of whole 32-byte multiples
+ALIGNED_SCAN = 200  # plans looked at (by estimate) for those
+# A plan up to this much slower by the model (and never slower than greedy's)
+# wins when more of its DMA blocks are whole multiples of 32 bytes. The model
+# does not price alignment (no public figure: sunway.md, "aligned blocks of
+# 256 B or more stream best"); this buys it where it costs little.
+ALIGN_SLACK = 0.02
+ALIGN_BYTES = 32
 ROUNDS_SHARE = 0.75  # of the time budget, for the local search (the rest: exact checks)
 MACHINE = Machine()
 
@@ -107,10 +115,11 @@ class Search:
                 if step is None:
                     break
                 best = step
-        ranked = sorted((v, k) for k, v in self.seen.items() if k != self.greedy)
+        ranked = [k for _, k in sorted((v, k) for k, v in self.seen.items()
+                                       if k != self.greedy)]
         winner, cut = choose(self.ctx, self.greedy, self.greedy_direct,
-                             [k for _, k in ranked[:EXACT_CHECKS]], self.serial,
-                             began + self.ctx.budget)
+                             ranked[:EXACT_CHECKS] + self.aligned_finalists(ranked),
+                             self.serial, began + self.ctx.budget)
         self.out_of_time |= cut
         if winner == self.greedy:       # the nest still holds greedy's tiles
             for t, d in zip(self.nest.tensors, self.greedy_direct):
@@ -118,6 +127,14 @@ class Search:
         else:
             set_tiles(self.nest, winner[0])
         return [self.nest.vars[i] for i in winner[1]], winner != self.greedy, self.out_of_time
+
+    def aligned_finalists(self, ranked: list[Choice]) -> list[Choice]:
+        """The best plans by estimate, past the first EXACT_CHECKS, whose
+        copies move more runs of whole 32-byte multiples than any of those."""
+        def share(c: Choice) -> float:
+            return aligned_share(self.nest, c, self.ctx.cpes, self.serial)
+        top = max((share(c) for c in ranked[:EXACT_CHECKS]), default=1.0)
+        return [c for c in ranked[EXACT_CHECKS:ALIGNED_SCAN] if share(c) > top][:ALIGNED_CHECKS]
 
     def time_left(self) -> bool:
         if time.monotonic() > self.deadline:
@@ -245,33 +262,68 @@ def estimate(nest: Nest, choice: Choice, cpes: int, flops: int, serial: frozense
 
 def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, flops: int,
               serial: frozenset[int], m: Machine) -> float:
-    order = [nest.vars[i] for i in order_i]
     tiles = nest.tiles()
-    trips = [v.ntiles for v in order]
-    tasks, floor = 1, 0
-    for i, v in zip(order_i, order):
-        if v.reduction or tasks >= cpes or i in serial:
-            break
-        tasks *= v.ntiles
-        floor += 1
+    tasks, floor = _tasks(nest, order_i, cpes, serial)
     busy = min(tasks, cpes)
     compute = flops / tasks * math.ceil(tasks / cpes) / m.cpe_flops
-    out_level = max(floor, sum(1 for v in order if not v.reduction))
     stream, starts = 0.0, 0
-    outer = [v.iv for v in order]
-    for t in nest.buffered():
-        if t.read and not t.written and t.elements(tiles) == 1:
+    for t, copies in _copies(nest, order_i, floor):
+        if copies is None:
             # Loaded directly (Constraint 1): a single-word access each time.
             starts += math.prod(v.extent for v in nest.vars)
             continue
-        init = bool(nest.red) and nest.initialised and t.base is nest.output
-        level = out_level if init else copy_level(_corr(t), outer, floor)
-        moves = (t.copied_in and not init) + t.written
-        copies = executions(level, trips) * moves
         runs = t.segments(tiles)
         stream += copies * (t.bytes(tiles) + runs * m.half_block)
         starts += copies * dmas_per_copy(t, tiles, runs)
     return compute + stream / m.bandwidth + starts * m.dma_startup / busy
+
+
+def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
+           serial: frozenset[int]) -> tuple[int, int]:
+    """The parallel tasks of the order, and how many outer loops make them."""
+    tasks, floor = 1, 0
+    for i in order_i:
+        v = nest.vars[i]
+        if v.reduction or tasks >= cpes or i in serial:
+            break
+        tasks *= v.ntiles
+        floor += 1
+    return tasks, floor
+
+
+def _copies(nest: Nest, order_i: tuple[int, ...], floor: int):
+    """Each buffered tensor and the copies of its tile one run of the nest
+    makes (Algorithm 2's placement), None for one loaded directly."""
+    order = [nest.vars[i] for i in order_i]
+    tiles = nest.tiles()
+    trips = [v.ntiles for v in order]
+    out_level = max(floor, sum(1 for v in order if not v.reduction))
+    outer = [v.iv for v in order]
+    for t in nest.buffered():
+        if t.read and not t.written and t.elements(tiles) == 1:
+            yield t, None
+            continue
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
+        level = out_level if init else copy_level(_corr(t), outer, floor)
+        moves = (t.copied_in and not init) + t.written
+        yield t, executions(level, trips) * moves
+
+
+def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int]) -> float:
+    """The share of the contiguous runs the plan's copies move whose length
+    is a multiple of ALIGN_BYTES (full tiles; what DMA blocks become)."""
+    tiles_, order_i = choice
+    with tiled(nest, tiles_):
+        tiles = nest.tiles()
+        _, floor = _tasks(nest, order_i, cpes, serial)
+        total = aligned = 0
+        for t, copies in _copies(nest, order_i, floor):
+            if copies is None:
+                continue
+            runs = t.segments(tiles)
+            total += copies * runs
+            aligned += copies * runs * (t.bytes(tiles) // runs % ALIGN_BYTES == 0)
+    return aligned / total if total else 1.0
 
 
 def dmas_per_copy(t, tiles, runs: int) -> int:
@@ -288,9 +340,11 @@ def dmas_per_copy(t, tiles, runs: int) -> int:
 
 def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: list[Choice],
            serial: frozenset[int], deadline: float | None = None) -> tuple[Choice, bool]:
-    """The fastest of greedy's plan and the finalists, measured exactly, and
-    whether the deadline cut the measuring short (the best plan measured
-    by then wins; greedy's if not even it was measured)."""
+    """The best of greedy's plan and the finalists, measured exactly, and
+    whether the deadline cut the measuring short (the best of the plans
+    measured by then; greedy's if not even it was measured). The best: the
+    fastest, or a plan with a larger share of DMA blocks of whole 32-byte
+    multiples at most ALIGN_SLACK slower and never slower than greedy's."""
     text = kernel_text(ctx)
     try:
         base = measure(text, ctx, greedy, serial, greedy_direct, deadline)
@@ -298,15 +352,35 @@ def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: l
         return greedy, True
     if base is None:
         return greedy, False
-    best, best_time = greedy, base
+    measured = [(greedy, base)]
+    cut = False
     for c in finalists:
         try:
-            t = measure(text, ctx, c, serial, deadline=deadline)
+            m = measure(text, ctx, c, serial, deadline=deadline)
         except CountLimit:
-            return best, True
-        if t is not None and t < best_time * (1 - 1e-9):
-            best, best_time = c, t
-    return best, False
+            cut = True
+            break
+        if m is not None:
+            measured.append((c, m))
+    return best_measured(measured), cut
+
+
+def best_measured(measured: list[tuple[Choice, tuple[float, float]]]) -> Choice:
+    """Of plans measured as (modeled seconds, share of 32-byte-multiple DMA
+    blocks), greedy's first: the fastest (greedy's on a tie), unless another
+    at most ALIGN_SLACK slower than it and not slower than greedy's has a
+    larger share of such blocks (the largest wins; the faster on a tie)."""
+    greedy_time = measured[0][1][0]
+    fastest = measured[0]
+    for c, m in measured[1:]:
+        if m[0] < fastest[1][0] * (1 - 1e-9):
+            fastest = c, m
+    limit = min(fastest[1][0] * (1 + ALIGN_SLACK), greedy_time)
+    best = fastest
+    for c, m in measured:
+        if m[0] <= limit and (m[1], -m[0]) > (best[1][1], -best[1][0]):
+            best = c, m
+    return best[0]
 
 
 def kernel_text(ctx: SearchContext) -> str:
@@ -325,10 +399,12 @@ def kernel_text(ctx: SearchContext) -> str:
 
 
 def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int],
-            direct: list | None = None, deadline: float | None = None) -> float | None:
+            direct: list | None = None, deadline: float | None = None
+            ) -> tuple[float, float] | None:
     """Modeled seconds of the kernel copy with only this nest, planned as
     ``choice`` (``direct``: its tensors' direct flags, else Constraint 1
-    decides) and through -insert-dma; None if that cannot be measured (the
+    decides) and through -insert-dma, and the share of its DMA blocks whose
+    length is a multiple of 32 bytes; None if that cannot be measured (the
     plan is then not chosen). Raises CountLimit when counting runs past
     ``deadline`` or over its work limit."""
     from swir.diagnostics import Diagnostic
@@ -355,7 +431,9 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         PassManager([InsertDMA()], verify_each=False).run(m)
-        return cost_report(m, func=f.name, deadline=deadline).modeled_s
+        r = cost_report(m, func=f.name, deadline=deadline)
+        blocks = r.total("blocks")
+        return r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0)
     except CountLimit:
         raise
     except (TrafficError, PassFailure, Diagnostic):
