@@ -21,6 +21,7 @@ exactly at every join.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from swir.ir.affine import Compound, Expr
@@ -30,6 +31,8 @@ from swir.ir.types import ShapedType
 BLOCK = 32               # bytes: the write granularity no two CPEs may share
 _CORNER_LIMIT = 4096     # loop-corner environments evaluated per hull at most
 _EXACT_LIMIT = 1 << 14   # loops up to this long have every iteration's hull looked at
+_SEGMENT_LIMIT = 1 << 16  # contiguous runs the block-exact check enumerates at most
+_ACTIVE_LIMIT = 64       # runs sharing blocks at one point, at most, for that check
 NOTHING = 1 << 62        # the first block of an empty footprint
 
 
@@ -92,6 +95,7 @@ class _BufferCuts:
         self._prefix: list[int] | None = None     # last block written by iterations <= i
         self._suffix: list[int] | None = None     # first block written by iterations >= i
         self._exact = extent <= _EXACT_LIMIT
+        self._bad_cuts: list[bool] | None = None  # by the blocks each iteration writes
         # beyond the exact limit, only the cut's two iterations are looked at
         self._forward = not any(
             isinstance(put.args[1], Access)
@@ -99,7 +103,56 @@ class _BufferCuts:
             for put in puts)
 
     def separates(self, b: int) -> bool:
-        return self._by_hulls(b) or self._by_layout(b)
+        return self._by_hulls(b) or self._by_layout(b) or self._by_blocks(b)
+
+    # -- blocks ------------------------------------------------------------------
+    def _by_blocks(self, b: int) -> bool:
+        """By the blocks themselves: each iteration's box (per dimension, the
+        indices its puts cover: what they write, or more) cut into contiguous
+        runs; a cut is bad when a block has runs of iterations on both sides
+        of it. Where boxes of different iterations interleave (a tile of
+        channels, each a few rows: their hulls overlap, their blocks do not),
+        this finds the cuts the hulls cannot. Only for loops short enough to
+        look at every iteration (and at most _SEGMENT_LIMIT runs)."""
+        if self._bad_cuts is None:
+            self._bad_cuts = self._scan_blocks() or [True] * (self.extent + 1)
+        return not self._bad_cuts[b]
+
+    def _scan_blocks(self) -> list[bool] | None:
+        if not self._exact:
+            return None
+        runs: list[tuple[int, int, int]] = []        # (first block, last block, iteration)
+        for i in range(self.extent):
+            for put, loops in zip(self.puts, self.loops):
+                acc = put.args[1]
+                if not isinstance(acc, Access) or not isinstance(acc.base.type, ShapedType):
+                    return None
+                box = _index_ranges(acc, loops, self.iv, self.lb + i)
+                if box is None:
+                    return None
+                room = _SEGMENT_LIMIT - len(runs)
+                runs += [(lo // BLOCK, hi // BLOCK, i)
+                         for lo, hi in itertools.islice(_box_runs(box, acc.base.type), room + 1)]
+                if len(runs) > _SEGMENT_LIMIT:
+                    return None
+        runs.sort()
+        delta = [0] * (self.extent + 2)             # bad cuts, as a difference array
+        active: list[tuple[int, int, int]] = []
+        for first, last, i in runs:
+            active = [r for r in active if r[1] >= first]
+            others = [r[2] for r in active if r[2] != i]
+            if others:
+                lo, hi = min(others + [i]), max(others + [i])
+                delta[lo + 1] += 1                  # cuts lo+1 .. hi split a shared block
+                delta[hi + 1] -= 1
+            active.append((first, last, i))
+            if len(active) > _ACTIVE_LIMIT:
+                return None
+        bad, level = [], 0
+        for d in delta[:self.extent + 1]:
+            level += d
+            bad.append(level > 0)
+        return bad
 
     # -- hulls -------------------------------------------------------------------
     def _blocks(self, i: int) -> tuple[int, int] | None:
@@ -288,6 +341,23 @@ def _compound_over(ix: Expr | Range, variables: set[int],
     return any(isinstance(atom, Compound) and atom.kind in kinds
                and any(id(v) in variables for a in atom.args for v in a.values())
                for e in exprs for atom, _ in e.terms)
+
+
+def _box_runs(box: list[tuple[int, int]], t: ShapedType) -> Iterator[tuple[int, int]]:
+    """The contiguous byte runs [first, last] of a box of indices (per
+    dimension, lowest and highest) in a tensor of type t: the dimensions
+    inside the outermost partial one join its run."""
+    if any(lo > hi for lo, hi in box):
+        return
+    shape, strides = t.shape, _byte_strides(t)
+    d = len(box) - 1
+    while d > 0 and box[d] == (0, shape[d] - 1):
+        d -= 1
+    length = (box[d][1] - box[d][0] + 1) * strides[d]
+    outer = [range(lo, hi + 1) for lo, hi in box[:d]]
+    for idx in itertools.product(*outer):
+        start = sum(k * s for k, s in zip(idx, strides)) + box[d][0] * strides[d]
+        yield start, start + length - 1
 
 
 def _byte_strides(t: ShapedType) -> list[int]:

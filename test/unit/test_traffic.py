@@ -385,3 +385,34 @@ def test_as_dict_has_the_interpreters_keys():
     d = t.kernels["tiles"].as_dict()
     assert tuple(d) == emulate.DMA_COUNTERS
     assert d["size_histogram"] == {"128": 2, "256": 30}
+
+
+ALIGN = """\
+module "align"
+stage dma {ldm_size = 65536}
+
+// Each CPE gets 8 f32 rows of 12 (48 bytes: not a multiple of 32) and puts
+// them back into rows of 8 (32 bytes); row %id of A starts at 48 * %id bytes,
+// 32-byte aligned only for even ids; row %id of B at 32 * %id bytes, always.
+cpe kernel @rows(%A: buf<64 x 12 x f32>, %B: buf<64 x 8 x f32>) {
+  %id = cpe_id : index
+  %L = ldm_alloc : ldm<12 x f32>
+  dma_get %A[%id, 0] -> %L {count = 12, reply = 0}
+  dma_wait {reply = 0, times = 1}
+  dma_put %L[4] -> %B[%id, 0] {count = 8, reply = 1}
+  dma_wait {reply = 1, times = 1}
+}
+"""
+
+
+def test_alignment_counts():
+    """blocks_32 is exact; the unaligned counts are a DMA's executions when a
+    term of its start's byte offset is not a multiple of 32: the get's main
+    side (48 * %id) on every CPE, the put's LDM side (element 4, 16 bytes) on
+    every CPE, the put's main side (32 * %id) never."""
+    t = dma_traffic(parse_module(ALIGN, "<align>")).kernels["rows"]
+    assert (t.gets, t.puts, t.blocks, t.blocks_32) == (64, 64, 128, 64)
+    assert (t.mem_unaligned, t.ldm_unaligned) == (64, 64)
+    interp = DMAInterpreter(parse_module(ALIGN, "<align>"))
+    interp.run("rows", [np.zeros((64, 12), np.float32), np.zeros((64, 8), np.float32)])
+    assert interp.kernel_stats["rows"].blocks_32 == 64

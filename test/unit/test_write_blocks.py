@@ -112,3 +112,37 @@ def test_chunk_cuts_are_where_chunks_shares_meet(extent, workers, grain):
     assert sorted(set(r.start for r in parts if r and r.start)) == chunk_cuts(extent, workers,
                                                                                grain)
     assert sum(len(r) for r in parts) == extent
+
+
+def test_interleaved_tiles_split_by_their_blocks():
+    """ResNet-18's 128 x 28 x 28 conv output in tiles of 4 channels x 4 rows:
+    the parallel loop runs over (channel tile, row tile), 7 row tiles per
+    channel tile. Each iteration's hull spans its 4 channel planes, so the
+    hulls of one channel tile's row tiles overlap; their blocks do not (a
+    row tile is 448 bytes, 14 blocks, in every plane): the blocks themselves
+    allow a cut between any two iterations. A variant whose row tiles are 7
+    rows (784 bytes: a block straddles two of them) must keep a channel
+    tile's row tiles on one CPE where their rows meet mid-block."""
+    def body(rows: int) -> str:
+        tiles = -(-28 // rows)
+        c = f"4*(%p floordiv {tiles})"
+        h = f"{rows}*(%p mod {tiles})"
+        return (f"    %L = ldm_alloc : ldm<1 x 4 x {rows} x 28 x f32>\n"
+                f"    copy_in %X[0 : 1, {c} : {c} + 4, {h} : {h} + {rows}, 0 : 28] -> %L\n"
+                f"    copy_out %L -> %Y[0 : 1, {c} : {c} + 4, {h} : {h} + {rows}, 0 : 28]\n")
+
+    def written(rows: int):
+        tiles = -(-28 // rows)
+
+        def bytes_of(p: int):
+            c, h = 4 * (p // tiles), rows * (p % tiles)
+            return [((c + k) * 28 * 28 + r * 28) * 4 + b
+                    for k in range(4) for r in range(h, min(h + rows, 28)) for b in range(112)]
+        return bytes_of
+
+    extent, workers, grain = split(module("1 x 16 x 28 x 28", 28, 64, body(4)))
+    assert (extent, workers, grain) == (28, 64, 1)
+    assert_no_shared_block(extent, workers, grain, written(4))
+    extent, workers, grain = split(module("1 x 16 x 28 x 28", 16, 64, body(7)))
+    assert grain > 1
+    assert_no_shared_block(extent, workers, grain, written(7))
