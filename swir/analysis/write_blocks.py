@@ -255,18 +255,23 @@ def _loops_between(put: Instruction, iv: Value) -> list[Instruction]:
     return loops[::-1]
 
 
-def _corners(loops: list[Instruction], env: dict) -> Iterator[dict] | None:
+def _corners(loops: list[Instruction], env: dict, every: bool = False
+             ) -> Iterator[dict] | None:
     """Environments at the corners of the loops' iteration space (each
-    variable at its first and last value, given the outer ones)."""
+    variable at its first and last value, given the outer ones); with
+    ``every``, at every point of it. None past _CORNER_LIMIT of them."""
     envs = [env]
     for loop in loops:
         var = loop.regions[0].blocks[0].args[0]
+        step = loop.attrs.get("step", 1)
         nxt = []
         for e in envs:
             lo, hi = Expr.of(loop.args[0]).evaluate(e), Expr.of(loop.args[1]).evaluate(e) - 1
             if hi < lo:
                 continue
-            for v in {lo, hi}:
+            if every and (hi - lo) // step + 1 > _CORNER_LIMIT:
+                return None
+            for v in range(lo, hi + 1, step) if every else {lo, hi}:
                 nxt.append({**e, var: v})
         envs = nxt
         if len(envs) > _CORNER_LIMIT:
@@ -297,9 +302,10 @@ def _index_ranges(acc: Access, loops: list[Instruction], iv: Value, p: int
     """Per dimension, the lowest and highest index ``acc`` covers in
     iteration ``p`` over the loops around it (None: not affine in them)."""
     inner = {id(lp.regions[0].blocks[0].args[0]) for lp in loops}
-    if any(_compound_over(ix, inner) for ix in acc.indices):
-        return None
-    envs = _corners(loops, {iv: p})
+    # A min / max / division over the inner loops' variables (an edge tile's
+    # extent) need not be extreme at their corners: evaluated at every point.
+    envs = _corners(loops, {iv: p},
+                    every=any(_compound_over(ix, inner) for ix in acc.indices))
     if envs is None:
         return None
     out: list[list[int]] = [[1 << 62, -(1 << 62)] for _ in acc.indices]

@@ -146,3 +146,19 @@ def test_interleaved_tiles_split_by_their_blocks():
     extent, workers, grain = split(module("1 x 16 x 28 x 28", 16, 64, body(7)))
     assert grain > 1
     assert_no_shared_block(extent, workers, grain, written(7))
+
+
+def test_edge_tiles_inside_the_loop_are_bounded_exactly():
+    """VGG-16's first conv: each iteration (an output row of 224) writes its
+    row in column tiles of 128, the last one 96 wide (its extent a min over
+    the tile loop's variable, not extreme at that loop's corners). Every
+    point of the tile loop is evaluated, so the rows (896 bytes, 28 blocks)
+    split between any two: before, no hull was found and one CPE wrote all."""
+    body = ("    for %t = 0 to 2 {\n"
+            "      %L = ldm_alloc : ldm<1 x 128 x f32>\n"
+            "      copy_in %X[%p : %p + 1, 128*%t : 128*%t + min(128, -128*%t + 224)] -> %L\n"
+            "      copy_out %L -> %Y[%p : %p + 1, 128*%t : 128*%t + min(128, -128*%t + 224)]\n"
+            "    }\n")
+    extent, workers, grain = split(module("224 x 224", 224, 64, body))
+    assert (extent, workers, grain) == (224, 64, 1)
+    assert_no_shared_block(extent, workers, grain, lambda p: range(p * 896, p * 896 + 896))
