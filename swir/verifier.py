@@ -42,6 +42,9 @@ MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
 _SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
 
+# Every arena offset is a multiple of this (-mem-plan's align is at least it).
+ARENA_ALIGN = 32
+
 
 class VerificationError(Exception):
     """One or more verifier diagnostics."""
@@ -212,9 +215,10 @@ class _Verifier:
         elif off + g.type.bytes > MAX_BYTES:
             self.error("the buffer ends past swir's limit of 2^62 bytes (arena offset "
                        f"{off}, {g.type.bytes} bytes)", g.loc, where)
-        elif off % size:
-            self.error(f"arena offset {off} is not a multiple of the element size {size}",
-                       g.loc, where)
+        elif off % ARENA_ALIGN:
+            self.error(f"arena offset {off} is not a multiple of {ARENA_ALIGN} bytes (every "
+                       "buffer starts on a 32-byte block: the CPEs' DMA writes are kept to "
+                       "whole blocks, and the alignment counts assume it)", g.loc, where)
 
     def _outputs_attr(self, f: Function, where: str) -> None:
         """``attributes {outputs = N}``: the last N parameters are result buffers."""

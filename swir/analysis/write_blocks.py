@@ -33,6 +33,7 @@ _CORNER_LIMIT = 4096     # loop-corner environments evaluated per hull at most
 _EXACT_LIMIT = 1 << 14   # loops up to this long have every iteration's hull looked at
 _SEGMENT_LIMIT = 1 << 16  # contiguous runs the block-exact check enumerates at most
 _ACTIVE_LIMIT = 64       # runs sharing blocks at one point, at most, for that check
+_POINT_BUDGET = 1 << 18  # loop points the exact checks evaluate over a whole loop at most
 NOTHING = 1 << 62        # the first block of an empty footprint
 
 
@@ -94,7 +95,10 @@ class _BufferCuts:
         self._hull_cache: dict[int, tuple[int, int] | None] = {}
         self._prefix: list[int] | None = None     # last block written by iterations <= i
         self._suffix: list[int] | None = None     # first block written by iterations >= i
-        self._exact = extent <= _EXACT_LIMIT
+        # every iteration looked at, within a budget of evaluated points
+        self._exact = extent <= _EXACT_LIMIT and \
+            extent * max(_points(put, loops, iv, lb) for put, loops in zip(puts, self.loops)) \
+            <= _POINT_BUDGET
         self._bad_cuts: list[bool] | None = None  # by the blocks each iteration writes
         # beyond the exact limit, only the cut's two iterations are looked at
         self._forward = not any(
@@ -255,6 +259,24 @@ def _loops_between(put: Instruction, iv: Value) -> list[Instruction]:
     return loops[::-1]
 
 
+def _needs_every(acc: Access, loops: list[Instruction]) -> bool:
+    """Whether a min / max / division over the inner loops' variables (an
+    edge tile's extent, a triangular bound) makes the corners not enough:
+    then every point of those loops is evaluated."""
+    inner = {id(lp.regions[0].blocks[0].args[0]) for lp in loops}
+    return any(_compound_over(ix, inner) for ix in acc.indices) or \
+        any(_compound_over(Expr.of(b), inner) for lp in loops for b in lp.args[:2])
+
+
+def _points(put: Instruction, loops: list[Instruction], iv: Value, lb: int) -> int:
+    """The loop points one iteration's bound evaluates (its first iteration's)."""
+    acc = put.args[1]
+    if not isinstance(acc, Access):
+        return 1
+    envs = _corners(loops, {iv: lb}, every=_needs_every(acc, loops))
+    return sum(1 for _ in envs) if envs is not None else _CORNER_LIMIT
+
+
 def _corners(loops: list[Instruction], env: dict, every: bool = False
              ) -> Iterator[dict] | None:
     """Environments at the corners of the loops' iteration space (each
@@ -301,11 +323,7 @@ def _index_ranges(acc: Access, loops: list[Instruction], iv: Value, p: int
                   ) -> list[tuple[int, int]] | None:
     """Per dimension, the lowest and highest index ``acc`` covers in
     iteration ``p`` over the loops around it (None: not affine in them)."""
-    inner = {id(lp.regions[0].blocks[0].args[0]) for lp in loops}
-    # A min / max / division over the inner loops' variables (an edge tile's
-    # extent) need not be extreme at their corners: evaluated at every point.
-    envs = _corners(loops, {iv: p},
-                    every=any(_compound_over(ix, inner) for ix in acc.indices))
+    envs = _corners(loops, {iv: p}, every=_needs_every(acc, loops))
     if envs is None:
         return None
     out: list[list[int]] = [[1 << 62, -(1 << 62)] for _ in acc.indices]
@@ -353,7 +371,7 @@ def _box_runs(box: list[tuple[int, int]], t: ShapedType) -> Iterator[tuple[int, 
     """The contiguous byte runs [first, last] of a box of indices (per
     dimension, lowest and highest) in a tensor of type t: the dimensions
     inside the outermost partial one join its run."""
-    if any(lo > hi for lo, hi in box):
+    if not box or any(lo > hi for lo, hi in box):
         return
     shape, strides = t.shape, _byte_strides(t)
     d = len(box) - 1

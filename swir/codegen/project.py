@@ -388,7 +388,7 @@ class Project:
         """Spawn group i's wrapper parameter for each kernel's each parameter:
         one per distinct argument of the spawn, named after the Para field of
         its first use."""
-        scope, same = Scope(), self._group_keys[i][1]
+        scope, same = Scope(self.scope), self._group_keys[i][1]
         names: list[str] = []
         for f in self.groups[i]:
             for p in f.params:

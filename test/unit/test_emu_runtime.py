@@ -294,6 +294,9 @@ void err_kernel(void *p)
             athread_put(PE_MODE, buf, a->mem + 8 * id, 8, (void *)&reply, 0, 0);
             SWIR_WAIT(reply, 1);
         }
+    } else if (MODE("syn_unwaited")) {
+        athread_get(PE_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
+        SWIR_SYN("next");
     } else if (MODE("row_scope")) {
         athread_syn(ROW_SCOPE, 0xff);
     } else if (MODE("syn_mismatch")) {
@@ -582,6 +585,8 @@ ERRORS = {
     "synced_shared_block": r"kernel 'next', CPE 2: CPEs 1 and 2 both write by DMA into the "
                            r"32-byte block of main memory at block 'in' bytes 0 to 31 in one "
                            r"spawn; .*",
+    "syn_unwaited": r"kernel 'err', CPE \d+: reached the barrier before 'next' with 1 DMA not "
+                    r"waited for \(athread_get of 256 bytes on reply word at LDM 0x[0-9a-f]+\)",
     "row_scope": r"kernel 'err', CPE \d+: athread_syn\(ROW_SCOPE, \.\.\.\) is not supported by the "
                  r"emulation \(only ARRAY_SCOPE\)",
     "syn_mismatch": r"kernel 'err', CPE \d+: athread_syn can never complete: CPE 7 returned "

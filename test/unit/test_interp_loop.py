@@ -343,12 +343,12 @@ def test_dyn_index_out_of_range_is_a_located_diagnostic(bad):
 
 ARENA = '''module "a"
 stage loop
-buffer @a : buf<4 x f32> {offset = 0}
-buffer @b : buf<4 x f32> {offset = 0}
-buffer @c : buf<4 x f32> {offset = 16}
-buffer @d : buf<2 x f32> {offset = 8}
-buffer @own : buf<4 x f32>
-func @main(%ra: buf<4 x f32>, %rb: buf<4 x f32>, %rc: buf<4 x f32>) attributes {outputs = 3} {
+buffer @a : buf<16 x f32> {offset = 0}
+buffer @b : buf<16 x f32> {offset = 0}
+buffer @c : buf<16 x f32> {offset = 64}
+buffer @d : buf<8 x f32> {offset = 32}
+buffer @own : buf<16 x f32>
+func @main(%ra: buf<16 x f32>, %rb: buf<16 x f32>, %rc: buf<16 x f32>) attributes {outputs = 3} {
 'entry:
   call @fill(@a, 1.5)
   call @fill(@c, 2.5)
@@ -358,13 +358,13 @@ func @main(%ra: buf<4 x f32>, %rb: buf<4 x f32>, %rc: buf<4 x f32>) attributes {
   call @copy(@a, %ra)
   return
 }
-kernel @fill(%X: buf<4 x f32>, %v: f32) {
-  for %i = 0 to 4 {
+kernel @fill(%X: buf<16 x f32>, %v: f32) {
+  for %i = 0 to 16 {
     store %v, %X[%i]
   }
 }
-kernel @copy(%X: buf<4 x f32>, %Y: buf<4 x f32>) {
-  for %i = 0 to 4 {
+kernel @copy(%X: buf<16 x f32>, %Y: buf<16 x f32>) {
+  for %i = 0 to 16 {
     %v = load %X[%i] : f32
     store %v, %Y[%i]
   }
@@ -373,9 +373,9 @@ kernel @copy(%X: buf<4 x f32>, %Y: buf<4 x f32>) {
 
 
 def _arena_module() -> str:
-    # @fill takes a 4-element buffer; @d (2 elements) gets its own 2-element fill.
-    return ARENA.replace("  call @fill(@d, 3.5)\n", "  call @fill2(@d, 3.5)\n") + '''kernel @fill2(%X: buf<2 x f32>, %v: f32) {
-  for %i = 0 to 2 {
+    # @fill takes a 16-element buffer; @d (8 elements) gets its own 8-element fill.
+    return ARENA.replace("  call @fill(@d, 3.5)\n", "  call @fill2(@d, 3.5)\n") + '''kernel @fill2(%X: buf<8 x f32>, %v: f32) {
+  for %i = 0 to 8 {
     store %v, %X[%i]
   }
 }
@@ -390,14 +390,14 @@ def test_buffers_at_the_same_offset_share_memory_and_others_do_not():
     m = module(text)
     interp = LoopInterpreter(m)
     ra, rb, rc = interp.run("main", [])
-    assert list(rb) == [1.5] * 4          # @b aliases @a (same offset)
-    assert list(rc) == [2.5] * 4          # @c (bytes 16..31) is apart from @a
-    assert list(ra) == [1.5, 1.5, 3.5, 3.5]  # @d (bytes 8..15) overlaps @a's second half
+    assert list(rb) == [1.5] * 16         # @b aliases @a (same offset)
+    assert list(rc) == [2.5] * 16         # @c (bytes 64..127) is apart from @a
+    assert list(ra) == [1.5] * 8 + [3.5] * 8  # @d (bytes 32..63) overlaps @a's second half
     mem = interp.memory
     assert np.shares_memory(mem.buffer("a"), mem.buffer("b"))
     assert not np.shares_memory(mem.buffer("a"), mem.buffer("c"))
     assert not np.shares_memory(mem.buffer("own"), mem.buffer("a"))
-    assert mem.arena.nbytes == 32
+    assert mem.arena.nbytes == 128
 
 
 POISON = '''module "p"

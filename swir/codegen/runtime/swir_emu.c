@@ -5,7 +5,11 @@
  * and the spawn state, and changes them only while no kernel runs. Each CPE
  * thread touches only its own slot of `cpes` (found through the thread-local
  * `self`); the MPE resets the slots before creating the threads and reads them
- * after joining them, so thread creation and join order every access. */
+ * after joining them, so thread creation and join order every access. One
+ * exception: at SWIR_SYN's barrier the last CPE to arrive, holding syn.lock
+ * while the other 63 wait on it and the MPE waits in athread_join (it calls
+ * nothing of the emulation between spawn and join), ends the kernel before:
+ * it reads and clears every slot and switches the kernel table's entry. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -615,6 +619,14 @@ static int barrier(struct cpe *c, const char *next)
 {
     unsigned long round;
     size_t k;
+    if (next && c->queued) {          /* as at a return: the kernel before must be done */
+        const struct dma *d = &c->queue[0];
+        fail(mpe.kernel_name, c->id,
+             "reached the barrier before '%s' with %zu DMA%s not waited for (%s%s of %zu bytes "
+             "on reply word at LDM %p)", next, c->queued, c->queued == 1 ? "" : "s",
+             c->queued == 1 ? "" : "the first: ", d->get ? "athread_get" : "athread_put",
+             d->s.len, (void *)d->reply);
+    }
     pthread_mutex_lock(&syn.lock);
     round = syn.round;
     if (++syn.waiting == SWIR_CPES) {

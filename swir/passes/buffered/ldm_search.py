@@ -130,7 +130,8 @@ class Search:
 
     def aligned_finalists(self, ranked: list[Choice]) -> list[Choice]:
         """The best plans by estimate, past the first EXACT_CHECKS, whose
-        copies move more runs of whole 32-byte multiples than any of those."""
+        copies move a larger share of runs of whole 32-byte multiples than
+        any of those."""
         def share(c: Choice) -> float:
             return aligned_share(self.nest, c, self.ctx.cpes, self.serial)
         top = max((share(c) for c in ranked[:EXACT_CHECKS]), default=1.0)
