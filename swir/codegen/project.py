@@ -546,7 +546,7 @@ class Project:
         it alone starts (it reads its Para from ``arg``); "run", the kernel
         as one of several in a spawn (its Para at ``p``, in LDM already);
         "cpe", called from another CPE kernel with plain parameters."""
-        if mode == "spawn" and id(f) in {id(g) for g in self.runners}:
+        if mode == "spawn" and any(g is f for g in self.runners):
             return self._entry_function(self._c_names[(id(f), "spawn")], self._para[id(f)],
                                         (f,), [""])
         k = self._c_names[(id(f), mode)]
@@ -603,14 +603,9 @@ class Project:
         Para copied into LDM by one DMA, then each kernel in turn, the CPEs
         meeting at a barrier (athread_syn) between two: the next kernel reads
         what the others' DMAs wrote."""
-        self._para_copies.append((para, k))
         self.note_reply(PARA_REPLY)
-        lines = ["SWIR_LDM_FRAME(&swir_para, 0);",
-                 f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});",
-                 f"reply[{PARA_REPLY}] = 0;",
-                 f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
-                 f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);",
-                 f"SWIR_WAIT(reply[{PARA_REPLY}], 1);"]
+        declare, fetch = self._para_copy(para, k)
+        lines = ["SWIR_LDM_FRAME(&swir_para, 0);", declare, f"reply[{PARA_REPLY}] = 0;", *fetch]
         for n, (f, m) in enumerate(zip(kernels, members)):
             if n:
                 lines.append(f"SWIR_SYN({c_string(f.name)});")
@@ -633,15 +628,23 @@ class Project:
         elif used:
             e.line("SWIR_LDM_FRAME(&swir_para, 0);")
         if used:
-            self._para_copies.append((self._para[id(f)], k))
-            e.line(f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});")
+            declare, fetch = self._para_copy(self._para[id(f)], k)
+            e.line(declare)
         self._reset_replies(e, f, [PARA_REPLY] if used else [])
         if used:
-            para = self._para[id(f)]
-            e.line(f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
-                   f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);")
-            e.line(f"SWIR_WAIT(reply[{PARA_REPLY}], 1);")
-            e.line(f"const {para} *const p = &swir_para.{k};")
+            for line in fetch:
+                e.line(line)
+            e.line(f"const {self._para[id(f)]} *const p = &swir_para.{k};")
+
+    def _para_copy(self, para: str, k: str) -> tuple[str, list[str]]:
+        """Entry k's LDM copy of its Para (of type para), a member of the
+        swir_para union: the line declaring it to the emulation, and the DMA
+        that fetches it from ``arg`` on reply word PARA_REPLY (zeroed before)."""
+        self._para_copies.append((para, k))
+        return (f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});",
+                [f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
+                 f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);",
+                 f"SWIR_WAIT(reply[{PARA_REPLY}], 1);"])
 
     def _reset_replies(self, e: BodyEmitter, f: Function, extra: list[int]) -> None:
         """Zero the reply words the kernel (and the kernels it calls) uses
