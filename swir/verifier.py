@@ -17,7 +17,7 @@ Checks, in the order a reader meets them:
   inside its buffer for all iterations (interval analysis, tightened by
   enclosing ``if`` guards);
 * LDM: the LDM buffers live at once in a kernel fit ``ldm_size`` (module
-  attribute, default 65536 bytes).
+  attribute; default: the LDM of the module's target, swir/target.py).
 
 Errors are collected (one per instruction) and raised together.
 """
@@ -36,14 +36,14 @@ from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ScalarType, Shape
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
 from swir.ops.registry import OpError, lookup
+from swir.target import DEFAULT_TARGET, TARGETS, target_of
 
-DEFAULT_LDM_BYTES = 65536
 MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
 _SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
 
 # Every arena offset is a multiple of this (-mem-plan's align is at least it).
-ARENA_ALIGN = 32
+ARENA_ALIGN = DEFAULT_TARGET.write_block
 
 
 class VerificationError(Exception):
@@ -159,6 +159,9 @@ class _Verifier:
         if m.stage not in STAGES:
             self.error(f"unknown stage '{m.stage}'", m.loc)
             return self.errors
+        if "target" in m.attrs and m.attrs["target"] not in TARGETS:
+            self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
+                       m.loc)
         for g in m.globals:
             self.global_(g)
         for f in m.functions:
@@ -846,6 +849,9 @@ def _vname(v: Value) -> str:
 
 
 def module_attr_ldm(module: Module) -> int:
-    v = module.attrs.get("ldm_size", DEFAULT_LDM_BYTES)
-    return v if isinstance(v, int) and not isinstance(v, bool) else DEFAULT_LDM_BYTES
+    """The LDM bytes per CPE the module was planned for: its ``ldm_size``,
+    else its target's."""
+    v = module.attrs.get("ldm_size")
+    return v if isinstance(v, int) and not isinstance(v, bool) else \
+        target_of(module.attrs).ldm_bytes
 

@@ -34,7 +34,9 @@ from swir.passes.pipelines import (
     level_options,
     pipeline_flags,
 )
+from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
+from swir.target import DEFAULT_TARGET, Target
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, opt_level, run_tool
@@ -44,6 +46,7 @@ from .swir_opt import (
     build_passes,
     global_option,
     print_statistics,
+    target_option,
 )
 
 PROG = "swir-cg"
@@ -67,6 +70,8 @@ def usage() -> str:
               "  --func NAME                the function the program runs (default: main)",
               "  --print-pipeline           print the passes that will run, with their options",
               "  --stats                    report each pass's statistics",
+              f"  --target NAME              the machine ({DEFAULT_TARGET.name}, the only one swir-cg "
+              "writes code for)",
               "  -q, --quiet                no progress bar (drawn only on a terminal) and no "
               "closing line",
               "  --help, --version", "",
@@ -109,7 +114,7 @@ def pass_option_lines() -> list[str]:
 
 def level_defaults(name: str, f) -> str:
     """An option's default at each -O level that runs pass ``name``:
-    ``65536``, or ``greedy at -O0, -O1; search at -O3``."""
+    ``64``, or ``greedy at -O0, -O1; search at -O3``."""
     at: dict[str, list[str]] = {}
     for level in OPT_LEVELS:
         if name in compile_pipeline("graph", level):
@@ -128,6 +133,7 @@ class Command:
         self.func = "main"
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
+        self.target: Target = DEFAULT_TARGET
 
 
 def parse_args(argv: list[str]) -> Command:
@@ -156,6 +162,16 @@ def parse_args(argv: list[str]) -> Command:
             setattr(c, a[2:].replace("-", "_"), True)
         elif a == "-q":
             c.quiet = True
+        elif a == "--target" or a.startswith("--target="):
+            c.target, after = target_option(PROG, argv, i)
+            if not c.target.codegen:
+                raise command_line_error(
+                    PROG, argv, i, f"code generation for the {c.target.title} is not supported "
+                    "yet (its athread, DMA and SIMD interfaces are not described in public "
+                    "sources swir has); swir-opt --target and swir-report --target plan and "
+                    "model for it")
+            i = after
+            continue
         elif a.startswith("--"):
             global_option(a, i, c.globals)
         elif a.startswith("-") and a != "-":
@@ -174,7 +190,8 @@ def parse_args(argv: list[str]) -> Command:
 
 
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    return lowering(level_passes(stage, c.level, c.globals), stage, c.globals, argv, PROG)
+    return lowering(level_passes(stage, c.level, c.globals), stage, c.globals, argv, PROG,
+                    c.target)
 
 
 def level_passes(stage: str, level: str, globals_: dict) -> list[tuple[str, dict, int]]:
@@ -186,14 +203,14 @@ def level_passes(stage: str, level: str, globals_: dict) -> list[tuple[str, dict
 
 
 def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
-             argv: list[str], prog: str) -> list[Pass]:
+             argv: list[str], prog: str, target: Target = DEFAULT_TARGET) -> list[Pass]:
     """The passes, with the global options given to those that take them; a
     global option is an error when no pass runs."""
     if not passes:
         for k, (_, idx) in globals_.items():
             raise command_line_error(prog, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
                                                       "module runs no passes)")
-    return build_passes(Options(passes=passes, globals=globals_), argv, prog)
+    return build_passes(Options(passes=passes, globals=globals_, target=target), argv, prog)
 
 
 def ldm_reserve(passes: list[Pass]) -> int | None:
@@ -203,7 +220,7 @@ def ldm_reserve(passes: list[Pass]) -> int | None:
     for p in passes:
         if p.name == "ldm-plan":
             r = p.ldm_reserve
-            return p.ldm_size // 16 if r == -1 else r  # type: ignore[attr-defined]
+            return reserve_bytes(p.ldm_size, r)  # type: ignore[attr-defined]
     return None
 
 

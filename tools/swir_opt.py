@@ -19,10 +19,11 @@ from swir import __version__, files
 from swir.diagnostics import Diagnostic
 from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
-from swir.passes.manager import Pass, PassFailure, PassManager, option_flag
+from swir.passes.manager import Pass, PassFailure, PassManager, option_flag, target_defaults
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
 from swir.progress import for_terminal
+from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, target_named
 from swir.verifier import VerificationError, verify
 
 from .driver import UsageError, command_line_error, run_tool, write_files, write_output
@@ -49,6 +50,7 @@ class Options:
     passes: list[tuple[str, dict[str, str], int]] = field(default_factory=list)
     flags: dict[str, bool] = field(default_factory=lambda: {"verify-each": True})
     globals: dict[str, tuple[str, int]] = field(default_factory=dict)
+    target: Target = DEFAULT_TARGET
 
 
 def usage() -> str:
@@ -67,6 +69,9 @@ def usage() -> str:
                                             or "(no graph optimisation)"))
     lines += ["", "Options:",
               "  -o FILE                    write the output IR to FILE (only on success)",
+              "  --target NAME              the machine the passes plan for: "
+              + ", ".join(TARGETS) + f" (default: {DEFAULT_TARGET.name});",
+              "                             it sets the defaults of --ldm-size and --cpes",
               "  --help                     show this help and exit",
               "  --version                  show the version and exit"]
     for name, text in _FLAGS.items():
@@ -96,6 +101,9 @@ def parse_args(argv: list[str]) -> Options:
             o.passes += [(name, {}, i) for name in OPT_LEVELS[a[1:]]]
         elif a.startswith("-o") and len(a) > 2 and not _PASS_RE.match(a):
             o.output = a[2:]
+        elif a == "--target" or a.startswith("--target="):
+            o.target, i = target_option(PROG, argv, i)
+            continue
         elif a.startswith("--"):
             name, eq, value = a[2:].partition("=")
             if name in _FLAGS and not eq:
@@ -116,6 +124,20 @@ def parse_args(argv: list[str]) -> Options:
             o.passes.append((m.group(1), _pass_options(argv, i, m.group(2)), i))
         i += 1
     return o
+
+
+def target_option(prog: str, argv: list[str], i: int) -> tuple[Target, int]:
+    """``--target NAME`` or ``--target=NAME`` at argv[i]: the target and the
+    index after the option."""
+    name, eq, value = argv[i].partition("=")
+    if not eq:
+        if i + 1 >= len(argv):
+            raise command_line_error(prog, argv, i, f"'{name}' needs a value")
+        value = argv[i + 1]
+    try:
+        return target_named(value), i + (1 if eq else 2)
+    except UnknownTarget as e:
+        raise command_line_error(prog, argv, i, str(e)) from None
 
 
 def global_option(arg: str, index: int, into: dict[str, tuple[str, int]]) -> None:
@@ -172,7 +194,7 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
         assert cls is not None
         fields = {option_flag(f.name): f for f in cls.options()}
         declared |= set(fields)
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, object] = target_defaults(cls, o.target)
         for k, (v, _) in o.globals.items():
             if k in fields:
                 kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"--{k}")
@@ -181,6 +203,7 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
                 raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
             kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"-{name} option {k}")
         p = cls(**kwargs)
+        p.target = o.target
         for flag, message in p.option_errors():
             # point at the option where it was given: on the pass, or globally
             at = idx if flag in local or flag not in o.globals else o.globals[flag][1]

@@ -35,6 +35,7 @@ from swir.analysis.cost import (
     KernelCost,
     Machine,
     cost_report,
+    dma_assumptions,
 )
 from swir.analysis.traffic import TrafficError
 from swir.diagnostics import Diagnostic
@@ -43,6 +44,7 @@ from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
 from swir.progress import for_terminal
+from swir.target import DEFAULT_TARGET, TARGETS, Target
 from swir.verifier import verify
 
 from . import swir_opt
@@ -58,7 +60,7 @@ from .swir_cg import level_passes, lowering, pass_option_lines
 from .swir_opt import Options, global_option
 
 PROG = "swir-report"
-VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline")
+VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline", "--target")
 SMALL = SMALL_TRANSFER       # 256: the bytes under which a transfer counts as small
 PLOT_LABELS = 40             # the plot numbers at most this many kernels
 # A --pipeline token: a run of non-blanks, where {...} and "..." may hold blanks.
@@ -83,6 +85,8 @@ def usage() -> str:
              "                             swir-run runs: @main, else the only function)",
              "  --machine NAME             the DMA assumptions: "
              + ", ".join(DMA_ASSUMPTIONS) + " (default: default)",
+             "  --target NAME              the machine planned for and modeled: "
+             + ", ".join(TARGETS) + f" (default: {DEFAULT_TARGET.name})",
              "  --json FILE                write the report as JSON",
              "  --plot FILE                write a roofline plot (PNG; needs matplotlib: the",
              "                             report extra, pip install 'swir[report]')",
@@ -103,6 +107,7 @@ class Command:
     level: str | None = None
     func: str | None = None
     machine: str = "default"
+    target: Target = DEFAULT_TARGET
     json: str | None = None
     plot: str | None = None
     quiet: bool = False
@@ -175,7 +180,10 @@ def value_option(c: Command, i: int) -> int:
     if name == "--machine" and value not in DMA_ASSUMPTIONS:
         raise command_line_error(PROG, c.argv, i, f"unknown machine '{value}' (machines: "
                                  f"{', '.join(DMA_ASSUMPTIONS)})")
-    setattr(c, name[2:], value)
+    if name == "--target":
+        c.target = swir_opt.target_option(PROG, c.argv, i)[0]
+    else:
+        setattr(c, name[2:], value)
     return i + (1 if eq else 2)
 
 
@@ -229,7 +237,7 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
     else:
         assert c.level is not None
         passes = level_passes(stage, c.level, c.globals)
-    return lowering(passes, stage, c.globals, c.argv, PROG)
+    return lowering(passes, stage, c.globals, c.argv, PROG, c.target)
 
 
 def compact_spelling(p: Pass) -> str:
@@ -257,7 +265,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
                          "stage; swir-report models the dma stage (end it with -insert-dma)")
     progress.begin("modeling")
     try:
-        report = cost_report(module, DMA_ASSUMPTIONS[c.machine], c.func)
+        report = cost_report(module, dma_assumptions(c.target)[c.machine], c.func)
     except TrafficError as e:
         raise UsageError(str(e)) from None
     finally:

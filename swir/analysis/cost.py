@@ -38,6 +38,7 @@ from swir.analysis.traffic import KernelTraffic, dma_traffic
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
 from swir.passes.dma.insert_dma import ldm_total
+from swir.target import DEFAULT_TARGET, Target, target_of
 
 # Ops whose kernels are matmul-like (TVM's complex-out-fusable pattern): the
 # I/O lower bound applies to them. Kernel names list the ops they run.
@@ -46,27 +47,34 @@ MATMUL_LIKE = ("conv2d", "conv_transpose2d", "matmul")
 
 @dataclass(frozen=True)
 class Machine:
-    """One SW26010 core group. Measured constants cite their source; the
-    DMA curve has no public measurement (../shared/design/sunway.md), so its
-    three constants are stated assumptions, and plan comparisons are
-    repeated over :data:`DMA_ASSUMPTIONS`."""
+    """One core group of a target (swir/target.py holds the figures and
+    their sources; the default is the SW26010's). The DMA curve has no public
+    measurement (../shared/design/sunway.md), so its three constants are stated
+    assumptions, and plan comparisons are repeated over :func:`dma_assumptions`."""
 
-    clock_hz: float = 1.45e9        # sunway.md, hardware table: MPE and CPEs at 1.45 GHz
-    flops_per_cycle: int = 8        # sunway.md: 256-bit vector FMA, 4 lanes (11.6 GFLOPS per CPE)
-    cpes: int = 64                  # sunway.md: an 8 x 8 CPE grid per core group
-    ldm_bytes: int = 65536          # sunway.md: 64 KB LDM per CPE
-    peak_bandwidth: float = 34.1e9  # 000_ba374e17f4714793.txt Sec. II: 34.1 GB/s per CG, theoretical
+    clock_hz: float = DEFAULT_TARGET.clock_hz
+    flops_per_cycle: int = DEFAULT_TARGET.flops_per_cycle   # the vector FMA peak per CPE
+    cpes: int = DEFAULT_TARGET.cpes
+    ldm_bytes: int = DEFAULT_TARGET.ldm_bytes               # LDM per CPE
+    peak_bandwidth: float = DEFAULT_TARGET.peak_bandwidth   # per core group, theoretical
     # Assumption: the share of the theoretical bandwidth DMA achieves with
-    # large blocks (below the 34.1 GB/s any real DDR3 channel falls short of).
-    dma_efficiency: float = 0.75
+    # large blocks (below the peak any real DDR channel falls short of).
+    dma_efficiency: float = DEFAULT_TARGET.dma_efficiency
     # Assumption: a contiguous block of this many bytes streams at half the
     # bandwidth (efficiency b / (b + half_block)). swTVM picks 64-float
     # (256-byte) tiles because "reading 64 floats per memory access achieves
     # good bandwidth" (001_1987d45e91562161.txt Sec. 5): 80% at 256 bytes here.
-    half_block: int = 64
+    half_block: int = DEFAULT_TARGET.dma_half_block
     # Assumption: each DMA's start-up latency, in cycles; of the order of a
     # single-word gld / gst from a CPE (sunway.md: about 300+ cycles).
-    dma_startup_cycles: int = 300
+    dma_startup_cycles: int = DEFAULT_TARGET.dma_startup_cycles
+
+    @classmethod
+    def for_target(cls, t: Target) -> Machine:
+        return cls(clock_hz=t.clock_hz, flops_per_cycle=t.flops_per_cycle, cpes=t.cpes,
+                   ldm_bytes=t.ldm_bytes, peak_bandwidth=t.peak_bandwidth,
+                   dma_efficiency=t.dma_efficiency, half_block=t.dma_half_block,
+                   dma_startup_cycles=t.dma_startup_cycles)
 
     @property
     def cpe_flops(self) -> float:
@@ -75,7 +83,7 @@ class Machine:
 
     @property
     def peak_flops(self) -> float:
-        """Peak flop/s of the CPE cluster (742.4 GFLOPS, sunway.md)."""
+        """Peak flop/s of the CPE cluster (742.4 GFLOPS on the SW26010, sunway.md)."""
         return self.cpe_flops * self.cpes
 
     @property
@@ -91,14 +99,17 @@ class Machine:
         return Machine(**{**asdict(self), **changes})
 
 
-# The range of the assumed DMA constants that plan comparisons are repeated
-# over (sunway.md asks for a range, not one point): pessimistic, default,
-# optimistic.
-DMA_ASSUMPTIONS: dict[str, Machine] = {
-    "pessimistic": Machine(dma_efficiency=0.5, half_block=256, dma_startup_cycles=1000),
-    "default": Machine(),
-    "optimistic": Machine(dma_efficiency=0.9, half_block=16, dma_startup_cycles=100),
-}
+def dma_assumptions(t: Target = DEFAULT_TARGET) -> dict[str, Machine]:
+    """The range of the assumed DMA constants that plan comparisons are
+    repeated over (sunway.md asks for a range, not one point): pessimistic,
+    the target's own, optimistic."""
+    m = Machine.for_target(t)
+    return {"pessimistic": m.with_(dma_efficiency=0.5, half_block=256, dma_startup_cycles=1000),
+            "default": m,
+            "optimistic": m.with_(dma_efficiency=0.9, half_block=16, dma_startup_cycles=100)}
+
+
+DMA_ASSUMPTIONS: dict[str, Machine] = dma_assumptions()
 
 
 @dataclass
@@ -192,7 +203,7 @@ def cost_report(module: Module, machine: Machine | None = None,
     of a dma-stage module, per function that moves data or computes. The
     LDM size is the module's (``stage dma {ldm_size = N}``) when it says.
     Counting stops with CountLimit past ``deadline`` (time.monotonic())."""
-    machine = machine or Machine()
+    machine = machine or Machine.for_target(target_of(module.attrs))
     if "ldm_size" in module.attrs:
         machine = machine.with_(ldm_bytes=int(module.attrs["ldm_size"]))
     traffic = dma_traffic(module, func, count_compute=True, deadline=deadline)

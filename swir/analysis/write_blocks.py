@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Range, Value
 from swir.ir.types import ShapedType
+from swir.target import DEFAULT_TARGET
 
-BLOCK = 32               # bytes: the write granularity no two CPEs may share
+BLOCK = DEFAULT_TARGET.write_block               # bytes: the write granularity no two CPEs may share
 _CORNER_LIMIT = 4096     # loop-corner environments evaluated per hull at most
 _EXACT_LIMIT = 1 << 14   # loops up to this long have every iteration's hull looked at
 _SEGMENT_LIMIT = 1 << 16  # contiguous runs the block-exact check enumerates at most

@@ -45,13 +45,14 @@ from swir.ir.core import (
     Successor,
 )
 from swir.ir.types import LDM_ALIGN, LDMType, ScalarType, ShapedType
+from swir.target import SW26010
 from swir.verifier import module_attr_ldm
 
 WEIGHTS_FILE = "weights.bin"
 PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
-LDM_BYTES = 65536   # LDM per CPE on the SW26010
 RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
+TARGET_HEADER = "swir_target.h"   # emu/: the target's figures, generated (swir/target.py)
 
 
 @dataclass
@@ -326,6 +327,7 @@ class Project:
         runtime = resources.files("swir.codegen") / "runtime"
         for name in RUNTIME_FILES:
             files[f"emu/{name}"] = (runtime / name).read_bytes()
+        files[f"emu/{TARGET_HEADER}"] = SW26010.c_defines().encode("utf-8")
         return files
 
     def header(self, what: str) -> str:
@@ -345,7 +347,7 @@ class Project:
         if self._uses_f16():
             parts.append(templates.F16)
         if self.fault_sites:
-            parts.append(templates.FAULT_SLOTS)
+            parts.append(templates.FAULT_SLOTS.replace("{cpes}", str(SW26010.cpes)))
         parts.append(scalar.helpers())
         for f in self.spawned:
             fields = []
@@ -442,7 +444,7 @@ class Project:
 
     def _layers_h(self) -> str:
         lines = [self.header("layers.h: the MPE side of each CPE kernel: fill its "
-                             "parameters and spawn it\n * on the 64 CPEs (the caller joins)."),
+                             f"parameters and spawn it\n * on the {SW26010.cpes} CPEs (the caller joins)."),
                  "#ifndef SWIR_LAYERS_H", "#define SWIR_LAYERS_H", "",
                  '#include "layers_mix.h"', ""]
         for f in self.spawned:
@@ -457,7 +459,7 @@ class Project:
 
     def _layers_c(self) -> str:
         lines = [self.header("layers.c: MPE wrappers: each fills its kernel's Para struct "
-                             "and spawns the\n * kernel on the 64 CPEs."),
+                             f"and spawns the\n * kernel on the {SW26010.cpes} CPEs."),
                  "#include <athread.h>", "", '#include "layers.h"', ""]
         alone = [f for f in self.spawned if id(f) in self._alone]
         for f in alone:
@@ -509,7 +511,7 @@ class Project:
         for i, g in enumerate(self.groups):
             bodies.append(self._entry_function(self._group_names[i], self._group_para[i], g,
                                                self._group_members(i)))
-        out = [self.header("layers_slave.c: the CPE kernels. Each runs on all 64 CPEs, "
+        out = [self.header(f"layers_slave.c: the CPE kernels. Each runs on all {SW26010.cpes} CPEs, "
                            "takes its share of\n * the work by CPE id, and moves data "
                            "between main memory and its LDM by DMA."),
                "#include <slave.h>", "", '#include "layers_mix.h"', ""]
@@ -840,14 +842,15 @@ class Project:
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:
         # The LDM the plan was made for (stage dma {ldm_size = N}), at most the
-        # SW26010's 64 KB: the emulation holds each kernel to both.
+        # SW26010's: the emulation holds each kernel to both.
         planned = module_attr_ldm(self.m)
-        ldm_bytes = min(planned, LDM_BYTES)
+        ldm_bytes = min(planned, SW26010.ldm_bytes)
         reserve = self.opt.ldm_reserve
-        if reserve is None:                 # -ldm-plan's default: 1/16 of the LDM
-            reserve = planned // 16
+        if reserve is None:                 # -ldm-plan's default
+            reserve = SW26010.default_reserve(planned)
         if reserve >= ldm_bytes:
             raise Diagnostic(f"swir-cg: an LDM reserve of {reserve} bytes leaves no LDM for "
-                             f"the kernels: the SW26010 has {LDM_BYTES} bytes per CPE",
-                             self.m.loc)
-        return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes)
+                             f"the kernels: the {SW26010.title} has {SW26010.ldm_bytes} bytes "
+                             "per CPE", self.m.loc)
+        return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes,
+                                  SW26010.cpes)

@@ -53,9 +53,10 @@ from swir.interp.loop import (
 )
 from swir.ir.core import Access, Function, Global, Instruction, Module, Range, Value
 from swir.ir.types import INDEX, LDMType, ShapedType
+from swir.target import DEFAULT_TARGET
 
 # Simulated CPEs of one core group (the SW26010's 8 x 8 grid).
-CPES = 64
+CPES = DEFAULT_TARGET.cpes
 
 BUFFERED_EMITTERS: dict[str, OpEmitter] = {}
 
@@ -168,7 +169,7 @@ class BufferedInterpreter(LoopInterpreter):
     """Runs functions of a buffered-stage module (see the module docstring).
 
     ``ldm_size`` overrides the module's capacity (stage attribute ``ldm_size``,
-    default 65536 bytes); with ``trace``, ``cpe_trace`` lists every iteration of
+    default: the target's LDM); with ``trace``, ``cpe_trace`` lists every iteration of
     a spreading parallel loop as ``(function, induction variable, cpe,
     value)`` in execution order. After a run, :attr:`kernel_stats` (by function
     name), :attr:`ldm_peak` and :attr:`copy_counts` describe it."""

@@ -68,13 +68,14 @@ from swir.ir.core import (
 )
 from swir.ir.types import LDMType, ShapedType
 from swir.ops.loop import chunk_code
+from swir.target import DEFAULT_TARGET
 
 # Transfers smaller than this many bytes are counted as small (DMA efficiency
 # falls for blocks below a few hundred bytes; ../shared/design/sunway.md).
-SMALL_TRANSFER = 256
+SMALL_TRANSFER = DEFAULT_TARGET.small_transfer
 # blocks_32 counts the blocks whose length is a multiple of this many bytes:
 # the CPEs' write blocks and the LDM buffers' alignment (docs/codegen.md).
-ALIGN_BYTES = 32
+ALIGN_BYTES = DEFAULT_TARGET.dma_align
 
 DMA_EMITTERS: dict[str, OpEmitter] = {}
 
@@ -272,7 +273,7 @@ class DMAInterpreter(BufferedInterpreter):
     """Runs functions of a dma-stage module (see the module docstring).
 
     ``ldm_size`` overrides the module's LDM capacity per CPE (stage attribute
-    ``ldm_size``, default 65536 bytes). Running a ``cpe kernel`` directly (the
+    ``ldm_size``, default: the target's LDM). Running a ``cpe kernel`` directly (the
     top-level :meth:`call`, ``swir-run --func``) runs it on every CPE as a
     spawn and join would. After a run, :attr:`kernel_stats` (a
     :class:`DMAStats` per function run, by name), :attr:`dma_totals` and

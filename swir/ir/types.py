@@ -10,6 +10,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from swir.target import DEFAULT_TARGET
+
 FLOAT_TYPES = ("f16", "f32", "f64")
 INT_TYPES = ("i1", "i8", "i16", "i32", "i64")
 SCALAR_NAMES = FLOAT_TYPES + INT_TYPES + ("index",)
@@ -125,7 +127,7 @@ class LDMType(ShapedType):
 # aligned vector loads and stores (simd_load / simd_store of a floatv4 or
 # doublev4) need 32-byte addresses, and aligned DMA blocks stream best
 # (docs/codegen.md, "On a real Sunway machine").
-LDM_ALIGN = 32
+LDM_ALIGN = DEFAULT_TARGET.dma_align
 
 
 def ldm_slot(nbytes: int) -> int:

@@ -24,6 +24,7 @@ from swir.files import new_file_mode
 from swir.ir.core import Module
 from swir.printer import print_module
 from swir.progress import QUIET, Progress
+from swir.target import DEFAULT_TARGET, Target
 from swir.verifier import VerificationError, verify
 
 
@@ -58,6 +59,9 @@ class Pass:
     summary: ClassVar[str] = ""
     # The stages a pass accepts as input; None means any.
     stages: ClassVar[tuple[str, ...] | None] = None
+    # The machine the pass plans for: a tool's --target (not an option: it
+    # sets options' defaults, see target_defaults).
+    target: Target = field(default=DEFAULT_TARGET, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.statistics: dict[str, int] = {}
@@ -118,10 +122,19 @@ def option_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def option(default: Any, help: str, check: Callable[[Any], str | None] | None = None) -> Any:
-    """Declare a pass option: ``ldm_size: int = option(65536, "LDM bytes")``;
-    ``check(value)`` says what is wrong with a value (None: nothing)."""
-    return field(default=default, metadata={"help": help, "check": check})
+def option(default: Any, help: str, check: Callable[[Any], str | None] | None = None,
+           target: str | None = None) -> Any:
+    """Declare a pass option: ``init: int = option(64, "initial buffer size")``;
+    ``check(value)`` says what is wrong with a value (None: nothing). With
+    ``target``, the option's default is that figure of the target the tool
+    compiles for (:func:`target_defaults`); ``default`` is the default target's."""
+    return field(default=default, metadata={"help": help, "check": check, "target": target})
+
+
+def target_defaults(cls: type[Pass], target: Target) -> dict[str, Any]:
+    """The option values of pass ``cls`` that come from ``target``, by field name."""
+    return {f.name: getattr(target, f.metadata["target"]) for f in cls.options()
+            if f.metadata.get("target")}
 
 
 # Checks for option(): each returns what a bad value must be, or None.
@@ -265,6 +278,8 @@ class PassManager:
         m = parse_module(source, f"<before -{self.passes[index].name}>")
         m.base_dir = base_dir
         fresh = [dataclasses.replace(q) for q in self.passes[:index]]
+        for q, old in zip(fresh, self.passes):
+            q.target = old.target
         PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
         # The reproducer is saved elsewhere: weight files by absolute path.
         m.move_weight_files(None)

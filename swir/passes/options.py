@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from swir.passes.manager import at_least, in_range, option
+from swir.target import DEFAULT_TARGET
 
-DEFAULT_LDM = 65536      # bytes of LDM per CPE on the SW26010
-MAX_CPES = 64            # CPEs per core group
+DEFAULT_LDM = DEFAULT_TARGET.ldm_bytes    # bytes of LDM per CPE
+MAX_CPES = DEFAULT_TARGET.cpes            # CPEs per core group
 
 
 def _reserve_value(v: int) -> str | None:
@@ -21,7 +22,7 @@ def _reserve_value(v: int) -> str | None:
 
 def ldm_size(help: str = "LDM bytes per CPE") -> Any:
     # a C int in the generated Makefile and runtime
-    return option(DEFAULT_LDM, help, check=in_range(1, 2**31 - 1))
+    return option(DEFAULT_LDM, help, check=in_range(1, 2**31 - 1), target="ldm_bytes")
 
 
 def ldm_reserve(help: str = "LDM bytes kept for the CPE stack and statics "
@@ -34,12 +35,12 @@ def ldm_init(help: str = "initial buffer size in elements (Algorithm 1)") -> Any
 
 
 def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
-    return option(MAX_CPES, help, check=in_range(1, MAX_CPES))
+    return option(MAX_CPES, help, check=in_range(1, MAX_CPES), target="cpes")
 
 
 def reserve_bytes(size: int, reserve: int) -> int:
     """The LDM bytes kept back: ``reserve``, or ldm-size / 16 for -1."""
-    return size // 16 if reserve == -1 else reserve
+    return DEFAULT_TARGET.default_reserve(size) if reserve == -1 else reserve
 
 
 def check_reserve(pass_name: str, size: int, reserve: int) -> list[tuple[str, str]]:

@@ -37,7 +37,7 @@ from swir.codegen.names import (
     display_text,
     file_stem,
 )
-from swir.codegen.project import RUNTIME_FILES
+from swir.codegen.project import RUNTIME_FILES, TARGET_HEADER
 from swir.interp.run import interpreter_for
 from swir.ir.core import Module
 from swir.parser import parse_module
@@ -347,7 +347,7 @@ def test_hostile_onnx_names_import_compile_run_and_stay_inside_the_directory(onn
     assert sorted(q.name for q in p.out.iterdir()) == sorted(
         ["Makefile", "emu", "layers.c", "layers.h", "layers_mix.h", "layers_slave.c", "main.c",
          "weights.bin", p.program.name])
-    assert sorted(q.name for q in (p.out / "emu").iterdir()) == sorted(RUNTIME_FILES)
+    assert sorted(q.name for q in (p.out / "emu").iterdir()) == sorted(RUNTIME_FILES + (TARGET_HEADER,))
     assert re.fullmatch(r"[A-Za-z0-9_]{1,64}", stem)
     declared = re.search(r"#define WEIGHTS_BYTES (\d+)", (p.out / "main.c").read_text())
     assert (p.out / "weights.bin").stat().st_size == int(declared.group(1)) >= 768

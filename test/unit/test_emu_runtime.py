@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 import swir
+from swir.codegen.project import TARGET_HEADER
 from swir.interp.dma import SMALL_TRANSFER, size_bucket
+from swir.target import SW26010
 
 RUNTIME = Path(swir.__file__).parent / "codegen" / "runtime"
 RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
@@ -388,6 +390,7 @@ def build(d: Path, defs: str, main: str, slave: str, flags: tuple[str, ...] = ()
     emu.mkdir(exist_ok=True)
     for name in RUNTIME_FILES:
         shutil.copy(RUNTIME / name, emu / name)
+    (emu / TARGET_HEADER).write_text(SW26010.c_defines())    # as swir-cg writes it
     (d / "mix.h").write_text(MIX_H % defs)
     (d / "main.c").write_text(main)
     (d / "layers_slave.c").write_text(slave)

@@ -23,27 +23,12 @@
 #define SWIR_EMU 1
 #endif
 
-/* CPEs of one core group (an 8 x 8 grid, id = row * 8 + col). */
-#define SWIR_CPES 64
-
-/* LDM per CPE, and the part of it the code generator leaves for the CPE
- * stack and the reply words: a kernel's LDM frame may use the rest. Override
- * with -DSWIR_LDM_BYTES=... / -DSWIR_LDM_RESERVE=... (when compiling
- * swir_emu.c; the generated code only passes sizes). */
-#ifndef SWIR_LDM_BYTES
-#define SWIR_LDM_BYTES 65536
-#endif
-#ifndef SWIR_LDM_RESERVE
-#define SWIR_LDM_RESERVE 4096
-#endif
-
-/* No two CPEs may write by DMA into one aligned block of this many bytes of
- * main memory in one spawn (checked at each join; docs/codegen.md). */
-#define SWIR_WRITE_BLOCK 32
-
-/* DMAs shorter than this many bytes are counted as small (as in the
- * interpreter's SMALL_TRANSFER). */
-#define SWIR_SMALL_TRANSFER 256
+/* The machine's figures (SWIR_CPES, SWIR_LDM_BYTES, SWIR_LDM_RESERVE,
+ * SWIR_WRITE_BLOCK, SWIR_SMALL_TRANSFER): swir-cg writes them beside this file
+ * from its target description (swir/target.py). Override the LDM sizes with
+ * -DSWIR_LDM_BYTES=... / -DSWIR_LDM_RESERVE=... (when compiling swir_emu.c;
+ * the generated code only passes sizes). */
+#include "swir_target.h"
 
 /* MPE, before a spawn: the swir kernel name the next spawn's counters are
  * recorded under (and its error messages name); without it the spawned C

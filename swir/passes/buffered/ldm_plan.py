@@ -43,6 +43,7 @@ from swir.ir.core import Access, Function, Instruction, Module, Range, Value
 from swir.ir.types import BufType, LDMType, ldm_slot
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, one_of, option
+from swir.target import DEFAULT_TARGET, Target
 
 
 @dataclass
@@ -80,6 +81,8 @@ class LDMPlan(Pass):
                 self.plan_nest(f, k, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size
+        if self.target is not DEFAULT_TARGET:     # the default is left implicit
+            module.attrs["target"] = self.target.name
         return True
 
     def plan_nest(self, f: Function, index: int, top: Instruction, capacity: int) -> None:
@@ -98,7 +101,7 @@ class LDMPlan(Pass):
             from swir.passes.buffered.ldm_search import search
             order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
                                                            self.search_budget, self.ldm_size,
-                                                           self.double_buffer))
+                                                           self.double_buffer, self.target))
             self.bump("nests where search beat greedy" if chose else
                       "nests where greedy stayed best")
             if cut:
@@ -131,6 +134,7 @@ class SearchContext:
     budget: float       # seconds
     ldm_size: int
     double: bool        # the -ldm-plan option double-buffer
+    target: Target = DEFAULT_TARGET
 
 
 # -- the nest model ------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from swir.passes.buffered.ldm_plan import (
     load_single_elements_directly,
     order_loops,
 )
+from swir.target import DEFAULT_TARGET
 
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
@@ -65,9 +66,8 @@ ALIGNED_SCAN = 200  # plans looked at (by estimate) for those
 # does not price alignment (no public figure: sunway.md, "aligned blocks of
 # 256 B or more stream best"); this buys it where it costs little.
 ALIGN_SLACK = 0.02
-ALIGN_BYTES = 32
+ALIGN_BYTES = DEFAULT_TARGET.dma_align
 ROUNDS_SHARE = 0.75  # of the time budget, for the local search (the rest: exact checks)
-MACHINE = Machine()
 
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
 
@@ -149,7 +149,8 @@ class Search:
             out = []
             for order in orders(self.nest, tiles):
                 key = (tiles, order)
-                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops, self.serial)
+                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops, self.serial,
+                                          Machine.for_target(self.ctx.target))
                 out.append((self.seen[key], key))
             self.scored[tiles] = out
         return self.scored[tiles]
@@ -252,7 +253,7 @@ def nest_flops(nest: Nest) -> int:
 
 
 def estimate(nest: Nest, choice: Choice, cpes: int, flops: int, serial: frozenset[int],
-             m: Machine = MACHINE) -> float:
+             m: Machine) -> float:
     """Modeled seconds of the nest with these tiles and tile-loop order, in
     closed form (full tiles; no double buffering); ``serial``: the indices
     of the loops that carry a dependence."""
@@ -431,6 +432,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
                   {nest.vars[i] for i in serial}).rewrite()
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
+        if ctx.target is not DEFAULT_TARGET:
+            m.attrs["target"] = ctx.target.name
         PassManager([InsertDMA()], verify_each=False).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)
         blocks = r.total("blocks")

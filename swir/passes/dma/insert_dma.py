@@ -58,10 +58,12 @@ from swir.ir.core import (
 )
 from swir.ir.types import INDEX
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+from swir.target import DEFAULT_TARGET
+from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
-CPES = 64
+CPES = DEFAULT_TARGET.cpes
 
 
 @dataclass
@@ -81,8 +83,8 @@ class InsertDMA(Pass):
         for f in list(module.functions):
             if f.kind == "kernel" and f.body is not None:
                 split[f.name] = self.split_kernel(module, f)
-        size = int(module.attrs.get("ldm_size", 65536))
-        self.capacity = size - size // 16
+        size = module_attr_ldm(module)
+        self.capacity = size - DEFAULT_TARGET.default_reserve(size)
         for f in module.functions:
             if f.kind == "kernel":
                 f.target = "cpe"
