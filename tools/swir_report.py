@@ -44,7 +44,7 @@ from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, TARGETS, Target
+from swir.target import DEFAULT_TARGET, TARGETS, Target, target_of
 from swir.verifier import verify
 
 from . import swir_opt
@@ -86,7 +86,8 @@ def usage() -> str:
              "  --machine NAME             the DMA assumptions: "
              + ", ".join(DMA_ASSUMPTIONS) + " (default: default)",
              "  --target NAME              the machine planned for and modeled: "
-             + ", ".join(TARGETS) + f" (default: {DEFAULT_TARGET.name})",
+             + ", ".join(TARGETS) + " (default: the module's,",
+             f"                             else {DEFAULT_TARGET.name})",
              "  --json FILE                write the report as JSON",
              "  --plot FILE                write a roofline plot (PNG; needs matplotlib: the",
              "                             report extra, pip install 'swir[report]')",
@@ -107,7 +108,7 @@ class Command:
     level: str | None = None
     func: str | None = None
     machine: str = "default"
-    target: Target = DEFAULT_TARGET
+    target: Target | None = None     # None: the module's (swir.target.target_of)
     json: str | None = None
     plot: str | None = None
     quiet: bool = False
@@ -255,6 +256,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     module = parse_module(read_source(c.input), name)
     verify(module)
     stage = module.stage
+    c.target = c.target or target_of(module.attrs)
     passes = pipeline(stage, c)
     progress = for_terminal(c.quiet)
     PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,

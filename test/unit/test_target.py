@@ -183,3 +183,15 @@ def test_swir_cg_refuses_the_pro_and_writes_nothing(tmp_path):
               str(tmp_path / "out"), ok=False)
     assert r.returncode == 1 and "not supported yet" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_swir_report_takes_the_modules_target(tmp_path):
+    """A module planned for the Pro is reported as one without --target; an
+    explicit --target wins."""
+    out, pro, sw = tmp_path / "mlp.dma.swir", tmp_path / "pro.json", tmp_path / "sw.json"
+    _tool("swir-opt", "--target=sw26010pro", "-lower-loops", "-mem-plan", "-ldm-plan",
+          "-insert-dma", str(EXAMPLES / "mlp.swir"), "-o", str(out))
+    _tool("swir-report", str(out), "-q", "--json", str(pro))
+    _tool("swir-report", str(out), "-q", "--target=sw26010", "--json", str(sw))
+    assert json.loads(pro.read_text())["machine"]["clock_hz"] == 2.25e9
+    assert json.loads(sw.read_text())["machine"]["clock_hz"] == 1.45e9
