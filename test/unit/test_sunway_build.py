@@ -22,6 +22,8 @@ import pytest
 
 import swir
 from swir.codegen import emulate, templates
+from swir.codegen.project import TARGET_HEADER
+from swir.target import SW26010
 
 ROOT = Path(__file__).resolve().parents[2]
 SW5CC = ROOT / "test" / "sunway" / "sw5cc"
@@ -42,9 +44,10 @@ def sw5cc(cwd: Path, *args: str, env: dict[str, str] | None = None
 
 def emu_compile(cwd: Path, name: str) -> subprocess.CompletedProcess:
     """``name`` compiled as `make emu` compiles a project's sources, against the
-    emulation's headers (syntax only)."""
+    emulation's headers (syntax only), with the target header swir-cg writes beside them."""
+    (cwd / TARGET_HEADER).write_text(SW26010.c_defines())
     return subprocess.run([CC, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DSWIR_EMU",
-                           f"-I{RUNTIME}", "-fsyntax-only", name], capture_output=True,
+                           f"-I{RUNTIME}", "-I.", "-fsyntax-only", name], capture_output=True,
                           text=True, cwd=cwd, check=False, timeout=60)
 
 
