@@ -40,6 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+from swir.codegen.project import TARGET_HEADER
+from swir.target import SW26010
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench" / "models"))
@@ -134,6 +137,7 @@ def measure(name: str, work: Path, swir_cg: list[str], runtime: Path | None) -> 
     if runtime is not None:              # an older project: this runtime's counters
         for f in RUNTIME:
             shutil.copy(runtime / f, project / "emu" / f)
+        (project / "emu" / TARGET_HEADER).write_text(SW26010.c_defines())
         c = project / "emu" / "swir_emu.c"
         text = c.read_text()
         patched = text.replace("    check_written();\n", "    (void)check_written;\n")
