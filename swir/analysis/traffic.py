@@ -69,14 +69,8 @@ from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.buffered import CPES
 from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, _int_attr,
                              size_bucket)
-from swir.interp.loop import (
-    Emit,
-    _loop_range,
-    _value_text,
-    free_values,
-    function_values,
-    index_constant,
-)
+from swir.interp.loop import loop_range
+from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
 from swir.interp.run import default_function
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
@@ -780,7 +774,7 @@ class _FunctionWriter:
 
     def loop(self, inst: Instruction) -> None:
         e = self.emit
-        rng, body = _loop_range(e, inst)
+        rng, body = loop_range(e, inst)
         var = body.args[0]
         if id(var) in self.needed:
             plan = self.sum_plan(inst)
@@ -914,7 +908,7 @@ class _FunctionWriter:
         depends on them."""
         for r in inst.results:
             if id(r) in self.needed and id(r) not in self.counter.int_consts:
-                what = (f"{_value_text(r)}, the result of '{inst.opname}'{_at(inst)} in "
+                what = (f"{value_text(r)}, the result of '{inst.opname}'{_at(inst)} in "
                         f"@{self.f.name}, computed when the module runs")
                 self.emit.line(f"{self.name(r)} = {self.counter.bind(_Unknown(what), 'unk')}")
 
@@ -957,7 +951,7 @@ class _FunctionWriter:
         if not self._counts_after(yes.block) and not self._counts_after(no.block):
             return None
         raise TrafficError(f"the DMA traffic of @{self.f.name} is not static: the cond_br "
-                           f"on {_value_text(cond)}{_at(term)} chooses between paths that "
+                           f"on {value_text(cond)}{_at(term)} chooses between paths that "
                            "start DMA work, and its condition is computed when the module "
                            "runs")
 

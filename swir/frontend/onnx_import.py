@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from swir.diagnostics import one_line
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
 from swir.ir.types import (F16, F32, F64, I1, I8, I16, I32, I64, ScalarType, TensorType,

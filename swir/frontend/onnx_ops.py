@@ -25,7 +25,7 @@ from swir.frontend.onnx_import import (
     onnx_modules,
     swir_element,
 )
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.core import Value
 from swir.ir.types import TensorType, size_error
 from swir.ops.registry import OpError

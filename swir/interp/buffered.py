@@ -43,14 +43,12 @@ from swir.diagnostics import Diagnostic
 from swir.interp.graph import MAX_STEPS
 from swir.interp.loop import (
     EMITTERS,
-    Emit,
     LoopInterpreter,
     OpEmitter,
-    _expr_text,
-    _value_text,
     emit_loop,
     fresh_array,
 )
+from swir.interp.pycode import Emit, expr_text, value_text
 from swir.ir.core import Access, Function, Global, Instruction, Module, Range, Value
 from swir.ir.types import INDEX, LDMType, ShapedType
 
@@ -141,17 +139,17 @@ class KernelStats:
 
 def _index_text(ix: Any) -> str:
     if isinstance(ix, Range):
-        return f"{_expr_text(ix.lo)} : {_expr_text(ix.hi)}"
-    return _expr_text(ix)
+        return f"{expr_text(ix.lo)} : {expr_text(ix.hi)}"
+    return expr_text(ix)
 
 
 def _region_text(acc: Access) -> str:
-    return f"{_value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
+    return f"{value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
 
 
 def _copy_text(inst: Instruction) -> str:
     a, b = inst.args
-    side = (lambda s: _region_text(s) if isinstance(s, Access) else _value_text(s))
+    side = (lambda s: _region_text(s) if isinstance(s, Access) else value_text(s))
     return f"{inst.opname} {side(a)} -> {side(b)}"
 
 
@@ -279,7 +277,7 @@ class BufferedInterpreter(LoopInterpreter):
     def allocator(self, inst: Instruction) -> Callable[[], LDMBuffer]:
         t = inst.results[0].type
         assert isinstance(t, LDMType)
-        name, loc, nbytes = _value_text(inst.results[0]), inst.loc, t.bytes
+        name, loc, nbytes = value_text(inst.results[0]), inst.loc, t.bytes
         state, live, live_buffers, active = self.cpe_state, self.live, self.live_buffers, \
             self.active
         cap, make = self.ldm_size, self.buffer_class
@@ -310,7 +308,7 @@ class BufferedInterpreter(LoopInterpreter):
         highest id first, each share in reverse order; in reverse order on the
         current CPE when a parallel loop around it is already spread."""
         state, counts, trace = self.cpe_state, self.stats_for(f).cpe_iterations, self.cpe_trace
-        var = _value_text(inst.regions[0].blocks[0].args[0])
+        var = value_text(inst.regions[0].blocks[0].args[0])
 
         def spread(r: range) -> Iterator[int]:
             q, m = divmod(len(r), workers)
@@ -347,11 +345,11 @@ class BufferedInterpreter(LoopInterpreter):
         mt, lt = acc.base.type, lv.type
         if not isinstance(mt, ShapedType) or len(acc.indices) != mt.rank:
             raise Diagnostic(f"'{inst.opname}' needs one subscript or range per dimension of "
-                             f"{_value_text(acc.base)}", inst.loc)
+                             f"{value_text(acc.base)}", inst.loc)
         ranged = [isinstance(i, Range) for i in acc.indices]
         if sum(ranged) != lt.rank:
             raise Diagnostic(f"'{inst.opname}' region has {sum(ranged)} ranged dimensions but "
-                             f"the LDM buffer {_value_text(lv)} : {lt} has rank {lt.rank}",
+                             f"the LDM buffer {value_text(lv)} : {lt} has rank {lt.rank}",
                              inst.loc)
         if isinstance(acc.base, Global) and acc.base.kind == "global" and not inbound:
             def refuse(*_: Any) -> None:
@@ -362,7 +360,7 @@ class BufferedInterpreter(LoopInterpreter):
         shape, ldm_shape = tuple(mt.shape), tuple(lt.shape)
         elem_bytes = lt.bytes // lt.num_elements
         text = _copy_text(inst)
-        what = _value_text(acc.base)
+        what = value_text(acc.base)
 
         def fail(message: str) -> None:
             raise Diagnostic(f"CPE {state[0]}: {message} ({text})", inst.loc)

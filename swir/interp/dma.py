@@ -55,7 +55,8 @@ from swir.interp.buffered import (
     _simple,
 )
 from swir.interp.graph import MAX_STEPS
-from swir.interp.loop import EMITTERS, Emit, OpEmitter, _expr_text, _raiser, _value_text
+from swir.interp.loop import EMITTERS, OpEmitter
+from swir.interp.pycode import Emit, expr_text, raiser, value_text
 from swir.ir.core import (
     Access,
     Apply,
@@ -230,8 +231,8 @@ def _at(loc: Location | None) -> str:
 
 def _side_text(s: Any) -> str:
     if isinstance(s, Access):
-        return f"{_value_text(s.base)}[{', '.join(_expr_text(i) for i in s.indices)}]"
-    return _value_text(s)
+        return f"{value_text(s.base)}[{', '.join(expr_text(i) for i in s.indices)}]"
+    return value_text(s)
 
 
 def _dma_text(inst: Instruction) -> str:
@@ -418,7 +419,7 @@ class DMAInterpreter(BufferedInterpreter):
     def overwrite_reporter(self, inst: Instruction, acc: Access
                            ) -> Callable[[DMABuffer, int], None]:
         state = self.cpe_state
-        text = f"store {_value_text(inst.args[0])}, {_region_text(acc)}"
+        text = f"store {value_text(inst.args[0])}, {_region_text(acc)}"
 
         def report(buf: DMABuffer, flat: int) -> None:
             t = buf.in_flight(flat)
@@ -483,7 +484,7 @@ class DMAInterpreter(BufferedInterpreter):
         if stride and not bsize:
             raise Diagnostic(f"'{op}' has a stride but no block size (bsize)", inst.loc)
         if not get and isinstance(macc.base, Global) and macc.base.kind == "global":
-            return _raiser(f"'dma_put' writes to @{macc.base.name}, a constant global",
+            return raiser(f"'dma_put' writes to @{macc.base.name}, a constant global",
                            inst.loc), macc, lside
 
         state, replies, seq, stats = self.cpe_state, self.replies, self._seq, self.stats_for(f)
@@ -513,7 +514,7 @@ class DMAInterpreter(BufferedInterpreter):
         nbytes = count * esize
         bucket = size_bucket(nbytes)
         small = nbytes < SMALL_TRANSFER
-        what, lwhat = _value_text(macc.base), _value_text(lbase)
+        what, lwhat = value_text(macc.base), value_text(lbase)
         text = _dma_text(inst)
         mem_indices, ldm_indices = macc.indices, lside.indices if lsubs else ()
 
@@ -523,7 +524,7 @@ class DMAInterpreter(BufferedInterpreter):
         def bad_subscript(side: str, base: str, t: Any, indices: Any, k: int, v: int,
                           dim: int) -> None:
             fail(f"{op} {side} element {base}[...] is outside {base} : {t}: subscript #{k} "
-                 f"({_expr_text(indices[k])}) is {v}, outside [0, {dim})")
+                 f"({expr_text(indices[k])}) is {v}, outside [0, {dim})")
 
         def run(mem: np.ndarray, buf: DMABuffer, *subs: int) -> None:
             cpe = state[0]
@@ -655,23 +656,23 @@ class DMAInterpreter(BufferedInterpreter):
         after another."""
         apps = inst.args
         if not apps or not all(isinstance(a, Apply) for a in apps):
-            return _raiser("'spawn' is written spawn @kernel(args), @kernel(args), ...",
+            return raiser("'spawn' is written spawn @kernel(args), @kernel(args), ...",
                            inst.loc)
         kernels: list[Function] = []
         for app in apps:
             k = self.module.lookup(app.callee)
             if not isinstance(k, Function) or k.target != "cpe" or k.kind != "kernel":
-                return _raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one",
+                return raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one",
                                inst.loc)
             if k.body is None:
-                return _raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
+                return raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
             if len(app.args) != len(k.params):
-                return _raiser(f"@{k.name} takes {len(k.params)} arguments, "
+                return raiser(f"@{k.name} takes {len(k.params)} arguments, "
                                f"{len(app.args)} given", inst.loc)
             for i in self.written(k):
                 a = app.args[i]
                 if isinstance(a, Global) and a.kind == "global":
-                    return _raiser(f"spawn passes @{a.name}, a constant global, to parameter "
+                    return raiser(f"spawn passes @{a.name}, a constant global, to parameter "
                                    f"%{k.params[i].name} of @{k.name}, which writes it",
                                    inst.loc)
             kernels.append(k)
@@ -784,7 +785,7 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
     if wid == "_o":                       # keep it: the results are defined below
         e.line(f"_w = {wid}")
         wid = "_w"
-    text = _expr_text(inst.args[0])
+    text = expr_text(inst.args[0])
 
     def report(v: int) -> None:
         raise Diagnostic(f"'chunk' worker id {text} is {v}, outside [0, {workers}) "
@@ -821,12 +822,12 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
     app = inst.args[0] if inst.args else None
     callee = e.interp.module.lookup(app.callee) if isinstance(app, Apply) else None
     if isinstance(callee, Function) and e.function.target != "cpe" and callee.target == "cpe":
-        fn = _raiser(f"@{callee.name} is a cpe kernel: it runs on the CPEs, started by "
+        fn = raiser(f"@{callee.name} is a cpe kernel: it runs on the CPEs, started by "
                      "'spawn', not called from the MPE", inst.loc)
         e.line(f"{e.bind(fn, 'call')}()")
         return
     if isinstance(callee, Function) and e.function.target == "cpe" and callee.target == "host":
-        fn = _raiser(f"@{callee.name} is a host func: it runs on the MPE, and a cpe kernel "
+        fn = raiser(f"@{callee.name} is a host func: it runs on the MPE, and a cpe kernel "
                      "cannot call it", inst.loc)
         e.line(f"{e.bind(fn, 'call')}()")
         return

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp.kernels import DataError, dtype_of, evaluate
+from swir.interp.kernels import DataError, evaluate
+from swir.ir.dtypes import dtype_of
 from swir.ir.affine import Expr
 from swir.ir.core import (
     Apply,

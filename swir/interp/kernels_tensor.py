@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import DataError, dtype_of, erf, erfc, kernel
+from swir.interp.kernels import DataError, erf, erfc, kernel
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import ScalarType
 from swir.ops.graph import slice_bounds
 

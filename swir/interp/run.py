@@ -12,7 +12,7 @@ import numpy as np
 from swir.diagnostics import Diagnostic
 from swir.interp import buffered, dma, loop
 from swir.interp.graph import GraphInterpreter
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.core import FuncParam, Function, Module
 from swir.ir.types import ShapedType, Type
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.interp.kernels_tensor import (
     _to_dtype as to_dtype,  # the graph kernel's conversion
 )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.interp.kernels_nn import (  # the graph kernels' definitions
     _lowest,
     _pool_counts,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, I1, I64, ScalarType

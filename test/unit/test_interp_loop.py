@@ -15,12 +15,12 @@ import pytest
 from swir.diagnostics import Diagnostic
 from swir.interp import kernels
 from swir.interp.loop import (
-    MAX_INLINE_DEPTH,
     LoopInterpreter,
     fast_template,
     io_signature,
     written_params,
 )
+from swir.interp.pycode import MAX_INLINE_DEPTH
 from swir.interp.run import run_function, signature
 from swir.ir.types import TensorType, scalar
 from swir.parser import parse_module

@@ -19,7 +19,7 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import fold, is_constant
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import (
     ArrayInit,
