@@ -66,12 +66,12 @@ from typing import Any
 from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
 from swir.codegen.emulate import DMA_COUNTERS
+from swir.interp.arguments import default_function
 from swir.interp.buffered import CPES
 from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, _int_attr,
                              size_bucket)
 from swir.interp.loop import loop_range
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
-from swir.interp.run import default_function
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
 from swir.ir.core import (

@@ -49,6 +49,7 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
+from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
 from swir.interp.kernels import KERNELS
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, raiser, value_text
@@ -517,7 +518,6 @@ class LoopInterpreter:
              arg_names: list[str] | None = None) -> list[np.ndarray]:
         """Run f from outside (see :func:`io_signature`): bind copies of the
         arguments, allocate poisoned output buffers, run, return the results."""
-        from swir.interp.run import check_arguments
         inputs, _ = io_signature(f)
         check_arguments(f, args, arg_names or [f"argument #{i}" for i in range(len(args))],
                         inputs)

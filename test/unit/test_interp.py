@@ -7,7 +7,8 @@ import pytest
 
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import GraphInterpreter, fold
-from swir.interp.run import default_function, run_function
+from swir.interp.arguments import default_function
+from swir.interp.run import run_function
 from swir.parser import parse_module
 
 FOLDABLE = '''module "m"
