@@ -68,7 +68,7 @@ from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
 from swir.codegen.emulate import DMA_COUNTERS
 from swir.interp.arguments import default_function
 from swir.interp.buffered import CPES
-from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, _int_attr,
+from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_attr,
                              size_bucket)
 from swir.interp.loop import loop_range
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
@@ -326,9 +326,9 @@ def _dma_facts(inst: Instruction) -> _DMA:
     if not isinstance(lt, LDMType):
         raise TrafficError(f"'{inst.opname}'{_at(inst)}: its local side is not an LDM buffer")
     esize = lt.bytes // lt.num_elements
-    count = _int_attr(inst, "count", None, 1)
-    bsize = _int_attr(inst, "bsize", 0, 0)
-    overlapped = _int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
+    count = int_attr(inst, "count", None, 1)
+    bsize = int_attr(inst, "bsize", 0, 0)
+    overlapped = int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
     if 0 < bsize < count:
         full, rem = divmod(count, bsize)
         exact = ((bsize * esize, full),) + (((rem * esize, 1),) if rem else ())
@@ -864,8 +864,8 @@ class _FunctionWriter:
     def chunk(self, inst: Instruction) -> None:
         """As the interpreter: worker id's share [lo, hi) of extent over workers."""
         e = self.emit
-        extent = _int_attr(inst, "extent", None, 0)
-        workers = _int_attr(inst, "workers", None, 1)
+        extent = int_attr(inst, "extent", None, 0)
+        workers = int_attr(inst, "workers", None, 1)
         w = e.fresh("w")
         e.line(f"{w} = {e.expr(inst.args[0])}")
         f = self.f
@@ -875,7 +875,7 @@ class _FunctionWriter:
                                f"[0, {workers}): the run stops there with an error")
         e.line(f"if not 0 <= {w} < {workers}: {e.bind(report, 'chunk')}({w})")
         lo, hi = (self.name(r) for r in inst.results)
-        for line in chunk_code(w, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+        for line in chunk_code(w, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
             e.line(line)
 
     def call(self, inst: Instruction) -> None:

@@ -143,17 +143,17 @@ def _index_text(ix: Any) -> str:
     return expr_text(ix)
 
 
-def _region_text(acc: Access) -> str:
+def region_text(acc: Access) -> str:
     return f"{value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
 
 
 def _copy_text(inst: Instruction) -> str:
     a, b = inst.args
-    side = (lambda s: _region_text(s) if isinstance(s, Access) else value_text(s))
+    side = (lambda s: region_text(s) if isinstance(s, Access) else value_text(s))
     return f"{inst.opname} {side(a)} -> {side(b)}"
 
 
-def _element_text(buf: LDMBuffer, flat: int) -> str:
+def element_text(buf: LDMBuffer, flat: int) -> str:
     idx = np.unravel_index(flat, buf.type.shape)
     return f"{buf.name}[{', '.join(str(int(i)) for i in idx)}]"
 
@@ -269,8 +269,8 @@ class BufferedInterpreter(LoopInterpreter):
         state = self.cpe_state
 
         def report(buf: LDMBuffer, flat: int) -> None:
-            raise Diagnostic(f"CPE {state[0]}: read of LDM {_element_text(buf, flat)} that "
-                             f"was neither copied in nor written (load {_region_text(acc)})",
+            raise Diagnostic(f"CPE {state[0]}: read of LDM {element_text(buf, flat)} that "
+                             f"was neither copied in nor written (load {region_text(acc)})",
                              inst.loc)
         return report
 
@@ -367,7 +367,7 @@ class BufferedInterpreter(LoopInterpreter):
 
         def copy(mem: np.ndarray, buf: LDMBuffer, *vals: int) -> None:
             if buf.owner != state[0]:
-                _foreign(buf, state[0], inst)
+                report_foreign_ldm(buf, state[0], inst)
             region: list[Any] = []
             extents: list[int] = []
             k = 0
@@ -412,7 +412,7 @@ class BufferedInterpreter(LoopInterpreter):
                 if not valid.all():
                     first = tuple(int(x) for x in np.argwhere(valid == 0)[0])
                     flat = int(np.ravel_multi_index(first, ldm_shape))
-                    fail(f"copy_out of LDM {_element_text(buf, flat)} that was neither copied "
+                    fail(f"copy_out of LDM {element_text(buf, flat)} that was neither copied "
                          "in nor written")
                 main[...] = buf.array[local]
                 stats.copies_out += 1
@@ -425,7 +425,7 @@ def _live_note(buf: LDMBuffer, cpe: int) -> str:
     return f"{buf.name} : {buf.type} ({buf.nbytes} bytes) is live on CPE {cpe}, allocated here"
 
 
-def _foreign(buf: LDMBuffer, cpe: int, inst: Instruction) -> None:
+def report_foreign_ldm(buf: LDMBuffer, cpe: int, inst: Instruction) -> None:
     raise Diagnostic(f"CPE {cpe}: '{inst.opname}' uses LDM buffer {buf.name}, which is in the "
                      f"LDM of CPE {buf.owner}; each CPE's LDM is private (allocate the buffer "
                      "inside the parallel loop)", inst.loc)
@@ -440,7 +440,7 @@ def _interp(e: Emit) -> BufferedInterpreter:
     return e.interp
 
 
-def _ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
+def ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
     """Python text of an LDM buffer's elements and validity bytes, emitting the
     check that the running CPE owns it unless that is certain: the buffer was
     allocated in this generated function with no parallel loop in between."""
@@ -449,12 +449,12 @@ def _ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
         return info[1], info[2]
     b = e.name(v)
     state = _interp(e).cpe_state
-    foreign = e.bind(lambda buf: _foreign(buf, state[0], inst), "foreign")
+    foreign = e.bind(lambda buf: report_foreign_ldm(buf, state[0], inst), "foreign")
     e.line(f"if {b}.owner != _cpe[0]: {foreign}({b})")
     return f"{b}.data", f"{b}.ok"
 
 
-def _simple(e: Emit, text: str) -> str:
+def simple_operand(e: Emit, text: str) -> str:
     if text.isidentifier() or text.lstrip("-").isdigit():
         return text
     e.line(f"_o = {text}")
@@ -483,8 +483,8 @@ def _emit_load(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["load"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     bad = e.bind(_interp(e).read_reporter(inst, acc), "unread")
     e.line(f"if not {ok}[{off}]: {bad}({e.name(acc.base)}, {off})")
     read = f"{d}[{off}]"
@@ -499,8 +499,8 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["store"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     e.line(f"{d}[{off}] = {e.name(inst.args[0])}")
     e.line(f"{ok}[{off}] = 1")
 

@@ -48,11 +48,11 @@ from swir.interp.buffered import (
     BufferedInterpreter,
     KernelStats,
     LDMBuffer,
-    _element_text,
-    _foreign,
-    _ldm_locals,
-    _region_text,
-    _simple,
+    element_text,
+    ldm_locals,
+    region_text,
+    report_foreign_ldm,
+    simple_operand,
 )
 from swir.interp.graph import MAX_STEPS
 from swir.interp.loop import EMITTERS, OpEmitter
@@ -257,7 +257,7 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
     return out
 
 
-def _int_attr(inst: Instruction, name: str, default: int | None, least: int) -> int:
+def int_attr(inst: Instruction, name: str, default: int | None, least: int) -> int:
     v = inst.attrs.get(name, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < least:
         raise Diagnostic(f"'{inst.opname}' needs an integer {name} >= {least}, got {v!r}",
@@ -403,10 +403,10 @@ class DMAInterpreter(BufferedInterpreter):
     # -- run-time helpers bound into the generated code ------------------------------
     def read_reporter(self, inst: Instruction, acc: Access) -> Callable[[DMABuffer, int], None]:
         state = self.cpe_state
-        text = f"load {_region_text(acc)}"
+        text = f"load {region_text(acc)}"
 
         def report(buf: DMABuffer, flat: int) -> None:
-            elem = _element_text(buf, flat)
+            elem = element_text(buf, flat)
             t = buf.in_flight(flat, get=True) if isinstance(buf, DMABuffer) else None
             if t is not None:
                 raise Diagnostic(f"CPE {state[0]}: read of LDM {elem} whose dma_get "
@@ -419,12 +419,12 @@ class DMAInterpreter(BufferedInterpreter):
     def overwrite_reporter(self, inst: Instruction, acc: Access
                            ) -> Callable[[DMABuffer, int], None]:
         state = self.cpe_state
-        text = f"store {value_text(inst.args[0])}, {_region_text(acc)}"
+        text = f"store {value_text(inst.args[0])}, {region_text(acc)}"
 
         def report(buf: DMABuffer, flat: int) -> None:
             t = buf.in_flight(flat)
             assert t is not None
-            raise Diagnostic(f"CPE {state[0]}: store to LDM {_element_text(buf, flat)} while "
+            raise Diagnostic(f"CPE {state[0]}: store to LDM {element_text(buf, flat)} while "
                              f"{_in_flight_text(t)} ({text})", inst.loc, [_issued_note(t)])
         return report
 
@@ -446,7 +446,7 @@ class DMAInterpreter(BufferedInterpreter):
             assert t is not None
             what = "onto" if inbound else "of"
             fail(f"{'copy_in' if inbound else 'copy_out'} {what} LDM "
-                 f"{_element_text(buf, flat)} while {_in_flight_text(t)}")
+                 f"{element_text(buf, flat)} while {_in_flight_text(t)}")
 
     def transfer(self, inst: Instruction, f: Function) -> tuple[Callable[..., None], Access, Any]:
         """The run-time function of one dma_get / dma_put, called with the
@@ -477,10 +477,10 @@ class DMAInterpreter(BufferedInterpreter):
         if mt.element != lt.element:
             raise Diagnostic(f"'{op}' element types differ: {mt.element} in main memory, "
                              f"{lt.element} in LDM", inst.loc)
-        count = _int_attr(inst, "count", None, 1)
-        reply = _int_attr(inst, "reply", None, 0)
-        bsize = _int_attr(inst, "bsize", 0, 0)
-        stride = _int_attr(inst, "stride", 0, 0)
+        count = int_attr(inst, "count", None, 1)
+        reply = int_attr(inst, "reply", None, 0)
+        bsize = int_attr(inst, "bsize", 0, 0)
+        stride = int_attr(inst, "stride", 0, 0)
         if stride and not bsize:
             raise Diagnostic(f"'{op}' has a stride but no block size (bsize)", inst.loc)
         if not get and isinstance(macc.base, Global) and macc.base.kind == "global":
@@ -529,7 +529,7 @@ class DMAInterpreter(BufferedInterpreter):
         def run(mem: np.ndarray, buf: DMABuffer, *subs: int) -> None:
             cpe = state[0]
             if buf.owner != cpe:
-                _foreign(buf, cpe, inst)
+                report_foreign_ldm(buf, cpe, inst)
             start = 0
             for k in range(mrank):
                 s = subs[k]
@@ -552,7 +552,7 @@ class DMAInterpreter(BufferedInterpreter):
             hi = lo + count
             if hi > n_ldm:
                 fail(f"{op} of {count} elements {'into' if get else 'from'} LDM "
-                     f"{_element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
+                     f"{element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
                      f"({n_ldm} elements)")
             data = buf.data
             if get:
@@ -561,7 +561,7 @@ class DMAInterpreter(BufferedInterpreter):
                     if i >= 0:
                         t = buf.in_flight(i)
                         assert t is not None
-                        fail(f"dma_get into LDM {_element_text(buf, i)} while "
+                        fail(f"dma_get into LDM {element_text(buf, i)} while "
                              f"{_in_flight_text(t)}", [_issued_note(t)])
                 if strided:
                     data[lo:lo + full * bsize].reshape(full, bsize)[...] = as_strided(
@@ -581,9 +581,9 @@ class DMAInterpreter(BufferedInterpreter):
                 if i >= 0:
                     t = buf.in_flight(i, get=True)
                     if t is not None:
-                        fail(f"dma_put of LDM {_element_text(buf, i)} whose dma_get "
+                        fail(f"dma_put of LDM {element_text(buf, i)} whose dma_get "
                              f"({_at(t.inst.loc)}) has not been waited for", [_issued_note(t)])
-                    fail(f"dma_put of LDM {_element_text(buf, i)} that was neither fetched "
+                    fail(f"dma_put of LDM {element_text(buf, i)} that was neither fetched "
                          "by dma_get nor written")
                 if strided:
                     as_strided(mem[start:], shape=(full, bsize),
@@ -616,8 +616,8 @@ class DMAInterpreter(BufferedInterpreter):
         return run, macc, lside
 
     def waiter(self, inst: Instruction, f: Function) -> Callable[[], None]:
-        reply = _int_attr(inst, "reply", None, 0)
-        times = _int_attr(inst, "times", 1, 1)
+        reply = int_attr(inst, "reply", None, 0)
+        times = int_attr(inst, "times", 1, 1)
         state, replies, stats = self.cpe_state, self.replies, self.stats_for(f)
         text = f"dma_wait {{reply = {reply}, times = {times}}}"
 
@@ -745,8 +745,8 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["store"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     if id(acc.base) in _interp(e).dma_touched(e.function):
         busy = _busy_local(e, acc.base)
         rep = e.bind(_interp(e).overwrite_reporter(inst, acc), "inflight")
@@ -777,11 +777,11 @@ def _emit_cpe_id(e: Emit, inst: Instruction) -> None:
 
 @dma_emitter("chunk")
 def _emit_chunk(e: Emit, inst: Instruction) -> None:
-    extent = _int_attr(inst, "extent", None, 0)
-    workers = _int_attr(inst, "workers", None, 1)
+    extent = int_attr(inst, "extent", None, 0)
+    workers = int_attr(inst, "workers", None, 1)
     if len(inst.args) != 1 or len(inst.results) != 2:
         raise Diagnostic("'chunk' is written %lo, %hi = chunk %id {extent, workers}", inst.loc)
-    wid = _simple(e, e.expr(inst.args[0]))
+    wid = simple_operand(e, e.expr(inst.args[0]))
     if wid == "_o":                       # keep it: the results are defined below
         e.line(f"_w = {wid}")
         wid = "_w"
@@ -792,7 +792,7 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
                          f"(workers = {workers})", inst.loc)
     e.line(f"if not 0 <= {wid} < {workers}: {e.bind(report, 'chunk')}({wid})")
     lo, hi = e.define(inst.results[0]), e.define(inst.results[1])
-    for line in chunk_code(wid, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+    for line in chunk_code(wid, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
         e.line(line)
 
 

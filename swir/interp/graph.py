@@ -17,7 +17,6 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp.kernels import DataError, evaluate
-from swir.ir.dtypes import dtype_of
 from swir.ir.affine import Expr
 from swir.ir.core import (
     Apply,
@@ -34,6 +33,7 @@ from swir.ir.core import (
     Successor,
     Value,
 )
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
 
 # Instructions executed before a run is declared non-terminating (CFG loops).

@@ -53,7 +53,6 @@ from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
 from swir.interp.kernels import KERNELS
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, raiser, value_text
-from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.core import (
     Access,
     Apply,
@@ -70,6 +69,7 @@ from swir.ir.core import (
     Successor,
     Value,
 )
+from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
 from swir.ops.elementwise import BINARY, COMPARE, UNARY

@@ -19,7 +19,6 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import fold, is_constant
-from swir.ir.dtypes import dtype_of
 from swir.ir.builder import Builder
 from swir.ir.core import (
     ArrayInit,
@@ -29,6 +28,7 @@ from swir.ir.core import (
     Module,
     Value,
 )
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import ScalarType, ShapedType, TensorType, Type
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.printer import INLINE_ELEMENTS, array_dense, is_splat
