@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from swir.analysis.calling import all_written_params, output_count
 from swir.codegen import scalar, templates
 from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
 from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode
-from swir.interp.graph import dense_array
-from swir.interp.loop import all_written_params, global_array, output_count
+from swir.ir.constants import dense_array, global_array
 from swir.ir.core import (
     Apply,
     ArrayInit,

@@ -20,7 +20,7 @@ attribute, so a later stage's interpreter (a subclass, such as
 what this interpreter does; its ``stages`` attribute names the module stages it
 accepts. Emitters may also run code when the region they stand in ends
 (:meth:`Emit.at_exit`), and loops are emitted by :func:`emit_loop` with the
-order of their iterations as a parameter. :data:`WRITES` names the operand slots
+order of their iterations as a parameter. :data:`swir.analysis.calling.WRITES` names the operand slots
 through which an op writes memory (a kernel's results at the top level are the
 buffers it writes). :meth:`LoopInterpreter.entry` gives what a top-level call
 runs (the dma stage runs a cpe kernel on every CPE) and
@@ -41,16 +41,17 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from swir.analysis.calling import io_signature, written_by_function
 from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
-from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
+from swir.interp.graph import MAX_STEPS
 from swir.interp.kernels import KERNELS
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, raiser, value_text
 from swir.ir.core import (
@@ -58,10 +59,6 @@ from swir.ir.core import (
     Apply,
     Block,
     Constraint,
-    Dense,
-    ArrayInit,
-    FileInit,
-    FuncParam,
     Function,
     Global,
     Instruction,
@@ -69,6 +66,7 @@ from swir.ir.core import (
     Successor,
     Value,
 )
+from swir.ir.constants import constant_array, global_array
 from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
@@ -93,9 +91,6 @@ POISON_BYTES = (0xFA, 0x7F)
 
 OpEmitter = Callable[["Emit", Instruction], None]
 EMITTERS: dict[str, OpEmitter] = {}
-# Operand slots an op writes memory through (its Access's base or the buffer value).
-WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
-                                      "dma_get": (1,), "dma_put": (1,)}
 
 
 def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
@@ -125,18 +120,6 @@ def fresh_array(t: ShapedType) -> np.ndarray:
     arr = np.empty(t.num_elements, dtype=dtype_of(t))
     poison(arr)
     return arr
-
-
-def global_array(g: Global, base_dir: Path) -> np.ndarray:
-    """The contents of a constant ``global``, as the graph interpreter reads them."""
-    assert isinstance(g.type, ShapedType)
-    if isinstance(g.init, Dense):
-        return dense_array(g.init, g.type)
-    if isinstance(g.init, FileInit):
-        return load_file_global(g, base_dir)
-    if isinstance(g.init, ArrayInit):
-        return g.init.array
-    raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
 
 
 class Memory:
@@ -196,88 +179,6 @@ def _offset(g: Global) -> int | None:
         raise Diagnostic(f"@{g.name}: arena offset must be a non-negative integer, got {off!r}",
                          g.loc)
     return off
-
-
-# ---------------------------------------------------------------------------
-# Calling convention
-# ---------------------------------------------------------------------------
-
-def written_params(f: Function) -> list[int]:
-    """Indices of the buffer parameters f writes: through a writing op (WRITES),
-    or by passing them to a function that writes the corresponding parameter."""
-    return sorted(_written(f.module, [f]).get(id(f), set()))
-
-
-def all_written_params(module: Module) -> dict[int, set[int]]:
-    """:func:`written_params` of every function of ``module``, by ``id`` of
-    the function, computed at once (one call of written_params costs as
-    much as this: ask once when asking for many functions)."""
-    return _written(module, [])
-
-
-def _written(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
-    """The written parameters of every function of the module, by id."""
-    memo: dict[int, set[int]] = {}
-    # Fixpoint over the call graph (recursion allowed): start from nothing written.
-    funcs = module.functions if module is not None else fallback
-    for g in funcs:
-        memo[id(g)] = set()
-    changed = True
-    while changed:
-        changed = False
-        for g in funcs:
-            params = {id(p): i for i, p in enumerate(g.params)}
-            out = memo[id(g)]
-            before = len(out)
-            for inst in g.walk():
-                for v in _written_values(inst, module, memo):
-                    i = params.get(id(v))
-                    if i is not None:
-                        out.add(i)
-            changed |= len(out) != before
-    return memo
-
-
-def _written_values(inst: Instruction, module: Module | None,
-                    memo: dict[int, set[int]]) -> Iterator[Value]:
-    for slot in WRITES.get(inst.opname, ()):
-        if slot < len(inst.args):
-            s = inst.args[slot]
-            yield s.base if isinstance(s, Access) else s
-    if inst.opname not in ("call", "spawn"):
-        return
-    for app in inst.args:                 # a spawn may run several kernels
-        if not isinstance(app, Apply):
-            continue
-        callee = module.lookup(app.callee) if module is not None else None
-        if isinstance(callee, Function):
-            for i in memo.get(id(callee), ()):
-                if i < len(app.args):
-                    yield app.args[i]
-
-
-def output_count(f: Function) -> int:
-    """A func's ``outputs`` attribute: its last N parameters are result buffers."""
-    n = f.attrs.get("outputs", 0)
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(f.params):
-        raise Diagnostic(f"@{f.name}: 'outputs' must be an integer in [0, {len(f.params)}], "
-                         f"got {n!r}", f.loc)
-    return n
-
-
-def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:
-    """What running f from outside takes and gives: the parameters bound to
-    arguments, and the types of the results.
-
-    A ``func`` with ``attributes {outputs = N}`` takes all but its last N
-    parameters; its results are those N buffers, then its ``return`` values.
-    A ``kernel`` takes every parameter; its results are the buffer parameters
-    it writes, in parameter order."""
-    if f.kind == "kernel":
-        return list(f.params), [f.params[i].type for i in written_params(f)]
-    n = output_count(f)
-    inputs = f.params[:len(f.params) - n]
-    return list(inputs), [p.type for p in f.params[len(inputs):]] + list(f.result_types)
 
 
 def to_runtime(t: Type, a: np.ndarray) -> Any:
@@ -569,7 +470,7 @@ class LoopInterpreter:
     def written(self, f: Function) -> list[int]:
         """:func:`written_params` of f (computed once for the whole module)."""
         if self._written_cache is None:
-            self._written_cache = _written(self.module, [f])
+            self._written_cache = written_by_function(self.module, [f])
         return sorted(self._written_cache.get(id(f), set()))
 
     def name_of(self, v: Value) -> str:

@@ -33,10 +33,17 @@ STAGES = ("graph", "loop", "buffered", "dma")
 # Op definitions
 # --------------------------------------------------------------------------
 
+class OpError(Exception):
+    """Raised by an op's rules; the verifier adds the op's location and name."""
+
+
 class OpDefinition(Protocol):
-    """What the core reads of an op's definition (swir.ops.registry.OpDef has more)."""
+    """What the core and the builder read of an op's definition
+    (swir.ops.registry.OpDef has more)."""
 
     terminator: bool
+    # Result-type rule: the result types, or raises OpError; None: no results.
+    infer: Callable[[Any], list[Type]] | None
 
 
 # The core knows ops only by name: the op set sits a layer above the IR, so it

@@ -12,12 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from swir.ir.core import install_op_definitions
+# OpError lives in the IR core (the builder catches it); op rules import it from here.
+from swir.ir.core import OpError, install_op_definitions  # noqa: F401
 from swir.ir.types import Type
-
-
-class OpError(Exception):
-    """Raised by an op's rules; the verifier adds the op's location and name."""
 
 
 ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
