@@ -23,7 +23,7 @@ and ``if`` guards are evaluated from integers, as the interpreter does,
 without touching data. Each function is compiled once into a Python function
 of its index parameters that adds to one counter per DMA / wait instruction
 (the index expressions become Python text through the loop-stage
-interpreter's :class:`swir.interp.loop.Emit`); only loops and ``if``s that
+interpreter's :class:`swir.interp.pycode.Emit`); only loops and ``if``s that
 contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
 variable no kept bound, guard or argument reads is not iterated but multiplies
 what its body counts by its trip count. A loop whose variable a guard or an

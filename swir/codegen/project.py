@@ -158,7 +158,7 @@ class Project:
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
         # The buffer parameters each function writes, computed once for the
-        # module (interp.loop.written_params is a fixpoint over the whole
+        # module (analysis.calling.written_params is a fixpoint over the whole
         # module: asking it for each kernel was quadratic in the module size).
         self._written = all_written_params(module)
         for g in module.globals:     # file scope first: no local may take their names
@@ -289,7 +289,7 @@ class Project:
 
     def written_params(self, f: Function) -> list[int]:
         """Indices of the buffer parameters ``f`` writes (as
-        :func:`swir.interp.loop.written_params`)."""
+        :func:`swir.analysis.calling.written_params`)."""
         return sorted(self._written.get(id(f), set()))
 
     def fault_site(self, message: str, function: str) -> int:

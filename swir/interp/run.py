@@ -21,7 +21,7 @@ def signature(module: Module, f: Function) -> tuple[list[FuncParam], list[Type]]
     """The parameters a run of f binds to arguments, and the types of its results.
 
     Graph stage: every parameter; the declared results. Loop stage and later
-    (see :func:`swir.interp.loop.io_signature`): a ``func`` takes all but the
+    (see :func:`swir.analysis.calling.io_signature`): a ``func`` takes all but the
     last N parameters of ``attributes {outputs = N}`` and returns those N
     buffers, then its ``return`` values; a ``kernel`` takes every parameter and
     returns the buffer parameters it writes, in parameter order."""
