@@ -61,7 +61,7 @@ def install_op_definitions(lookup: Callable[[str], OpDefinition | None]) -> None
 def op_definition(opname: str) -> OpDefinition | None:
     """The installed op set's definition of ``opname`` (None: no such op)."""
     if _op_definitions is None:
-        raise RuntimeError("no op set installed: import swir.ops.registry")
+        raise RuntimeError("no op set installed: import swir.ops")
     return _op_definitions(opname)
 
 
