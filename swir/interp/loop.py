@@ -11,7 +11,7 @@ executed instruction.
 
 Extending it (the buffered and dma stages): every op is compiled by an
 *emitter* (``@emitter("load")`` registers one in :data:`EMITTERS`), which writes
-the op's Python code through the :class:`Emit` context; an op whose behaviour is
+the op's Python code through the :class:`~swir.interp.pycode.Emit` context; an op whose behaviour is
 easiest as ordinary Python binds a callable with :meth:`Emit.bind` and emits a
 call to it. An interpreter compiles with the table in its ``emitters``
 attribute, so a later stage's interpreter (a subclass, such as
