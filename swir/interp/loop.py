@@ -9,21 +9,21 @@ arrays with precomputed strides and a bounds check. A ``func``'s blocks become
 a ``while`` loop dispatching on the current block. Nothing is interpreted per
 executed instruction.
 
-Extending it (the buffered and dma stages): every op is compiled by an
-*emitter* (``@emitter("load")`` registers one in :data:`EMITTERS`), which writes
-the op's Python code through the :class:`~swir.interp.pycode.Emit` context; an op whose behaviour is
-easiest as ordinary Python binds a callable with :meth:`Emit.bind` and emits a
-call to it. An interpreter compiles with the table in its ``emitters``
-attribute, so a later stage's interpreter (a subclass, such as
+Extending it (the buffered and dma stages): every op is compiled by an *emitter*
+(``@emitter("load")`` registers one in :data:`EMITTERS`), which writes the op's
+Python code through the :class:`~swir.interp.pycode.Emit` context; an op whose
+behaviour is easiest as ordinary Python binds a callable with :meth:`Emit.bind`
+and emits a call to it. An interpreter compiles with the table in its
+``emitters`` attribute, so a later stage's interpreter (a subclass, such as
 :class:`swir.interp.buffered.BufferedInterpreter`) overlays its own emitters on
 :data:`EMITTERS` — adding ops and replacing loop-stage ones — without changing
 what this interpreter does; its ``stages`` attribute names the module stages it
 accepts. Emitters may also run code when the region they stand in ends
 (:meth:`Emit.at_exit`), and loops are emitted by :func:`emit_loop` with the
-order of their iterations as a parameter. :data:`swir.analysis.calling.WRITES` names the operand slots
-through which an op writes memory (a kernel's results at the top level are the
-buffers it writes). :meth:`LoopInterpreter.entry` gives what a top-level call
-runs (the dma stage runs a cpe kernel on every CPE) and
+order of their iterations as a parameter. :data:`swir.analysis.calling.WRITES`
+names the operand slots through which an op writes memory (a kernel's results at
+the top level are the buffers it writes). :meth:`LoopInterpreter.entry` gives
+what a top-level call runs (the dma stage runs a cpe kernel on every CPE) and
 :meth:`LoopInterpreter.stats` the run's counters (``swir-run --stats``).
 
 Run-time representation of values: a buffer is a flat (1-D) numpy array; an
@@ -53,7 +53,8 @@ from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
 from swir.interp.kernels import KERNELS
-from swir.interp.pycode import Emit, free_values, function_values, index_constant, raiser, value_text
+from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
+                                 value_text)
 from swir.ir.core import (
     Access,
     Apply,
