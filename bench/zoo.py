@@ -123,10 +123,10 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
             want: list[np.ndarray] | None) -> Row:
     """One level of one model: compile, count, build and (with ``want``, the
     reference outputs) run."""
+    from swir.analysis.calling import io_signature
     from swir.analysis.cost import is_matmul_like
     from swir.analysis.traffic import dma_traffic
     from swir.codegen import emulate
-    from swir.interp.loop import io_signature
     from swir.parser import parse_module
     d = swir_path.parent
     row = Row(base.name, level, base.params, dict(base.figures) if level == "O0" else {})

@@ -25,7 +25,8 @@ import numpy as np
 
 from swir.codegen.emulate import EmulationError, run
 from swir.diagnostics import Diagnostic
-from swir.interp.run import default_function, signature
+from swir.interp.arguments import default_function
+from swir.interp.run import signature
 from swir.ir.core import Function
 from swir.parser import parse_module
 

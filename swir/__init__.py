@@ -8,3 +8,7 @@ stage, and ``tools`` (the command-line drivers, kept in the top-level
 """
 
 __version__ = "0.1.0"
+
+# The IR core reads op definitions through a lookup the op set installs (the
+# core sits below the ops): importing any part of swir loads the op set.
+import swir.ops  # noqa: E402,F401

@@ -32,10 +32,12 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import (STAGES, Access, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
-from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ScalarType, ShapedType,
+from swir.ir.dtypes import dtype_of
+from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
 from swir.ops.registry import OpError, lookup
+from swir.ops.util import check_dense
 from swir.target import DEFAULT_TARGET, TARGETS, target_of
 
 MAX_ERRORS = 20
@@ -63,53 +65,6 @@ def verify(module: Module) -> None:
         errors = [Diagnostic("module is nested too deeply to verify", module.loc)]
     if errors:
         raise VerificationError(errors)
-
-
-def check_dense(d: Dense, t: ShapedType) -> None:
-    """A dense literal must be a splat or have exactly the type's shape."""
-    if not d.is_splat:
-        if _ragged(d.value):
-            raise OpError("dense literal is not rectangular")
-        shape = d.shape()
-        flat = d.flat()
-        if shape != t.shape and not (len(shape) == 1 and shape[0] == t.num_elements):
-            shown = str(shape) if len(shape) <= 8 else f"{shape[:8]}... (rank {len(shape)})"
-            raise OpError(f"dense literal has shape {shown}, type {t} needs {t.shape} "
-                          f"(or a flat list of {t.num_elements})")
-        values = flat
-    else:
-        values = [d.value]
-    for v in values:
-        if isinstance(v, float) and not t.element.is_float:
-            raise OpError(f"float {v!r} in a dense literal of integer type {t}")
-        if isinstance(v, bool) and t.element.name != "i1":
-            raise OpError(f"boolean in a dense literal of type {t}")
-        if isinstance(v, int) and not isinstance(v, bool) and not int_fits(v, t.element):
-            raise OpError(f"{v} does not fit the element type {t.element} of {t}")
-
-
-_INT_RANGES = {"i1": (0, 1), "i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
-               "i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 63, 2 ** 63 - 1),
-               "index": (-2 ** 63, 2 ** 63 - 1)}
-
-
-def int_fits(v: int, t: ScalarType) -> bool:
-    """Does integer v fit scalar type t (any float type takes ints up to 2**1024)?"""
-    lo, hi = _INT_RANGES.get(t.name, (-2 ** 1024, 2 ** 1024))
-    return lo <= v <= hi
-
-
-def _ragged(v: Any) -> bool:
-    if not isinstance(v, tuple):
-        return False
-    kinds = {isinstance(x, tuple) for x in v}
-    if len(kinds) > 1:
-        return True
-    if kinds == {True}:
-        if len({len(x) for x in v}) > 1:
-            return True
-        return any(_ragged(x) for x in v)
-    return False
 
 
 def _legal_type(t: Type, stage: str) -> str | None:
@@ -196,7 +151,6 @@ class _Verifier:
             self.error("the data ends past swir's limit of 2^62 bytes (file offset "
                        f"{g.init.offset}, {g.type.bytes} bytes)", g.loc, where)
         elif isinstance(g.init, ArrayInit):
-            from swir.interp.kernels import dtype_of
             a = g.init.array
             if tuple(a.shape) != g.type.shape or a.dtype != dtype_of(g.type.element):
                 self.error(f"computed contents are {a.dtype} {list(a.shape)}, not {g.type}",

@@ -42,8 +42,8 @@ from swir.verifier import verify
 from .driver import UsageError, command_line_error, opt_level, run_tool
 from .swir_opt import (
     Options,
-    _field_type,
     build_passes,
+    field_type,
     global_option,
     print_statistics,
     target_option,
@@ -106,7 +106,7 @@ def pass_option_lines() -> list[str]:
         default = next(iter(defaults)) if len(defaults) == 1 else \
             "; ".join(f"{v} ({', '.join(ns)})" for v, ns in defaults.items())
         f = fields[owner]
-        text = f"--{flag}=<{_field_type(f).__name__}>"
+        text = f"--{flag}=<{field_type(f).__name__}>"
         lines.append(f"  {text:<26} {f.metadata.get('help', '')} (-{owner}{also}; "
                      f"default: {default})")
     return lines

@@ -61,7 +61,7 @@ def usage() -> str:
     for cls in all_pass_classes():
         lines.append(f"  -{cls.name:<24} {cls.summary}")
         for f in cls.options():
-            flag = f"--{option_flag(f.name)}=<{_field_type(f).__name__}>"
+            flag = f"--{option_flag(f.name)}=<{field_type(f).__name__}>"
             lines.append(f"      {flag:<22} {f.metadata.get('help', '')} (default: {f.default})")
     lines += ["", "Pipelines (expand in place, in order):"]
     for level, names in OPT_LEVELS.items():
@@ -197,11 +197,11 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
         kwargs: dict[str, object] = target_defaults(cls, o.target)
         for k, (v, _) in o.globals.items():
             if k in fields:
-                kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"--{k}")
+                kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"--{k}")
         for k, v in local.items():
             if k not in fields:
                 raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
-            kwargs[fields[k].name] = _convert(v, _field_type(fields[k]), f"-{name} option {k}")
+            kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"-{name} option {k}")
         p = cls(**kwargs)
         p.target = o.target
         for flag, message in p.option_errors():
@@ -216,7 +216,7 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
     return passes
 
 
-def _field_type(f) -> type:
+def field_type(f) -> type:
     t = f.type
     if isinstance(t, str):
         t = {"int": int, "float": float, "bool": bool, "str": str}.get(t, str)

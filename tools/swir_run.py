@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from swir import __version__
-from swir.interp.run import default_function, run_function, signature
+from swir.interp.arguments import default_function
+from swir.interp.run import run_function, signature
 from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify

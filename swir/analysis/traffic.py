@@ -23,7 +23,7 @@ and ``if`` guards are evaluated from integers, as the interpreter does,
 without touching data. Each function is compiled once into a Python function
 of its index parameters that adds to one counter per DMA / wait instruction
 (the index expressions become Python text through the loop-stage
-interpreter's :class:`swir.interp.loop.Emit`); only loops and ``if``s that
+interpreter's :class:`swir.interp.pycode.Emit`); only loops and ``if``s that
 contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
 variable no kept bound, guard or argument reads is not iterated but multiplies
 what its body counts by its trip count. A loop whose variable a guard or an
@@ -66,18 +66,12 @@ from typing import Any
 from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
 from swir.codegen.emulate import DMA_COUNTERS
+from swir.interp.arguments import default_function
 from swir.interp.buffered import CPES
-from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, _int_attr,
+from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_attr,
                              size_bucket)
-from swir.interp.loop import (
-    Emit,
-    _loop_range,
-    _value_text,
-    free_values,
-    function_values,
-    index_constant,
-)
-from swir.interp.run import default_function
+from swir.interp.loop import loop_range
+from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
 from swir.ir.core import (
@@ -332,9 +326,9 @@ def _dma_facts(inst: Instruction) -> _DMA:
     if not isinstance(lt, LDMType):
         raise TrafficError(f"'{inst.opname}'{_at(inst)}: its local side is not an LDM buffer")
     esize = lt.bytes // lt.num_elements
-    count = _int_attr(inst, "count", None, 1)
-    bsize = _int_attr(inst, "bsize", 0, 0)
-    overlapped = _int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
+    count = int_attr(inst, "count", None, 1)
+    bsize = int_attr(inst, "bsize", 0, 0)
+    overlapped = int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
     if 0 < bsize < count:
         full, rem = divmod(count, bsize)
         exact = ((bsize * esize, full),) + (((rem * esize, 1),) if rem else ())
@@ -780,7 +774,7 @@ class _FunctionWriter:
 
     def loop(self, inst: Instruction) -> None:
         e = self.emit
-        rng, body = _loop_range(e, inst)
+        rng, body = loop_range(e, inst)
         var = body.args[0]
         if id(var) in self.needed:
             plan = self.sum_plan(inst)
@@ -870,8 +864,8 @@ class _FunctionWriter:
     def chunk(self, inst: Instruction) -> None:
         """As the interpreter: worker id's share [lo, hi) of extent over workers."""
         e = self.emit
-        extent = _int_attr(inst, "extent", None, 0)
-        workers = _int_attr(inst, "workers", None, 1)
+        extent = int_attr(inst, "extent", None, 0)
+        workers = int_attr(inst, "workers", None, 1)
         w = e.fresh("w")
         e.line(f"{w} = {e.expr(inst.args[0])}")
         f = self.f
@@ -881,7 +875,7 @@ class _FunctionWriter:
                                f"[0, {workers}): the run stops there with an error")
         e.line(f"if not 0 <= {w} < {workers}: {e.bind(report, 'chunk')}({w})")
         lo, hi = (self.name(r) for r in inst.results)
-        for line in chunk_code(w, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+        for line in chunk_code(w, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
             e.line(line)
 
     def call(self, inst: Instruction) -> None:
@@ -914,7 +908,7 @@ class _FunctionWriter:
         depends on them."""
         for r in inst.results:
             if id(r) in self.needed and id(r) not in self.counter.int_consts:
-                what = (f"{_value_text(r)}, the result of '{inst.opname}'{_at(inst)} in "
+                what = (f"{value_text(r)}, the result of '{inst.opname}'{_at(inst)} in "
                         f"@{self.f.name}, computed when the module runs")
                 self.emit.line(f"{self.name(r)} = {self.counter.bind(_Unknown(what), 'unk')}")
 
@@ -957,7 +951,7 @@ class _FunctionWriter:
         if not self._counts_after(yes.block) and not self._counts_after(no.block):
             return None
         raise TrafficError(f"the DMA traffic of @{self.f.name} is not static: the cond_br "
-                           f"on {_value_text(cond)}{_at(term)} chooses between paths that "
+                           f"on {value_text(cond)}{_at(term)} chooses between paths that "
                            "start DMA work, and its condition is computed when the module "
                            "runs")
 

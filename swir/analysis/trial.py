@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from swir.analysis.traffic import TrafficError, dma_traffic
 from swir.diagnostics import Diagnostic
-from swir.interp.loop import function_values
+from swir.interp.pycode import function_values
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Instruction, Module

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from swir.codegen import scalar
 from swir.codegen.names import Scope, c_string, display_text
 from swir.diagnostics import Diagnostic
-from swir.interp.graph import constant_array
 from swir.ir.affine import Compound, Expr, format_expr
+from swir.ir.constants import constant_array
 from swir.ir.core import (
     Access,
     Apply,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from swir.codegen.names import file_stem
-from swir.interp.kernels import dtype_of
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
 
 # make target -> program suffix

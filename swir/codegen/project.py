@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from swir.analysis.calling import all_written_params, output_count
 from swir.codegen import scalar, templates
 from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
 from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode
-from swir.interp.graph import dense_array
-from swir.interp.loop import all_written_params, global_array, output_count
+from swir.ir.constants import dense_array, global_array
 from swir.ir.core import (
     Apply,
     ArrayInit,
@@ -159,7 +159,7 @@ class Project:
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
         # The buffer parameters each function writes, computed once for the
-        # module (interp.loop.written_params is a fixpoint over the whole
+        # module (analysis.calling.written_params is a fixpoint over the whole
         # module: asking it for each kernel was quadratic in the module size).
         self._written = all_written_params(module)
         for g in module.globals:     # file scope first: no local may take their names
@@ -290,7 +290,7 @@ class Project:
 
     def written_params(self, f: Function) -> list[int]:
         """Indices of the buffer parameters ``f`` writes (as
-        :func:`swir.interp.loop.written_params`)."""
+        :func:`swir.analysis.calling.written_params`)."""
         return sorted(self._written.get(id(f), set()))
 
     def fault_site(self, message: str, function: str) -> int:

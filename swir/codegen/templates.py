@@ -243,7 +243,7 @@ def _port(t: Type, name: str, c_string) -> str:
 
 def npy_descr(t: ScalarType | Type) -> str:
     """The .npy dtype of a swir scalar type ('<f4', '|b1', ...)."""
-    from swir.interp.kernels import dtype_of
+    from swir.ir.dtypes import dtype_of
     return dtype_of(t).newbyteorder("<").str
 
 

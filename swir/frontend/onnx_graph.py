@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from swir.frontend.onnx_import import ImportFailure
+from swir.frontend.onnx_types import ImportFailure
 
 Dims = list  # per axis: an int (static), a str (symbolic) or None (unknown)
 

@@ -35,7 +35,6 @@ file and, where there is one, the node by name and op type):
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +42,14 @@ from typing import Any
 
 import numpy as np
 
-from swir.diagnostics import one_line
-from swir.interp.kernels import dtype_of
+from swir.frontend import onnx_graph, onnx_ops
+from swir.frontend.onnx_types import (NUMPY_ELEMENTS, ImportFailure, Tensor, dtype_name,
+                                      element_types, numpy_element, onnx_modules,
+                                      swir_element)
 from swir.ir.builder import Builder
 from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
-from swir.ir.types import (F16, F32, F64, I1, I8, I16, I32, I64, ScalarType, TensorType,
+from swir.ir.dtypes import dtype_of
+from swir.ir.types import (I1, ScalarType, TensorType,
                              size_error)
 
 # Constants with at most this many elements are dense<...> literals in the module.
@@ -55,68 +57,6 @@ DENSE_MAX = 16
 # Byte alignment of each tensor in the sidecar weights file.
 WEIGHT_ALIGN = 64
 MIN_OPSET = 13
-
-Tensor = Value | np.ndarray   # an IR value, or a constant known at import time
-
-
-class ImportFailure(Exception):
-    """A model swir-import cannot translate; the message is one line.
-
-    Messages quote the model's own names (nodes, tensors, attributes), which
-    may hold anything: a newline, a terminal escape sequence, a right-to-left
-    override. Every character that is not printable is shown as an escape,
-    so the message stays one line and shows what the model really says."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(one_line(message))
-
-
-def onnx_modules():
-    """onnx and its pieces, imported on first use (swir itself does not need onnx)."""
-    try:
-        import onnx
-        from onnx import numpy_helper
-        from onnx.reference import ReferenceEvaluator
-    except ImportError as e:  # pragma: no cover - onnx is a dependency of swir-import
-        raise ImportFailure(f"swir-import needs the 'onnx' package ({e})") from None
-    return onnx, numpy_helper, ReferenceEvaluator
-
-
-@functools.cache
-def element_types() -> dict[int, ScalarType]:
-    onnx, _, _ = onnx_modules()
-    T = onnx.TensorProto
-    return {T.FLOAT: F32, T.DOUBLE: F64, T.FLOAT16: F16, T.BOOL: I1, T.INT8: I8,
-            T.INT16: I16, T.INT32: I32, T.INT64: I64}
-
-
-def dtype_name(elem_type: int) -> str:
-    onnx, _, _ = onnx_modules()
-    try:
-        return onnx.TensorProto.DataType.Name(elem_type).lower()
-    except ValueError:
-        return f"data type {elem_type}"
-
-
-def swir_element(elem_type: int, what: str) -> ScalarType:
-    t = element_types().get(elem_type)
-    if t is None:
-        raise ImportFailure(f"{what} has element type {dtype_name(elem_type)}, which swir "
-                            "does not support (f16, f32, f64, bool, int8, int16, int32, int64)")
-    return t
-
-
-NUMPY_ELEMENTS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64,
-                  np.dtype(np.float16): F16, np.dtype(np.bool_): I1, np.dtype(np.int8): I8,
-                  np.dtype(np.int16): I16, np.dtype(np.int32): I32, np.dtype(np.int64): I64}
-
-
-def numpy_element(a: np.ndarray, what: str) -> ScalarType:
-    t = NUMPY_ELEMENTS.get(a.dtype)
-    if t is None:
-        raise ImportFailure(f"{what} has element type {a.dtype}, which swir does not support")
-    return t
-
 
 # -- loading ---------------------------------------------------------------------------
 
@@ -258,7 +198,6 @@ class Importer:
 
     # -- driver --------------------------------------------------------------------
     def run(self, shapes: dict[str, tuple[int, ...]]) -> None:
-        from swir.frontend import onnx_graph
         _, numpy_helper, _ = onnx_modules()
         for init in self.graph.initializer:
             self.values[init.name] = _to_array(numpy_helper, init)
@@ -291,7 +230,6 @@ class Importer:
             self.values[vi.name] = p
 
     def _convert(self, node, index: int) -> None:
-        from swir.frontend import onnx_ops
         self.stats["nodes"] += 1
         n = onnx_ops.Node(self, node, index)
         outputs = onnx_ops.fold(n) if n.foldable() else None

@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 
 from swir.frontend.onnx_graph import describe
-from swir.frontend.onnx_import import (
+from swir.frontend.onnx_types import (
     ImportFailure,
     Tensor,
     numpy_element,
     onnx_modules,
     swir_element,
 )
-from swir.interp.kernels import dtype_of
 from swir.ir.core import Value
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType, size_error
 from swir.ops.registry import OpError
 

@@ -43,14 +43,12 @@ from swir.diagnostics import Diagnostic
 from swir.interp.graph import MAX_STEPS
 from swir.interp.loop import (
     EMITTERS,
-    Emit,
     LoopInterpreter,
     OpEmitter,
-    _expr_text,
-    _value_text,
     emit_loop,
     fresh_array,
 )
+from swir.interp.pycode import Emit, expr_text, value_text
 from swir.ir.core import Access, Function, Global, Instruction, Module, Range, Value
 from swir.ir.types import INDEX, LDMType, ShapedType
 from swir.target import DEFAULT_TARGET
@@ -142,21 +140,21 @@ class KernelStats:
 
 def _index_text(ix: Any) -> str:
     if isinstance(ix, Range):
-        return f"{_expr_text(ix.lo)} : {_expr_text(ix.hi)}"
-    return _expr_text(ix)
+        return f"{expr_text(ix.lo)} : {expr_text(ix.hi)}"
+    return expr_text(ix)
 
 
-def _region_text(acc: Access) -> str:
-    return f"{_value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
+def region_text(acc: Access) -> str:
+    return f"{value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
 
 
 def _copy_text(inst: Instruction) -> str:
     a, b = inst.args
-    side = (lambda s: _region_text(s) if isinstance(s, Access) else _value_text(s))
+    side = (lambda s: region_text(s) if isinstance(s, Access) else value_text(s))
     return f"{inst.opname} {side(a)} -> {side(b)}"
 
 
-def _element_text(buf: LDMBuffer, flat: int) -> str:
+def element_text(buf: LDMBuffer, flat: int) -> str:
     idx = np.unravel_index(flat, buf.type.shape)
     return f"{buf.name}[{', '.join(str(int(i)) for i in idx)}]"
 
@@ -272,15 +270,15 @@ class BufferedInterpreter(LoopInterpreter):
         state = self.cpe_state
 
         def report(buf: LDMBuffer, flat: int) -> None:
-            raise Diagnostic(f"CPE {state[0]}: read of LDM {_element_text(buf, flat)} that "
-                             f"was neither copied in nor written (load {_region_text(acc)})",
+            raise Diagnostic(f"CPE {state[0]}: read of LDM {element_text(buf, flat)} that "
+                             f"was neither copied in nor written (load {region_text(acc)})",
                              inst.loc)
         return report
 
     def allocator(self, inst: Instruction) -> Callable[[], LDMBuffer]:
         t = inst.results[0].type
         assert isinstance(t, LDMType)
-        name, loc, nbytes = _value_text(inst.results[0]), inst.loc, t.bytes
+        name, loc, nbytes = value_text(inst.results[0]), inst.loc, t.bytes
         state, live, live_buffers, active = self.cpe_state, self.live, self.live_buffers, \
             self.active
         cap, make = self.ldm_size, self.buffer_class
@@ -311,7 +309,7 @@ class BufferedInterpreter(LoopInterpreter):
         highest id first, each share in reverse order; in reverse order on the
         current CPE when a parallel loop around it is already spread."""
         state, counts, trace = self.cpe_state, self.stats_for(f).cpe_iterations, self.cpe_trace
-        var = _value_text(inst.regions[0].blocks[0].args[0])
+        var = value_text(inst.regions[0].blocks[0].args[0])
 
         def spread(r: range) -> Iterator[int]:
             q, m = divmod(len(r), workers)
@@ -348,11 +346,11 @@ class BufferedInterpreter(LoopInterpreter):
         mt, lt = acc.base.type, lv.type
         if not isinstance(mt, ShapedType) or len(acc.indices) != mt.rank:
             raise Diagnostic(f"'{inst.opname}' needs one subscript or range per dimension of "
-                             f"{_value_text(acc.base)}", inst.loc)
+                             f"{value_text(acc.base)}", inst.loc)
         ranged = [isinstance(i, Range) for i in acc.indices]
         if sum(ranged) != lt.rank:
             raise Diagnostic(f"'{inst.opname}' region has {sum(ranged)} ranged dimensions but "
-                             f"the LDM buffer {_value_text(lv)} : {lt} has rank {lt.rank}",
+                             f"the LDM buffer {value_text(lv)} : {lt} has rank {lt.rank}",
                              inst.loc)
         if isinstance(acc.base, Global) and acc.base.kind == "global" and not inbound:
             def refuse(*_: Any) -> None:
@@ -363,14 +361,14 @@ class BufferedInterpreter(LoopInterpreter):
         shape, ldm_shape = tuple(mt.shape), tuple(lt.shape)
         elem_bytes = lt.bytes // lt.num_elements
         text = _copy_text(inst)
-        what = _value_text(acc.base)
+        what = value_text(acc.base)
 
         def fail(message: str) -> None:
             raise Diagnostic(f"CPE {state[0]}: {message} ({text})", inst.loc)
 
         def copy(mem: np.ndarray, buf: LDMBuffer, *vals: int) -> None:
             if buf.owner != state[0]:
-                _foreign(buf, state[0], inst)
+                report_foreign_ldm(buf, state[0], inst)
             region: list[Any] = []
             extents: list[int] = []
             k = 0
@@ -415,7 +413,7 @@ class BufferedInterpreter(LoopInterpreter):
                 if not valid.all():
                     first = tuple(int(x) for x in np.argwhere(valid == 0)[0])
                     flat = int(np.ravel_multi_index(first, ldm_shape))
-                    fail(f"copy_out of LDM {_element_text(buf, flat)} that was neither copied "
+                    fail(f"copy_out of LDM {element_text(buf, flat)} that was neither copied "
                          "in nor written")
                 main[...] = buf.array[local]
                 stats.copies_out += 1
@@ -428,7 +426,7 @@ def _live_note(buf: LDMBuffer, cpe: int) -> str:
     return f"{buf.name} : {buf.type} ({buf.nbytes} bytes) is live on CPE {cpe}, allocated here"
 
 
-def _foreign(buf: LDMBuffer, cpe: int, inst: Instruction) -> None:
+def report_foreign_ldm(buf: LDMBuffer, cpe: int, inst: Instruction) -> None:
     raise Diagnostic(f"CPE {cpe}: '{inst.opname}' uses LDM buffer {buf.name}, which is in the "
                      f"LDM of CPE {buf.owner}; each CPE's LDM is private (allocate the buffer "
                      "inside the parallel loop)", inst.loc)
@@ -443,7 +441,7 @@ def _interp(e: Emit) -> BufferedInterpreter:
     return e.interp
 
 
-def _ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
+def ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
     """Python text of an LDM buffer's elements and validity bytes, emitting the
     check that the running CPE owns it unless that is certain: the buffer was
     allocated in this generated function with no parallel loop in between."""
@@ -452,12 +450,12 @@ def _ldm_locals(e: Emit, inst: Instruction, v: Value) -> tuple[str, str]:
         return info[1], info[2]
     b = e.name(v)
     state = _interp(e).cpe_state
-    foreign = e.bind(lambda buf: _foreign(buf, state[0], inst), "foreign")
+    foreign = e.bind(lambda buf: report_foreign_ldm(buf, state[0], inst), "foreign")
     e.line(f"if {b}.owner != _cpe[0]: {foreign}({b})")
     return f"{b}.data", f"{b}.ok"
 
 
-def _simple(e: Emit, text: str) -> str:
+def simple_operand(e: Emit, text: str) -> str:
     if text.isidentifier() or text.lstrip("-").isdigit():
         return text
     e.line(f"_o = {text}")
@@ -486,8 +484,8 @@ def _emit_load(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["load"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     bad = e.bind(_interp(e).read_reporter(inst, acc), "unread")
     e.line(f"if not {ok}[{off}]: {bad}({e.name(acc.base)}, {off})")
     read = f"{d}[{off}]"
@@ -502,8 +500,8 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["store"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     e.line(f"{d}[{off}] = {e.name(inst.args[0])}")
     e.line(f"{ok}[{off}] = 1")
 

@@ -48,14 +48,15 @@ from swir.interp.buffered import (
     BufferedInterpreter,
     KernelStats,
     LDMBuffer,
-    _element_text,
-    _foreign,
-    _ldm_locals,
-    _region_text,
-    _simple,
+    element_text,
+    ldm_locals,
+    region_text,
+    report_foreign_ldm,
+    simple_operand,
 )
 from swir.interp.graph import MAX_STEPS
-from swir.interp.loop import EMITTERS, Emit, OpEmitter, _expr_text, _raiser, _value_text
+from swir.interp.loop import EMITTERS, OpEmitter
+from swir.interp.pycode import Emit, expr_text, raiser, value_text
 from swir.ir.core import (
     Access,
     Apply,
@@ -231,8 +232,8 @@ def _at(loc: Location | None) -> str:
 
 def _side_text(s: Any) -> str:
     if isinstance(s, Access):
-        return f"{_value_text(s.base)}[{', '.join(_expr_text(i) for i in s.indices)}]"
-    return _value_text(s)
+        return f"{value_text(s.base)}[{', '.join(expr_text(i) for i in s.indices)}]"
+    return value_text(s)
 
 
 def _dma_text(inst: Instruction) -> str:
@@ -257,7 +258,7 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
     return out
 
 
-def _int_attr(inst: Instruction, name: str, default: int | None, least: int) -> int:
+def int_attr(inst: Instruction, name: str, default: int | None, least: int) -> int:
     v = inst.attrs.get(name, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < least:
         raise Diagnostic(f"'{inst.opname}' needs an integer {name} >= {least}, got {v!r}",
@@ -403,10 +404,10 @@ class DMAInterpreter(BufferedInterpreter):
     # -- run-time helpers bound into the generated code ------------------------------
     def read_reporter(self, inst: Instruction, acc: Access) -> Callable[[DMABuffer, int], None]:
         state = self.cpe_state
-        text = f"load {_region_text(acc)}"
+        text = f"load {region_text(acc)}"
 
         def report(buf: DMABuffer, flat: int) -> None:
-            elem = _element_text(buf, flat)
+            elem = element_text(buf, flat)
             t = buf.in_flight(flat, get=True) if isinstance(buf, DMABuffer) else None
             if t is not None:
                 raise Diagnostic(f"CPE {state[0]}: read of LDM {elem} whose dma_get "
@@ -419,12 +420,12 @@ class DMAInterpreter(BufferedInterpreter):
     def overwrite_reporter(self, inst: Instruction, acc: Access
                            ) -> Callable[[DMABuffer, int], None]:
         state = self.cpe_state
-        text = f"store {_value_text(inst.args[0])}, {_region_text(acc)}"
+        text = f"store {value_text(inst.args[0])}, {region_text(acc)}"
 
         def report(buf: DMABuffer, flat: int) -> None:
             t = buf.in_flight(flat)
             assert t is not None
-            raise Diagnostic(f"CPE {state[0]}: store to LDM {_element_text(buf, flat)} while "
+            raise Diagnostic(f"CPE {state[0]}: store to LDM {element_text(buf, flat)} while "
                              f"{_in_flight_text(t)} ({text})", inst.loc, [_issued_note(t)])
         return report
 
@@ -446,7 +447,7 @@ class DMAInterpreter(BufferedInterpreter):
             assert t is not None
             what = "onto" if inbound else "of"
             fail(f"{'copy_in' if inbound else 'copy_out'} {what} LDM "
-                 f"{_element_text(buf, flat)} while {_in_flight_text(t)}")
+                 f"{element_text(buf, flat)} while {_in_flight_text(t)}")
 
     def transfer(self, inst: Instruction, f: Function) -> tuple[Callable[..., None], Access, Any]:
         """The run-time function of one dma_get / dma_put, called with the
@@ -477,14 +478,14 @@ class DMAInterpreter(BufferedInterpreter):
         if mt.element != lt.element:
             raise Diagnostic(f"'{op}' element types differ: {mt.element} in main memory, "
                              f"{lt.element} in LDM", inst.loc)
-        count = _int_attr(inst, "count", None, 1)
-        reply = _int_attr(inst, "reply", None, 0)
-        bsize = _int_attr(inst, "bsize", 0, 0)
-        stride = _int_attr(inst, "stride", 0, 0)
+        count = int_attr(inst, "count", None, 1)
+        reply = int_attr(inst, "reply", None, 0)
+        bsize = int_attr(inst, "bsize", 0, 0)
+        stride = int_attr(inst, "stride", 0, 0)
         if stride and not bsize:
             raise Diagnostic(f"'{op}' has a stride but no block size (bsize)", inst.loc)
         if not get and isinstance(macc.base, Global) and macc.base.kind == "global":
-            return _raiser(f"'dma_put' writes to @{macc.base.name}, a constant global",
+            return raiser(f"'dma_put' writes to @{macc.base.name}, a constant global",
                            inst.loc), macc, lside
 
         state, replies, seq, stats = self.cpe_state, self.replies, self._seq, self.stats_for(f)
@@ -514,7 +515,7 @@ class DMAInterpreter(BufferedInterpreter):
         nbytes = count * esize
         bucket = size_bucket(nbytes)
         small = nbytes < SMALL_TRANSFER
-        what, lwhat = _value_text(macc.base), _value_text(lbase)
+        what, lwhat = value_text(macc.base), value_text(lbase)
         text = _dma_text(inst)
         mem_indices, ldm_indices = macc.indices, lside.indices if lsubs else ()
 
@@ -524,12 +525,12 @@ class DMAInterpreter(BufferedInterpreter):
         def bad_subscript(side: str, base: str, t: Any, indices: Any, k: int, v: int,
                           dim: int) -> None:
             fail(f"{op} {side} element {base}[...] is outside {base} : {t}: subscript #{k} "
-                 f"({_expr_text(indices[k])}) is {v}, outside [0, {dim})")
+                 f"({expr_text(indices[k])}) is {v}, outside [0, {dim})")
 
         def run(mem: np.ndarray, buf: DMABuffer, *subs: int) -> None:
             cpe = state[0]
             if buf.owner != cpe:
-                _foreign(buf, cpe, inst)
+                report_foreign_ldm(buf, cpe, inst)
             start = 0
             for k in range(mrank):
                 s = subs[k]
@@ -552,7 +553,7 @@ class DMAInterpreter(BufferedInterpreter):
             hi = lo + count
             if hi > n_ldm:
                 fail(f"{op} of {count} elements {'into' if get else 'from'} LDM "
-                     f"{_element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
+                     f"{element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
                      f"({n_ldm} elements)")
             data = buf.data
             if get:
@@ -561,7 +562,7 @@ class DMAInterpreter(BufferedInterpreter):
                     if i >= 0:
                         t = buf.in_flight(i)
                         assert t is not None
-                        fail(f"dma_get into LDM {_element_text(buf, i)} while "
+                        fail(f"dma_get into LDM {element_text(buf, i)} while "
                              f"{_in_flight_text(t)}", [_issued_note(t)])
                 if strided:
                     data[lo:lo + full * bsize].reshape(full, bsize)[...] = as_strided(
@@ -581,9 +582,9 @@ class DMAInterpreter(BufferedInterpreter):
                 if i >= 0:
                     t = buf.in_flight(i, get=True)
                     if t is not None:
-                        fail(f"dma_put of LDM {_element_text(buf, i)} whose dma_get "
+                        fail(f"dma_put of LDM {element_text(buf, i)} whose dma_get "
                              f"({_at(t.inst.loc)}) has not been waited for", [_issued_note(t)])
-                    fail(f"dma_put of LDM {_element_text(buf, i)} that was neither fetched "
+                    fail(f"dma_put of LDM {element_text(buf, i)} that was neither fetched "
                          "by dma_get nor written")
                 if strided:
                     as_strided(mem[start:], shape=(full, bsize),
@@ -616,8 +617,8 @@ class DMAInterpreter(BufferedInterpreter):
         return run, macc, lside
 
     def waiter(self, inst: Instruction, f: Function) -> Callable[[], None]:
-        reply = _int_attr(inst, "reply", None, 0)
-        times = _int_attr(inst, "times", 1, 1)
+        reply = int_attr(inst, "reply", None, 0)
+        times = int_attr(inst, "times", 1, 1)
         state, replies, stats = self.cpe_state, self.replies, self.stats_for(f)
         text = f"dma_wait {{reply = {reply}, times = {times}}}"
 
@@ -656,23 +657,23 @@ class DMAInterpreter(BufferedInterpreter):
         after another."""
         apps = inst.args
         if not apps or not all(isinstance(a, Apply) for a in apps):
-            return _raiser("'spawn' is written spawn @kernel(args), @kernel(args), ...",
+            return raiser("'spawn' is written spawn @kernel(args), @kernel(args), ...",
                            inst.loc)
         kernels: list[Function] = []
         for app in apps:
             k = self.module.lookup(app.callee)
             if not isinstance(k, Function) or k.target != "cpe" or k.kind != "kernel":
-                return _raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one",
+                return raiser(f"'spawn' starts a cpe kernel; @{app.callee} is not one",
                                inst.loc)
             if k.body is None:
-                return _raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
+                return raiser(f"@{k.name} is only declared; it has no body to run", inst.loc)
             if len(app.args) != len(k.params):
-                return _raiser(f"@{k.name} takes {len(k.params)} arguments, "
+                return raiser(f"@{k.name} takes {len(k.params)} arguments, "
                                f"{len(app.args)} given", inst.loc)
             for i in self.written(k):
                 a = app.args[i]
                 if isinstance(a, Global) and a.kind == "global":
-                    return _raiser(f"spawn passes @{a.name}, a constant global, to parameter "
+                    return raiser(f"spawn passes @{a.name}, a constant global, to parameter "
                                    f"%{k.params[i].name} of @{k.name}, which writes it",
                                    inst.loc)
             kernels.append(k)
@@ -745,8 +746,8 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
         EMITTERS["store"](e, inst)
         return
-    d, ok = _ldm_locals(e, inst, acc.base)
-    off = _simple(e, e.offset(inst, acc))
+    d, ok = ldm_locals(e, inst, acc.base)
+    off = simple_operand(e, e.offset(inst, acc))
     if id(acc.base) in _interp(e).dma_touched(e.function):
         busy = _busy_local(e, acc.base)
         rep = e.bind(_interp(e).overwrite_reporter(inst, acc), "inflight")
@@ -777,22 +778,22 @@ def _emit_cpe_id(e: Emit, inst: Instruction) -> None:
 
 @dma_emitter("chunk")
 def _emit_chunk(e: Emit, inst: Instruction) -> None:
-    extent = _int_attr(inst, "extent", None, 0)
-    workers = _int_attr(inst, "workers", None, 1)
+    extent = int_attr(inst, "extent", None, 0)
+    workers = int_attr(inst, "workers", None, 1)
     if len(inst.args) != 1 or len(inst.results) != 2:
         raise Diagnostic("'chunk' is written %lo, %hi = chunk %id {extent, workers}", inst.loc)
-    wid = _simple(e, e.expr(inst.args[0]))
+    wid = simple_operand(e, e.expr(inst.args[0]))
     if wid == "_o":                       # keep it: the results are defined below
         e.line(f"_w = {wid}")
         wid = "_w"
-    text = _expr_text(inst.args[0])
+    text = expr_text(inst.args[0])
 
     def report(v: int) -> None:
         raise Diagnostic(f"'chunk' worker id {text} is {v}, outside [0, {workers}) "
                          f"(workers = {workers})", inst.loc)
     e.line(f"if not 0 <= {wid} < {workers}: {e.bind(report, 'chunk')}({wid})")
     lo, hi = e.define(inst.results[0]), e.define(inst.results[1])
-    for line in chunk_code(wid, lo, hi, extent, workers, _int_attr(inst, "grain", 1, 1)):
+    for line in chunk_code(wid, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
         e.line(line)
 
 
@@ -822,12 +823,12 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
     app = inst.args[0] if inst.args else None
     callee = e.interp.module.lookup(app.callee) if isinstance(app, Apply) else None
     if isinstance(callee, Function) and e.function.target != "cpe" and callee.target == "cpe":
-        fn = _raiser(f"@{callee.name} is a cpe kernel: it runs on the CPEs, started by "
+        fn = raiser(f"@{callee.name} is a cpe kernel: it runs on the CPEs, started by "
                      "'spawn', not called from the MPE", inst.loc)
         e.line(f"{e.bind(fn, 'call')}()")
         return
     if isinstance(callee, Function) and e.function.target == "cpe" and callee.target == "host":
-        fn = _raiser(f"@{callee.name} is a host func: it runs on the MPE, and a cpe kernel "
+        fn = raiser(f"@{callee.name} is a host func: it runs on the MPE, and a cpe kernel "
                      "cannot call it", inst.loc)
         e.line(f"{e.bind(fn, 'call')}()")
         return

@@ -24,15 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from swir.ir.types import ScalarType, ShapedType, Type
+from swir.ir.dtypes import dtype_of
+from swir.ir.types import ShapedType, Type
 
 Kernel = Callable[..., list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
-
-DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-          "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-          "index": np.int64}
-
 
 def kernel(*names: str) -> Callable[[Kernel], Kernel]:
     """Register a kernel for one or more op names."""
@@ -59,12 +55,6 @@ def erfc(x: np.ndarray) -> np.ndarray:
     return np.asarray(_ERFC(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
-def dtype_of(t: Type) -> np.dtype:
-    elem = t.element if isinstance(t, ShapedType) else t
-    assert isinstance(elem, ScalarType)
-    return np.dtype(DTYPES[elem.name])
-
-
 class KernelError(Exception):
     """A kernel's result does not match the op's declared result (a swir bug)."""
 
@@ -78,7 +68,6 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
              operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run the kernel of ``opname`` on numpy operands; results have the declared
     dtypes and shapes (scalars are 0-d arrays)."""
-    _load()
     fn = KERNELS.get(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
@@ -99,13 +88,3 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
                               f"expected {tuple(shape)}")
         results.append(arr)
     return results
-
-
-_LOADED = False
-
-
-def _load() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from swir.interp import kernels_nn, kernels_tensor  # noqa: F401  (registration)

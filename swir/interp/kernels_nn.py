@@ -22,7 +22,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from swir.interp.kernels import erf, erfc, kernel
+from swir.ir.dtypes import lowest
 from swir.ir.types import ShapedType, Type
+from swir.ops.semantics import pool_counts
 
 # -- helpers -----------------------------------------------------------------------
 
@@ -62,13 +64,7 @@ def _out_hw(result_types: list[Type]) -> tuple[int, int]:
     return t.shape[2], t.shape[3]
 
 
-def _lowest(dtype: np.dtype) -> Any:
-    """The value padding takes in a max: never wins."""
-    if dtype.kind == "f":
-        return -np.inf
-    if dtype.kind == "b":
-        return False
-    return np.iinfo(dtype).min
+
 
 
 def _padded(x: np.ndarray, pad: list[int], out_hw: tuple[int, int], kernel_hw: list[int],
@@ -187,18 +183,11 @@ def _max_pool2d(attrs, result_types, x):
     dilation = _ints(attrs, "dilation", [1, 1])
     out_hw = _out_hw(result_types)
     x = np.asarray(x)
-    xp = _padded(x, pad, out_hw, kern, stride, dilation, fill=_lowest(x.dtype))
+    xp = _padded(x, pad, out_hw, kern, stride, dilation, fill=lowest(x.dtype))
     return [_windows(xp, out_hw, kern, stride, dilation).max(axis=(-2, -1))]
 
 
-def _pool_counts(size: int, out: int, k: int, s: int, p0: int, p1: int,
-                 include_pad: bool) -> np.ndarray:
-    """Per output index along one axis, how many window elements the divisor counts:
-    those inside the input, or (``include_pad``) inside the padded input. Elements a
-    ceil-mode window has past the end padding never count."""
-    start = np.arange(out) * s - p0
-    lo, hi = (-p0, size + p1) if include_pad else (0, size)
-    return np.minimum(start + k, hi) - np.maximum(start, lo)
+
 
 
 @kernel("avg_pool2d")
@@ -212,8 +201,8 @@ def _avg_pool2d(attrs, result_types, x):
     xp = _padded(x, pad, out_hw, kern, stride, [1, 1])
     sums = _windows(xp, out_hw, kern, stride, [1, 1]).sum(axis=(-2, -1))
     h, w = x.shape[2:]
-    ch = _pool_counts(h, out_hw[0], kern[0], stride[0], pad[0], pad[2], include_pad)
-    cw = _pool_counts(w, out_hw[1], kern[1], stride[1], pad[1], pad[3], include_pad)
+    ch = pool_counts(h, out_hw[0], kern[0], stride[0], pad[0], pad[2], include_pad)
+    cw = pool_counts(w, out_hw[1], kern[1], stride[1], pad[1], pad[3], include_pad)
     return [sums / (ch[:, None] * cw[None, :])]
 
 

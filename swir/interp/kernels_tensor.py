@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import DataError, dtype_of, erf, erfc, kernel
+from swir.interp.kernels import DataError, erf, erfc, kernel
+from swir.ir.dtypes import dtype_of, to_dtype
 from swir.ir.types import ScalarType
 from swir.ops.graph import slice_bounds
 
@@ -72,18 +73,7 @@ def _axes(axes: Any, rank: int) -> tuple[int, ...]:
     return tuple(_axis(a, rank) for a in axes)
 
 
-def _to_dtype(value: float, dtype: np.dtype) -> Any:
-    """A Python number converted to ``dtype`` as by ``cast`` (C conversion: a float
-    truncates toward zero; here it also saturates to the integer type's range)."""
-    dtype = np.dtype(dtype)
-    if dtype == _BOOL:
-        return np.bool_(value != 0)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        v = value if isinstance(value, int) else math.trunc(value) if math.isfinite(value) \
-            else (info.max if value > 0 else info.min)
-        return dtype.type(min(max(v, info.min), info.max))
-    return dtype.type(value)
+
 
 
 def _bool_arith(fn, *xs: np.ndarray) -> np.ndarray:
@@ -229,9 +219,9 @@ def _clip(attrs, result_types, x):
     lo, hi = attrs.get("min"), attrs.get("max")
     y = x
     if lo is not None:
-        y = np.maximum(y, _to_dtype(lo, x.dtype))
+        y = np.maximum(y, to_dtype(lo, x.dtype))
     if hi is not None:
-        y = np.minimum(y, _to_dtype(hi, x.dtype))
+        y = np.minimum(y, to_dtype(hi, x.dtype))
     return [y.copy() if y is x else y]
 
 
@@ -369,7 +359,7 @@ def _pad(attrs, result_types, x):
         return [x.copy()]
     width = [(pads[i], pads[i + r]) for i in range(r)]
     if mode == "constant":
-        value = _to_dtype(_attr(attrs, "value", 0.0), x.dtype)
+        value = to_dtype(_attr(attrs, "value", 0.0), x.dtype)
         return [np.pad(x, width, mode="constant", constant_values=value)]
     if mode in ("reflect", "edge"):
         return [np.pad(x, width, mode=mode)]

@@ -9,21 +9,21 @@ arrays with precomputed strides and a bounds check. A ``func``'s blocks become
 a ``while`` loop dispatching on the current block. Nothing is interpreted per
 executed instruction.
 
-Extending it (the buffered and dma stages): every op is compiled by an
-*emitter* (``@emitter("load")`` registers one in :data:`EMITTERS`), which writes
-the op's Python code through the :class:`Emit` context; an op whose behaviour is
-easiest as ordinary Python binds a callable with :meth:`Emit.bind` and emits a
-call to it. An interpreter compiles with the table in its ``emitters``
-attribute, so a later stage's interpreter (a subclass, such as
+Extending it (the buffered and dma stages): every op is compiled by an *emitter*
+(``@emitter("load")`` registers one in :data:`EMITTERS`), which writes the op's
+Python code through the :class:`~swir.interp.pycode.Emit` context; an op whose
+behaviour is easiest as ordinary Python binds a callable with :meth:`Emit.bind`
+and emits a call to it. An interpreter compiles with the table in its
+``emitters`` attribute, so a later stage's interpreter (a subclass, such as
 :class:`swir.interp.buffered.BufferedInterpreter`) overlays its own emitters on
 :data:`EMITTERS` — adding ops and replacing loop-stage ones — without changing
 what this interpreter does; its ``stages`` attribute names the module stages it
 accepts. Emitters may also run code when the region they stand in ends
 (:meth:`Emit.at_exit`), and loops are emitted by :func:`emit_loop` with the
-order of their iterations as a parameter. :data:`WRITES` names the operand slots
-through which an op writes memory (a kernel's results at the top level are the
-buffers it writes). :meth:`LoopInterpreter.entry` gives what a top-level call
-runs (the dma stage runs a cpe kernel on every CPE) and
+order of their iterations as a parameter. :data:`swir.analysis.calling.WRITES`
+names the operand slots through which an op writes memory (a kernel's results at
+the top level are the buffers it writes). :meth:`LoopInterpreter.entry` gives
+what a top-level call runs (the dma stage runs a cpe kernel on every CPE) and
 :meth:`LoopInterpreter.stats` the run's counters (``swir-run --stats``).
 
 Run-time representation of values: a buffer is a flat (1-D) numpy array; an
@@ -41,27 +41,25 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from swir.diagnostics import Diagnostic, Location
+from swir.analysis.calling import io_signature, written_by_function
+from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
-from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
-from swir.interp.kernels import KERNELS, dtype_of
-from swir.ir.affine import Compound, Expr
+from swir.interp.arguments import check_arguments
+from swir.interp.graph import MAX_STEPS
+from swir.interp.kernels import KERNELS
+from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
+                                 value_text)
 from swir.ir.core import (
     Access,
     Apply,
     Block,
     Constraint,
-    Dense,
-    ArrayInit,
-    FileInit,
-    FuncParam,
     Function,
     Global,
     Instruction,
@@ -69,6 +67,8 @@ from swir.ir.core import (
     Successor,
     Value,
 )
+from swir.ir.constants import constant_array, global_array
+from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
@@ -77,9 +77,6 @@ from swir.ops.elementwise import BINARY, COMPARE, UNARY
 # dma stages have interpreters of their own, subclasses of LoopInterpreter).
 STAGES = {"loop"}
 
-# Structured ops nested deeper than this inside one generated Python function go
-# into a function of their own (Python allows 20 statically nested loops).
-MAX_INLINE_DEPTH = 10
 # swir calls nested deeper than this are reported as unbounded recursion.
 MAX_CALL_DEPTH = 400
 # Fresh memory (the arena, buffers without an offset, output buffers) holds
@@ -95,9 +92,6 @@ POISON_BYTES = (0xFA, 0x7F)
 
 OpEmitter = Callable[["Emit", Instruction], None]
 EMITTERS: dict[str, OpEmitter] = {}
-# Operand slots an op writes memory through (its Access's base or the buffer value).
-WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
-                                      "dma_get": (1,), "dma_put": (1,)}
 
 
 def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
@@ -127,18 +121,6 @@ def fresh_array(t: ShapedType) -> np.ndarray:
     arr = np.empty(t.num_elements, dtype=dtype_of(t))
     poison(arr)
     return arr
-
-
-def global_array(g: Global, base_dir: Path) -> np.ndarray:
-    """The contents of a constant ``global``, as the graph interpreter reads them."""
-    assert isinstance(g.type, ShapedType)
-    if isinstance(g.init, Dense):
-        return dense_array(g.init, g.type)
-    if isinstance(g.init, FileInit):
-        return load_file_global(g, base_dir)
-    if isinstance(g.init, ArrayInit):
-        return g.init.array
-    raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
 
 
 class Memory:
@@ -198,88 +180,6 @@ def _offset(g: Global) -> int | None:
         raise Diagnostic(f"@{g.name}: arena offset must be a non-negative integer, got {off!r}",
                          g.loc)
     return off
-
-
-# ---------------------------------------------------------------------------
-# Calling convention
-# ---------------------------------------------------------------------------
-
-def written_params(f: Function) -> list[int]:
-    """Indices of the buffer parameters f writes: through a writing op (WRITES),
-    or by passing them to a function that writes the corresponding parameter."""
-    return sorted(_written(f.module, [f]).get(id(f), set()))
-
-
-def all_written_params(module: Module) -> dict[int, set[int]]:
-    """:func:`written_params` of every function of ``module``, by ``id`` of
-    the function, computed at once (one call of written_params costs as
-    much as this: ask once when asking for many functions)."""
-    return _written(module, [])
-
-
-def _written(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
-    """The written parameters of every function of the module, by id."""
-    memo: dict[int, set[int]] = {}
-    # Fixpoint over the call graph (recursion allowed): start from nothing written.
-    funcs = module.functions if module is not None else fallback
-    for g in funcs:
-        memo[id(g)] = set()
-    changed = True
-    while changed:
-        changed = False
-        for g in funcs:
-            params = {id(p): i for i, p in enumerate(g.params)}
-            out = memo[id(g)]
-            before = len(out)
-            for inst in g.walk():
-                for v in _written_values(inst, module, memo):
-                    i = params.get(id(v))
-                    if i is not None:
-                        out.add(i)
-            changed |= len(out) != before
-    return memo
-
-
-def _written_values(inst: Instruction, module: Module | None,
-                    memo: dict[int, set[int]]) -> Iterator[Value]:
-    for slot in WRITES.get(inst.opname, ()):
-        if slot < len(inst.args):
-            s = inst.args[slot]
-            yield s.base if isinstance(s, Access) else s
-    if inst.opname not in ("call", "spawn"):
-        return
-    for app in inst.args:                 # a spawn may run several kernels
-        if not isinstance(app, Apply):
-            continue
-        callee = module.lookup(app.callee) if module is not None else None
-        if isinstance(callee, Function):
-            for i in memo.get(id(callee), ()):
-                if i < len(app.args):
-                    yield app.args[i]
-
-
-def output_count(f: Function) -> int:
-    """A func's ``outputs`` attribute: its last N parameters are result buffers."""
-    n = f.attrs.get("outputs", 0)
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(f.params):
-        raise Diagnostic(f"@{f.name}: 'outputs' must be an integer in [0, {len(f.params)}], "
-                         f"got {n!r}", f.loc)
-    return n
-
-
-def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:
-    """What running f from outside takes and gives: the parameters bound to
-    arguments, and the types of the results.
-
-    A ``func`` with ``attributes {outputs = N}`` takes all but its last N
-    parameters; its results are those N buffers, then its ``return`` values.
-    A ``kernel`` takes every parameter; its results are the buffer parameters
-    it writes, in parameter order."""
-    if f.kind == "kernel":
-        return list(f.params), [f.params[i].type for i in written_params(f)]
-    n = output_count(f)
-    inputs = f.params[:len(f.params) - n]
-    return list(inputs), [p.type for p in f.params[len(inputs):]] + list(f.result_types)
 
 
 def to_runtime(t: Type, a: np.ndarray) -> Any:
@@ -368,7 +268,7 @@ def _samples(tname: str) -> list[Any]:
     """Awkward values of a type, in the interpreter's representation."""
     if tname == "index":
         return [0, 1, -1, 7, -13, 2**62, 2**63 - 1, -2**63]
-    dt = np.dtype(_kernels.DTYPES[tname])
+    dt = np.dtype(DTYPES[tname])
     if tname == "i1":
         return [np.False_, np.True_]
     if dt.kind == "i":
@@ -445,7 +345,6 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
     """A callable running the graph kernel of ``op`` on scalars: operands as 0-d
     arrays, the result converted to its type exactly as ``kernels.evaluate``
     does, and returned in the interpreter's representation."""
-    _kernels._load()
     fn = KERNELS.get(op)
     if fn is None:
         raise KeyError(op)
@@ -468,315 +367,6 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
         outs = fn(attrs, result_types, *[asarray(x) for x in xs])
         return tuple(convert(o, dt, idx) for o, dt, idx in zip(outs, dts, is_index))
     return run
-
-
-# ---------------------------------------------------------------------------
-# Code generation
-# ---------------------------------------------------------------------------
-
-def _value_text(v: Any) -> str:
-    if isinstance(v, Global):
-        return f"@{v.name}"
-    return f"%{getattr(v, 'name', None) or '?'}"
-
-
-def _expr_text(e: Any) -> str:
-    from swir.ir.affine import format_expr
-    return format_expr(Expr.of(e), _value_text)
-
-
-def _access_text(acc: Access) -> str:
-    return f"{_value_text(acc.base)}[{', '.join(_expr_text(i) for i in acc.indices)}]"
-
-
-def function_values(f: Function) -> Iterator[Value]:
-    """Every value f defines, in a fixed order: its parameters, then per
-    instruction (walk order) its results and its regions' block arguments,
-    then the arguments of f's own blocks."""
-    yield from f.params
-    for inst in f.walk():
-        yield from inst.results
-        for region in inst.regions:
-            for b in region.blocks:
-                yield from b.args
-    if f.body is not None:
-        for b in f.body.blocks:
-            yield from b.args
-
-
-def index_constant(inst: Instruction) -> int | None:
-    """The value of an index ``const`` (which generated code spells as a
-    literal), else None."""
-    if inst.opname == "const" and len(inst.results) == 1 and inst.results[0].type == INDEX \
-            and isinstance(inst.args[0], Expr) and inst.args[0].is_constant:
-        return inst.args[0].const
-    return None
-
-
-def free_values(inst: Instruction) -> list[Value]:
-    """Values an instruction and its regions read but do not define (globals excluded)."""
-    defined: set[int] = set()
-    used: dict[int, Value] = {}
-    for x in inst.walk():
-        defined.update(id(r) for r in x.results)
-        for region in x.regions:
-            for b in region.blocks:
-                defined.update(id(a) for a in b.args)
-        for v in x.operands:
-            if not isinstance(v, Global):
-                used.setdefault(id(v), v)
-    return [v for k, v in used.items() if k not in defined]
-
-
-class Emit:
-    """Writes the body of one generated Python function.
-
-    Emitters call :meth:`line` to write statements, :meth:`name` for the Python
-    variable holding a value, :meth:`define` for the variable a result is
-    assigned to, :meth:`expr` for the Python text of an index expression,
-    :meth:`bind` to make a Python object available to the code, and
-    :meth:`region` to emit a nested single-block region."""
-
-    def __init__(self, interp: LoopInterpreter, function: Function) -> None:
-        self.interp = interp
-        self.function = function
-        self.lines: list[str] = []
-        self.indent = 1
-        self.depth = 0  # structured nesting inside this generated function
-        self.hoisted: dict[str, str] = {}  # local name -> namespace name (globals)
-        # Inclusive value ranges of loop variables with constant bounds, to leave
-        # out bounds checks that can never fail.
-        self.ranges: dict[int, tuple[int, int]] = {}
-        # Block -> its number, for branches in a func's CFG.
-        self.blocks: dict[int, int] = {}
-        # Per open structured region (the function body first): Python lines to
-        # run when the region ends (see at_exit).
-        self.exits: list[list[str]] = [[]]
-        # Number of `parallel` loops enclosing the code being emitted, in this
-        # generated function.
-        self.parallel_depth = 0
-        # Scratch space for a later stage's emitters (per generated function).
-        self.data: dict[str, Any] = {}
-
-    # -- writing code ------------------------------------------------------------
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.indent + text)
-
-    @contextmanager
-    def indented(self) -> Iterator[None]:
-        self.indent += 1
-        n = len(self.lines)
-        try:
-            yield
-        finally:
-            if len(self.lines) == n:
-                self.line("pass")
-            self.indent -= 1
-
-    def bind(self, obj: Any, prefix: str = "k") -> str:
-        return self.interp.bind(obj, prefix)
-
-    def fresh(self, prefix: str) -> str:
-        return self.interp.fresh(prefix)
-
-    # -- values ------------------------------------------------------------------
-    def name(self, v: Any) -> str:
-        if isinstance(v, Global):
-            local = f"g_{self.interp.name_of(v)}"
-            if local not in self.hoisted:
-                self.hoisted[local] = self.interp.global_name(v)
-            return local
-        n = self.interp.names.get(id(v))
-        if n is None:
-            raise Diagnostic(f"value {_value_text(v)} is used where it is not defined",
-                             self.function.loc)
-        return n
-
-    def define(self, v: Value) -> str:
-        return self.name(v)
-
-    def expr(self, e: Any) -> str:
-        """Python text of an index expression (an int, a Value or an Expr)."""
-        if isinstance(e, int) and not isinstance(e, bool):
-            return str(e)
-        if isinstance(e, Value):
-            c = self.interp.int_consts.get(id(e))
-            return str(c) if c is not None else self.name(e)
-        e = Expr.of(e)
-        parts: list[str] = []
-        for atom, coef in e.terms:
-            a = self._atom(atom)
-            term = a if coef == 1 else f"-{a}" if coef == -1 else f"{coef}*{a}"
-            parts.append(term if not parts else
-                         f" - {term[1:]}" if term.startswith("-") else f" + {term}")
-        if e.const or not parts:
-            c = e.const
-            parts.append(str(c) if not parts else f" - {-c}" if c < 0 else f" + {c}")
-        text = "".join(parts)
-        return text if len(parts) == 1 else f"({text})"
-
-    def _atom(self, atom: Any) -> str:
-        if not isinstance(atom, Compound):
-            return self.expr(atom)
-        args = [self.expr(a) for a in atom.args]
-        d = atom.divisor
-        if atom.kind == "floordiv":
-            return f"({args[0]} // {d})"
-        if atom.kind == "ceildiv":
-            return f"(-(-{args[0]} // {d}))"
-        if atom.kind == "mod":
-            return f"({args[0]} % {d})"
-        return f"{atom.kind}({', '.join(args)})"  # Python's min / max
-
-    def interval(self, e: Any) -> tuple[int, int] | None:
-        """Inclusive bounds of an index expression from the constant loop bounds
-        around it, or None when unknown."""
-        if isinstance(e, Value):
-            c = self.interp.int_consts.get(id(e))
-            return (c, c) if c is not None else self.ranges.get(id(e))
-        e = Expr.of(e)
-        lo = hi = e.const
-        for atom, coef in e.terms:
-            if isinstance(atom, Compound):
-                rs = [self.interval(a) for a in atom.args]
-                d = atom.divisor
-                if atom.kind == "mod":
-                    r = rs[0] if rs[0] is not None and 0 <= rs[0][0] and rs[0][1] < d \
-                        else (0, d - 1)
-                elif any(x is None for x in rs):
-                    return None
-                elif atom.kind == "floordiv":
-                    r = (rs[0][0] // d, rs[0][1] // d)
-                elif atom.kind == "ceildiv":
-                    r = (-(-rs[0][0] // d), -(-rs[0][1] // d))
-                elif atom.kind == "min":
-                    r = (min(x[0] for x in rs), min(x[1] for x in rs))
-                else:
-                    r = (max(x[0] for x in rs), max(x[1] for x in rs))
-            else:
-                r = self.interval(atom)
-                if r is None:
-                    return None
-            lo, hi = (lo + coef * r[0], hi + coef * r[1]) if coef > 0 else \
-                (lo + coef * r[1], hi + coef * r[0])
-        return lo, hi
-
-    # -- memory accesses -----------------------------------------------------------
-    def offset(self, inst: Instruction, acc: Access) -> str:
-        """Emit the bounds check of an element access; return the Python text of
-        its flat offset."""
-        t = acc.base.type
-        if not isinstance(t, ShapedType) or len(acc.indices) != t.rank \
-                or not all(isinstance(i, (Expr, Value, int)) for i in acc.indices):
-            raise Diagnostic(f"'{inst.opname}' needs one subscript per dimension of "
-                             f"{_value_text(acc.base)}", inst.loc)
-        strides = [1] * t.rank
-        for k in range(t.rank - 2, -1, -1):
-            strides[k] = strides[k + 1] * t.shape[k + 1]
-        subs: list[str] = []      # each subscript's value, for the error message
-        checks: list[str] = []
-        flat = Expr.of(0)         # the part of the offset proven in bounds
-        checked: list[str] = []   # terms of checked subscripts
-        for k, (ix, dim, stride) in enumerate(zip(acc.indices, t.shape, strides)):
-            ix = Expr.of(ix)
-            text = self.expr(ix)
-            r = self.interval(ix)
-            if r is not None and 0 <= r[0] and r[1] < dim:
-                subs.append(text)
-                flat = flat + ix.scale(stride)
-                continue
-            if not re.fullmatch(r"-?\w+", text):
-                tmp = f"_s{k}"
-                self.line(f"{tmp} = {text}")
-                text = tmp
-            subs.append(text)
-            checks.append(f"0 <= {text} < {dim}")
-            checked.append(text if stride == 1 else f"{text}*{stride}")
-        if checks:
-            fail = self.bind(_oob_reporter(inst, acc), "oob")
-            self.line(f"if not ({' and '.join(checks)}): {fail}({', '.join(subs)})")
-        if not checked:
-            return self.expr(flat)
-        if flat.is_constant and flat.const == 0:
-            return " + ".join(checked)
-        return " + ".join([self.expr(flat)] + checked)
-
-    # -- structure ------------------------------------------------------------------
-    def count(self, n: int, inst: Instruction | None = None) -> None:
-        """Count n executed instructions; with inst, check the step limit there."""
-        if n:
-            self.line(f"_st[0] += {n}")
-        if inst is not None:
-            self.line(f"if _st[0] > _MAX: {self.bind(_limit_reporter(self.interp, inst), 'lim')}()")
-
-    def instruction(self, inst: Instruction) -> None:
-        if inst.regions and self.depth >= MAX_INLINE_DEPTH:
-            self.interp.compile_unit(self, inst)
-            return
-        fn = self.interp.emitters.get(inst.opname)
-        if fn is None:
-            raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.interp.stage} "
-                             "stage (the interpreter has no rule for it)", inst.loc)
-        fn(self, inst)
-
-    def region(self, block: Block, count: bool = True) -> None:
-        """Emit a structured region's single block one level deeper."""
-        with self.indented():
-            self.depth += 1
-            self.exits.append([])
-            try:
-                if count:
-                    self.count(len(block.instructions))
-                for inst in block.instructions:
-                    self.instruction(inst)
-                self.exit_lines(1)
-            finally:
-                self.exits.pop()
-                self.depth -= 1
-
-    def at_exit(self, text: str) -> None:
-        """Run the Python statement text when the innermost open region ends
-        (after its last instruction, or before a ``return`` leaves it); the
-        statements of one region run in the reverse order of registration."""
-        self.exits[-1].append(text)
-
-    def exit_lines(self, scopes: int) -> None:
-        """Emit the at_exit statements of the innermost ``scopes`` open regions."""
-        for lines in reversed(self.exits[len(self.exits) - scopes:]):
-            for text in reversed(lines):
-                self.line(text)
-
-    def assemble(self, fname: str, params: list[str]) -> str:
-        head = [f"def {fname}({', '.join(params)}):"]
-        head += [f"    {local} = {ns}" for local, ns in self.hoisted.items()]
-        return "\n".join(head + (self.lines or ["    pass"])) + "\n"
-
-
-def _oob_reporter(inst: Instruction, acc: Access) -> Callable[..., None]:
-    t = acc.base.type
-
-    def report(*subs: int) -> None:
-        for k, (s, dim) in enumerate(zip(subs, t.shape)):
-            if not 0 <= s < dim:
-                raise Diagnostic(
-                    f"'{inst.opname}' {_access_text(acc)} is out of bounds: subscript #{k} "
-                    f"({_expr_text(acc.indices[k])}) is {s}, outside [0, {dim}) of "
-                    f"{_value_text(acc.base)} : {t}", inst.loc)
-        raise AssertionError("bounds check failed without an out-of-bounds subscript")
-    return report
-
-
-def _limit_reporter(interp: LoopInterpreter, inst: Instruction) -> Callable[[], None]:
-    def report() -> None:
-        raise Diagnostic(f"execution did not finish within {interp.max_steps} instructions "
-                         "(an endless loop?)", inst.loc)
-    return report
-
-
-def _raiser(message: str, loc: Location | None) -> Callable[..., None]:
-    def report(*_: Any) -> None:
-        raise Diagnostic(message, loc)
-    return report
 
 
 # ---------------------------------------------------------------------------
@@ -830,7 +420,6 @@ class LoopInterpreter:
              arg_names: list[str] | None = None) -> list[np.ndarray]:
         """Run f from outside (see :func:`io_signature`): bind copies of the
         arguments, allocate poisoned output buffers, run, return the results."""
-        from swir.interp.run import check_arguments
         inputs, _ = io_signature(f)
         check_arguments(f, args, arg_names or [f"argument #{i}" for i in range(len(args))],
                         inputs)
@@ -882,7 +471,7 @@ class LoopInterpreter:
     def written(self, f: Function) -> list[int]:
         """:func:`written_params` of f (computed once for the whole module)."""
         if self._written_cache is None:
-            self._written_cache = _written(self.module, [f])
+            self._written_cache = written_by_function(self.module, [f])
         return sorted(self._written_cache.get(id(f), set()))
 
     def name_of(self, v: Value) -> str:
@@ -1006,7 +595,7 @@ class LoopInterpreter:
 # Op emitters: the loop stage
 # ---------------------------------------------------------------------------
 
-def _loop_range(e: Emit, inst: Instruction) -> tuple[str, Block]:
+def loop_range(e: Emit, inst: Instruction) -> tuple[str, Block]:
     step = inst.attrs.get("step", 1)
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
         raise Diagnostic(f"loop step must be a positive integer, got {step!r}", inst.loc)
@@ -1022,7 +611,7 @@ def emit_loop(e: Emit, inst: Instruction, order: Callable[[str], str] | None = N
     """Emit a ``for`` or ``parallel`` loop. ``order`` maps the Python name of the
     iterations' ``range`` to the Python expression iterated over (default: the
     range itself, in order); the bounds are evaluated once, at entry."""
-    rng, body = _loop_range(e, inst)
+    rng, body = loop_range(e, inst)
     var = body.args[0]
     r = e.fresh("r")
     e.line(f"{r} = {rng}")
@@ -1081,7 +670,7 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     acc = inst.args[1]
     assert isinstance(acc, Access)
     if isinstance(acc.base, Global) and acc.base.kind == "global":
-        fail = _raiser(f"'store' writes to @{acc.base.name}, a constant global", inst.loc)
+        fail = raiser(f"'store' writes to @{acc.base.name}, a constant global", inst.loc)
         e.line(f"{e.bind(fail, 'ro')}()")
         return
     off = e.offset(inst, acc)
@@ -1103,7 +692,7 @@ def _emit_dyn_index(e: Emit, inst: Instruction) -> None:
 
 def _dyn_reporter(inst: Instruction, n: int) -> Callable[[Any], None]:
     def report(v: Any) -> None:
-        raise Diagnostic(f"'dyn_index' of {_value_text(inst.args[0])} = {int(v)} is outside "
+        raise Diagnostic(f"'dyn_index' of {value_text(inst.args[0])} = {int(v)} is outside "
                          f"[-{n}, {n}) (bound = {n})", inst.loc)
     return report
 
@@ -1154,15 +743,15 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
     callee = e.interp.module.lookup(app.callee)
     args = ", ".join(e.name(a) for a in app.args)
     if not isinstance(callee, Function):
-        fn = _raiser(f"call to undefined function @{app.callee}", inst.loc)
+        fn = raiser(f"call to undefined function @{app.callee}", inst.loc)
     elif callee.body is None:
-        fn = _raiser(f"@{callee.name} is only declared; it has no body to run", inst.loc)
+        fn = raiser(f"@{callee.name} is only declared; it has no body to run", inst.loc)
     else:
         fn = e.interp.caller(callee, inst)
         for i in e.interp.written(callee):
             a = app.args[i] if i < len(app.args) else None
             if isinstance(a, Global) and a.kind == "global":
-                fn = _raiser(f"call passes @{a.name}, a constant global, to parameter "
+                fn = raiser(f"call passes @{a.name}, a constant global, to parameter "
                              f"%{callee.params[i].name} of @{callee.name}, which writes it",
                              inst.loc)
                 break

@@ -19,9 +19,8 @@ from typing import Any, Iterator
 
 from swir.ir.affine import Expr
 from swir.ir.core import (Block, Constraint, FileInit, Dense, Function, Global, Instruction,
-                          Module, Region, SlotLike, Value)
+                          Module, OpError, Region, SlotLike, Value, op_definition)
 from swir.ir.types import INDEX, Type
-from swir.ops.registry import OpError, lookup
 
 
 class Builder:
@@ -64,7 +63,7 @@ class Builder:
                     arrow: int | None = None, regions: list[Region] | None = None
                     ) -> Instruction:
         """Create and insert an instruction; result types are inferred unless given."""
-        d = lookup(opname)
+        d = op_definition(opname)
         if d is None:
             raise ValueError(f"unknown op '{opname}'")
         inst = Instruction(opname, list(args), result_types=list(types or []),

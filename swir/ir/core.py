@@ -20,17 +20,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from swir.diagnostics import Location
 from swir.ir.affine import Expr
 from swir.ir.types import Type
-from swir.ops.registry import lookup
-
-if TYPE_CHECKING:  # pragma: no cover
-    from swir.ops.registry import OpDef
 
 STAGES = ("graph", "loop", "buffered", "dma")
+
+
+# --------------------------------------------------------------------------
+# Op definitions
+# --------------------------------------------------------------------------
+
+class OpError(Exception):
+    """Raised by an op's rules; the verifier adds the op's location and name."""
+
+
+class OpDefinition(Protocol):
+    """What the core and the builder read of an op's definition
+    (swir.ops.registry.OpDef has more)."""
+
+    terminator: bool
+    # Result-type rule: the result types, or raises OpError; None: no results.
+    infer: Callable[[Any], list[Type]] | None
+
+
+# The core knows ops only by name: the op set sits a layer above the IR, so it
+# installs the lookup from a name to its definition (swir.ops.registry does;
+# importing the swir package loads the op set).
+_op_definitions: Callable[[str], OpDefinition | None] | None = None
+
+
+def install_op_definitions(lookup: Callable[[str], OpDefinition | None]) -> None:
+    """Make ``lookup`` the source of :attr:`Instruction.opdef`."""
+    global _op_definitions
+    _op_definitions = lookup
+
+
+def op_definition(opname: str) -> OpDefinition | None:
+    """The installed op set's definition of ``opname`` (None: no such op)."""
+    if _op_definitions is None:
+        raise RuntimeError("no op set installed: import swir.ops")
+    return _op_definitions(opname)
 
 
 # --------------------------------------------------------------------------
@@ -428,8 +460,8 @@ class Instruction:
 
     # -- operands ------------------------------------------------------------
     @property
-    def opdef(self) -> "OpDef | None":
-        return lookup(self.opname)
+    def opdef(self) -> OpDefinition | None:
+        return op_definition(self.opname)
 
     @property
     def operands(self) -> list[Value]:

@@ -25,12 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from swir.interp.kernels import dtype_of
-from swir.interp.kernels_tensor import (
-    _to_dtype as to_dtype,  # the graph kernel's conversion
-)
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
+from swir.ir.dtypes import dtype_of, to_dtype  # (the graph kernel's conversion)
 from swir.ir.types import ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, loop_names

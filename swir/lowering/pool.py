@@ -18,17 +18,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of
-from swir.interp.kernels_nn import (  # the graph kernels' definitions
-    _lowest,
-    _pool_counts,
-)
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
+from swir.ir.dtypes import dtype_of
+from swir.ir.dtypes import lowest as lowest_value  # (the graph kernels pad with it too)
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import int_list, padded_input
 from swir.lowering.padding import named_const
+from swir.ops.semantics import pool_counts  # (the graph kernel's divisor)
 
 
 def _overhang(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
@@ -81,7 +79,7 @@ def lower_max_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     starting from it (so the result is bit-identical to the graph kernel)."""
     (x,), (y,) = ins, outs
     kern, stride, pad, dilation = _pool_attrs(inst, dilated=True)
-    low = _lowest(dtype_of(x.type.element))
+    low = lowest_value(dtype_of(x.type.element))
     low = bool(low) if isinstance(low, (bool, np.bool_)) else \
         float(low) if x.type.element.is_float else int(low)
     lowest = named_const(k, low, x.type.element, "lowest")
@@ -91,9 +89,9 @@ def lower_max_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 def divisor_table(h: int, w: int, oh: int, ow: int, kern: list[int], stride: list[int],
                   pad: list[int], include_pad: bool) -> np.ndarray:
-    """Per output position, the graph kernel's divisor (``_pool_counts``)."""
-    ch = _pool_counts(h, oh, kern[0], stride[0], pad[0], pad[2], include_pad)
-    cw = _pool_counts(w, ow, kern[1], stride[1], pad[1], pad[3], include_pad)
+    """Per output position, the graph kernel's divisor (``pool_counts``)."""
+    ch = pool_counts(h, oh, kern[0], stride[0], pad[0], pad[2], include_pad)
+    cw = pool_counts(w, ow, kern[1], stride[1], pad[1], pad[3], include_pad)
     return ch[:, None] * cw[None, :]
 
 

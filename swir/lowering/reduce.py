@@ -27,9 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from swir.interp.kernels import dtype_of
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import F64, I1, I64, ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names

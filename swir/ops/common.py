@@ -6,7 +6,7 @@ from swir.ir.affine import Expr
 from swir.ir.core import DenseSlot, Function, Instruction, Literal, Successor, Value
 from swir.ir.types import ScalarType, TensorType, Type
 from swir.ops.registry import OpDef, OpError, register
-from swir.ops.util import callee
+from swir.ops.util import callee, check_dense, int_fits
 
 
 def _infer_call(inst: Instruction) -> list[Type]:
@@ -21,7 +21,6 @@ def _infer_const(inst: Instruction) -> list[Type]:
     if isinstance(s, DenseSlot):
         if not isinstance(t, TensorType):
             raise OpError(f"a dense constant must have a tensor type, got {t}")
-        from swir.verifier import check_dense
         check_dense(s.dense, t)
         return [t]
     if not isinstance(t, ScalarType):
@@ -33,7 +32,6 @@ def _infer_const(inst: Instruction) -> list[Type]:
         elif not t.is_float:
             raise OpError(f"float constant {s.value!r} cannot have type {t}")
     elif isinstance(s, Expr) and s.is_constant:
-        from swir.verifier import int_fits
         if not int_fits(s.const, t):
             raise OpError(f"constant {s.const} does not fit {t}")
     else:

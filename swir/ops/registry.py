@@ -3,20 +3,18 @@ result-type rule (shape inference), the stages where it is legal, and traits
 the passes rely on (pure, terminator, commutative).
 
 Ops are registered by the modules of this package (``swir.ops.common``,
-``swir.ops.graph``, ``swir.ops.loop``); :func:`lookup` imports them on first use.
+``swir.ops.graph``, ``swir.ops.loop``), which the package imports: importing
+anything from ``swir.ops`` loads the whole op set.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:   # swir.ir imports this module: a run-time import would be circular
-    from swir.ir.types import Type
-
-
-class OpError(Exception):
-    """Raised by an op's rules; the verifier adds the op's location and name."""
+# OpError lives in the IR core (the builder catches it); op rules import it from here.
+from swir.ir.core import OpError, install_op_definitions  # noqa: F401
+from swir.ir.types import Type
 
 
 ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
@@ -76,7 +74,6 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
-_LOADED = False
 
 
 def register(op: OpDef) -> OpDef:
@@ -86,18 +83,12 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
-def _load() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from swir.ops import common, elementwise, graph, loop  # noqa: F401  (registration)
-
-
 def lookup(name: str) -> OpDef | None:
-    _load()
     return _REGISTRY.get(name)
 
 
 def all_ops() -> list[OpDef]:
-    _load()
     return sorted(_REGISTRY.values(), key=lambda o: o.name)
+
+
+install_op_definitions(lookup)

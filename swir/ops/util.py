@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from swir.ir.affine import Expr
-from swir.ir.core import Access, Apply, Instruction, Value
-from swir.ir.types import INDEX, BufType, LDMType, TensorType
+from swir.ir.core import Access, Apply, Dense, Instruction, Value
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType
 from swir.ops.registry import OpError
 
 
@@ -207,3 +207,50 @@ def normalise_axes(axes: list[int], rank: int, what: str = "axes") -> list[int]:
             raise OpError(f"{what} {list(axes)} name axis {n} twice")
         out.append(n)
     return out
+
+
+def check_dense(d: Dense, t: ShapedType) -> None:
+    """A dense literal must be a splat or have exactly the type's shape."""
+    if not d.is_splat:
+        if _ragged(d.value):
+            raise OpError("dense literal is not rectangular")
+        shape = d.shape()
+        flat = d.flat()
+        if shape != t.shape and not (len(shape) == 1 and shape[0] == t.num_elements):
+            shown = str(shape) if len(shape) <= 8 else f"{shape[:8]}... (rank {len(shape)})"
+            raise OpError(f"dense literal has shape {shown}, type {t} needs {t.shape} "
+                          f"(or a flat list of {t.num_elements})")
+        values = flat
+    else:
+        values = [d.value]
+    for v in values:
+        if isinstance(v, float) and not t.element.is_float:
+            raise OpError(f"float {v!r} in a dense literal of integer type {t}")
+        if isinstance(v, bool) and t.element.name != "i1":
+            raise OpError(f"boolean in a dense literal of type {t}")
+        if isinstance(v, int) and not isinstance(v, bool) and not int_fits(v, t.element):
+            raise OpError(f"{v} does not fit the element type {t.element} of {t}")
+
+
+_INT_RANGES = {"i1": (0, 1), "i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1),
+               "i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 63, 2 ** 63 - 1),
+               "index": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def int_fits(v: int, t: ScalarType) -> bool:
+    """Does integer v fit scalar type t (any float type takes ints up to 2**1024)?"""
+    lo, hi = _INT_RANGES.get(t.name, (-2 ** 1024, 2 ** 1024))
+    return lo <= v <= hi
+
+
+def _ragged(v: Any) -> bool:
+    if not isinstance(v, tuple):
+        return False
+    kinds = {isinstance(x, tuple) for x in v}
+    if len(kinds) > 1:
+        return True
+    if kinds == {True}:
+        if len({len(x) for x in v}) > 1:
+            return True
+        return any(_ragged(x) for x in v)
+    return False

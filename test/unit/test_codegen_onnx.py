@@ -959,8 +959,7 @@ def _done(fn, *args) -> Future:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     """{model name: (case, reference future, {ldm: built future})}. The references
-    are computed first, in this thread: the interpreter registers its kernels on
-    first use (swir.interp.kernels._load), which is not safe to race. Then every
+    are computed first, in this thread. Then every
     (model, LDM size) is compiled, built and run, two at a time."""
     root = tmp_path_factory.mktemp("codegen_onnx")
     cases = [_prepare(make(), root) for make in MODELS]

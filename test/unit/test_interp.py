@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from swir.diagnostics import Diagnostic
-from swir.interp.graph import GraphInterpreter, fold
-from swir.interp.run import default_function, run_function
+from swir.interp.arguments import default_function
+from swir.interp.graph import GraphInterpreter
+from swir.interp.run import run_function
 from swir.parser import parse_module
+from swir.passes.graph.fold_constants import fold
 
 FOLDABLE = '''module "m"
 stage graph

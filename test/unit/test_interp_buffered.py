@@ -13,7 +13,8 @@ import pytest
 
 from swir.diagnostics import Diagnostic
 from swir.interp.buffered import CPES, BufferedInterpreter, cpe_share
-from swir.interp.loop import MAX_INLINE_DEPTH, LoopInterpreter, io_signature
+from swir.interp.loop import LoopInterpreter, io_signature
+from swir.interp.pycode import MAX_INLINE_DEPTH
 from swir.interp.run import run_function
 from swir.parser import parse_module
 from swir.verifier import VerificationError, verify

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swir.analysis.calling import written_params
 from swir.diagnostics import Diagnostic
 from swir.interp import kernels
 from swir.interp.loop import (
-    MAX_INLINE_DEPTH,
     LoopInterpreter,
     fast_template,
     io_signature,
-    written_params,
 )
+from swir.interp.pycode import MAX_INLINE_DEPTH
 from swir.interp.run import run_function, signature
 from swir.ir.types import TensorType, scalar
 from swir.parser import parse_module

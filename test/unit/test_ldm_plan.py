@@ -24,14 +24,8 @@ from swir.ir.types import I1, I64, TensorType, scalar
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
 from swir.ops.registry import all_ops
 from swir.parser import parse_module
-from swir.passes.buffered.ldm_plan import (
-    LDMPlan,
-    Nest,
-    Plan,
-    dma_count,
-    order_loops,
-    size_buffers,
-)
+from swir.passes.buffered.ldm_model import Nest, Plan, dma_count, order_loops, size_buffers
+from swir.passes.buffered.ldm_plan import LDMPlan
 from swir.passes.loop.lower_loops import LowerLoops
 from swir.passes.manager import AnalysisManager, PassFailure
 from swir.printer import print_module

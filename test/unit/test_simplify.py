@@ -10,7 +10,7 @@ import pytest
 
 from swir.interp.graph import GraphInterpreter
 from swir.interp.kernels import dtype_of
-from swir.interp.run import shape_of
+from swir.interp.arguments import shape_of
 from swir.ir.core import Module
 from swir.ops.registry import lookup
 from swir.parser import parse_module

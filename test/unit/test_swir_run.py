@@ -249,7 +249,7 @@ def test_corrupted_npy_inputs_are_errors_not_crashes(tmp_path):
     import random
 
     from swir.diagnostics import Diagnostic
-    from swir.interp.run import check_arguments
+    from swir.interp.arguments import check_arguments
     from swir.parser import parse_file
     from swir.tools.driver import UsageError
     from swir.tools.swir_run import load_input

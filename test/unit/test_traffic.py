@@ -26,7 +26,7 @@ from swir.codegen import emulate
 from swir.interp.dma import DMAInterpreter
 from swir.interp.kernels import dtype_of
 from swir.interp.loop import io_signature
-from swir.interp.run import default_function
+from swir.interp.arguments import default_function
 from swir.ir.types import ShapedType
 from swir.parser import parse_module
 from swir.passes import pass_class

@@ -201,10 +201,9 @@ def results(tmp_path_factory):
 
 
 def load_zoo_kernels() -> None:
-    """The interpreter's kernel registry loads on first use and is not safe to
-    race (swir.interp.kernels._load); folding and lowering may touch it."""
-    from swir.interp import kernels
-    kernels._load()
+    """The interpreter's kernel registry is filled before the threads start
+    (importing swir.interp registers every kernel); folding and lowering read it."""
+    import swir.interp  # noqa: F401
 
 
 def test_the_zoo_has_the_eight_models():

@@ -43,16 +43,16 @@ from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import CountLimit, TrafficError, flops_of
 from swir.ir.core import Access, Global, Module
-from swir.passes.buffered.ldm_plan import (
+from swir.passes.buffered.ldm_model import (
     SINGLE,
     LoopVar,
     Nest,
     Plan,
     SearchContext,
-    _corr,
-    _share_single_tile,
+    corr,
     load_single_elements_directly,
     order_loops,
+    share_single_tile,
 )
 from swir.target import DEFAULT_TARGET
 
@@ -86,7 +86,7 @@ class Search:
         # once: the dependence test is costly).
         self.serial = frozenset(i for i, v in enumerate(nest.vars)
                                 if carried_dependence(v.loop) is not None)
-        _share_single_tile(nest, ctx.cpes, {nest.vars[i] for i in self.serial})
+        share_single_tile(nest, ctx.cpes, {nest.vars[i] for i in self.serial})
         # Greedy's plan exactly as Plan.make would make it, with its
         # Constraint-1 decisions (restored if it stays best).
         self.greedy: Choice = (tuple(v.tile for v in nest.vars),
@@ -306,7 +306,7 @@ def _copies(nest: Nest, order_i: tuple[int, ...], floor: int):
             yield t, None
             continue
         init = bool(nest.red) and nest.initialised and t.base is nest.output
-        level = out_level if init else copy_level(_corr(t), outer, floor)
+        level = out_level if init else copy_level(corr(t), outer, floor)
         moves = (t.copied_in and not init) + t.written
         yield t, executions(level, trips) * moves
 

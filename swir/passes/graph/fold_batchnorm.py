@@ -24,10 +24,10 @@ import numpy as np
 
 from swir.analysis.trial import plan_options, traffic_of
 from swir.diagnostics import Diagnostic
-from swir.interp.graph import constant_value, is_constant
-from swir.interp.kernels import dtype_of
 from swir.ir.builder import Builder
+from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Global, Instruction, Module, Value
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global

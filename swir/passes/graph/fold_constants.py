@@ -3,7 +3,7 @@ are all constants.
 
 Each candidate (a pure instruction without regions, not ``const`` or
 ``call``, every operand a ``const`` result or a global with contents) is run
-by the graph interpreter's kernels (:func:`swir.interp.graph.fold`), so a
+by the graph interpreter's kernels (:func:`fold`), so a
 folded value is bit for bit what the interpreter would compute at run time.
 A small or splat result becomes a ``const dense<...>`` in place; a larger one a
 new global holding the array (``ArrayInit``), named after the result. Folding
@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp.graph import fold, is_constant
-from swir.interp.kernels import dtype_of
+from swir.interp.kernels import DataError, evaluate
 from swir.ir.builder import Builder
 from swir.ir.core import (
     ArrayInit,
@@ -29,6 +28,8 @@ from swir.ir.core import (
     Module,
     Value,
 )
+from swir.ir.constants import constant_value, is_constant
+from swir.ir.dtypes import dtype_of
 from swir.ir.types import ScalarType, ShapedType, TensorType, Type
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.printer import INLINE_ELEMENTS, array_dense, is_splat
@@ -153,3 +154,21 @@ class FoldConstants(Pass):
 
 def _bytes(t: Type) -> int:
     return t.bytes if isinstance(t, (ShapedType, ScalarType)) else 0
+
+
+def fold(inst: Instruction) -> list[np.ndarray] | None:
+    """Evaluate an instruction at compile time when every operand is a constant
+    (the hook for constant folding); None if it cannot be folded."""
+    d = inst.opdef
+    if d is None or not d.pure or d.reads_memory or inst.regions or not inst.results \
+            or inst.opname in ("const", "call"):
+        return None
+    if not all(isinstance(s, Value) for s in inst.args):
+        return None
+    if not all(is_constant(v) for v in inst.args):
+        return None  # before reading any weight file
+    operands = [constant_value(v) for v in inst.args]
+    try:
+        return evaluate(inst.opname, inst.attrs, [r.type for r in inst.results], operands)
+    except DataError:
+        return None     # left to fail where it runs (an index out of range)

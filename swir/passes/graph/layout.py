@@ -55,8 +55,8 @@ import numpy as np
 
 from swir.analysis.trial import TRIAL_FAILURES, Cost, measure, plan_options
 from swir.diagnostics import Diagnostic
-from swir.interp.graph import constant_value, is_constant
 from swir.ir.builder import Builder
+from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Dense, Global, Instruction, Module, Value, value_key
 from swir.ir.fused import group
 from swir.ir.types import TensorType

@@ -62,8 +62,8 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.graph import constant_value, is_constant
 from swir.ir.builder import Builder
+from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import (
     Dense,
     DenseSlot,

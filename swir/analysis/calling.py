@@ -1,0 +1,95 @@
+"""The calling convention of IR functions: the buffer parameters a function
+writes, a ``func``'s output buffers, and what a call from outside binds and
+returns. The interpreters and the C generator share it (docs/ir.md,
+"Executing IR")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from swir.diagnostics import Diagnostic
+from swir.ir.core import Access, Apply, FuncParam, Function, Instruction, Module, Value
+from swir.ir.types import Type
+
+# Operand slots an op writes memory through (its Access's base or the buffer value).
+WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
+                                      "dma_get": (1,), "dma_put": (1,)}
+
+
+def written_params(f: Function) -> list[int]:
+    """Indices of the buffer parameters f writes: through a writing op (WRITES),
+    or by passing them to a function that writes the corresponding parameter."""
+    return sorted(written_by_function(f.module, [f]).get(id(f), set()))
+
+
+def all_written_params(module: Module) -> dict[int, set[int]]:
+    """:func:`written_params` of every function of ``module``, by ``id`` of
+    the function, computed at once (one call of written_params costs as
+    much as this: ask once when asking for many functions)."""
+    return written_by_function(module, [])
+
+
+def written_by_function(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
+    """The written parameters of every function of the module (of ``fallback``
+    without a module), by id."""
+    memo: dict[int, set[int]] = {}
+    # Fixpoint over the call graph (recursion allowed): start from nothing written.
+    funcs = module.functions if module is not None else fallback
+    for g in funcs:
+        memo[id(g)] = set()
+    changed = True
+    while changed:
+        changed = False
+        for g in funcs:
+            params = {id(p): i for i, p in enumerate(g.params)}
+            out = memo[id(g)]
+            before = len(out)
+            for inst in g.walk():
+                for v in _written_values(inst, module, memo):
+                    i = params.get(id(v))
+                    if i is not None:
+                        out.add(i)
+            changed |= len(out) != before
+    return memo
+
+
+def _written_values(inst: Instruction, module: Module | None,
+                    memo: dict[int, set[int]]) -> Iterator[Value]:
+    for slot in WRITES.get(inst.opname, ()):
+        if slot < len(inst.args):
+            s = inst.args[slot]
+            yield s.base if isinstance(s, Access) else s
+    if inst.opname not in ("call", "spawn"):
+        return
+    for app in inst.args:                 # a spawn may run several kernels
+        if not isinstance(app, Apply):
+            continue
+        callee = module.lookup(app.callee) if module is not None else None
+        if isinstance(callee, Function):
+            for i in memo.get(id(callee), ()):
+                if i < len(app.args):
+                    yield app.args[i]
+
+
+def output_count(f: Function) -> int:
+    """A func's ``outputs`` attribute: its last N parameters are result buffers."""
+    n = f.attrs.get("outputs", 0)
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= len(f.params):
+        raise Diagnostic(f"@{f.name}: 'outputs' must be an integer in [0, {len(f.params)}], "
+                         f"got {n!r}", f.loc)
+    return n
+
+
+def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:
+    """What running f from outside takes and gives: the parameters bound to
+    arguments, and the types of the results.
+
+    A ``func`` with ``attributes {outputs = N}`` takes all but its last N
+    parameters; its results are those N buffers, then its ``return`` values.
+    A ``kernel`` takes every parameter; its results are the buffer parameters
+    it writes, in parameter order."""
+    if f.kind == "kernel":
+        return list(f.params), [f.params[i].type for i in written_params(f)]
+    n = output_count(f)
+    inputs = f.params[:len(f.params) - n]
+    return list(inputs), [p.type for p in f.params[len(inputs):]] + list(f.result_types)

@@ -1,0 +1,99 @@
+"""The compile-time values of IR constants: ``const`` operands, ``dense<...>``
+literals, globals' contents (a literal, computed contents, or a sidecar weights
+file). The interpreters, constant folding and the C generator read them here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from swir.diagnostics import Diagnostic
+from swir.ir.affine import Expr
+from swir.ir.core import ArrayInit, Dense, DenseSlot, FileInit, Global, Instruction, Literal, Value
+from swir.ir.dtypes import dtype_of
+from swir.ir.types import ShapedType, Type
+
+
+def dense_array(d: Dense, t: ShapedType | Type) -> np.ndarray:
+    dtype = dtype_of(t)
+    shape = t.shape if isinstance(t, ShapedType) else ()
+    with np.errstate(over="ignore"):  # a literal beyond the type's range becomes inf
+        if d.is_splat:
+            return np.full(shape, d.value, dtype=dtype)
+        return np.array(d.flat(), dtype=dtype).reshape(shape)
+
+
+def constant_array(slot: Any, t: Type) -> np.ndarray:
+    """The value of a ``const`` operand as an array of type t."""
+    if isinstance(slot, DenseSlot):
+        return dense_array(slot.dense, t)
+    if isinstance(slot, Literal):
+        return np.array(slot.value, dtype=dtype_of(t))
+    if isinstance(slot, Expr) and slot.is_constant:
+        return np.array(slot.const, dtype=dtype_of(t))
+    raise Diagnostic(f"'const' operand {slot!r} is not a constant")
+
+
+def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
+    """Read a global's elements from its sidecar file, checking that they exist."""
+    init = g.init
+    assert isinstance(init, FileInit) and isinstance(g.type, ShapedType)
+    path = base_dir / init.path
+    dtype = dtype_of(g.type).newbyteorder("<")
+    need = g.type.num_elements * dtype.itemsize
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise IsADirectoryError(21, "Is a directory")
+    except OSError as e:
+        raise Diagnostic(f"@{g.name}: cannot read weight file '{path}': "
+                         f"{e.strerror or e}", g.loc) from None
+    if init.offset > size:
+        raise Diagnostic(f"@{g.name}: offset {init.offset} is past the end of '{path}' "
+                         f"({size} bytes)", g.loc)
+    if init.offset + need > size:
+        raise Diagnostic(f"@{g.name}: '{path}' is too short: {g.type} needs {need} bytes "
+                         f"at offset {init.offset}, the file has {size - init.offset}", g.loc)
+    with open(path, "rb") as fh:
+        fh.seek(init.offset)
+        data = fh.read(need)
+    return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))\
+        .reshape(g.type.shape)
+
+
+def constant_value(v: Value) -> np.ndarray | None:
+    """The array a value always holds, if it is known at compile time: the result
+    of a ``const``, or a ``global`` (a literal, computed contents, or a sidecar
+    file found from the module's ``base_dir``)."""
+    if isinstance(v, Global):
+        if isinstance(v.init, ArrayInit):
+            return v.init.array
+        if isinstance(v.init, FileInit) and v.module is not None:
+            return load_file_global(v, Path(v.module.base_dir or "."))
+        return dense_array(v.init, v.type) if isinstance(v.init, Dense) else None
+    owner = getattr(v, "owner", None)
+    if isinstance(owner, Instruction) and owner.opname == "const":
+        return constant_array(owner.args[0], v.type)
+    return None
+
+
+def is_constant(v: Value) -> bool:
+    """Whether :func:`constant_value` knows ``v`` (without reading anything)."""
+    if isinstance(v, Global):
+        return v.kind == "global" and v.init is not None
+    owner = getattr(v, "owner", None)
+    return isinstance(owner, Instruction) and owner.opname == "const"
+
+
+def global_array(g: Global, base_dir: Path) -> np.ndarray:
+    """The contents of a constant ``global``, as the graph interpreter reads them."""
+    assert isinstance(g.type, ShapedType)
+    if isinstance(g.init, Dense):
+        return dense_array(g.init, g.type)
+    if isinstance(g.init, FileInit):
+        return load_file_global(g, base_dir)
+    if isinstance(g.init, ArrayInit):
+        return g.init.array
+    raise Diagnostic(f"@{g.name} has no contents to load", g.loc)

@@ -1,0 +1,720 @@
+"""The LDM model both strategies of -ldm-plan share (:mod:`swir.passes.buffered.ldm_plan`,
+greedy, and :mod:`swir.passes.buffered.ldm_search`): a nest's model (:class:`Nest`),
+buffer sizing (:func:`size_buffers`), loop order (:func:`order_loops`) and the
+plan that rewrites the nest (:class:`Plan`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from swir.analysis.correlation import COMP, SIZE, Classification, correlation
+from swir.analysis.dependence import carried_dependence, nest_dependences
+from swir.analysis.placement import copy_level, executions
+from swir.diagnostics import Diagnostic
+from swir.ir.affine import Compound, Expr
+from swir.ir.builder import Builder
+from swir.ir.core import Access, Function, Instruction, Range, Value
+from swir.ir.types import BufType, LDMType, ldm_slot
+from swir.passes.manager import PassFailure
+from swir.target import DEFAULT_TARGET, Target
+
+
+# Why Constraint 1 loads a tensor directly (the search re-decides it per plan).
+SINGLE = "its tile is a single element"
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """Where a nest is and what constrains its plan, for the search."""
+
+    kernel: Function
+    index: int          # which top-level loop of the kernel
+    capacity: int       # LDM bytes for tiles
+    cpes: int
+    budget: float       # seconds
+    ldm_size: int
+    double: bool        # the -ldm-plan option double-buffer
+    target: Target = DEFAULT_TARGET
+
+
+# -- the nest model ------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class LoopVar:
+    iv: Value
+    name: str
+    extent: int
+    loop: Instruction
+    reduction: bool = False
+    tile: int = 1
+
+    @property
+    def ntiles(self) -> int:
+        return -(-self.extent // self.tile)
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A buffer the nest accesses, with one linear part per dimension (every
+    access must share it) and the spread of the constant offsets."""
+
+    base: Value
+    coefs: list[dict[Value, int]]     # per dimension, outermost first
+    cmin: list[int]
+    cmax: list[int]
+    read: bool = False
+    written: bool = False
+    direct: str | None = None         # why it is accessed in main memory
+
+    @property
+    def name(self) -> str:
+        return self.base.name or "?"
+
+    @property
+    def has_holes(self) -> bool:
+        """Whether the tile may hold elements the nest never writes: a stride
+        above 1, two variables in one dimension, one variable in two, constant
+        offsets. Copying such a tile out would overwrite the holes (which
+        another CPE may be writing), so written tensors with holes stay in
+        main memory."""
+        used = [v for c in self.coefs for v in c]
+        return len(used) != len(set(used)) or any(
+            len(c) > 1 or any(abs(k) > 1 for k in c.values()) or lo != hi
+            for c, lo, hi in zip(self.coefs, self.cmin, self.cmax))
+
+    @property
+    def copied_in(self) -> bool:
+        return self.read
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.base.type.shape
+
+    def extent(self, d: int, tiles: dict[Value, int]) -> int:
+        return sum(abs(c) * (tiles[v] - 1) for v, c in self.coefs[d].items()) + 1 + \
+            self.cmax[d] - self.cmin[d]
+
+    def elements(self, tiles: dict[Value, int]) -> int:
+        return math.prod(self.extent(d, tiles) for d in range(len(self.coefs)))
+
+    def bytes(self, tiles: dict[Value, int]) -> int:
+        return self.elements(tiles) * self.base.type.element.bytes
+
+    def segments(self, tiles: dict[Value, int]) -> int:
+        """Contiguous runs in one copy of the tile (the DMAs it takes)."""
+        runs = 1
+        whole = True
+        for d in reversed(range(len(self.coefs))):
+            ext = self.extent(d, tiles)
+            if not whole:
+                runs *= ext
+            whole = whole and ext >= self.shape[d]
+        return runs
+
+
+@dataclass(eq=False)
+class Nest:
+    top: Instruction
+    band: list[Instruction]
+    red: list[Instruction]
+    pre: list[Instruction]
+    body: list[Instruction]
+    post: list[Instruction]
+    vars: list[LoopVar]
+    tensors: list[Tensor]
+    output: Value | None
+    initialised: bool = False
+    double: bool = False      # read-only tiles count twice (double buffering)
+
+    @staticmethod
+    def parse(top: Instruction, legal: bool = False) -> tuple[Nest | None, str]:
+        """The nest at ``top``, or None and why it cannot be planned.
+        ``legal``: the caller knows tiling it is legal (a copy of a nest
+        already checked), so the dependence test is skipped."""
+        band, why = _band(top)
+        if band is None:
+            return None, why
+        items = band[-1].regions[0].blocks[0].instructions
+        inner = [i for i in items if i.regions]
+        red: list[Instruction] = []
+        if any(i.opname == "call" for i in top.walk()):
+            return None, "it calls a function (its memory effects stay in main memory)"
+        if not inner:
+            pre, body, post = [], list(items), []
+        elif len(inner) == 1 and inner[0].opname == "for":
+            red, why = _band(inner[0])
+            if red is None:
+                return None, why
+            k = items.index(inner[0])
+            pre, post = list(items[:k]), list(items[k + 1:])
+            body = list(red[-1].regions[0].blocks[0].instructions)
+            if any(i.regions for i in body):
+                return None, "the reduction band is not innermost"
+        else:
+            return None, "its body holds more than one inner loop nest"
+        stored = [i.args[1].base for i in body if i.opname == "store"]
+        output = stored[-1] if stored else None
+        # Values the body or the finalisation use from the code before the
+        # inner band are recomputed there (they are loads and arithmetic).
+        for part in ("body", "post"):
+            stmts_ = body if part == "body" else post
+            need, why = _needed(pre, stmts_, body + pre)
+            if why:
+                return None, why
+            if part == "body":
+                body = need + body
+            else:
+                post = need + post
+        pre = _live(pre)
+        if red and _writes_with(body, output, red):
+            # The inner loops index the output: not a reduction but more
+            # output loops (gather's trailing axes). One perfect nest then.
+            if any(i.opname == "store" for i in pre + post):
+                return None, "stores both inside and outside its inner loops"
+            band, red, pre, post = band + red, [], [], []
+        vars_ = [LoopVar(lp.regions[0].blocks[0].args[0], _name(lp), lp.args[1].const, lp)
+                 for lp in band]
+        vars_ += [LoopVar(lp.regions[0].blocks[0].args[0], _name(lp), lp.args[1].const, lp,
+                          reduction=True) for lp in red]
+        ivs = {v.iv for v in vars_}
+        why = "" if legal else _illegal(band, red, output)
+        if why:
+            return None, why
+        tensors = _tensors(pre + body + post, ivs)
+        nest = Nest(top, band, red, pre, body, post, vars_, tensors, output)
+        nest.initialised = any(i.opname == "store" and i.args[1].base is output for i in pre)
+        return nest, ""
+
+    def buffered(self) -> list[Tensor]:
+        return [t for t in self.tensors if t.direct is None]
+
+    def tiles(self) -> dict[Value, int]:
+        return {v.iv: v.tile for v in self.vars}
+
+    def ldm_bytes(self) -> int:
+        tiles = self.tiles()
+        # each buffer starts LDM_ALIGN-aligned: it occupies its bytes rounded up
+        return sum(ldm_slot(t.bytes(tiles)) * (2 if self.double and t.read and not t.written
+                                               else 1)
+                   for t in self.buffered())
+
+
+def _needed(pre: list[Instruction], stmts: list[Instruction], writers: list[Instruction]
+            ) -> tuple[list[Instruction], str]:
+    """The instructions of ``pre`` that ``stmts`` use (transitively), to be
+    recomputed in front of them; refused if one reads memory the nest writes."""
+    defs = {r: i for i in pre for r in i.results}
+    need: set[Instruction] = set()
+    work = [v for i in stmts for v in i.operands if v in defs]
+    while work:
+        inst = defs[work.pop()]
+        if inst not in need:
+            need.add(inst)
+            work.extend(v for v in inst.operands if v in defs)
+    written = {i.args[1].base for i in writers if i.opname == "store"}
+    for inst in need:
+        if inst.opname == "load" and inst.args[0].base in written:
+            return [], "it reads, before its inner loops, memory those loops write"
+    return [i for i in pre if i in need], ""
+
+
+def _illegal(band: list[Instruction], red: list[Instruction], output: Value | None
+             ) -> str:
+    """Tiling, reordering and spreading the output loops is legal when no
+    dependence crosses output iterations; reordering reduction loops when the
+    only dependences they carry are the accumulation into the output."""
+    loops = band + red
+    for dep in nest_dependences(loops):
+        accumulation = dep.first.buffer is output and dep.second.buffer is output \
+            and output is not None
+        for dv in dep.directions:
+            if any(d != "=" for d in dv[:len(band)]):
+                return "a dependence crosses its output loops"
+            if any(d != "=" for d in dv[len(band):]) and not accumulation:
+                return "a dependence other than the accumulation crosses its reduction loops"
+    return ""
+
+
+def _live(stmts: list[Instruction]) -> list[Instruction]:
+    """The statements that contribute to a store among ``stmts``."""
+    keep: set[Instruction] = set()
+    for inst in reversed(stmts):
+        if inst.opname == "store" or any(u in keep for r in inst.results for u in r.users):
+            keep.add(inst)
+    return [i for i in stmts if i in keep]
+
+
+def _writes_with(body: list[Instruction], output: Value | None,
+                 loops: list[Instruction]) -> bool:
+    ivs = {lp.regions[0].blocks[0].args[0] for lp in loops}
+    return any(i.opname == "store" and i.args[1].base is output and
+               any(v in ivs for e in i.args[1].indices for v in e.values())
+               for i in body)
+
+
+def _name(loop: Instruction) -> str:
+    return loop.regions[0].blocks[0].args[0].name or "i"
+
+
+def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
+    band = []
+    cur = top
+    while True:
+        if cur.opname != "for":
+            return None, f"'{cur.opname}' loops are not planned"
+        lb, ub = Expr.of(cur.args[0]), Expr.of(cur.args[1])   # a bare bound is a Value
+        if not (lb.is_constant and lb.const == 0 and ub.is_constant and ub.const >= 1
+                and cur.attrs.get("step", 1) == 1):
+            return None, "loop bounds are not 0 to a constant with step 1"
+        band.append(cur)
+        items = cur.regions[0].blocks[0].instructions
+        if len(items) == 1 and items[0].regions:
+            if items[0].opname != "for":
+                return None, f"'{items[0].opname}' inside the nest is not planned"
+            cur = items[0]
+            continue
+        if any(i.regions and i.opname != "for" for i in items):
+            return None, "guards inside the nest are not planned"
+        return band, ""
+
+
+def _tensors(stmts: list[Instruction], ivs: set[Value]) -> list[Tensor]:
+    found: dict[Value, Tensor] = {}
+    for inst in stmts:
+        if inst.opname not in ("load", "store"):
+            continue
+        acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+        if not isinstance(acc, Access) or not isinstance(acc.base.type, BufType):
+            continue
+        coefs, consts, why = [], [], None
+        for e in acc.indices:
+            lin: dict[Value, int] = {}
+            for atom, c in e.terms:
+                if isinstance(atom, Compound) or atom not in ivs:
+                    why = "a subscript is not affine in the nest's loop variables"
+                else:
+                    lin[atom] = c
+            coefs.append(lin)
+            consts.append(e.const)
+        t = found.get(acc.base)
+        if t is None:
+            t = found[acc.base] = Tensor(acc.base, coefs, list(consts), list(consts))
+        elif t.direct is None and why is None and coefs != t.coefs:
+            why = "its accesses use different strides"
+        else:
+            t.cmin = [min(a, b) for a, b in zip(t.cmin, consts)]
+            t.cmax = [max(a, b) for a, b in zip(t.cmax, consts)]
+        if why and t.direct is None:
+            t.direct = why
+        t.read |= inst.opname == "load"
+        t.written |= inst.opname == "store"
+    for t in found.values():
+        if t.written and t.direct is None and t.has_holes:
+            t.direct = "its tile would have holes that other CPEs may write"
+    return list(found.values())
+
+
+# -- Algorithm 1: buffer sizes --------------------------------------------------------------
+
+def _pow2_below(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n > 1 else 1
+
+
+def size_buffers(nest: Nest, capacity: int, init: int = 64,
+                 where: Instruction | None = None) -> list[tuple[str, dict[str, int], int]]:
+    """Algorithm 1. Sets every LoopVar.tile; returns the steps taken
+    (phase, tiles by name, LDM bytes) for tests and remarks."""
+    byvar = {v.iv: v for v in nest.vars}
+    tensors = {t.name: t for t in nest.buffered()}
+    dims = correlation({n: [Expr(tuple(c.items()), 0) for c in t.coefs]
+                        for n, t in tensors.items()}, byvar)
+    free = {v.iv for v in nest.vars if v.extent > 1}
+    cls = Classification(dims, free, [v.iv for v in nest.vars])
+    for v in nest.vars:
+        v.tile = 1
+    steps: list[tuple[str, dict[str, int], int]] = []
+
+    def use() -> int:
+        return nest.ldm_bytes()
+
+    def log(phase: str) -> None:
+        steps.append((phase, {v.name: v.tile for v in nest.vars}, use()))
+
+    if use() > capacity:
+        _too_small(nest, capacity, where)
+
+    def candidates() -> list[Value]:
+        kinds = cls.classify()
+        size = sorted(kinds[SIZE], key=lambda v: byvar[v].tile)
+        comp = sorted(kinds[COMP], key=cls.tensors_using)
+        return size + comp
+
+    # Initial phase: each candidate once, at min(range, init); halve (this one,
+    # then the ones before it) while over capacity; UPDATE may make new candidates.
+    done: set[Value] = set()
+    while True:
+        todo = [v for v in candidates() if v not in done]
+        if not todo:
+            break
+        placed: list[LoopVar] = []
+        for iv in todo:
+            v = byvar[iv]
+            done.add(iv)
+            v.tile = min(v.extent, init)
+            if v.tile == v.extent:
+                cls.update(iv, up=True)
+            placed.append(v)
+            while use() > capacity:
+                victim = next((p for p in reversed(placed) if p.tile > 1), None)
+                if victim is None:
+                    _too_small(nest, capacity, where)
+                if victim.tile == victim.extent:
+                    cls.update(victim.iv, up=False)
+                victim.tile = _pow2_below(victim.tile) if victim.tile & (victim.tile - 1) \
+                    else victim.tile // 2
+            log("initial")
+    # Expansion phase: double the candidate with the smallest tile while it fits.
+    while True:
+        cands = [v for v in candidates() if byvar[v].tile < byvar[v].extent]
+        if not cands:
+            break
+        v = byvar[min(cands, key=lambda iv: byvar[iv].tile)]
+        old = v.tile
+        v.tile = min(2 * old, v.extent)
+        if use() > capacity:
+            v.tile = old
+            break
+        if v.tile == v.extent:
+            cls.update(v.iv, up=True)
+        log("expand")
+    load_single_elements_directly(nest)
+    return steps
+
+
+def load_single_elements_directly(nest: Nest) -> None:
+    """Constraint 1: a read-only tensor whose tile is one element is loaded directly."""
+    tiles = nest.tiles()
+    for t in nest.buffered():
+        if t.read and not t.written and t.elements(tiles) == 1:
+            t.direct = SINGLE
+
+
+def _too_small(nest: Nest, capacity: int, where: Instruction | None) -> None:
+    need = sum(t.base.type.element.bytes * math.prod(
+        t.cmax[d] - t.cmin[d] + 1 for d in range(len(t.coefs))) for t in nest.buffered())
+    names = ", ".join(f"%{t.name}" for t in nest.buffered())
+    raise PassFailure([Diagnostic(
+        f"-ldm-plan: even 1-element buffers for {names} need {need} bytes of LDM, more "
+        f"than the {capacity} bytes available (ldm-size minus ldm-reserve)",
+        where.loc if where is not None else None)])
+
+
+# -- Algorithm 2, parallel distribution, and the rewrite --------------------------------------
+
+@dataclass(eq=False)
+class Plan:
+    nest: Nest
+    order: list[LoopVar]                 # tile loops, outermost first
+    parallel: list[LoopVar]              # a prefix of order, fused into one parallel loop
+    cpes: int
+    levels: dict[Tensor, int] = field(default_factory=dict)
+    out_level: int = 0
+
+    @staticmethod
+    def make(nest: Nest, cpes: int, order: list[LoopVar] | None = None,
+             serial: set[LoopVar] | None = None) -> Plan:
+        """The plan for the nest's tiles: ``order`` (default Algorithm 2's) and
+        the parallel loops it allows; ``serial``: the loops that carry a
+        dependence, if known (else the dependence test decides)."""
+        if serial is None:
+            serial = {v for v in nest.vars if carried_dependence(v.loop) is not None}
+        share_single_tile(nest, cpes, serial)
+        order = order_loops(nest) if order is None else order
+        par: list[LoopVar] = []
+        count = 1
+        for v in order:
+            if v.reduction or v in serial or count >= cpes:
+                break
+            par.append(v)
+            count *= v.ntiles
+        plan = Plan(nest, order, par, cpes)
+        floor = len(par)
+        outer = [v.iv for v in order]
+        for t in nest.buffered():
+            plan.levels[t] = copy_level(corr(t), outer, floor)
+        # A reduction's init and finalisation run where its tile is complete:
+        # inside every output tile loop, outside every reduction tile loop.
+        plan.out_level = max(floor, sum(1 for v in order if not v.reduction))
+        for t in plan.levels:
+            if plan._initialised(t):
+                plan.levels[t] = plan.out_level
+        return plan
+
+    def copies(self) -> int:
+        trips = [v.ntiles for v in self.order]
+        return sum(executions(lv, trips) * ((t.copied_in and not self._initialised(t)) + t.written)
+                   for t, lv in self.levels.items())
+
+    def _initialised(self, t: Tensor) -> bool:
+        """A reduction's output is initialised in LDM, never copied in."""
+        return bool(self.nest.red) and self.nest.initialised and t.base is self.nest.output
+
+    def describe(self, kernel: str, capacity: int) -> str:
+        tiles = self.nest.tiles()
+        ts = ", ".join(f"{v.name}={v.tile}" for v in self.nest.vars)
+        bufs = "; ".join(
+            f"%{t.name} {_ldm_type(t, tiles)}" if t.direct is None else f"%{t.name} direct ({t.direct})"
+            for t in self.nest.tensors)
+        order = ", ".join(f"{v.name}o" for v in self.order) or "none (one tile)"
+        par = "*".join(f"{v.name}o" for v in self.parallel)
+        ntasks = math.prod(v.ntiles for v in self.parallel)
+        par_text = f"{par} ({ntasks} tiles over {self.cpes} CPEs)" if par else "none"
+        return (f"@{kernel}: tiles {ts}; LDM {self.nest.ldm_bytes()} of {capacity} bytes; "
+                f"tile loops {order}; parallel {par_text}; buffers {bufs}; "
+                f"copies per call {self.copies()}")
+
+    # -- rewrite ------------------------------------------------------------------------
+    def rewrite(self) -> None:
+        top = self.nest.top
+        b = Builder(top.parent, before=top)
+        self.env: dict[Value, Expr] = {}
+        self.ldm: dict[Tensor, Value] = {}
+        self.lo: dict[Tensor, list[Expr]] = {}
+        self.ext: dict[Tensor, list[Expr]] = {}
+        self.trip: dict[Value, Expr] = {}
+        self.vo: dict[Value, Expr] = {v.iv: Expr.of(0) for v in self.nest.vars}
+        self._open_parallel(b)
+        top.erase()
+
+    def _emit(self, pos: int, b: Builder) -> None:
+        if pos == len(self.parallel):
+            self._allocate(b)
+        here = [t for t, lv in self.levels.items() if lv == pos]
+        for t in here:
+            self._bounds(t)
+            if t.copied_in and not self._initialised(t):
+                self._copy(b, t, "copy_in")
+        out_here = bool(self.nest.red) and pos == self.out_level
+        if out_here:
+            self._statements(b, self.nest.pre, [v for v in self.nest.vars if not v.reduction])
+        if pos < len(self.order):
+            v = self.order[pos]
+            with b.loop(0, v.ntiles, name=f"{v.name}o") as iv:
+                self.vo[v.iv] = Expr.of(iv)
+                self._emit(pos + 1, b)
+        else:
+            self._statements(b, self.nest.body, self.nest.vars)
+        if out_here:
+            self._statements(b, self.nest.post, [v for v in self.nest.vars if not v.reduction])
+        for t in here:
+            if t.written:
+                self._copy(b, t, "copy_out")
+
+    def _open_parallel(self, b: Builder) -> None:
+        """The CPE loop: the fused parallel tile loops, or, when no loop can be
+        spread, one task (CPE 0 does the nest) so that LDM stays per CPE."""
+        sizes = [v.ntiles for v in self.parallel]
+        name = "".join(f"{v.name}" for v in self.parallel) + "o" if self.parallel else "task"
+        with b.loop(0, math.prod(sizes), kind="parallel", name=name,
+                    attrs={"workers": self.cpes}) as p:
+            rest = math.prod(sizes)
+            for v, n in zip(self.parallel, sizes):
+                rest //= n
+                e = Expr.of(p).floordiv(rest) if rest > 1 else Expr.of(p)
+                self.vo[v.iv] = e.mod(n) if v is not self.parallel[0] else e
+            self._emit(len(self.parallel), b)
+
+    def _inner_trip(self, v: LoopVar) -> Expr:
+        if v.ntiles == 1 or v.extent % v.tile == 0:
+            return Expr.of(v.tile)
+        return Expr.minmax("min", [v.tile, Expr.of(v.extent) - self.vo[v.iv] * v.tile])
+
+    def _allocate(self, b: Builder) -> None:
+        tiles = self.nest.tiles()
+        for t in self.levels:
+            self.ldm[t] = b.create_inst("ldm_alloc", types=[_ldm_type(t, tiles)],
+                                        names=[f"{t.name}_ldm"]).results[0]
+
+    def _bounds(self, t: Tensor) -> None:
+        """The tile's first element and extent per dimension, for the current
+        tile indices (Section 5.3: inner variables at 0 — or at their maximum
+        for a negative coefficient — give the start; at the other end, the
+        extent)."""
+        los, exts = [], []
+        for d, coefs in enumerate(t.coefs):
+            lo, ext = Expr.of(t.cmin[d]), Expr.of(1 + t.cmax[d] - t.cmin[d])
+            for iv, c in coefs.items():
+                v = self._var(iv)
+                n = self._inner_trip(v)
+                lo = lo + self.vo[iv] * (c * v.tile)
+                if c < 0:
+                    lo = lo + (n - 1) * c
+                ext = ext + (n - 1) * abs(c)
+            los.append(lo)
+            exts.append(ext)
+        self.lo[t] = los
+        self.ext[t] = exts
+
+    def _var(self, iv: Value) -> LoopVar:
+        return next(v for v in self.nest.vars if v.iv is iv)
+
+    def _ranged(self, t: Tensor) -> list[bool]:
+        tiles = self.nest.tiles()
+        r = [t.extent(d, tiles) > 1 for d in range(len(t.coefs))]
+        if not any(r):
+            r[-1] = True
+        return r
+
+    def _copy(self, b: Builder, t: Tensor, op: str) -> None:
+        idx = [Range(lo, lo + ext) if ranged else lo
+               for lo, ext, ranged in zip(self.lo[t], self.ext[t], self._ranged(t))]
+        acc = Access(t.base, tuple(idx))
+        if op == "copy_in":
+            b.create_inst("copy_in", acc, self.ldm[t], arrow=1)
+        else:
+            b.create_inst("copy_out", self.ldm[t], acc, arrow=1)
+
+    def _statements(self, b: Builder, stmts: list[Instruction], vars_: list[LoopVar]) -> None:
+        """The statements inside loops over the tiles of ``vars_`` (original order)."""
+        if not stmts:
+            return
+        loops = [v for v in vars_ if v.tile > 1]
+        env = {}
+        for v in vars_:
+            if v.tile == 1:
+                env[v.iv] = self.vo[v.iv]
+        self._nest_loops(b, loops, env, stmts)
+
+    def _nest_loops(self, b: Builder, loops: list[LoopVar], env: dict, stmts) -> None:
+        if not loops:
+            self._clone(b, stmts, env)
+            return
+        v = loops[0]
+        with b.loop(0, self._inner_trip(v), name=f"{v.name}i") as iv:
+            env = dict(env)
+            env[v.iv] = self.vo[v.iv] * v.tile + iv if v.ntiles > 1 else Expr.of(iv)
+            env[("inner", v.iv)] = iv
+            self._nest_loops(b, loops[1:], env, stmts)
+
+    def _clone(self, b: Builder, stmts: list[Instruction], env: dict) -> None:
+        ivmap = {k: e for k, e in env.items() if not isinstance(k, tuple)}
+        vmap: dict[Value, Value] = {}
+        for inst in stmts:
+            args = []
+            for a in inst.args:
+                if isinstance(a, Value) and a in ivmap:
+                    args.append(_materialise(b, ivmap[a]))
+                elif isinstance(a, Value):
+                    args.append(vmap.get(a, a))
+                elif isinstance(a, Access):
+                    args.append(self._access(a, {**vmap, **ivmap}))
+                elif hasattr(a, "substitute"):
+                    args.append(a.substitute(vmap))
+                else:
+                    args.append(a)
+            new = b.create_inst(inst.opname, *args, types=[r.type for r in inst.results],
+                                attrs=dict(inst.attrs), names=[r.name for r in inst.results])
+            for r, nr in zip(inst.results, new.results):
+                vmap[r] = nr
+
+    def _access(self, a: Access, ivmap: dict) -> Access:
+        subs = [e.substitute(ivmap) for e in a.indices]
+        t = next((t for t in self.levels if t.base is a.base), None)
+        if t is None or t.direct is not None:
+            return Access(ivmap.get(a.base, a.base), tuple(subs))
+        local = [e - lo for e, lo, ranged in zip(subs, self.lo[t], self._ranged(t)) if ranged]
+        return Access(self.ldm[t], tuple(local))
+
+
+def share_single_tile(nest: Nest, cpes: int, serial: set[LoopVar]) -> None:
+    """When Algorithm 1 leaves the whole output in one tile, one CPE would do
+    all the work: split the outermost splittable output dimension into up to
+    ``cpes`` tiles instead (smaller tiles only lower the LDM use)."""
+    outputs = [v for v in nest.vars if not v.reduction]
+    if any(v.ntiles > 1 for v in outputs):
+        return
+    for v in outputs:
+        if v.extent > 1 and v not in serial:
+            v.tile = -(-v.extent // min(cpes, v.extent))
+            return
+
+
+def _materialise(b: Builder, e: Expr) -> Value:
+    """An index expression as an SSA value (a loop variable used as a value,
+    e.g. argmax's index): index arithmetic on the tile loop variables."""
+    from swir.ir.types import INDEX
+    if not e.terms and True:
+        return b.const(e.const, INDEX)
+    if e.const == 0 and len(e.terms) == 1 and e.terms[0][1] == 1 and \
+            isinstance(e.terms[0][0], Value):
+        return e.terms[0][0]
+    acc: Value | None = None
+    for atom, c in e.terms:
+        if isinstance(atom, Compound):
+            x = _materialise(b, atom.args[0])
+            d = b.const(atom.divisor, INDEX)
+            q = b.create("div", x, d)  # non-negative operands: C division is floor
+            v = q if atom.kind == "floordiv" else b.create("sub", x, b.create("mul", q, d))
+        else:
+            v = atom
+        if c != 1:
+            v = b.create("mul", v, b.const(c, INDEX))
+        acc = v if acc is None else b.create("add", acc, v)
+    if e.const:
+        acc = b.create("add", acc, b.const(e.const, INDEX))
+    return acc
+
+
+def corr(t: Tensor) -> set[Value]:
+    return set().union(*(set(c) for c in t.coefs)) if t.coefs else set()
+
+
+def _ldm_type(t: Tensor, tiles: dict[Value, int]) -> LDMType:
+    ext = [t.extent(d, tiles) for d in range(len(t.coefs))]
+    shape = tuple(e for e in ext if e > 1) or (1,)
+    return LDMType(shape, t.base.type.element)
+
+
+def order_loops(nest: Nest) -> list[LoopVar]:
+    """Algorithm 2: the tile loops (variables with more than one tile),
+    outermost-first, each time the one that makes the fewest DMA instructions
+    over all tensors (ties: the original order). Output loops come before
+    reduction loops, so a reduction's output stays in LDM across its whole
+    reduction (initialised and finalised once per tile)."""
+    groups = [[v for v in nest.vars if v.ntiles > 1 and not v.reduction],
+              [v for v in nest.vars if v.ntiles > 1 and v.reduction]]
+    order: list[LoopVar] = []
+    for group in groups:
+        rest = list(group)
+        while rest:
+            best = min(rest, key=lambda v: (dma_count(nest, order + [v] + [r for r in rest
+                                                                            if r is not v]),
+                                            rest.index(v)))
+            order.append(best)
+            rest.remove(best)
+    return order
+
+
+def dma_count(nest: Nest, order: list[LoopVar]) -> int:
+    """DMA instructions per kernel call for a tile-loop order: each tensor's
+    copies run once per iteration of the loops enclosing its copy level, each
+    as many DMAs as its tile has contiguous runs."""
+    tiles = nest.tiles()
+    outer = [v.iv for v in order]
+    trips = [v.ntiles for v in order]
+    total = 0
+    for t in nest.buffered():
+        lv = copy_level(corr(t), outer)
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
+        n = (t.copied_in and not init) + t.written
+        total += executions(lv, trips) * t.segments(tiles) * n
+    return total
+
+
+def plan_summary(nest: Nest) -> dict[str, int]:
+    """Tile sizes by loop-variable name (for tests)."""
+    return {v.name: v.tile for v in nest.vars}
+
+
