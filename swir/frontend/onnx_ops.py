@@ -28,6 +28,7 @@ from swir.frontend.onnx_import import (
 from swir.interp.kernels import dtype_of
 from swir.ir.core import Value
 from swir.ir.types import TensorType, size_error
+from swir.ops.graph import BATCH_NORM, LAYER_NORM
 from swir.ops.registry import OpError
 
 Converter = Callable[["Node"], list]
@@ -495,14 +496,15 @@ def batch_norm(n: Node) -> list:
     if int(n.attr("training_mode", 0)):
         n.fail("training mode is not supported (swir compiles inference)")
     args = [n.value(i) for i in range(5)]
-    return [n.emit("batch_norm", *args, epsilon=float(n.attr("epsilon", 1e-5))), None, None]
+    epsilon = float(n.attr("epsilon", BATCH_NORM.attr("epsilon").default))  # ONNX's is swir's
+    return [n.emit("batch_norm", *args, epsilon=epsilon), None, None]
 
 
 @converter("LayerNormalization", attrs="axis epsilon stash_type")
 def layer_norm(n: Node) -> list:
     args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
     y = n.emit("layer_norm", *args, axis=int(n.attr("axis", -1)),
-               epsilon=float(n.attr("epsilon", 1e-5)))
+               epsilon=float(n.attr("epsilon", LAYER_NORM.attr("epsilon").default)))
     return [y, None, None]   # Mean and InvStdDev are not supported
 
 

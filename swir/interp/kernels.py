@@ -6,8 +6,8 @@ A kernel computes one instruction from its operand arrays:
     def _add(attrs, result_types, a, b):
         return [np.add(a, b)]
 
-``attrs`` is the instruction's attribute dict (defaults NOT filled in: a kernel
-applies the defaults documented in docs/ir.md), ``result_types`` the declared
+``attrs`` is the instruction's attribute dict with the defaults its op definition
+declares filled in (``OpDef.with_defaults``), ``result_types`` the declared
 result types (shapes already verified by the op's result-type rule). A kernel
 returns one array per result; :func:`evaluate` casts each to its result's dtype
 and checks its shape. Kernels never mutate their operands.
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from swir.ir.types import ScalarType, ShapedType, Type
+from swir.ops.registry import lookup
 
 Kernel = Callable[..., list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
@@ -82,6 +83,7 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
     fn = KERNELS.get(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
+    attrs = lookup(opname).with_defaults(attrs)
     # inf / nan follow IEEE, as in ONNX runtimes, also when the f64 result is
     # rounded to a narrower type below.
     with np.errstate(all="ignore"):

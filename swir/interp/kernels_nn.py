@@ -36,24 +36,8 @@ def _wide(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _ints(attrs: dict[str, Any], name: str, default: list[int]) -> list[int]:
-    v = attrs.get(name)
-    return list(default) if v is None else [int(e) for e in v]
-
-
-def _int(attrs: dict[str, Any], name: str, default: int) -> int:
-    v = attrs.get(name)
-    return default if v is None else int(v)
-
-
-def _float(attrs: dict[str, Any], name: str, default: float) -> float:
-    v = attrs.get(name)
-    return default if v is None else float(v)
-
-
-def _bool(attrs: dict[str, Any], name: str, default: bool) -> bool:
-    v = attrs.get(name)
-    return default if v is None else bool(v)
+def _ints(attrs: dict[str, Any], name: str) -> list[int]:
+    return [int(e) for e in attrs[name]]
 
 
 def _out_hw(result_types: list[Type]) -> tuple[int, int]:
@@ -106,8 +90,8 @@ def _channel(p: np.ndarray, rank: int) -> np.ndarray:
     return p.reshape((p.shape[0],) + (1,) * (rank - 2))
 
 
-def _axis(attrs: dict[str, Any], rank: int, default: int = -1) -> int:
-    return _int(attrs, "axis", default) % rank
+def _axis(attrs: dict[str, Any], rank: int) -> int:
+    return int(attrs["axis"]) % rank
 
 
 # -- matmul ------------------------------------------------------------------------
@@ -121,10 +105,10 @@ def _matmul(attrs, result_types, a, b):
 
 @kernel("conv2d")
 def _conv2d(attrs, result_types, x, w, bias=None):
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
-    groups = _int(attrs, "groups", 1)
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
+    groups = int(attrs["groups"])
     x, w = _wide(x), _wide(w)
     n, c, _, _ = x.shape
     o, cg, kh, kw = w.shape
@@ -145,11 +129,11 @@ def _conv2d(attrs, result_types, x, w, bias=None):
 
 @kernel("conv_transpose2d")
 def _conv_transpose2d(attrs, result_types, x, w, bias=None):
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
-    out_pad = _ints(attrs, "output_padding", [0, 0])
-    groups = _int(attrs, "groups", 1)
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
+    out_pad = _ints(attrs, "output_padding")
+    groups = int(attrs["groups"])
     x, w = _wide(x), _wide(w)
     n, c, h, wd = x.shape
     _, og, kh, kw = w.shape
@@ -181,10 +165,10 @@ def _conv_transpose2d(attrs, result_types, x, w, bias=None):
 
 @kernel("max_pool2d")
 def _max_pool2d(attrs, result_types, x):
-    kern = _ints(attrs, "kernel", [])
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
+    kern = _ints(attrs, "kernel")
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
     out_hw = _out_hw(result_types)
     x = np.asarray(x)
     xp = _padded(x, pad, out_hw, kern, stride, dilation, fill=_lowest(x.dtype))
@@ -203,10 +187,10 @@ def _pool_counts(size: int, out: int, k: int, s: int, p0: int, p1: int,
 
 @kernel("avg_pool2d")
 def _avg_pool2d(attrs, result_types, x):
-    kern = _ints(attrs, "kernel", [])
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    include_pad = _bool(attrs, "count_include_pad", False)
+    kern = _ints(attrs, "kernel")
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    include_pad = bool(attrs["count_include_pad"])
     out_hw = _out_hw(result_types)
     x = _wide(x)
     xp = _padded(x, pad, out_hw, kern, stride, [1, 1])
@@ -226,7 +210,7 @@ def _global_avg_pool2d(attrs, result_types, x):
 
 @kernel("batch_norm")
 def _batch_norm(attrs, result_types, x, scale, bias, mean, var):
-    eps = _float(attrs, "epsilon", 1e-5)
+    eps = float(attrs["epsilon"])
     x = _wide(x)
     r = x.ndim
     factor = _wide(scale) / np.sqrt(_wide(var) + eps)
@@ -251,7 +235,7 @@ def _log_softmax(attrs, result_types, x):
 
 @kernel("layer_norm")
 def _layer_norm(attrs, result_types, x, scale, bias=None):
-    eps = _float(attrs, "epsilon", 1e-5)
+    eps = float(attrs["epsilon"])
     x = _wide(x)
     axes = tuple(range(_axis(attrs, x.ndim), x.ndim))
     centred = x - x.mean(axis=axes, keepdims=True)
@@ -268,7 +252,7 @@ def _layer_norm(attrs, result_types, x, scale, bias=None):
 
 @kernel("gelu")
 def _gelu(attrs, result_types, x):
-    approximate = attrs.get("approximate") or "none"
+    approximate = attrs["approximate"]
     x = _wide(x)
     if approximate == "tanh":
         # 0.5 x (1 + tanh(z)) = x / (1 + exp(-2z)): no cancellation for x << 0.

@@ -1,8 +1,8 @@
 """numpy kernels of the element-wise ops and of the data-movement and reduction
 tensor ops of the graph stage (docs/ir.md, "Graph-stage op set").
 
-Conventions (see :mod:`swir.interp.kernels`): ``attrs`` holds only the attributes
-written, so every kernel applies the documented defaults itself; the shapes were
+Conventions (see :mod:`swir.interp.kernels`): ``attrs`` has the op definition's
+defaults filled in (a default computed from the operands is the kernel's); the shapes were
 checked by the op's rule, and :func:`swir.interp.kernels.evaluate` casts each
 result to its declared element type.
 
@@ -47,6 +47,7 @@ _BOOL = np.dtype(np.bool_)
 # -- helpers ------------------------------------------------------------------------
 
 def _attr(attrs: dict[str, Any], name: str, default: Any) -> Any:
+    """An attribute whose default is computed from the operands."""
     v = attrs.get(name)
     return default if v is None else v
 
@@ -238,15 +239,15 @@ def _clip(attrs, result_types, x):
 @kernel("leaky_relu")
 def _leaky_relu(attrs, result_types, x):
     x = _arr(x)
-    alpha = x.dtype.type(_attr(attrs, "alpha", 0.01))
+    alpha = x.dtype.type(attrs["alpha"])
     return [np.where(x >= 0, x, alpha * x)]
 
 
 # -- reductions ---------------------------------------------------------------------
 
 def _reduce_args(attrs, x: np.ndarray) -> tuple[tuple[int, ...], bool]:
-    axes = _axes(_attr(attrs, "axes", ()), x.ndim) or tuple(range(x.ndim))
-    return axes, bool(_attr(attrs, "keepdims", True))
+    axes = _axes(attrs["axes"], x.ndim) or tuple(range(x.ndim))
+    return axes, bool(attrs["keepdims"])
 
 
 def _acc(x: np.ndarray) -> np.ndarray:
@@ -300,8 +301,8 @@ def _reduce_min(attrs, result_types, x):
 @kernel("argmax")
 def _argmax(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
-    keep = bool(_attr(attrs, "keepdims", True))
+    axis = _axis(attrs["axis"], x.ndim)
+    keep = bool(attrs["keepdims"])
     # np.argmax returns the first maximum (select_last_index = 0).
     return [np.argmax(x, axis=axis, keepdims=keep).astype(np.int64)]
 
@@ -328,7 +329,7 @@ def _reshape(attrs, result_types, x):
 @kernel("flatten")
 def _flatten(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 1), x.ndim)
+    axis = _axis(attrs["axis"], x.ndim)
     return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
 
 
@@ -341,7 +342,7 @@ def _concat(attrs, result_types, *xs):
 @kernel("split")
 def _split(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
+    axis = _axis(attrs["axis"], x.ndim)
     bounds = np.cumsum(attrs["sizes"])[:-1]
     return list(np.split(x, bounds, axis=axis))
 
@@ -363,13 +364,13 @@ def _slice(attrs, result_types, x):
 def _pad(attrs, result_types, x):
     x = _arr(x)
     pads = attrs["pads"]
-    mode = _attr(attrs, "mode", "constant")
+    mode = attrs["mode"]
     r = x.ndim
     if r == 0:
         return [x.copy()]
     width = [(pads[i], pads[i + r]) for i in range(r)]
     if mode == "constant":
-        value = _to_dtype(_attr(attrs, "value", 0.0), x.dtype)
+        value = _to_dtype(attrs["value"], x.dtype)
         return [np.pad(x, width, mode="constant", constant_values=value)]
     if mode in ("reflect", "edge"):
         return [np.pad(x, width, mode=mode)]
@@ -379,7 +380,7 @@ def _pad(attrs, result_types, x):
 @kernel("gather")
 def _gather(attrs, result_types, data, indices):
     data, indices = _arr(data), _arr(indices)
-    axis = _axis(_attr(attrs, "axis", 0), data.ndim)
+    axis = _axis(attrs["axis"], data.ndim)
     n = data.shape[axis]
     bad = np.argwhere((indices < -n) | (indices >= n))
     if len(bad):
@@ -414,7 +415,7 @@ def _expand(attrs, result_types, x):
 @kernel("squeeze")
 def _squeeze(attrs, result_types, x):
     x = _arr(x)
-    axes = _axes(_attr(attrs, "axes", ()), x.ndim)
+    axes = _axes(attrs["axes"], x.ndim)
     if not axes:
         axes = tuple(a for a, d in enumerate(x.shape) if d == 1)
     return [np.squeeze(x, axis=axes)]

@@ -17,6 +17,7 @@ from swir.ir.types import F64, ScalarType, TensorType
 from swir.lowering import lowering
 from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.util import attr
 
 _SIMPLE = set(UNARY) | set(BINARY) | set(COMPARE) | {"select"}
 _WIDE_MATH = {"gelu"}  # computed in f64 for f16/f32, as the graph kernels do
@@ -43,7 +44,7 @@ def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Valu
     if name == "clip":
         return _clip(k, inst, vals[0], elem)
     if name == "leaky_relu":
-        alpha = k.const(float(inst.attrs.get("alpha", 0.01)), elem)
+        alpha = k.const(attr(inst, "alpha"), elem)
         zero = k.const(0.0, elem)
         neg = k.op("mul", alpha, vals[0])
         return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
@@ -79,7 +80,7 @@ def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
     0.5 x (1 + erf(|x| / sqrt 2)), or 0.5 x erfc(|x| / sqrt 2) for x < 0."""
     w = _wide(k, x, elem)
     c = lambda v: k.const(v, F64)
-    if inst.attrs.get("approximate", "none") == "tanh":
+    if attr(inst, "approximate") == "tanh":
         cube = k.op("mul", k.op("mul", k.op("mul", c(0.044715), w), w), w)
         z = k.op("mul", c(0.7978845608028654), k.op("add", w, cube))
         den = k.op("add", c(1.0), k.op("exp", k.op("mul", c(-2.0), z)))
@@ -96,7 +97,7 @@ def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],
                 elem: ScalarType) -> Value:
     """(x - mean) * scale / sqrt(var + eps) + bias, in f64 like the graph kernel."""
     x, scale, bias, mean, var = (_wide(k, v, elem) for v in vals)
-    eps = k.const(float(inst.attrs.get("epsilon", 1e-5)), F64)
+    eps = k.const(attr(inst, "epsilon"), F64)
     factor = k.op("div", scale, k.op("sqrt", k.op("add", var, eps)))
     return _narrow(k, k.op("add", k.op("mul", k.op("sub", x, mean), factor), bias), elem)
 

@@ -17,6 +17,7 @@ from swir.ir.core import Instruction, Value
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index
 from swir.lowering.padding import copy_box, emit_pad, fill_box
+from swir.ops.util import attr
 
 
 @lowering("matmul", inputs=("A", "B"), outputs=("C",))
@@ -55,12 +56,6 @@ def lower_matmul(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 
 # -- convolution -------------------------------------------------------------------
-
-def int_list(inst: Instruction, name: str, default: list[int]) -> list[int]:
-    """An integer-list attribute, or ``default`` when absent."""
-    v = inst.attrs.get(name)
-    return list(default) if v is None else [int(e) for e in v]
-
 
 @dataclass(frozen=True)
 class Channels:
@@ -153,11 +148,11 @@ def lower_conv2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     then :func:`conv_nest` with ``w[oc, ic, kh, kw]``."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    groups = int(inst.attrs.get("groups") or 1)
+    groups = attr(inst, "groups")
     _, cg, kh, kw = w.type.shape
-    src = padded_input(k, x, int_list(inst, "pad", [0, 0, 0, 0]))
+    src = padded_input(k, x, attr(inst, "pad"))
     conv_nest(k, src, w, bias, outs[0], groups, cg, (kh, kw),
-              int_list(inst, "stride", [1, 1]), int_list(inst, "dilation", [1, 1]),
+              attr(inst, "stride"), attr(inst, "dilation"),
               lambda ch, p, q: [ch.c_out, ch.ic, p, q])
 
 
@@ -179,10 +174,10 @@ def lower_conv_transpose2d(k: KernelBuilder, inst: Instruction, ins: list[Value]
     useful products), the price of a conv-shaped, guard-free nest."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    groups = int(inst.attrs.get("groups") or 1)
-    stride = int_list(inst, "stride", [1, 1])
-    pad = int_list(inst, "pad", [0, 0, 0, 0])
-    dilation = int_list(inst, "dilation", [1, 1])
+    groups = attr(inst, "groups")
+    stride = attr(inst, "stride")
+    pad = attr(inst, "pad")
+    dilation = attr(inst, "dilation")
     n, c, h, wd = x.type.shape
     kh, kw = w.type.shape[2:]
     out_h, out_w = outs[0].type.shape[2:]

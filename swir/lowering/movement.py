@@ -26,7 +26,7 @@ from swir.ir.types import I32
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
 from swir.ops.graph import slice_bounds
-from swir.ops.util import int_attr, ints_attr, normalise_axes, normalise_axis
+from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis
 
 
 def _shape(v: Value) -> tuple[int, ...]:
@@ -130,7 +130,7 @@ def lower_concat(k: KernelBuilder, inst: Instruction, ins: list[Value],
     ``axis``."""
     (y,) = outs
     r = len(_shape(inst.results[0]))
-    axis = normalise_axis(int_attr(inst, "axis"), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     offset = 0
     for x, arg in zip(ins, inst.args):
@@ -148,7 +148,7 @@ def lower_split(k: KernelBuilder, inst: Instruction, ins: list[Value],
     """One nest per result, reading its block of the input at its offset."""
     (x,) = ins
     r = len(_shape(inst.args[0]))
-    axis = normalise_axis(int_attr(inst, "axis", 0), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     offset = 0
     for y, res in zip(outs, inst.results):
@@ -169,7 +169,7 @@ def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
     clamped start."""
     (x,), (y,) = ins, outs
     shape = _shape(inst.args[0])
-    starts, ends = ints_attr(inst, "starts"), ints_attr(inst, "ends")
+    starts, ends = attr(inst, "starts"), attr(inst, "ends")
     axes = normalise_axes(ints_attr(inst, "axes", None, list(range(len(starts)))), len(shape))
     steps = ints_attr(inst, "steps", None, [1] * len(starts))
     first = {a: (slice_bounds(shape[a], s, e, st).start, st)
@@ -197,7 +197,7 @@ def lower_gather(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (y,) = outs
     dshape, ishape = _shape(inst.args[0]), _shape(inst.args[1])
     r = len(dshape)
-    axis = normalise_axis(int_attr(inst, "axis", 0), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     outside = axis == 0 and not ishape
     with k.loops(dshape[:axis], names[:axis]) as lead, \

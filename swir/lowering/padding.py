@@ -34,6 +34,7 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, loop_names
+from swir.ops.util import attr
 
 
 def named_const(k: KernelBuilder, value: float | bool, elem: ScalarType,
@@ -164,7 +165,6 @@ def lower_pad(k: KernelBuilder, inst: Instruction, ins: list[Value],
     shape = inst.args[0].type.shape
     r = len(shape)
     pads = [int(p) for p in inst.attrs["pads"]]
-    value = inst.attrs.get("value")
-    emit_pad(k, ins[0], shape, outs[0], pads[:r], pads[r:],
-             str(inst.attrs.get("mode") or "constant"),
-             0.0 if value is None else value, finish=True)
+    emit_pad(k, ins[0], shape, outs[0], pads[:r], pads[r:], attr(inst, "mode"),
+             inst.opdef.attr_value(inst.attrs, "value"),  # as written: an int stays exact
+             finish=True)

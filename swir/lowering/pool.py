@@ -27,8 +27,9 @@ from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder
-from swir.lowering.linalg import int_list, padded_input
+from swir.lowering.linalg import padded_input
 from swir.lowering.padding import named_const
+from swir.ops.util import attr
 
 
 def _overhang(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
@@ -61,10 +62,10 @@ def _window_nest(k: KernelBuilder, src: Value, out: Value, kernel_hw: list[int],
 
 
 def _pool_attrs(inst: Instruction, dilated: bool):
-    kern = int_list(inst, "kernel", [])
-    stride = int_list(inst, "stride", [1, 1])
-    pad = int_list(inst, "pad", [0, 0, 0, 0])
-    dilation = int_list(inst, "dilation", [1, 1]) if dilated else [1, 1]
+    kern = attr(inst, "kernel")
+    stride = attr(inst, "stride")
+    pad = attr(inst, "pad")
+    dilation = attr(inst, "dilation") if dilated else [1, 1]
     return kern, stride, pad, dilation
 
 
@@ -108,7 +109,7 @@ def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     h, w = x.type.shape[2:]
     oh, ow = y.type.shape[2:]
     table = divisor_table(h, w, oh, ow, kern, stride, pad,
-                          bool(inst.attrs.get("count_include_pad") or False))
+                          attr(inst, "count_include_pad"))
     src = padded_input(k, x, pad, 0.0, _extra(x, y, kern, stride, pad, dilation))
     if (table == table.flat[0]).all():
         div = named_const(k, float(table.flat[0]), elem, "size")

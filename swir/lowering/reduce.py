@@ -33,7 +33,7 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, I1, I64, ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
-from swir.ops.util import bool_attr, int_attr, ints_attr, normalise_axes, normalise_axis
+from swir.ops.util import attr, normalise_axes, normalise_axis
 
 # -- helpers shared by the rules ------------------------------------------------------
 
@@ -137,9 +137,9 @@ def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axes = normalise_axes(ints_attr(inst, "axes", None, []), len(shape)) or \
+    axes = normalise_axes(attr(inst, "axes"), len(shape)) or \
         list(range(len(shape)))
-    keep = bool_attr(inst, "keepdims", True)
+    keep = attr(inst, "keepdims")
     rows = Rows(shape, axes)
     op = inst.opname
     finalize = None
@@ -172,8 +172,8 @@ def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", 0), len(shape))
-    keep = bool_attr(inst, "keepdims", True)
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
+    keep = attr(inst, "keepdims")
     rows = Rows(shape, [axis])
     n = shape[axis]
     best = k.scratch(rows.row_shape, elem, "max")
@@ -210,7 +210,7 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", -1), len(shape))
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
     log = inst.opname == "log_softmax"
     rows = Rows(shape, [axis])
     mx = k.scratch(rows.row_shape, F64, "max")
@@ -254,8 +254,8 @@ def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (y,) = outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", -1), len(shape))
-    eps = float(inst.attrs.get("epsilon", 1e-5))
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
+    eps = attr(inst, "epsilon")
     rows = Rows(shape, range(axis, len(shape)))
     norm = shape[axis:]
     count = named(k.const(float(rows.count), F64), "count")

@@ -25,18 +25,49 @@ BUFFERED_AND_LATER = frozenset({"buffered", "dma"})
 DMA_ONLY = frozenset({"dma"})
 
 
+# Attribute kinds (``Attr.kind``); the verifier checks a value against its kind.
+INT, FLOAT, BOOL, STR, TYPE = "int", "float", "bool", "str", "type"
+INTS, FLOATS = "ints", "floats"  # lists of ints / of numbers
+
+
 @dataclass(frozen=True)
 class Attr:
     """An attribute an op accepts.
 
     ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``type``, ``ints``
     (list of ints), ``floats``, ``symbol``, ``dense``, ``any``.
+
+    ``default`` is the value an absent attribute has: this is the one place it
+    is written (lists as tuples; None: no default, or one computed from the
+    operands by the op's rules). ``check(value, name)`` raises OpError for a value
+    of the right kind that the op refuses; ``choices`` lists a ``str``'s values.
     """
 
     name: str
     kind: str
     required: bool = False
     doc: str = ""
+    default: Any = None
+    check: Callable[[Any, str], None] | None = None
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Operands:
+    """An op's named operands: a name ending in ``?`` is optional (it and the
+    ones after it may be left out), in ``+`` takes one or more operands.
+    ``doc`` describes them in arity errors ("input, weight and an optional bias")."""
+
+    names: tuple[str, ...]
+    doc: str
+
+    @property
+    def count(self) -> tuple[int, int | None]:
+        """(min, max) operands; max None: unbounded."""
+        required = sum(1 for n in self.names if not n.endswith("?"))
+        if any(n.endswith("+") for n in self.names):
+            return required, None
+        return required, len(self.names)
 
 
 @dataclass(frozen=True)
@@ -45,6 +76,7 @@ class OpDef:
     summary: str
     stages: frozenset[str] = ALL_STAGES
     num_args: tuple[int, int | None] = (0, None)  # min, max (None: unbounded)
+    operands: Operands | None = None  # when given, num_args is derived from it
     attrs: tuple[Attr, ...] = ()
     # Result-type rule: returns the result types, or raises OpError. None means
     # the op has no results.
@@ -64,6 +96,10 @@ class OpDef:
     context: str | None = None
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.operands is not None:
+            object.__setattr__(self, "num_args", self.operands.count)
+
     @property
     def attr_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attrs)
@@ -73,6 +109,21 @@ class OpDef:
             if a.name == name:
                 return a
         return None
+
+    def attr_value(self, attrs: dict[str, Any], name: str) -> Any:
+        """Attribute ``name`` of an instruction's ``attrs``, or its declared
+        default when absent (not checked: the verifier has done that)."""
+        spec = self.attr(name)
+        if spec is None:
+            raise KeyError(f"op '{self.name}' declares no attribute '{name}'")
+        value = attrs.get(name)
+        return spec.default if value is None else value
+
+    def with_defaults(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``attrs`` with every absent attribute that has a default filled in."""
+        filled = {a.name: a.default for a in self.attrs if a.default is not None}
+        filled.update((k, v) for k, v in attrs.items() if v is not None)
+        return filled
 
 
 _REGISTRY: dict[str, OpDef] = {}
