@@ -30,12 +30,14 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.registry import SCALAR_FORM, all_ops
 
 if TYPE_CHECKING:
     from swir.codegen.project import Project
 
-ELEMENTWISE = frozenset([*UNARY, *BINARY, *COMPARE, "select", "cast"])
+# The element-wise ops of loop bodies (those legal at the dma stage).
+ELEMENTWISE = frozenset(op.name for op in all_ops()
+                        if SCALAR_FORM in op.traits and "dma" in op.stages)
 
 
 def pointer_type(t: ShapedType, const: bool = False) -> tuple[str, str]:

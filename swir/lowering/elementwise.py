@@ -17,6 +17,7 @@ from swir.ir.types import F64, ScalarType, TensorType
 from swir.lowering import lowering
 from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
 from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.registry import SCALAR_FORM, all_ops
 from swir.ops.util import attr
 
 _SIMPLE = set(UNARY) | set(BINARY) | set(COMPARE) | {"select"}
@@ -114,7 +115,10 @@ def operands_at(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list
     return [operand_value(k, p, idx, shape) for p in ins]
 
 
-@lowering(*sorted(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"}))
+ELEMENTWISE = frozenset(op.name for op in all_ops() if SCALAR_FORM in op.traits)
+
+
+@lowering(*sorted(ELEMENTWISE))
 def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
                       outs: list[Value]) -> None:
     shape = inst.results[0].type.shape
@@ -137,5 +141,3 @@ def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> E
         return value
     return epilogue
 
-
-ELEMENTWISE = frozenset(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"})

@@ -21,15 +21,9 @@ from swir.ir.affine import Expr
 from swir.ir.core import Global, Instruction, Value
 from swir.ir.fused import body
 from swir.lowering import lowering, rule_for
-from swir.lowering.elementwise import (
-    ELEMENTWISE,
-    apply_scalar,
-    elementwise_epilogue,
-    operands_at,
-)
+from swir.lowering.elementwise import apply_scalar, elementwise_epilogue, operands_at
 from swir.lowering.kernel import KernelBuilder, buffer_type
-
-PROLOGUE = ELEMENTWISE | {"transpose"}
+from swir.ops.registry import INLINABLE, SCALAR_FORM
 
 
 @dataclass
@@ -63,7 +57,7 @@ def plan_group(inst: Instruction) -> GroupPlan:
     chained = {id(master)} | {id(op) for op, _ in epilogue}
     prologue = [i for i in ops if id(i) not in chained]
     for p in prologue:
-        if p.opname not in PROLOGUE or len(p.results) != 1:
+        if INLINABLE not in p.opdef.traits or len(p.results) != 1:
             raise _refuse(inst, f"'{p.opname}' cannot be computed inside the "
                                 f"'{master.opname}' kernel (only element-wise ops and "
                                 "transposes are inlined)")
@@ -73,7 +67,7 @@ def plan_group(inst: Instruction) -> GroupPlan:
 def _running_operand(op: Instruction, internal: Callable[[Value], bool]) -> int | None:
     """The position of the single group-computed operand an element-wise op
     continues (same shape as its result, used only here), or None."""
-    if op.opname not in ELEMENTWISE:
+    if SCALAR_FORM not in op.opdef.traits:
         return None
     inside = [k for k, v in enumerate(op.operands) if internal(v)]
     if len(inside) != 1:
@@ -82,7 +76,7 @@ def _running_operand(op: Instruction, internal: Callable[[Value], bool]) -> int 
     v = op.operands[k]
     if getattr(v.type, "shape", None) != getattr(op.results[0].type, "shape", None):
         return None
-    if len(v.uses) != 1 or (op.opname == "batch_norm" and k != 0):
+    if len(v.uses) != 1 or not op.opdef.may_run_through(k):
         return None
     return k
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
-from swir.ops.registry import Attr, OpDef, OpError, register
+from swir.ops.registry import FLOP, INLINABLE, SCALAR_FORM, Attr, OpDef, OpError, register
 from swir.ops.util import value_arg
 
 
@@ -111,19 +111,26 @@ BINARY = {
 COMPARE = {"eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
            "gt": "x > y", "ge": "x >= y"}
 
+_ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE, FLOP})
+_NOT_ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE})  # conversions, choices, logic
+
 for _name, (_kind, _doc) in UNARY.items():
     register(OpDef(_name, f"Element-wise {_doc}.", num_args=(1, 1),
-                   infer=_elementwise_rule(1, _kind, False), category="elementwise"))
+                   infer=_elementwise_rule(1, _kind, False), category="elementwise",
+                   traits=_NOT_ARITHMETIC if _kind == "bool" else _ARITHMETIC))
 for _name, (_kind, _doc, _comm) in BINARY.items():
     register(OpDef(_name, f"Element-wise {_doc}, broadcasting.", num_args=(2, 2),
                    infer=_elementwise_rule(2, _kind, False), commutative=_comm,
-                   category="elementwise"))
+                   category="elementwise",
+                   traits=_NOT_ARITHMETIC if _kind == "bool" else _ARITHMETIC))
 for _name, _doc in COMPARE.items():
     register(OpDef(_name, f"Element-wise comparison {_doc}, giving i1, broadcasting.",
                    num_args=(2, 2), infer=_elementwise_rule(2, "any", True),
-                   commutative=_name in ("eq", "ne"), category="elementwise"))
+                   commutative=_name in ("eq", "ne"), category="elementwise",
+                   traits=_NOT_ARITHMETIC))
 register(OpDef("select", "Element-wise c ? x : y, broadcasting all three.", num_args=(3, 3),
-               infer=_elementwise_rule(3, "any", False), category="elementwise"))
+               infer=_elementwise_rule(3, "any", False), category="elementwise",
+               traits=_NOT_ARITHMETIC))
 
 
 def _infer_cast(inst: Instruction) -> list[Type]:
@@ -141,4 +148,4 @@ def _infer_cast(inst: Instruction) -> list[Type]:
 register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
                        "float to int truncates toward zero).",
                num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
-               infer=_infer_cast, category="elementwise"))
+               infer=_infer_cast, category="elementwise", traits=_NOT_ARITHMETIC))

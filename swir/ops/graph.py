@@ -24,7 +24,8 @@ import math
 from swir.ir.core import Instruction, Value
 from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
-from swir.ops.registry import Attr, OpDef, OpError, Operands, register
+from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, OpDef, OpError, Operands,
+                               register)
 from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis, tensor_arg
 
 GRAPH = frozenset({"graph"})
@@ -649,7 +650,8 @@ GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping
 BATCH_NORM = _op("batch_norm", "Inference batch normalisation over channel axis 1: "
                                "(x - mean) * scale / sqrt(var + epsilon) + bias.",
                  Operands(("x", "scale", "bias", "mean", "var"), "x, scale, bias, mean, var"),
-                 _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,))
+                 _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,),
+                 traits=frozenset({SCALAR_FORM, INLINABLE}), running_operands=(0,))
 _SOFTMAX_AXIS = Attr("axis", "int", default=-1)
 SOFTMAX = _op("softmax", "exp(x - max) / sum(exp(x - max)) along one axis.",
               _INPUT, _infer_softmax, "reduction", "Softmax", (_SOFTMAX_AXIS,))
@@ -675,7 +677,8 @@ ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
 
 TRANSPOSE = _op("transpose", "Permute the axes: output axis i is input axis perm[i].",
                 _INPUT, _infer_transpose, "injective", "Transpose",
-                (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),))
+                (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),),
+                traits=frozenset({INLINABLE}))
 RESHAPE = _op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
               _INPUT, _infer_reshape, "injective", "Reshape",
               (Attr("shape", "ints", required=True,
@@ -722,16 +725,18 @@ UNSQUEEZE = _op("unsqueeze", "Insert axes of size 1 at the given output position
                 _INPUT, _infer_unsqueeze, "injective", "Unsqueeze",
                 (Attr("axes", "ints", required=True, doc="distinct, in [-(rank + n), rank + n)"),))
 
+_ELEMENTWISE = frozenset({SCALAR_FORM, INLINABLE, FLOP})
 CLIP = _op("clip", "Element-wise min(max(x, min), max); either bound may be absent.",
            _INPUT, _infer_clip, "elementwise", "Clip",
            (Attr("min", "float", doc="absent: no lower bound"),
-            Attr("max", "float", doc="absent: no upper bound")))
+            Attr("max", "float", doc="absent: no upper bound")), traits=_ELEMENTWISE)
 LEAKY_RELU = _op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
                  _INPUT, _infer_leaky_relu, "elementwise", "LeakyRelu",
-                 (Attr("alpha", "float", default=0.01),))
+                 (Attr("alpha", "float", default=0.01),), traits=_ELEMENTWISE)
 GELU = _op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
            _INPUT, _infer_gelu, "elementwise", "Gelu",
-           (Attr("approximate", "str", default="none", choices=("none", "tanh")),))
+           (Attr("approximate", "str", default="none", choices=("none", "tanh")),),
+           traits=_ELEMENTWISE)
 
 
 # -- fused groups ----------------------------------------------------------------------

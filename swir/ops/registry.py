@@ -53,6 +53,25 @@ class Attr:
 
 
 @dataclass(frozen=True)
+class Trait:
+    """A property of an op that passes test for (``trait in op.traits``)."""
+
+    name: str
+    doc: str
+
+
+SCALAR_FORM = Trait(
+    "scalar-form", "each result element is computed from the operand elements at the same "
+    "position (after broadcasting): the op has a scalar form, lowers to one loop nest and "
+    "may continue a fused kernel's running value (an epilogue)")
+INLINABLE = Trait(
+    "inlinable", "may be a fused kernel's prologue: computed where the kernel reads it")
+FLOP = Trait(
+    "flop", "an arithmetic operation the cost model counts as one flop per element "
+    "(element-wise ops that convert, choose, compare or do logic are not)")
+
+
+@dataclass(frozen=True)
 class Operands:
     """An op's named operands: a name ending in ``?`` is optional (it and the
     ones after it may be left out), in ``+`` takes one or more operands.
@@ -91,6 +110,10 @@ class OpDef:
     commutative: bool = False
     arrow: bool = False  # operands after "->" are destinations
     category: str = "other"  # for docs and fusion: elementwise, reduction, ...
+    traits: frozenset[Trait] = frozenset()
+    # The operand positions that may carry a fused kernel's running value through
+    # this SCALAR_FORM op (None: any); batch_norm's others are per-channel vectors.
+    running_operands: tuple[int, ...] | None = None
     # Where the op may appear: None (anywhere), "kernel" (in a kernel), "cpe" (in a
     # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
     context: str | None = None
@@ -109,6 +132,10 @@ class OpDef:
             if a.name == name:
                 return a
         return None
+
+    def may_run_through(self, position: int) -> bool:
+        """May operand ``position`` carry a fused kernel's running value?"""
+        return self.running_operands is None or position in self.running_operands
 
     def attr_value(self, attrs: dict[str, Any], name: str) -> Any:
         """Attribute ``name`` of an instruction's ``attrs``, or its declared

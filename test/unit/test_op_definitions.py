@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swir.ops.graph import BATCH_NORM, CONV2D, CONCAT, LAYER_NORM
-from swir.ops.registry import Operands, all_ops, lookup
+from swir.ops.registry import FLOP, INLINABLE, SCALAR_FORM, Operands, all_ops, lookup
 
 SWIR = Path(__file__).resolve().parents[2] / "swir"
 
@@ -61,3 +61,14 @@ def test_arity_is_derived_from_the_named_operands():
     assert CONCAT.num_args == (1, None)
     assert Operands(("a", "b?", "c?"), "").count == (1, 3)
     assert lookup("batch_norm").num_args == (5, 5)
+
+
+def test_traits_say_what_fusion_and_the_cost_model_rely_on():
+    scalar = {o.name for o in all_ops() if SCALAR_FORM in o.traits}
+    assert {"add", "relu", "select", "cast", "gelu", "clip", "batch_norm"} <= scalar
+    assert not scalar & {"transpose", "matmul", "reduce_sum", "softmax"}
+    inlinable = {o.name for o in all_ops() if INLINABLE in o.traits}
+    assert inlinable == scalar | {"transpose"}
+    assert FLOP in lookup("add").traits and FLOP not in lookup("eq").traits
+    assert not BATCH_NORM.may_run_through(1) and BATCH_NORM.may_run_through(0)
+    assert lookup("add").may_run_through(1)
