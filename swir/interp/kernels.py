@@ -1,10 +1,11 @@
 """Per-op kernels of the graph-stage interpreter, in numpy.
 
-A kernel computes one instruction from its operand arrays:
+A kernel computes one instruction from its operand arrays; it is attached to
+the op's definition (the REFERENCE hook):
 
-    @kernel("add")
-    def _add(attrs, result_types, a, b):
-        return [np.add(a, b)]
+    @kernel(MATMUL)
+    def _matmul(attrs, result_types, a, b):
+        return [np.matmul(a, b)]
 
 ``attrs`` is the instruction's attribute dict with the defaults its op definition
 declares filled in (``OpDef.with_defaults``), ``result_types`` the declared
@@ -19,31 +20,25 @@ on constant operands (a later ``-fold-constants`` pass calls it).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from swir.ir.types import ScalarType, ShapedType, Type
-from swir.ops.registry import lookup
+from swir.ops.registry import REFERENCE, OpDef, lookup
 
 Kernel = Callable[..., list[np.ndarray]]
-KERNELS: dict[str, Kernel] = {}
+KERNELS: Mapping[str, Kernel] = REFERENCE.by_name()  # by op name, for look-ups
 
 DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
           "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
           "index": np.int64}
 
 
-def kernel(*names: str) -> Callable[[Kernel], Kernel]:
-    """Register a kernel for one or more op names."""
-    def register(fn: Kernel) -> Kernel:
-        for n in names:
-            if n in KERNELS:
-                raise ValueError(f"kernel for '{n}' registered twice")
-            KERNELS[n] = fn
-        return fn
-    return register
+def kernel(*ops: OpDef) -> Callable[[Kernel], Kernel]:
+    """Attach a kernel to one or more op definitions."""
+    return REFERENCE.register(*ops)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -111,3 +106,4 @@ def _load() -> None:
     if not _LOADED:
         _LOADED = True
         from swir.interp import kernels_nn, kernels_tensor  # noqa: F401  (registration)
+        REFERENCE.check_complete()

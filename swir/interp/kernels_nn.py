@@ -23,6 +23,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from swir.interp.kernels import erf, erfc, kernel
 from swir.ir.types import ShapedType, Type
+from swir.ops.graph import (AVG_POOL2D, BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, GELU,
+                            GLOBAL_AVG_POOL2D, LAYER_NORM, LOG_SOFTMAX, MATMUL, MAX_POOL2D, SOFTMAX)
 
 # -- helpers -----------------------------------------------------------------------
 
@@ -96,14 +98,14 @@ def _axis(attrs: dict[str, Any], rank: int) -> int:
 
 # -- matmul ------------------------------------------------------------------------
 
-@kernel("matmul")
+@kernel(MATMUL)
 def _matmul(attrs, result_types, a, b):
     return [np.matmul(_wide(a), _wide(b))]
 
 
 # -- convolution ---------------------------------------------------------------------
 
-@kernel("conv2d")
+@kernel(CONV2D)
 def _conv2d(attrs, result_types, x, w, bias=None):
     stride = _ints(attrs, "stride")
     pad = _ints(attrs, "pad")
@@ -127,7 +129,7 @@ def _conv2d(attrs, result_types, x, w, bias=None):
     return [y]
 
 
-@kernel("conv_transpose2d")
+@kernel(CONV_TRANSPOSE2D)
 def _conv_transpose2d(attrs, result_types, x, w, bias=None):
     stride = _ints(attrs, "stride")
     pad = _ints(attrs, "pad")
@@ -163,7 +165,7 @@ def _conv_transpose2d(attrs, result_types, x, w, bias=None):
 
 # -- pooling -----------------------------------------------------------------------
 
-@kernel("max_pool2d")
+@kernel(MAX_POOL2D)
 def _max_pool2d(attrs, result_types, x):
     kern = _ints(attrs, "kernel")
     stride = _ints(attrs, "stride")
@@ -185,7 +187,7 @@ def _pool_counts(size: int, out: int, k: int, s: int, p0: int, p1: int,
     return np.minimum(start + k, hi) - np.maximum(start, lo)
 
 
-@kernel("avg_pool2d")
+@kernel(AVG_POOL2D)
 def _avg_pool2d(attrs, result_types, x):
     kern = _ints(attrs, "kernel")
     stride = _ints(attrs, "stride")
@@ -201,14 +203,14 @@ def _avg_pool2d(attrs, result_types, x):
     return [sums / (ch[:, None] * cw[None, :])]
 
 
-@kernel("global_avg_pool2d")
+@kernel(GLOBAL_AVG_POOL2D)
 def _global_avg_pool2d(attrs, result_types, x):
     return [_wide(x).mean(axis=(2, 3), keepdims=True)]
 
 
 # -- normalisation and composites -------------------------------------------------
 
-@kernel("batch_norm")
+@kernel(BATCH_NORM)
 def _batch_norm(attrs, result_types, x, scale, bias, mean, var):
     eps = float(attrs["epsilon"])
     x = _wide(x)
@@ -217,7 +219,7 @@ def _batch_norm(attrs, result_types, x, scale, bias, mean, var):
     return [(x - _channel(_wide(mean), r)) * _channel(factor, r) + _channel(_wide(bias), r)]
 
 
-@kernel("softmax")
+@kernel(SOFTMAX)
 def _softmax(attrs, result_types, x):
     x = _wide(x)
     axis = _axis(attrs, x.ndim)
@@ -225,7 +227,7 @@ def _softmax(attrs, result_types, x):
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
-@kernel("log_softmax")
+@kernel(LOG_SOFTMAX)
 def _log_softmax(attrs, result_types, x):
     x = _wide(x)
     axis = _axis(attrs, x.ndim)
@@ -233,7 +235,7 @@ def _log_softmax(attrs, result_types, x):
     return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
 
 
-@kernel("layer_norm")
+@kernel(LAYER_NORM)
 def _layer_norm(attrs, result_types, x, scale, bias=None):
     eps = float(attrs["epsilon"])
     x = _wide(x)
@@ -250,7 +252,7 @@ def _layer_norm(attrs, result_types, x, scale, bias=None):
 
 
 
-@kernel("gelu")
+@kernel(GELU)
 def _gelu(attrs, result_types, x):
     approximate = attrs["approximate"]
     x = _wide(x)

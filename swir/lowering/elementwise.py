@@ -14,14 +14,10 @@ from swir.interp.kernels_tensor import (
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, ScalarType, TensorType
-from swir.lowering import lowering
+from swir.lowering import OpLowering
 from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
-from swir.ops.registry import SCALAR_FORM, all_ops
 from swir.ops.util import attr
 
-_SIMPLE = set(UNARY) | set(BINARY) | set(COMPARE) | {"select"}
-_WIDE_MATH = {"gelu"}  # computed in f64 for f16/f32, as the graph kernels do
 
 
 def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
@@ -38,10 +34,10 @@ def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Valu
     """The scalar form of element-wise graph op ``inst`` on ``vals``."""
     name = inst.opname
     elem = _element(inst.results[0].type)
-    if name in _SIMPLE:
-        return k.op(name, *vals)
     if name == "cast":
         return k.op("cast", vals[0], to=elem)
+    if "loop" in inst.opdef.stages:  # the op itself computes on scalars in loop bodies
+        return k.op(name, *vals)
     if name == "clip":
         return _clip(k, inst, vals[0], elem)
     if name == "leaky_relu":
@@ -115,10 +111,6 @@ def operands_at(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list
     return [operand_value(k, p, idx, shape) for p in ins]
 
 
-ELEMENTWISE = frozenset(op.name for op in all_ops() if SCALAR_FORM in op.traits)
-
-
-@lowering(*sorted(ELEMENTWISE))
 def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
                       outs: list[Value]) -> None:
     shape = inst.results[0].type.shape
@@ -126,6 +118,9 @@ def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
         idx = [Expr.of(v) for v in ivs]
         v = apply_scalar(k, inst, operands_at(k, inst, ins, idx, shape))
         k.finish(v, outs[0], idx)
+
+
+ELEMENTWISE_RULE = OpLowering(lower_elementwise)  # every SCALAR_FORM op's
 
 
 def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> Epilogue:

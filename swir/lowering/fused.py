@@ -23,6 +23,7 @@ from swir.ir.fused import body
 from swir.lowering import lowering, rule_for
 from swir.lowering.elementwise import apply_scalar, elementwise_epilogue, operands_at
 from swir.lowering.kernel import KernelBuilder, buffer_type
+from swir.ops.graph import FUSED
 from swir.ops.registry import INLINABLE, SCALAR_FORM
 
 
@@ -85,7 +86,7 @@ def _refuse(inst: Instruction, why: str) -> Diagnostic:
     return Diagnostic(f"-lower-loops: {why}", inst.loc)
 
 
-@lowering("fused")
+@lowering(FUSED)
 def lower_fused(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     plan = plan_group(inst)

@@ -17,10 +17,11 @@ from swir.ir.core import Instruction, Value
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index
 from swir.lowering.padding import copy_box, emit_pad, fill_box
+from swir.ops.graph import CONV2D, CONV_TRANSPOSE2D, MATMUL
 from swir.ops.util import attr
 
 
-@lowering("matmul", inputs=("A", "B"), outputs=("C",))
+@lowering(MATMUL, inputs=("A", "B"), outputs=("C",))
 def lower_matmul(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """numpy.matmul: C[..., m, n] = sum_k A[..., m, k] * B[..., k, n]; batch
@@ -141,7 +142,7 @@ def padded_input(k: KernelBuilder, x: Value, pad: list[int],
     return p
 
 
-@lowering("conv2d", inputs=("X", "W", "B"), outputs=("Y",))
+@lowering(CONV2D, inputs=("X", "W", "B"), outputs=("Y",))
 def lower_conv2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """ONNX Conv: a zero-pad nest into scratch ``P`` when there is padding,
@@ -156,7 +157,7 @@ def lower_conv2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
               lambda ch, p, q: [ch.c_out, ch.ic, p, q])
 
 
-@lowering("conv_transpose2d", inputs=("X", "W", "B"), outputs=("Y",))
+@lowering(CONV_TRANSPOSE2D, inputs=("X", "W", "B"), outputs=("Y",))
 def lower_conv_transpose2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                            outs: list[Value]) -> None:
     """ONNX ConvTranspose as a gather: a convolution (stride 1, the same

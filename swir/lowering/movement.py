@@ -25,7 +25,8 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import I32
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
-from swir.ops.graph import slice_bounds
+from swir.ops.graph import (CONCAT, EXPAND, FLATTEN, GATHER, RESHAPE, RESIZE_NEAREST, SLICE,
+                            SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE, slice_bounds)
 from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis
 
 
@@ -39,7 +40,7 @@ def _exprs(vs: Sequence[Value | Expr | int]) -> list[Expr]:
 
 # -- transpose ---------------------------------------------------------------------------
 
-@lowering("transpose")
+@lowering(TRANSPOSE)
 def lower_transpose(k: KernelBuilder, inst: Instruction, ins: list[Value],
                     outs: list[Value]) -> None:
     """Y[j0, ..] = X[..] with X's axis perm[d] read by output loop d; output
@@ -113,7 +114,7 @@ def copy_reshaped(k: KernelBuilder, x: Value, y: Value, src: tuple[int, ...],
         k.finish(k.load(x, src_idx), y, dst_idx)
 
 
-@lowering("reshape", "flatten", "squeeze", "unsqueeze")
+@lowering(RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE)
 def lower_reshape(k: KernelBuilder, inst: Instruction, ins: list[Value],
                   outs: list[Value]) -> None:
     """All four are row-major reshapes to the result type (a copy here; a
@@ -123,7 +124,7 @@ def lower_reshape(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- concat, split, slice ----------------------------------------------------------------
 
-@lowering("concat")
+@lowering(CONCAT)
 def lower_concat(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """One nest per input, writing its block of the output at its offset along
@@ -142,7 +143,7 @@ def lower_concat(k: KernelBuilder, inst: Instruction, ins: list[Value],
         offset += shape[axis]
 
 
-@lowering("split")
+@lowering(SPLIT)
 def lower_split(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     """One nest per result, reading its block of the input at its offset."""
@@ -160,7 +161,7 @@ def lower_split(k: KernelBuilder, inst: Instruction, ins: list[Value],
         offset += shape[axis]
 
 
-@lowering("slice")
+@lowering(SLICE)
 def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     """Y[.., i, ..] = X[.., start + step*i, ..] per sliced axis, with ONNX's
@@ -183,7 +184,7 @@ def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- gather ------------------------------------------------------------------------------
 
-@lowering("gather", inputs=("Data", "Indices"))
+@lowering(GATHER, inputs=("Data", "Indices"))
 def lower_gather(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """Y[i.., j.., i..] = Data[i.., idx, i..] with ``idx = dyn_index
@@ -241,7 +242,7 @@ def resize_affine(d: int, scale: float, n: int, o: Expr) -> Expr | None:
     return None
 
 
-@lowering("resize_nearest")
+@lowering(RESIZE_NEAREST)
 def lower_resize_nearest(k: KernelBuilder, inst: Instruction, ins: list[Value],
                          outs: list[Value]) -> None:
     """Y[o..] = X[src_0(o_0), ..]: per axis an affine source index (``2*%h``,
@@ -278,7 +279,7 @@ def lower_resize_nearest(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- expand ------------------------------------------------------------------------------
 
-@lowering("expand")
+@lowering(EXPAND)
 def lower_expand(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """numpy broadcasting: a unit input axis against a larger output one

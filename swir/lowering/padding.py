@@ -34,6 +34,7 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, loop_names
+from swir.ops.graph import PAD
 from swir.ops.util import attr
 
 
@@ -158,7 +159,7 @@ def emit_pad(k: KernelBuilder, src: Value, src_shape: Sequence[int], dst: Value,
         (k.finish if finish else k.store)(v, dst, idx)
 
 
-@lowering("pad")
+@lowering(PAD)
 def lower_pad(k: KernelBuilder, inst: Instruction, ins: list[Value],
               outs: list[Value]) -> None:
     """ONNX Pad (numpy modes constant / reflect / edge), see :func:`emit_pad`."""

@@ -29,6 +29,7 @@ from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import padded_input
 from swir.lowering.padding import named_const
+from swir.ops.graph import AVG_POOL2D, GLOBAL_AVG_POOL2D, MAX_POOL2D
 from swir.ops.util import attr
 
 
@@ -75,7 +76,7 @@ def _extra(x: Value, out: Value, kern, stride, pad, dilation) -> tuple[int, int]
             _overhang(w, ow, kern[1], stride[1], dilation[1], pad[1], pad[3]))
 
 
-@lowering("max_pool2d")
+@lowering(MAX_POOL2D)
 def lower_max_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """ONNX MaxPool: pad with the lowest value, then a max over the window
@@ -98,7 +99,7 @@ def divisor_table(h: int, w: int, oh: int, ow: int, kern: list[int], stride: lis
     return ch[:, None] * cw[None, :]
 
 
-@lowering("avg_pool2d")
+@lowering(AVG_POOL2D)
 def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """ONNX AveragePool: pad with 0, sum the window, divide by the window
@@ -120,7 +121,7 @@ def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     _window_nest(k, src, y, kern, stride, dilation, k.const(0.0, elem), "add", finalize)
 
 
-@lowering("global_avg_pool2d")
+@lowering(GLOBAL_AVG_POOL2D)
 def lower_global_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                             outs: list[Value]) -> None:
     """ONNX GlobalAveragePool: ``y[n, c, 0, 0] = sum over h, w of x / (H*W)``."""

@@ -33,6 +33,8 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, I1, I64, ScalarType
 from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
+from swir.ops.graph import (ARGMAX, LAYER_NORM, LOG_SOFTMAX, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN,
+                            REDUCE_PROD, REDUCE_SUM, SOFTMAX)
 from swir.ops.util import attr, normalise_axes, normalise_axis
 
 # -- helpers shared by the rules ------------------------------------------------------
@@ -126,7 +128,7 @@ def _zero(k: KernelBuilder, elem: ScalarType, one: bool = False) -> Value:
 
 # -- reduce_* ----------------------------------------------------------------------------
 
-@lowering("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")
+@lowering(REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD)
 def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """out[kept] = combine over the reduced axes of x, accumulated in ``out``
@@ -161,7 +163,7 @@ def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- argmax --------------------------------------------------------------------------------
 
-@lowering("argmax")
+@lowering(ARGMAX)
 def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """Two nests. (1) ``max[row]`` = the row's maximum, NaN-propagating (so a
@@ -198,7 +200,7 @@ def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- softmax, log_softmax ---------------------------------------------------------------
 
-@lowering("softmax", "log_softmax")
+@lowering(SOFTMAX, LOG_SOFTMAX)
 def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
                   outs: list[Value]) -> None:
     """Three nests over the rows (all axes but ``axis``), in f64 like the graph
@@ -242,7 +244,7 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- layer_norm ----------------------------------------------------------------------------
 
-@lowering("layer_norm", inputs=("X", "Scale", "Bias"))
+@lowering(LAYER_NORM, inputs=("X", "Scale", "Bias"))
 def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """Over the axes ``[axis, r)``, in f64 like the graph kernel: (1)

@@ -128,9 +128,9 @@ for _name, _doc in COMPARE.items():
                    num_args=(2, 2), infer=_elementwise_rule(2, "any", True),
                    commutative=_name in ("eq", "ne"), category="elementwise",
                    traits=_NOT_ARITHMETIC))
-register(OpDef("select", "Element-wise c ? x : y, broadcasting all three.", num_args=(3, 3),
-               infer=_elementwise_rule(3, "any", False), category="elementwise",
-               traits=_NOT_ARITHMETIC))
+SELECT = register(OpDef("select", "Element-wise c ? x : y, broadcasting all three.",
+                        num_args=(3, 3), infer=_elementwise_rule(3, "any", False),
+                        category="elementwise", traits=_NOT_ARITHMETIC))
 
 
 def _infer_cast(inst: Instruction) -> list[Type]:
@@ -145,7 +145,7 @@ def _infer_cast(inst: Instruction) -> list[Type]:
     raise OpError(f"'cast' takes a tensor or a scalar, got {t}")
 
 
-register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
-                       "float to int truncates toward zero).",
-               num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
-               infer=_infer_cast, category="elementwise", traits=_NOT_ARITHMETIC))
+CAST = register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
+                             "float to int truncates toward zero).",
+                      num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
+                      infer=_infer_cast, category="elementwise", traits=_NOT_ARITHMETIC))

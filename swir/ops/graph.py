@@ -671,6 +671,7 @@ REDUCTIONS = {
                              ("reduce_max", "ReduceMax", "Maximum"),
                              ("reduce_min", "ReduceMin", "Minimum"),
                              ("reduce_prod", "ReduceProd", "Product"))}
+REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD = REDUCTIONS.values()
 ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
              _INPUT, _infer_argmax, "reduction", "ArgMax",
              (Attr("axis", "int", default=0), _KEEPDIMS))

@@ -8,6 +8,7 @@ Ops are registered by the modules of this package (``swir.ops.common``,
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -17,6 +18,10 @@ if TYPE_CHECKING:   # swir.ir imports this module: a run-time import would be ci
 
 class OpError(Exception):
     """Raised by an op's rules; the verifier adds the op's location and name."""
+
+
+class MissingHook(Exception):
+    """An op lacks a piece that a stage needs: raised when that stage loads its hooks."""
 
 
 ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
@@ -118,6 +123,8 @@ class OpDef:
     # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
     context: str | None = None
     extra: dict = field(default_factory=dict)
+    # The stages' per-op functions, by Hook name (attached by Hook.register).
+    hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.operands is not None:
@@ -164,6 +171,77 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+def unregister(op: OpDef) -> None:
+    """Remove an op registered for a while (a test's own op)."""
+    if _REGISTRY.get(op.name) is op:
+        del _REGISTRY[op.name]
+
+
+def computes(op: OpDef) -> bool:
+    """A graph op that computes tensors (not a constant, a call, control flow or
+    a fused group's terminator, which each stage's driver handles itself)."""
+    return "graph" in op.stages and op.category not in ("other", "constant")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A kind of per-op function that a later stage (interpreter, lowering, C
+    generator) attaches to op definitions from its own module, keyed by the
+    definition object: ``@REFERENCE.register(MATMUL)``. swir.ops imports none
+    of those modules. ``needed`` says which ops must have one; the stage calls
+    :meth:`check_complete` when it has loaded its hooks."""
+
+    name: str
+    needed: Callable[[OpDef], bool]
+
+    def register(self, *ops: OpDef) -> Callable[[Any], Any]:
+        def attach(fn: Any) -> Any:
+            for op in ops:
+                if self.name in op.hooks:
+                    raise ValueError(f"two {self.name} hooks for op '{op.name}'")
+                op.hooks[self.name] = fn
+            return fn
+        return attach
+
+    def of(self, op: OpDef) -> Any | None:
+        return op.hooks.get(self.name)
+
+    def check_complete(self) -> None:
+        missing = [op.name for op in all_ops() if self.needed(op) and self.name not in op.hooks]
+        if missing:
+            raise MissingHook(f"no {self.name} for op(s): {', '.join(missing)}")
+
+    def by_name(self) -> Mapping[str, Any]:
+        """The hooks as a read-only table by op name."""
+        return _HookTable(self)
+
+
+class _HookTable(Mapping):
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+
+    def __getitem__(self, name: str) -> Any:
+        op = lookup(name)
+        fn = self.hook.of(op) if op is not None else None
+        if fn is None:
+            raise KeyError(name)
+        return fn
+
+    def __iter__(self) -> Iterator[str]:
+        return (op.name for op in all_ops() if self.hook.of(op) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# The interpreter's numpy kernel of each graph op (swir.interp.kernels*); a
+# fused group runs its region instead.
+REFERENCE = Hook("interpreter kernel", lambda op: computes(op) and op.num_regions == 0)
+# The -lower-loops rule of each graph op (swir.lowering); SCALAR_FORM ops share
+# the element-wise rule, which composes their scalar forms.
+LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits)
+
+
 def _load() -> None:
     global _LOADED
     if not _LOADED:
@@ -174,6 +252,14 @@ def _load() -> None:
 def lookup(name: str) -> OpDef | None:
     _load()
     return _REGISTRY.get(name)
+
+
+def op_def(name: str) -> OpDef:
+    """The definition of a registered op (for tables that name ops)."""
+    op = lookup(name)
+    if op is None:
+        raise KeyError(f"no op '{name}'")
+    return op
 
 
 def all_ops() -> list[OpDef]:

@@ -4,12 +4,15 @@ definition, and the rest of the compiler reads it from there."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from swir.ops.graph import BATCH_NORM, CONV2D, CONCAT, LAYER_NORM
-from swir.ops.registry import FLOP, INLINABLE, SCALAR_FORM, Operands, all_ops, lookup
+from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, Operands,
+                               all_ops, lookup)
 
 SWIR = Path(__file__).resolve().parents[2] / "swir"
 
@@ -72,3 +75,35 @@ def test_traits_say_what_fusion_and_the_cost_model_rely_on():
     assert FLOP in lookup("add").traits and FLOP not in lookup("eq").traits
     assert not BATCH_NORM.may_run_through(1) and BATCH_NORM.may_run_through(0)
     assert lookup("add").may_run_through(1)
+
+
+# -- hooks: attached to the definitions, complete when a stage loads -------------------
+
+def test_stage_hooks_are_attached_to_the_definitions():
+    from swir.interp.kernels import KERNELS, _load
+    from swir.lowering import rule_for
+    _load()
+    assert REFERENCE.of(CONV2D) is KERNELS["conv2d"]
+    rule = rule_for("conv2d")  # loads the rules
+    assert LOWERING.of(CONV2D) is rule
+    assert rule_for("relu") is rule_for("gelu")  # SCALAR_FORM ops share one rule
+    REFERENCE.check_complete()
+    LOWERING.check_complete()
+
+
+@pytest.mark.parametrize("hook, stage", [
+    ("REFERENCE", "from swir.interp.kernels import evaluate; evaluate('add', {}, [], [])"),
+    ("LOWERING", "from swir.lowering import rule_for; rule_for('add')")])
+def test_an_op_without_a_hook_is_an_error_when_the_stage_loads(hook, stage):
+    """An op registered without an interpreter kernel or a lowering rule: the
+    stage that needs it refuses to load, naming the op."""
+    script = (
+        "from swir.ops.elementwise import broadcast_shapes\n"
+        "from swir.ops.registry import OpDef, Operands, register\n"
+        "register(OpDef('lonely', 'an op nobody implements', stages=frozenset({'graph'}),\n"
+        "               operands=Operands(('x',), 'the input'), category='injective',\n"
+        "               infer=lambda inst: [inst.args[0].type]))\n" + stage)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "MissingHook" in run.stderr, run.stderr
+    assert "for op(s): lonely" in run.stderr, run.stderr
