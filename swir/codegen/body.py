@@ -30,14 +30,12 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
-from swir.ops.registry import SCALAR_FORM, all_ops
+from swir.ops.registry import SCALAR_FORM
 
 if TYPE_CHECKING:
     from swir.codegen.project import Project
 
-# The element-wise ops of loop bodies (those legal at the dma stage).
-ELEMENTWISE = frozenset(op.name for op in all_ops()
-                        if SCALAR_FORM in op.traits and "dma" in op.stages)
+
 
 
 def pointer_type(t: ShapedType, const: bool = False) -> tuple[str, str]:
@@ -171,7 +169,7 @@ class BodyEmitter:
     def instruction(self, inst: Instruction) -> None:
         op = inst.opname
         fn = _STATEMENTS.get(op)
-        if fn is None and op in ELEMENTWISE:
+        if fn is None and _computes_on_scalars(inst):
             fn = _elementwise
         if fn is None:
             raise self.fail(f"'{op}' has no C translation in a "
@@ -210,6 +208,12 @@ def _const(e: BodyEmitter, inst: Instruction) -> None:
                      f"at this stage, got {t}", inst)
     v = constant_array(inst.args[0], t)[()]
     _emit_value(e, inst, scalar.literal(v, t))
+
+
+def _computes_on_scalars(inst: Instruction) -> bool:
+    """An element-wise op of loop bodies: its C is ``scalar.expression``."""
+    op = inst.opdef
+    return op is not None and SCALAR_FORM in op.traits and "dma" in op.stages
 
 
 def _elementwise(e: BodyEmitter, inst: Instruction) -> None:

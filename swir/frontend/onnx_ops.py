@@ -29,7 +29,7 @@ from swir.interp.kernels import dtype_of
 from swir.ir.core import Value
 from swir.ir.types import TensorType, size_error
 from swir.ops.graph import BATCH_NORM, LAYER_NORM
-from swir.ops.registry import OpError
+from swir.ops.registry import SCALAR_FORM, OpError, all_ops
 
 Converter = Callable[["Node"], list]
 CONVERTERS: dict[str, tuple[Converter, frozenset[str]]] = {}
@@ -174,7 +174,7 @@ def fold(n: Node) -> list:
 def convert(n: Node) -> list:
     if n.proto.domain not in ("", "ai.onnx"):
         n.fail(f"operators of domain '{n.proto.domain}' are not supported")
-    entry = CONVERTERS.get(n.op)
+    entry = CONVERTERS.get(n.op) or one_to_one(n.op)
     if entry is None:
         n.fail("this operator is not supported by swir-import (docs/frontend.md lists "
                "the supported ones)")
@@ -218,22 +218,14 @@ def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
 
 # -- element-wise ------------------------------------------------------------------------
 
-UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
-         "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal",
-         "Floor": "floor", "Ceil": "ceil", "Not": "not"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "eq",
-          "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge",
-          "And": "and", "Or": "or"}
-
-
-@converter(*UNARY)
-def unary(n: Node) -> list:
-    return [n.emit(UNARY[n.op], n.value(0))]
-
-
-@converter(*BINARY)
-def binary(n: Node) -> list:
-    return [n.emit(BINARY[n.op], n.value(0), n.value(1))]
+def one_to_one(onnx_op: str) -> tuple[Converter, frozenset[str]] | None:
+    """The converter of an ONNX op that an element-wise op's definition names
+    (``OpDef.onnx``): the same operands, no attributes."""
+    op = next((d for d in all_ops() if d.onnx == onnx_op and SCALAR_FORM in d.traits), None)
+    if op is None:
+        return None
+    return (lambda n: [n.emit(op.name, *(n.value(i) for i in range(op.num_args[0])))],
+            frozenset())
 
 
 @converter("Pow")

@@ -74,8 +74,7 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
              operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run the kernel of ``opname`` on numpy operands; results have the declared
     dtypes and shapes (scalars are 0-d arrays)."""
-    _load()
-    fn = KERNELS.get(opname)
+    fn = kernel_for(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
     attrs = lookup(opname).with_defaults(attrs)
@@ -96,6 +95,25 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
                               f"expected {tuple(shape)}")
         results.append(arr)
     return results
+
+
+def kernel_for(opname: str) -> Kernel | None:
+    """The op's kernel: its REFERENCE hook, or one running its definition's numpy
+    reference."""
+    _load()
+    op = lookup(opname)
+    if op is None:
+        return None
+    fn = REFERENCE.of(op)
+    if fn is None and op.numpy is not None:
+        fn = _numpy_kernel(op.numpy)
+    return fn
+
+
+def _numpy_kernel(reference: Callable[..., Any]) -> Kernel:
+    def run(attrs, result_types, *operands):
+        return [np.asarray(reference(*map(np.asarray, operands)))]
+    return run
 
 
 _LOADED = False

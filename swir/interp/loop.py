@@ -51,7 +51,7 @@ import numpy as np
 from swir.diagnostics import Diagnostic, Location
 from swir.interp import kernels as _kernels
 from swir.interp.graph import MAX_STEPS, constant_array, dense_array, load_file_global
-from swir.interp.kernels import KERNELS, dtype_of
+from swir.interp.kernels import dtype_of
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import (
     Access,
@@ -71,7 +71,8 @@ from swir.ir.core import (
 )
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.elementwise import COMPARE, UNARY
+from swir.ops.registry import SCALAR_FORM
 
 # Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
 # dma stages have interpreters of their own, subclasses of LoopInterpreter).
@@ -445,8 +446,7 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
     """A callable running the graph kernel of ``op`` on scalars: operands as 0-d
     arrays, the result converted to its type exactly as ``kernels.evaluate``
     does, and returned in the interpreter's representation."""
-    _kernels._load()
-    fn = KERNELS.get(op)
+    fn = _kernels.kernel_for(op)
     if fn is None:
         raise KeyError(op)
     asarray = np.asarray
@@ -713,7 +713,7 @@ class Emit:
         if inst.regions and self.depth >= MAX_INLINE_DEPTH:
             self.interp.compile_unit(self, inst)
             return
-        fn = self.interp.emitters.get(inst.opname)
+        fn = emitter_for(self.interp.emitters, inst)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.interp.stage} "
                              "stage (the interpreter has no rule for it)", inst.loc)
@@ -969,7 +969,7 @@ class LoopInterpreter:
         free = free_values(inst)
         u = Emit(self, parent.function)
         params = [u.name(v) for v in free]
-        fn = self.emitters.get(inst.opname)
+        fn = emitter_for(self.emitters, inst)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.stage} stage",
                              inst.loc)
@@ -1143,8 +1143,13 @@ def _emit_elementwise(e: Emit, inst: Instruction) -> None:
     e.line(f"{res} = {e.bind(fn, 'op_' + op)}({', '.join(names)})")
 
 
-for _op in [*UNARY, *BINARY, *COMPARE, "select", "cast"]:
-    emitter(_op)(_emit_elementwise)
+def emitter_for(emitters: Mapping[str, OpEmitter], inst: Instruction) -> OpEmitter | None:
+    """The op's emitter in ``emitters``; an element-wise op (SCALAR_FORM) has the
+    shared one unless the table has its own."""
+    fn = emitters.get(inst.opname)
+    if fn is None and inst.opdef is not None and SCALAR_FORM in inst.opdef.traits:
+        return _emit_elementwise
+    return fn
 
 
 @emitter("call")

@@ -599,7 +599,7 @@ def _infer_gelu(inst: Instruction) -> list[Type]:
 def _op(name: str, summary: str, operands: Operands, infer, category: str,
         onnx: str, attrs: tuple[Attr, ...] = (), **kw) -> OpDef:
     return register(OpDef(name, summary, stages=GRAPH, operands=operands, attrs=attrs,
-                          infer=infer, category=category, extra={"onnx": onnx}, **kw))
+                          infer=infer, category=category, onnx=onnx, **kw))
 
 
 _INPUT = Operands(("x",), "the input")

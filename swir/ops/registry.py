@@ -77,6 +77,19 @@ FLOP = Trait(
 
 
 @dataclass(frozen=True)
+class CExpr:
+    """An element-wise op's C expression, which swir.codegen.scalar renders:
+    ``template`` with ``{0}``, ``{1}``, ... the operands and ``{one}`` the
+    constant 1 of the type. ``in_double``: the operands are converted to double
+    and the result rounded back to the type (as the reference computes in f64);
+    ``float_only``: the op has no C form on integers and i1."""
+
+    template: str
+    in_double: bool = False
+    float_only: bool = True
+
+
+@dataclass(frozen=True)
 class Operands:
     """An op's named operands: a name ending in ``?`` is optional (it and the
     ones after it may be left out), in ``+`` takes one or more operands.
@@ -123,6 +136,12 @@ class OpDef:
     # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
     context: str | None = None
     extra: dict = field(default_factory=dict)
+    # Element-wise ops' facts as data: the reference on numpy arrays (operands
+    # already broadcast-compatible, the result rounded to the result type by the
+    # interpreter), the C expression, and the ONNX op converted 1:1 to this one.
+    numpy: Callable[..., Any] | None = None
+    c_expr: CExpr | None = None
+    onnx: str | None = None
     # The stages' per-op functions, by Hook name (attached by Hook.register).
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -236,7 +255,8 @@ class _HookTable(Mapping):
 
 # The interpreter's numpy kernel of each graph op (swir.interp.kernels*); a
 # fused group runs its region instead.
-REFERENCE = Hook("interpreter kernel", lambda op: computes(op) and op.num_regions == 0)
+REFERENCE = Hook("interpreter kernel",
+                 lambda op: computes(op) and op.num_regions == 0 and op.numpy is None)
 # The -lower-loops rule of each graph op (swir.lowering); SCALAR_FORM ops share
 # the element-wise rule, which composes their scalar forms.
 LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits)

@@ -8,11 +8,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from swir.codegen import emulate
+from swir.codegen.project import Options, generate, write_project
+from swir.frontend.onnx_import import import_onnx
+from swir.interp.loop import io_signature
+from swir.interp.run import run_function
+from swir.ops.elementwise import elementwise_op
 from swir.ops.graph import BATCH_NORM, CONV2D, CONCAT, LAYER_NORM
-from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, Operands,
-                               all_ops, lookup)
+from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, CExpr,
+                               Operands, all_ops, lookup, register, unregister)
+from swir.parser import parse_module
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.passes.pipelines import compile_pipeline, level_options
+from swir.printer import print_module
+from swir.verifier import verify
 
 SWIR = Path(__file__).resolve().parents[2] / "swir"
 
@@ -107,3 +120,118 @@ def test_an_op_without_a_hook_is_an_error_when_the_stage_loads(hook, stage):
     assert run.returncode != 0
     assert "MissingHook" in run.stderr, run.stderr
     assert "for op(s): lonely" in run.stderr, run.stderr
+
+
+# -- a new element-wise op is one definition -------------------------------------------
+#
+# toy_softsign is defined here and nowhere else: its shape rule, numpy reference,
+# C expression and ONNX name are its definition's. It is parsed, interpreted at
+# the graph stage, lowered by swir-cg's pipeline, compiled to C, built with
+# `make emu` and run; the program's output equals the interpreter's.
+
+def _softsign(x: np.ndarray) -> np.ndarray:
+    wide = x.astype(np.float64)  # in f64 and rounded once, as the C form computes
+    return (wide / (1.0 + np.abs(wide))).astype(x.dtype)
+
+
+TOY = elementwise_op("toy_softsign", "Element-wise x / (1 + |x|).", 1, "float",
+                     numpy=_softsign,
+                     c_expr=CExpr("({0} / (1.0 + fabs({0})))", in_double=True),
+                     onnx="Softsign")
+
+TOY_MODULE = """
+module "toy"
+stage graph
+
+func @main(%x: <3 x 37 x f32>, %y: <37 x f32>) -> <3 x 37 x f32> {
+  %s = toy_softsign %x : <3 x 37 x f32>
+  %a = add %s, %y : <3 x 37 x f32>
+  %t = toy_softsign %a : <3 x 37 x f32>
+  return %t
+}
+"""
+
+
+@pytest.fixture
+def toy_op():
+    register(TOY)
+    yield TOY
+    unregister(TOY)
+
+
+def test_a_toy_elementwise_op_runs_end_to_end(toy_op, tmp_path):
+    m = parse_module(TOY_MODULE, "<toy>")
+    verify(m)
+    rng = np.random.default_rng(7)
+    args = [rng.normal(0, 3, (3, 37)).astype(np.float32),
+            rng.normal(0, 1, (37,)).astype(np.float32)]
+    (want,) = run_function(m, m.lookup("main"), args)
+    np.testing.assert_array_equal(want, _softsign(_softsign(args[0]) + args[1]))
+    # swir-cg's pipeline for a graph module: -O3's graph passes (which fuse the
+    # three ops into one kernel), then the lowering.
+    passes = [pass_class(n)(**level_options(n)) for n in compile_pipeline("graph")]
+    PassManager(passes, verify_each=True).run(m)
+    assert m.stage == "dma"
+    assert sum(i.opname == "toy_softsign" for i in m.walk()) == 2  # in a CPE loop body
+    write_project(generate(m, Options(source="<toy>")), str(tmp_path / "p"), force=False)
+    program = emulate.build(tmp_path / "p", "toy")
+    ins, outs = io_signature(m.lookup("main"))
+    run = emulate.run(program, args, [p.type for p in ins], outs)
+    np.testing.assert_array_equal(run.outputs[0], want)
+    assert "fabs((double)" in (tmp_path / "p" / "layers_slave.c").read_text()
+
+
+def test_a_toy_elementwise_op_imports_from_onnx(toy_op, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Softsign", ["x"], ["y"])], "toy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=9)
+    onnx.save(model, tmp_path / "toy.onnx")
+    imported = import_onnx(tmp_path / "toy.onnx", "toy.weights")
+    verify(imported.module)
+    assert "toy_softsign %x" in print_module(imported.module)
+
+
+def test_a_toy_op_is_gone_when_unregistered():
+    assert lookup("toy_softsign") is None
+
+
+# -- docs/ir.md's op reference agrees with the definitions -----------------------------
+
+def _sections(doc: str) -> dict[str, str]:
+    """Each graph op's reference section (a ``####`` heading may name several)."""
+    out: dict[str, str] = {}
+    parts = re.split(r"^#### ", doc, flags=re.M)[1:]
+    for part in parts:
+        heading, _, body = part.partition("\n")
+        body = body.split("\n### ")[0]
+        for name in re.findall(r"`(\w+)`", heading):
+            out[name] = body
+    return out
+
+
+def _with_references(sections: dict[str, str], name: str) -> str:
+    """An op's section and the sections it defers to ("as `max_pool2d`")."""
+    text = sections[name]
+    for other in re.findall(r"as `(\w+)`", text):
+        text += sections.get(other, "")
+    return text
+
+
+def test_the_op_reference_in_ir_md_matches_the_definitions():
+    from swir.printer import format_attr
+    doc = (SWIR.parent / "docs" / "ir.md").read_text()
+    sections = _sections(doc)
+    for op in all_ops():
+        if op.stages != frozenset({"graph"}) or op.name not in sections:
+            continue
+        text = _with_references(sections, op.name)
+        assert f"Category: `{op.category}`" in text, op.name
+        for a in op.attrs:
+            assert f"`{a.name}`" in text, (op.name, a.name)
+            if a.default is not None:
+                assert f"`{format_attr(a.default)}`" in text, (op.name, a.name, a.default)
