@@ -50,6 +50,8 @@ def _load() -> None:
         for m in _RULE_MODULES:
             importlib.import_module(f"swir.lowering.{m}")
         LOWERING.check_complete()
+        from swir.lowering.elementwise import EXPANSION
+        EXPANSION.check_complete()
         _LOADED = True
 
 

@@ -16,8 +16,14 @@ from swir.ir.core import Instruction, Value
 from swir.ir.types import F64, ScalarType, TensorType
 from swir.lowering import OpLowering
 from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
+from swir.ops.graph import BATCH_NORM, CLIP, GELU, LEAKY_RELU
+from swir.ops.registry import SCALAR_FORM, Hook
 from swir.ops.util import attr
 
+# The scalar form of an element-wise graph op that is not itself an op of loop
+# bodies (a composite), in loop-stage ops: ``expand(k, inst, vals, elem)``.
+EXPANSION = Hook("scalar expansion",
+                 lambda op: SCALAR_FORM in op.traits and "loop" not in op.stages)
 
 
 def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
@@ -32,31 +38,18 @@ def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
 
 def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Value:
     """The scalar form of element-wise graph op ``inst`` on ``vals``."""
-    name = inst.opname
-    elem = _element(inst.results[0].type)
-    if name == "cast":
-        return k.op("cast", vals[0], to=elem)
     if "loop" in inst.opdef.stages:  # the op itself computes on scalars in loop bodies
-        return k.op(name, *vals)
-    if name == "clip":
-        return _clip(k, inst, vals[0], elem)
-    if name == "leaky_relu":
-        alpha = k.const(attr(inst, "alpha"), elem)
-        zero = k.const(0.0, elem)
-        neg = k.op("mul", alpha, vals[0])
-        return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
-    if name == "gelu":
-        return _gelu(k, inst, vals[0], elem)
-    if name == "batch_norm":
-        return _batch_norm(k, inst, vals, elem)
-    raise AssertionError(f"no scalar form for '{name}'")
+        return k.op(inst.opname, *vals, **inst.attrs)  # cast's 'to' is the result element
+    return EXPANSION.of(inst.opdef)(k, inst, vals, _element(inst.results[0].type))
 
 
 def _element(t) -> ScalarType:
     return t.element if isinstance(t, TensorType) else t
 
 
-def _clip(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+@EXPANSION.register(CLIP)
+def _clip(k: KernelBuilder, inst: Instruction, vals: list[Value], elem: ScalarType) -> Value:
+    x = vals[0]
     for bound, op in (("min", "max"), ("max", "min")):
         if inst.attrs.get(bound) is not None:
             v = to_dtype(inst.attrs[bound], dtype_of(elem)).item()
@@ -72,10 +65,20 @@ def _narrow(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
     return x if elem == F64 else k.op("cast", x, to=elem)
 
 
-def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+@EXPANSION.register(LEAKY_RELU)
+def _leaky_relu(k: KernelBuilder, inst: Instruction, vals: list[Value],
+                elem: ScalarType) -> Value:
+    alpha = k.const(attr(inst, "alpha"), elem)
+    zero = k.const(0.0, elem)
+    neg = k.op("mul", alpha, vals[0])
+    return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
+
+
+@EXPANSION.register(GELU)
+def _gelu(k: KernelBuilder, inst: Instruction, vals: list[Value], elem: ScalarType) -> Value:
     """In f64 like the graph kernel: x / (1 + exp(-2z)) for the tanh form,
     0.5 x (1 + erf(|x| / sqrt 2)), or 0.5 x erfc(|x| / sqrt 2) for x < 0."""
-    w = _wide(k, x, elem)
+    w = _wide(k, vals[0], elem)
     c = lambda v: k.const(v, F64)
     if attr(inst, "approximate") == "tanh":
         cube = k.op("mul", k.op("mul", k.op("mul", c(0.044715), w), w), w)
@@ -90,6 +93,7 @@ def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
     return _narrow(k, k.op("select", k.op("lt", w, c(0.0)), tail, body), elem)
 
 
+@EXPANSION.register(BATCH_NORM)
 def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],
                 elem: ScalarType) -> Value:
     """(x - mean) * scale / sqrt(var + eps) + bias, in f64 like the graph kernel."""

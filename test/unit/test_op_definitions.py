@@ -17,7 +17,7 @@ from swir.frontend.onnx_import import import_onnx
 from swir.interp.loop import io_signature
 from swir.interp.run import run_function
 from swir.ops.elementwise import elementwise_op
-from swir.ops.graph import BATCH_NORM, CONV2D, CONCAT, LAYER_NORM
+from swir.ops.graph import BATCH_NORM, CONCAT, CONV2D, GELU, LAYER_NORM
 from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, CExpr,
                                Operands, all_ops, lookup, register, unregister)
 from swir.parser import parse_module
@@ -102,6 +102,9 @@ def test_stage_hooks_are_attached_to_the_definitions():
     assert rule_for("relu") is rule_for("gelu")  # SCALAR_FORM ops share one rule
     REFERENCE.check_complete()
     LOWERING.check_complete()
+    from swir.lowering.elementwise import EXPANSION
+    assert EXPANSION.of(GELU) is not None and EXPANSION.of(lookup("add")) is None
+    EXPANSION.check_complete()
 
 
 @pytest.mark.parametrize("hook, stage", [
