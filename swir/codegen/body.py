@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from swir.codegen.project import Project
 
 
-
-
 def pointer_type(t: ShapedType, const: bool = False) -> tuple[str, str]:
     """The C type of a pointer through which buffer ``t`` is indexed as
     ``A[i][j]``, split around the declarator: ``float (*`` / ``)[1024]``."""

@@ -1,6 +1,8 @@
-"""The op registry: every op kind declares its operands, attributes,
-result-type rule (shape inference), the stages where it is legal, and traits
-the passes rely on (pure, terminator, commutative).
+"""The op registry: every op kind declares its operands, attributes (with their
+defaults and checks), result-type rule (shape inference), the stages where it
+is legal, and traits the passes rely on (pure, terminator, commutative,
+SCALAR_FORM, ...). Later stages attach their per-op functions to the
+definitions as hooks (:class:`Hook`); docs/adding-an-op.md shows how.
 
 Ops are registered by the modules of this package (``swir.ops.common``,
 ``swir.ops.graph``, ``swir.ops.loop``); :func:`lookup` imports them on first use.
@@ -28,11 +30,6 @@ ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
 LOOP_AND_LATER = frozenset({"loop", "buffered", "dma"})
 BUFFERED_AND_LATER = frozenset({"buffered", "dma"})
 DMA_ONLY = frozenset({"dma"})
-
-
-# Attribute kinds (``Attr.kind``); the verifier checks a value against its kind.
-INT, FLOAT, BOOL, STR, TYPE = "int", "float", "bool", "str", "type"
-INTS, FLOATS = "ints", "floats"  # lists of ints / of numbers
 
 
 @dataclass(frozen=True)
