@@ -74,6 +74,7 @@ from swir.interp.loop import loop_range
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
+from swir.ops.registry import FLOP
 from swir.ir.core import (
     Access,
     Apply,
@@ -95,9 +96,6 @@ from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
 DMA_OPS = ("dma_get", "dma_put")
 # The reply words of double-buffered gets: they overlap the previous tile's compute.
 DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
-# Element-wise ops that are not floating-point arithmetic: conversions,
-# choices, comparisons, logic.
-NOT_FLOPS = ("cast", "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not")
 # Ops whose execution counts are what the traffic is made of.
 COUNTED_OPS = ("dma_get", "dma_put", "dma_wait", "spawn")
 # Generated Python nests at most this many `for` statements (CPython allows 20
@@ -374,8 +372,7 @@ def flops_of(inst: Instruction) -> int:
     ...; transcendental functions count 1 too), 0 for anything else
     (loads, stores, index arithmetic, casts, comparisons)."""
     d = inst.opdef
-    if d is None or d.category != "elementwise" or inst.opname in NOT_FLOPS \
-            or len(inst.results) != 1:
+    if d is None or FLOP not in d.traits or len(inst.results) != 1:
         return 0
     return 1 if getattr(inst.results[0].type, "is_float", False) else 0
 

@@ -30,12 +30,10 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.registry import SCALAR_FORM
 
 if TYPE_CHECKING:
     from swir.codegen.project import Project
-
-ELEMENTWISE = frozenset([*UNARY, *BINARY, *COMPARE, "select", "cast"])
 
 
 def pointer_type(t: ShapedType, const: bool = False) -> tuple[str, str]:
@@ -169,7 +167,7 @@ class BodyEmitter:
     def instruction(self, inst: Instruction) -> None:
         op = inst.opname
         fn = _STATEMENTS.get(op)
-        if fn is None and op in ELEMENTWISE:
+        if fn is None and _computes_on_scalars(inst):
             fn = _elementwise
         if fn is None:
             raise self.fail(f"'{op}' has no C translation in a "
@@ -208,6 +206,12 @@ def _const(e: BodyEmitter, inst: Instruction) -> None:
                      f"at this stage, got {t}", inst)
     v = constant_array(inst.args[0], t)[()]
     _emit_value(e, inst, scalar.literal(v, t))
+
+
+def _computes_on_scalars(inst: Instruction) -> bool:
+    """An element-wise op of loop bodies: its C is ``scalar.expression``."""
+    op = inst.opdef
+    return op is not None and SCALAR_FORM in op.traits and "dma" in op.stages
 
 
 def _elementwise(e: BodyEmitter, inst: Instruction) -> None:

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from swir.ir.types import INDEX, ScalarType
+from swir.ops.registry import SCALAR_FORM, CExpr, MissingHook, all_ops, lookup
 
 C_TYPES = {"f16": "swir_f16", "f32": "float", "f64": "double", "i1": "bool",
            "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
@@ -27,8 +28,6 @@ _UNSIGNED = {"i32": "uint32_t", "i64": "uint64_t", "index": "unsigned long"}
 _INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"),
                "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX"),
                "index": ("INT64_MIN", "INT64_MAX")}
-_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "swir_erf",
-         "erfc": "swir_erfc"}
 # Every libm function the generated code can call, on the MPE and on the CPEs
 # alike (layers_slave.c and layers_mix.h's helpers: one code path, so the
 # emulation runs what the CPEs will): what the CPE's math library (-lm_slave)
@@ -98,20 +97,17 @@ def _d(t: ScalarType, a: str) -> str:
 
 def expression(op: str, operand_types: list[ScalarType], args: list[str],
                result: ScalarType, attrs: dict) -> str:
-    """The C expression computing element-wise ``op`` on scalar operands."""
+    """The C expression computing element-wise ``op`` on scalar operands: the
+    op definition's ``c_expr``, or one of the TYPED_FORMS written here."""
     t = operand_types[-1]
+    definition = lookup(op)
+    if definition is not None and definition.c_expr is not None:
+        return _from_definition(op, definition.c_expr, t, args)
     a = args[0]
     b = args[1] if len(args) > 1 else ""
     is_bool, is_float = t.name == "i1", t.is_float
     if op == "cast":
         return _cast(operand_types[0], result, a)
-    if op == "select":
-        return f"({a} ? {b} : {args[2]})"
-    compare = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-    if op in compare:
-        return f"({a} {compare[op]} {b})"
-    if op in ("and", "or", "not"):
-        return {"and": f"({a} && {b})", "or": f"({a} || {b})", "not": f"!{a}"}[op]
     if is_bool:
         return _bool_op(op, a, b)
     if op in ("add", "sub", "mul"):
@@ -133,9 +129,31 @@ def expression(op: str, operand_types: list[ScalarType], args: list[str],
         zero = literal(0, t)
         keep_nan = f" || {a} != {a}" if is_float else ""
         return f"(({a} > {zero}{keep_nan}) ? {a} : {zero})"
-    if not is_float:
+    raise Unsupported(f"'{op}' on {t} has no C form")
+
+
+# The ops whose C form depends on the operand type beyond float or not (integers
+# wrap, i1 is logic), written in :func:`expression`; every other element-wise op
+# of loop bodies has a CExpr in its definition.
+TYPED_FORMS = frozenset({"cast", "add", "sub", "mul", "div", "neg", "abs", "max", "min",
+                         "relu"})
+
+
+def _from_definition(op: str, form: CExpr, t: ScalarType, args: list[str]) -> str:
+    if form.float_only and not t.is_float:
         raise Unsupported(f"'{op}' on {t} has no C form")
-    return _float_op(op, t, a, b)
+    if form.in_double:
+        return _in_double(t, form.template.format(*(_d(t, a) for a in args)))
+    return form.template.format(*args, one=literal(1, t))
+
+
+def check_c_forms() -> None:
+    """Every element-wise op of loop bodies has a C form (run when codegen loads)."""
+    missing = [op.name for op in all_ops()
+               if SCALAR_FORM in op.traits and "dma" in op.stages
+               and op.c_expr is None and op.name not in TYPED_FORMS]
+    if missing:
+        raise MissingHook(f"no C expression for op(s): {', '.join(missing)}")
 
 
 def _bool_op(op: str, a: str, b: str) -> str:
@@ -149,23 +167,6 @@ def _bool_op(op: str, a: str, b: str) -> str:
     if op in ("neg", "abs", "relu"):
         return a
     raise Unsupported(f"'{op}' on i1 has no C form")
-
-
-def _float_op(op: str, t: ScalarType, a: str, b: str) -> str:
-    one = literal(1, t)
-    if op in _LIBM:
-        return _in_double(t, f"{_LIBM[op]}({_d(t, a)})")
-    if op == "rsqrt":
-        return _in_double(t, f"(1.0 / sqrt({_d(t, a)}))")
-    if op == "reciprocal":
-        return f"({one} / {a})"
-    if op == "sigmoid":
-        return _in_double(t, f"(1.0 / (1.0 + exp(-{_d(t, a)})))")
-    if op in ("floor", "ceil"):
-        return _in_double(t, f"{op}({_d(t, a)})")
-    if op == "pow":
-        return _in_double(t, f"pow({_d(t, a)}, {_d(t, b)})")
-    raise Unsupported(f"'{op}' on {t} has no C form")
 
 
 def _cast(src: ScalarType, dst: ScalarType, a: str) -> str:
@@ -268,3 +269,6 @@ def helpers() -> str:
                    f": ({ct})x; }}")
     out.append(ERF_C.rstrip("\n"))
     return "\n".join(out) + "\n"
+
+
+check_c_forms()

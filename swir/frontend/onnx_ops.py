@@ -28,7 +28,8 @@ from swir.frontend.onnx_types import (
 from swir.ir.core import Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType, size_error
-from swir.ops.registry import OpError
+from swir.ops.graph import BATCH_NORM, LAYER_NORM
+from swir.ops.registry import SCALAR_FORM, OpError, all_ops
 
 Converter = Callable[["Node"], list]
 CONVERTERS: dict[str, tuple[Converter, frozenset[str]]] = {}
@@ -173,7 +174,7 @@ def fold(n: Node) -> list:
 def convert(n: Node) -> list:
     if n.proto.domain not in ("", "ai.onnx"):
         n.fail(f"operators of domain '{n.proto.domain}' are not supported")
-    entry = CONVERTERS.get(n.op)
+    entry = CONVERTERS.get(n.op) or one_to_one(n.op)
     if entry is None:
         n.fail("this operator is not supported by swir-import (docs/frontend.md lists "
                "the supported ones)")
@@ -217,22 +218,14 @@ def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
 
 # -- element-wise ------------------------------------------------------------------------
 
-UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
-         "Exp": "exp", "Log": "log", "Abs": "abs", "Neg": "neg", "Reciprocal": "reciprocal",
-         "Floor": "floor", "Ceil": "ceil", "Not": "not"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "eq",
-          "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge",
-          "And": "and", "Or": "or"}
-
-
-@converter(*UNARY)
-def unary(n: Node) -> list:
-    return [n.emit(UNARY[n.op], n.value(0))]
-
-
-@converter(*BINARY)
-def binary(n: Node) -> list:
-    return [n.emit(BINARY[n.op], n.value(0), n.value(1))]
+def one_to_one(onnx_op: str) -> tuple[Converter, frozenset[str]] | None:
+    """The converter of an ONNX op that an element-wise op's definition names
+    (``OpDef.onnx``): the same operands, no attributes."""
+    op = next((d for d in all_ops() if d.onnx == onnx_op and SCALAR_FORM in d.traits), None)
+    if op is None:
+        return None
+    return (lambda n: [n.emit(op.name, *(n.value(i) for i in range(op.num_args[0])))],
+            frozenset())
 
 
 @converter("Pow")
@@ -495,14 +488,15 @@ def batch_norm(n: Node) -> list:
     if int(n.attr("training_mode", 0)):
         n.fail("training mode is not supported (swir compiles inference)")
     args = [n.value(i) for i in range(5)]
-    return [n.emit("batch_norm", *args, epsilon=float(n.attr("epsilon", 1e-5))), None, None]
+    epsilon = float(n.attr("epsilon", BATCH_NORM.attr("epsilon").default))  # ONNX's is swir's
+    return [n.emit("batch_norm", *args, epsilon=epsilon), None, None]
 
 
 @converter("LayerNormalization", attrs="axis epsilon stash_type")
 def layer_norm(n: Node) -> list:
     args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
     y = n.emit("layer_norm", *args, axis=int(n.attr("axis", -1)),
-               epsilon=float(n.attr("epsilon", 1e-5)))
+               epsilon=float(n.attr("epsilon", LAYER_NORM.attr("epsilon").default)))
     return [y, None, None]   # Mean and InvStdDev are not supported
 
 

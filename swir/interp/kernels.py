@@ -1,13 +1,14 @@
 """Per-op kernels of the graph-stage interpreter, in numpy.
 
-A kernel computes one instruction from its operand arrays:
+A kernel computes one instruction from its operand arrays; it is attached to
+the op's definition (the REFERENCE hook):
 
-    @kernel("add")
-    def _add(attrs, result_types, a, b):
-        return [np.add(a, b)]
+    @kernel(MATMUL)
+    def _matmul(attrs, result_types, a, b):
+        return [np.matmul(a, b)]
 
-``attrs`` is the instruction's attribute dict (defaults NOT filled in: a kernel
-applies the defaults documented in docs/ir.md), ``result_types`` the declared
+``attrs`` is the instruction's attribute dict with the defaults its op definition
+declares filled in (``OpDef.with_defaults``), ``result_types`` the declared
 result types (shapes already verified by the op's result-type rule). A kernel
 returns one array per result; :func:`evaluate` casts each to its result's dtype
 and checks its shape. Kernels never mutate their operands.
@@ -19,26 +20,22 @@ on constant operands (a later ``-fold-constants`` pass calls it).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
+from swir.ops.registry import REFERENCE, OpDef, lookup
 
 Kernel = Callable[..., list[np.ndarray]]
-KERNELS: dict[str, Kernel] = {}
+KERNELS: Mapping[str, Kernel] = REFERENCE.by_name()  # by op name, for look-ups
 
-def kernel(*names: str) -> Callable[[Kernel], Kernel]:
-    """Register a kernel for one or more op names."""
-    def register(fn: Kernel) -> Kernel:
-        for n in names:
-            if n in KERNELS:
-                raise ValueError(f"kernel for '{n}' registered twice")
-            KERNELS[n] = fn
-        return fn
-    return register
+
+def kernel(*ops: OpDef) -> Callable[[Kernel], Kernel]:
+    """Attach a kernel to one or more op definitions."""
+    return REFERENCE.register(*ops)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -68,9 +65,10 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
              operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run the kernel of ``opname`` on numpy operands; results have the declared
     dtypes and shapes (scalars are 0-d arrays)."""
-    fn = KERNELS.get(opname)
+    fn = kernel_for(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
+    attrs = lookup(opname).with_defaults(attrs)
     # inf / nan follow IEEE, as in ONNX runtimes, also when the f64 result is
     # rounded to a narrower type below.
     with np.errstate(all="ignore"):
@@ -88,3 +86,22 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
                               f"expected {tuple(shape)}")
         results.append(arr)
     return results
+
+
+def kernel_for(opname: str) -> Kernel | None:
+    """The op's kernel: its REFERENCE hook, or one running its definition's numpy
+    reference."""
+    op = lookup(opname)
+    if op is None:
+        return None
+    fn = REFERENCE.of(op)
+    if fn is None and op.numpy is not None:
+        fn = _numpy_kernel(op.numpy)
+    return fn
+
+
+def _numpy_kernel(reference: Callable[..., Any]) -> Kernel:
+    def run(attrs, result_types, *operands):
+        return [np.asarray(reference(*map(np.asarray, operands)))]
+    return run
+

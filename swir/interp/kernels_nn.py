@@ -24,6 +24,8 @@ from numpy.lib.stride_tricks import as_strided
 from swir.interp.kernels import erf, erfc, kernel
 from swir.ir.dtypes import lowest
 from swir.ir.types import ShapedType, Type
+from swir.ops.graph import (AVG_POOL2D, BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, GELU,
+                            GLOBAL_AVG_POOL2D, LAYER_NORM, LOG_SOFTMAX, MATMUL, MAX_POOL2D, SOFTMAX)
 from swir.ops.semantics import pool_counts
 
 # -- helpers -----------------------------------------------------------------------
@@ -38,24 +40,8 @@ def _wide(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _ints(attrs: dict[str, Any], name: str, default: list[int]) -> list[int]:
-    v = attrs.get(name)
-    return list(default) if v is None else [int(e) for e in v]
-
-
-def _int(attrs: dict[str, Any], name: str, default: int) -> int:
-    v = attrs.get(name)
-    return default if v is None else int(v)
-
-
-def _float(attrs: dict[str, Any], name: str, default: float) -> float:
-    v = attrs.get(name)
-    return default if v is None else float(v)
-
-
-def _bool(attrs: dict[str, Any], name: str, default: bool) -> bool:
-    v = attrs.get(name)
-    return default if v is None else bool(v)
+def _ints(attrs: dict[str, Any], name: str) -> list[int]:
+    return [int(e) for e in attrs[name]]
 
 
 def _out_hw(result_types: list[Type]) -> tuple[int, int]:
@@ -102,25 +88,25 @@ def _channel(p: np.ndarray, rank: int) -> np.ndarray:
     return p.reshape((p.shape[0],) + (1,) * (rank - 2))
 
 
-def _axis(attrs: dict[str, Any], rank: int, default: int = -1) -> int:
-    return _int(attrs, "axis", default) % rank
+def _axis(attrs: dict[str, Any], rank: int) -> int:
+    return int(attrs["axis"]) % rank
 
 
 # -- matmul ------------------------------------------------------------------------
 
-@kernel("matmul")
+@kernel(MATMUL)
 def _matmul(attrs, result_types, a, b):
     return [np.matmul(_wide(a), _wide(b))]
 
 
 # -- convolution ---------------------------------------------------------------------
 
-@kernel("conv2d")
+@kernel(CONV2D)
 def _conv2d(attrs, result_types, x, w, bias=None):
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
-    groups = _int(attrs, "groups", 1)
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
+    groups = int(attrs["groups"])
     x, w = _wide(x), _wide(w)
     n, c, _, _ = x.shape
     o, cg, kh, kw = w.shape
@@ -139,13 +125,13 @@ def _conv2d(attrs, result_types, x, w, bias=None):
     return [y]
 
 
-@kernel("conv_transpose2d")
+@kernel(CONV_TRANSPOSE2D)
 def _conv_transpose2d(attrs, result_types, x, w, bias=None):
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
-    out_pad = _ints(attrs, "output_padding", [0, 0])
-    groups = _int(attrs, "groups", 1)
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
+    out_pad = _ints(attrs, "output_padding")
+    groups = int(attrs["groups"])
     x, w = _wide(x), _wide(w)
     n, c, h, wd = x.shape
     _, og, kh, kw = w.shape
@@ -175,12 +161,12 @@ def _conv_transpose2d(attrs, result_types, x, w, bias=None):
 
 # -- pooling -----------------------------------------------------------------------
 
-@kernel("max_pool2d")
+@kernel(MAX_POOL2D)
 def _max_pool2d(attrs, result_types, x):
-    kern = _ints(attrs, "kernel", [])
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    dilation = _ints(attrs, "dilation", [1, 1])
+    kern = _ints(attrs, "kernel")
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
     out_hw = _out_hw(result_types)
     x = np.asarray(x)
     xp = _padded(x, pad, out_hw, kern, stride, dilation, fill=lowest(x.dtype))
@@ -190,12 +176,12 @@ def _max_pool2d(attrs, result_types, x):
 
 
 
-@kernel("avg_pool2d")
+@kernel(AVG_POOL2D)
 def _avg_pool2d(attrs, result_types, x):
-    kern = _ints(attrs, "kernel", [])
-    stride = _ints(attrs, "stride", [1, 1])
-    pad = _ints(attrs, "pad", [0, 0, 0, 0])
-    include_pad = _bool(attrs, "count_include_pad", False)
+    kern = _ints(attrs, "kernel")
+    stride = _ints(attrs, "stride")
+    pad = _ints(attrs, "pad")
+    include_pad = bool(attrs["count_include_pad"])
     out_hw = _out_hw(result_types)
     x = _wide(x)
     xp = _padded(x, pad, out_hw, kern, stride, [1, 1])
@@ -206,23 +192,23 @@ def _avg_pool2d(attrs, result_types, x):
     return [sums / (ch[:, None] * cw[None, :])]
 
 
-@kernel("global_avg_pool2d")
+@kernel(GLOBAL_AVG_POOL2D)
 def _global_avg_pool2d(attrs, result_types, x):
     return [_wide(x).mean(axis=(2, 3), keepdims=True)]
 
 
 # -- normalisation and composites -------------------------------------------------
 
-@kernel("batch_norm")
+@kernel(BATCH_NORM)
 def _batch_norm(attrs, result_types, x, scale, bias, mean, var):
-    eps = _float(attrs, "epsilon", 1e-5)
+    eps = float(attrs["epsilon"])
     x = _wide(x)
     r = x.ndim
     factor = _wide(scale) / np.sqrt(_wide(var) + eps)
     return [(x - _channel(_wide(mean), r)) * _channel(factor, r) + _channel(_wide(bias), r)]
 
 
-@kernel("softmax")
+@kernel(SOFTMAX)
 def _softmax(attrs, result_types, x):
     x = _wide(x)
     axis = _axis(attrs, x.ndim)
@@ -230,7 +216,7 @@ def _softmax(attrs, result_types, x):
     return [e / e.sum(axis=axis, keepdims=True)]
 
 
-@kernel("log_softmax")
+@kernel(LOG_SOFTMAX)
 def _log_softmax(attrs, result_types, x):
     x = _wide(x)
     axis = _axis(attrs, x.ndim)
@@ -238,9 +224,9 @@ def _log_softmax(attrs, result_types, x):
     return [shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))]
 
 
-@kernel("layer_norm")
+@kernel(LAYER_NORM)
 def _layer_norm(attrs, result_types, x, scale, bias=None):
-    eps = _float(attrs, "epsilon", 1e-5)
+    eps = float(attrs["epsilon"])
     x = _wide(x)
     axes = tuple(range(_axis(attrs, x.ndim), x.ndim))
     centred = x - x.mean(axis=axes, keepdims=True)
@@ -255,9 +241,9 @@ def _layer_norm(attrs, result_types, x, scale, bias=None):
 
 
 
-@kernel("gelu")
+@kernel(GELU)
 def _gelu(attrs, result_types, x):
-    approximate = attrs.get("approximate") or "none"
+    approximate = attrs["approximate"]
     x = _wide(x)
     if approximate == "tanh":
         # 0.5 x (1 + tanh(z)) = x / (1 + exp(-2z)): no cancellation for x << 0.

@@ -1,8 +1,8 @@
 """numpy kernels of the element-wise ops and of the data-movement and reduction
 tensor ops of the graph stage (docs/ir.md, "Graph-stage op set").
 
-Conventions (see :mod:`swir.interp.kernels`): ``attrs`` holds only the attributes
-written, so every kernel applies the documented defaults itself; the shapes were
+Conventions (see :mod:`swir.interp.kernels`): ``attrs`` has the op definition's
+defaults filled in (a default computed from the operands is the kernel's); the shapes were
 checked by the op's rule, and :func:`swir.interp.kernels.evaluate` casts each
 result to its declared element type.
 
@@ -40,7 +40,12 @@ import numpy as np
 from swir.interp.kernels import DataError, erf, erfc, kernel
 from swir.ir.dtypes import dtype_of, to_dtype
 from swir.ir.types import ScalarType
-from swir.ops.graph import slice_bounds
+from swir.ops.elementwise import CAST, SELECT
+from swir.ops.graph import (ARGMAX, CLIP, CONCAT, EXPAND, FLATTEN, GATHER, LEAKY_RELU, PAD,
+                            REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM,
+                            RESHAPE, RESIZE_NEAREST, SLICE, SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE,
+                            slice_bounds)
+from swir.ops.registry import op_def
 
 _BOOL = np.dtype(np.bool_)
 
@@ -48,6 +53,7 @@ _BOOL = np.dtype(np.bool_)
 # -- helpers ------------------------------------------------------------------------
 
 def _attr(attrs: dict[str, Any], name: str, default: Any) -> Any:
+    """An attribute whose default is computed from the operands."""
     v = attrs.get(name)
     return default if v is None else v
 
@@ -143,7 +149,7 @@ for _name, _fn in (("neg", _neg), ("abs", _abs), ("relu", _relu),
                    ("reciprocal", _reciprocal), ("tanh", _math(np.tanh)),
                    ("sigmoid", _sigmoid), ("erf", _erf), ("erfc", _erfc),
                    ("floor", np.floor), ("ceil", np.ceil), ("not", _not)):
-    kernel(_name)(_unary(_fn))
+    kernel(op_def(_name))(_unary(_fn))
 
 
 # -- element-wise binary ---------------------------------------------------------------
@@ -189,15 +195,15 @@ for _name, _fn in (("add", _arith(np.add)), ("sub", _arith(np.subtract)),
                    ("and", np.logical_and), ("or", np.logical_or),
                    ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                    ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
-    kernel(_name)(_binary(_fn))
+    kernel(op_def(_name))(_binary(_fn))
 
 
-@kernel("select")
+@kernel(SELECT)
 def _select(attrs, result_types, c, x, y):
     return [np.where(_arr(c), _arr(x), _arr(y))]
 
 
-@kernel("cast")
+@kernel(CAST)
 def _cast(attrs, result_types, x):
     to = attrs["to"]
     dt = dtype_of(to if isinstance(to, ScalarType) else result_types[0])
@@ -213,7 +219,7 @@ def _cast(attrs, result_types, x):
 
 # -- composites that are element-wise ---------------------------------------------------
 
-@kernel("clip")
+@kernel(CLIP)
 def _clip(attrs, result_types, x):
     x = _arr(x)
     lo, hi = attrs.get("min"), attrs.get("max")
@@ -225,18 +231,18 @@ def _clip(attrs, result_types, x):
     return [y.copy() if y is x else y]
 
 
-@kernel("leaky_relu")
+@kernel(LEAKY_RELU)
 def _leaky_relu(attrs, result_types, x):
     x = _arr(x)
-    alpha = x.dtype.type(_attr(attrs, "alpha", 0.01))
+    alpha = x.dtype.type(attrs["alpha"])
     return [np.where(x >= 0, x, alpha * x)]
 
 
 # -- reductions ---------------------------------------------------------------------
 
 def _reduce_args(attrs, x: np.ndarray) -> tuple[tuple[int, ...], bool]:
-    axes = _axes(_attr(attrs, "axes", ()), x.ndim) or tuple(range(x.ndim))
-    return axes, bool(_attr(attrs, "keepdims", True))
+    axes = _axes(attrs["axes"], x.ndim) or tuple(range(x.ndim))
+    return axes, bool(attrs["keepdims"])
 
 
 def _acc(x: np.ndarray) -> np.ndarray:
@@ -248,7 +254,7 @@ def _acc(x: np.ndarray) -> np.ndarray:
     return x
 
 
-@kernel("reduce_sum")
+@kernel(REDUCE_SUM)
 def _reduce_sum(attrs, result_types, x):
     x = _arr(x)
     axes, keep = _reduce_args(attrs, x)
@@ -256,7 +262,7 @@ def _reduce_sum(attrs, result_types, x):
     return [np.sum(a, axis=axes, keepdims=keep, dtype=a.dtype)]
 
 
-@kernel("reduce_prod")
+@kernel(REDUCE_PROD)
 def _reduce_prod(attrs, result_types, x):
     x = _arr(x)
     axes, keep = _reduce_args(attrs, x)
@@ -264,7 +270,7 @@ def _reduce_prod(attrs, result_types, x):
     return [np.prod(a, axis=axes, keepdims=keep, dtype=a.dtype)]
 
 
-@kernel("reduce_mean")
+@kernel(REDUCE_MEAN)
 def _reduce_mean(attrs, result_types, x):
     x = _arr(x)
     axes, keep = _reduce_args(attrs, x)
@@ -273,39 +279,39 @@ def _reduce_mean(attrs, result_types, x):
     return [np.sum(a, axis=axes, keepdims=keep) / count]
 
 
-@kernel("reduce_max")
+@kernel(REDUCE_MAX)
 def _reduce_max(attrs, result_types, x):
     x = _arr(x)
     axes, keep = _reduce_args(attrs, x)
     return [np.max(x, axis=axes, keepdims=keep)]  # NaN-propagating
 
 
-@kernel("reduce_min")
+@kernel(REDUCE_MIN)
 def _reduce_min(attrs, result_types, x):
     x = _arr(x)
     axes, keep = _reduce_args(attrs, x)
     return [np.min(x, axis=axes, keepdims=keep)]
 
 
-@kernel("argmax")
+@kernel(ARGMAX)
 def _argmax(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
-    keep = bool(_attr(attrs, "keepdims", True))
+    axis = _axis(attrs["axis"], x.ndim)
+    keep = bool(attrs["keepdims"])
     # np.argmax returns the first maximum (select_last_index = 0).
     return [np.argmax(x, axis=axis, keepdims=keep).astype(np.int64)]
 
 
 # -- data movement ---------------------------------------------------------------------
 
-@kernel("transpose")
+@kernel(TRANSPOSE)
 def _transpose(attrs, result_types, x):
     x = _arr(x)
     perm = _attr(attrs, "perm", tuple(reversed(range(x.ndim))))
     return [np.transpose(x, tuple(perm))]
 
 
-@kernel("reshape")
+@kernel(RESHAPE)
 def _reshape(attrs, result_types, x):
     x = _arr(x)
     shape = [x.shape[i] if d == 0 else d for i, d in enumerate(attrs["shape"])]
@@ -315,28 +321,28 @@ def _reshape(attrs, result_types, x):
     return [x.reshape(shape)]
 
 
-@kernel("flatten")
+@kernel(FLATTEN)
 def _flatten(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 1), x.ndim)
+    axis = _axis(attrs["axis"], x.ndim)
     return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
 
 
-@kernel("concat")
+@kernel(CONCAT)
 def _concat(attrs, result_types, *xs):
     xs = [_arr(x) for x in xs]
     return [np.concatenate(xs, axis=_axis(attrs["axis"], xs[0].ndim))]
 
 
-@kernel("split")
+@kernel(SPLIT)
 def _split(attrs, result_types, x):
     x = _arr(x)
-    axis = _axis(_attr(attrs, "axis", 0), x.ndim)
+    axis = _axis(attrs["axis"], x.ndim)
     bounds = np.cumsum(attrs["sizes"])[:-1]
     return list(np.split(x, bounds, axis=axis))
 
 
-@kernel("slice")
+@kernel(SLICE)
 def _slice(attrs, result_types, x):
     x = _arr(x)
     starts, ends = attrs["starts"], attrs["ends"]
@@ -349,27 +355,27 @@ def _slice(attrs, result_types, x):
     return [x[tuple(index)]]
 
 
-@kernel("pad")
+@kernel(PAD)
 def _pad(attrs, result_types, x):
     x = _arr(x)
     pads = attrs["pads"]
-    mode = _attr(attrs, "mode", "constant")
+    mode = attrs["mode"]
     r = x.ndim
     if r == 0:
         return [x.copy()]
     width = [(pads[i], pads[i + r]) for i in range(r)]
     if mode == "constant":
-        value = to_dtype(_attr(attrs, "value", 0.0), x.dtype)
+        value = to_dtype(attrs["value"], x.dtype)
         return [np.pad(x, width, mode="constant", constant_values=value)]
     if mode in ("reflect", "edge"):
         return [np.pad(x, width, mode=mode)]
     raise ValueError(f"pad mode {mode!r}")
 
 
-@kernel("gather")
+@kernel(GATHER)
 def _gather(attrs, result_types, data, indices):
     data, indices = _arr(data), _arr(indices)
-    axis = _axis(_attr(attrs, "axis", 0), data.ndim)
+    axis = _axis(attrs["axis"], data.ndim)
     n = data.shape[axis]
     bad = np.argwhere((indices < -n) | (indices >= n))
     if len(bad):
@@ -380,7 +386,7 @@ def _gather(attrs, result_types, data, indices):
     return [np.take(data, indices.astype(np.int64), axis=axis)]
 
 
-@kernel("resize_nearest")
+@kernel(RESIZE_NEAREST)
 def _resize_nearest(attrs, result_types, x):
     x = _arr(x)
     scales = attrs["scales"]
@@ -394,23 +400,23 @@ def _resize_nearest(attrs, result_types, x):
     return [x[tuple(index)] if x.ndim else x.copy()]
 
 
-@kernel("expand")
+@kernel(EXPAND)
 def _expand(attrs, result_types, x):
     x = _arr(x)
     shape = np.broadcast_shapes(x.shape, tuple(attrs["shape"]))
     return [np.broadcast_to(x, shape).copy()]
 
 
-@kernel("squeeze")
+@kernel(SQUEEZE)
 def _squeeze(attrs, result_types, x):
     x = _arr(x)
-    axes = _axes(_attr(attrs, "axes", ()), x.ndim)
+    axes = _axes(attrs["axes"], x.ndim)
     if not axes:
         axes = tuple(a for a, d in enumerate(x.shape) if d == 1)
     return [np.squeeze(x, axis=axes)]
 
 
-@kernel("unsqueeze")
+@kernel(UNSQUEEZE)
 def _unsqueeze(attrs, result_types, x):
     x = _arr(x)
     axes = attrs["axes"]

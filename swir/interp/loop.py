@@ -52,7 +52,6 @@ from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
-from swir.interp.kernels import KERNELS
 from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
                                  value_text)
 from swir.ir.core import (
@@ -71,7 +70,8 @@ from swir.ir.constants import constant_array, global_array
 from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.ops.elementwise import COMPARE, UNARY
+from swir.ops.registry import SCALAR_FORM
 
 # Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
 # dma stages have interpreters of their own, subclasses of LoopInterpreter).
@@ -345,7 +345,7 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
     """A callable running the graph kernel of ``op`` on scalars: operands as 0-d
     arrays, the result converted to its type exactly as ``kernels.evaluate``
     does, and returned in the interpreter's representation."""
-    fn = KERNELS.get(op)
+    fn = _kernels.kernel_for(op)
     if fn is None:
         raise KeyError(op)
     asarray = np.asarray
@@ -552,13 +552,17 @@ class LoopInterpreter:
         e.depth -= 1
         e.indent -= 1
 
+    def emitter_for(self, inst: Instruction) -> OpEmitter | None:
+        """This stage's emitter of ``inst`` (see the module function emitter_for)."""
+        return emitter_for(self.emitters, inst)
+
     def compile_unit(self, parent: Emit, inst: Instruction) -> None:
         """Compile a structured instruction nested too deeply into a Python
         function of its free values, and emit a call to it."""
         free = free_values(inst)
         u = Emit(self, parent.function)
         params = [u.name(v) for v in free]
-        fn = self.emitters.get(inst.opname)
+        fn = self.emitter_for(inst)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.stage} stage",
                              inst.loc)
@@ -732,8 +736,13 @@ def _emit_elementwise(e: Emit, inst: Instruction) -> None:
     e.line(f"{res} = {e.bind(fn, 'op_' + op)}({', '.join(names)})")
 
 
-for _op in [*UNARY, *BINARY, *COMPARE, "select", "cast"]:
-    emitter(_op)(_emit_elementwise)
+def emitter_for(emitters: Mapping[str, OpEmitter], inst: Instruction) -> OpEmitter | None:
+    """The op's emitter in ``emitters``; an element-wise op (SCALAR_FORM) has the
+    shared one unless the table has its own."""
+    fn = emitters.get(inst.opname)
+    if fn is None and inst.opdef is not None and SCALAR_FORM in inst.opdef.traits:
+        return _emit_elementwise
+    return fn
 
 
 @emitter("call")

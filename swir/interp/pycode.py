@@ -264,7 +264,7 @@ class Emit:
         if inst.regions and self.depth >= MAX_INLINE_DEPTH:
             self.interp.compile_unit(self, inst)
             return
-        fn = self.interp.emitters.get(inst.opname)
+        fn = self.interp.emitter_for(inst)
         if fn is None:
             raise Diagnostic(f"'{inst.opname}' cannot be executed at the {self.interp.stage} "
                              "stage (the interpreter has no rule for it)", inst.loc)

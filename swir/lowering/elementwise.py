@@ -11,12 +11,16 @@ from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.dtypes import dtype_of, to_dtype  # (the graph kernel's conversion)
 from swir.ir.types import F64, ScalarType, TensorType
-from swir.lowering import lowering
 from swir.lowering.kernel import Epilogue, KernelBuilder, broadcast_index, loop_names
-from swir.ops.elementwise import BINARY, COMPARE, UNARY
+from swir.lowering.rule import OpLowering, share_with_scalar_forms
+from swir.ops.graph import BATCH_NORM, CLIP, GELU, LEAKY_RELU
+from swir.ops.registry import SCALAR_FORM, Hook
+from swir.ops.util import attr
 
-_SIMPLE = set(UNARY) | set(BINARY) | set(COMPARE) | {"select"}
-_WIDE_MATH = {"gelu"}  # computed in f64 for f16/f32, as the graph kernels do
+# The scalar form of an element-wise graph op that is not itself an op of loop
+# bodies (a composite), in loop-stage ops: ``expand(k, inst, vals, elem)``.
+EXPANSION = Hook("scalar expansion",
+                 lambda op: SCALAR_FORM in op.traits and "loop" not in op.stages)
 
 
 def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
@@ -31,31 +35,18 @@ def operand_value(k: KernelBuilder, param: Value, out_idx: Sequence[Expr],
 
 def apply_scalar(k: KernelBuilder, inst: Instruction, vals: list[Value]) -> Value:
     """The scalar form of element-wise graph op ``inst`` on ``vals``."""
-    name = inst.opname
-    elem = _element(inst.results[0].type)
-    if name in _SIMPLE:
-        return k.op(name, *vals)
-    if name == "cast":
-        return k.op("cast", vals[0], to=elem)
-    if name == "clip":
-        return _clip(k, inst, vals[0], elem)
-    if name == "leaky_relu":
-        alpha = k.const(float(inst.attrs.get("alpha", 0.01)), elem)
-        zero = k.const(0.0, elem)
-        neg = k.op("mul", alpha, vals[0])
-        return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
-    if name == "gelu":
-        return _gelu(k, inst, vals[0], elem)
-    if name == "batch_norm":
-        return _batch_norm(k, inst, vals, elem)
-    raise AssertionError(f"no scalar form for '{name}'")
+    if "loop" in inst.opdef.stages:  # the op itself computes on scalars in loop bodies
+        return k.op(inst.opname, *vals, **inst.attrs)  # cast's 'to' is the result element
+    return EXPANSION.of(inst.opdef)(k, inst, vals, _element(inst.results[0].type))
 
 
 def _element(t) -> ScalarType:
     return t.element if isinstance(t, TensorType) else t
 
 
-def _clip(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+@EXPANSION.register(CLIP)
+def _clip(k: KernelBuilder, inst: Instruction, vals: list[Value], elem: ScalarType) -> Value:
+    x = vals[0]
     for bound, op in (("min", "max"), ("max", "min")):
         if inst.attrs.get(bound) is not None:
             v = to_dtype(inst.attrs[bound], dtype_of(elem)).item()
@@ -71,12 +62,22 @@ def _narrow(k: KernelBuilder, x: Value, elem: ScalarType) -> Value:
     return x if elem == F64 else k.op("cast", x, to=elem)
 
 
-def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Value:
+@EXPANSION.register(LEAKY_RELU)
+def _leaky_relu(k: KernelBuilder, inst: Instruction, vals: list[Value],
+                elem: ScalarType) -> Value:
+    alpha = k.const(attr(inst, "alpha"), elem)
+    zero = k.const(0.0, elem)
+    neg = k.op("mul", alpha, vals[0])
+    return k.op("select", k.op("ge", vals[0], zero), vals[0], neg)
+
+
+@EXPANSION.register(GELU)
+def _gelu(k: KernelBuilder, inst: Instruction, vals: list[Value], elem: ScalarType) -> Value:
     """In f64 like the graph kernel: x / (1 + exp(-2z)) for the tanh form,
     0.5 x (1 + erf(|x| / sqrt 2)), or 0.5 x erfc(|x| / sqrt 2) for x < 0."""
-    w = _wide(k, x, elem)
+    w = _wide(k, vals[0], elem)
     c = lambda v: k.const(v, F64)
-    if inst.attrs.get("approximate", "none") == "tanh":
+    if attr(inst, "approximate") == "tanh":
         cube = k.op("mul", k.op("mul", k.op("mul", c(0.044715), w), w), w)
         z = k.op("mul", c(0.7978845608028654), k.op("add", w, cube))
         den = k.op("add", c(1.0), k.op("exp", k.op("mul", c(-2.0), z)))
@@ -89,11 +90,12 @@ def _gelu(k: KernelBuilder, inst: Instruction, x: Value, elem: ScalarType) -> Va
     return _narrow(k, k.op("select", k.op("lt", w, c(0.0)), tail, body), elem)
 
 
+@EXPANSION.register(BATCH_NORM)
 def _batch_norm(k: KernelBuilder, inst: Instruction, vals: list[Value],
                 elem: ScalarType) -> Value:
     """(x - mean) * scale / sqrt(var + eps) + bias, in f64 like the graph kernel."""
     x, scale, bias, mean, var = (_wide(k, v, elem) for v in vals)
-    eps = k.const(float(inst.attrs.get("epsilon", 1e-5)), F64)
+    eps = k.const(attr(inst, "epsilon"), F64)
     factor = k.op("div", scale, k.op("sqrt", k.op("add", var, eps)))
     return _narrow(k, k.op("add", k.op("mul", k.op("sub", x, mean), factor), bias), elem)
 
@@ -110,7 +112,6 @@ def operands_at(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list
     return [operand_value(k, p, idx, shape) for p in ins]
 
 
-@lowering(*sorted(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"}))
 def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
                       outs: list[Value]) -> None:
     shape = inst.results[0].type.shape
@@ -118,6 +119,9 @@ def lower_elementwise(k: KernelBuilder, inst: Instruction, ins: list[Value],
         idx = [Expr.of(v) for v in ivs]
         v = apply_scalar(k, inst, operands_at(k, inst, ins, idx, shape))
         k.finish(v, outs[0], idx)
+
+
+ELEMENTWISE_RULE = share_with_scalar_forms(OpLowering(lower_elementwise))  # every SCALAR_FORM op's
 
 
 def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> Epilogue:
@@ -133,5 +137,3 @@ def elementwise_epilogue(chain: list[tuple[Instruction, int, list[Value]]]) -> E
         return value
     return epilogue
 
-
-ELEMENTWISE = frozenset(_SIMPLE | {"cast", "clip", "leaky_relu", "gelu", "batch_norm"})

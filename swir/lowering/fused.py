@@ -20,16 +20,11 @@ from swir.diagnostics import Diagnostic
 from swir.ir.affine import Expr
 from swir.ir.core import Global, Instruction, Value
 from swir.ir.fused import body
-from swir.lowering import lowering, rule_for
-from swir.lowering.elementwise import (
-    ELEMENTWISE,
-    apply_scalar,
-    elementwise_epilogue,
-    operands_at,
-)
+from swir.lowering.elementwise import apply_scalar, elementwise_epilogue, operands_at
 from swir.lowering.kernel import KernelBuilder, buffer_type
-
-PROLOGUE = ELEMENTWISE | {"transpose"}
+from swir.lowering.rule import lowering, rule_for
+from swir.ops.graph import FUSED
+from swir.ops.registry import INLINABLE, SCALAR_FORM
 
 
 @dataclass
@@ -63,7 +58,7 @@ def plan_group(inst: Instruction) -> GroupPlan:
     chained = {id(master)} | {id(op) for op, _ in epilogue}
     prologue = [i for i in ops if id(i) not in chained]
     for p in prologue:
-        if p.opname not in PROLOGUE or len(p.results) != 1:
+        if INLINABLE not in p.opdef.traits or len(p.results) != 1:
             raise _refuse(inst, f"'{p.opname}' cannot be computed inside the "
                                 f"'{master.opname}' kernel (only element-wise ops and "
                                 "transposes are inlined)")
@@ -73,7 +68,7 @@ def plan_group(inst: Instruction) -> GroupPlan:
 def _running_operand(op: Instruction, internal: Callable[[Value], bool]) -> int | None:
     """The position of the single group-computed operand an element-wise op
     continues (same shape as its result, used only here), or None."""
-    if op.opname not in ELEMENTWISE:
+    if SCALAR_FORM not in op.opdef.traits:
         return None
     inside = [k for k, v in enumerate(op.operands) if internal(v)]
     if len(inside) != 1:
@@ -82,7 +77,7 @@ def _running_operand(op: Instruction, internal: Callable[[Value], bool]) -> int 
     v = op.operands[k]
     if getattr(v.type, "shape", None) != getattr(op.results[0].type, "shape", None):
         return None
-    if len(v.uses) != 1 or (op.opname == "batch_norm" and k != 0):
+    if len(v.uses) != 1 or not op.opdef.may_run_through(k):
         return None
     return k
 
@@ -91,7 +86,7 @@ def _refuse(inst: Instruction, why: str) -> Diagnostic:
     return Diagnostic(f"-lower-loops: {why}", inst.loc)
 
 
-@lowering("fused")
+@lowering(FUSED)
 def lower_fused(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     plan = plan_group(inst)

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
-from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index
 from swir.lowering.padding import copy_box, emit_pad, fill_box
+from swir.lowering.rule import lowering
+from swir.ops.graph import CONV2D, CONV_TRANSPOSE2D, MATMUL
+from swir.ops.util import attr
 
 
-@lowering("matmul", inputs=("A", "B"), outputs=("C",))
+@lowering(MATMUL, inputs=("A", "B"), outputs=("C",))
 def lower_matmul(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """numpy.matmul: C[..., m, n] = sum_k A[..., m, k] * B[..., k, n]; batch
@@ -55,12 +57,6 @@ def lower_matmul(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 
 # -- convolution -------------------------------------------------------------------
-
-def int_list(inst: Instruction, name: str, default: list[int]) -> list[int]:
-    """An integer-list attribute, or ``default`` when absent."""
-    v = inst.attrs.get(name)
-    return list(default) if v is None else [int(e) for e in v]
-
 
 @dataclass(frozen=True)
 class Channels:
@@ -146,22 +142,22 @@ def padded_input(k: KernelBuilder, x: Value, pad: list[int],
     return p
 
 
-@lowering("conv2d", inputs=("X", "W", "B"), outputs=("Y",))
+@lowering(CONV2D, inputs=("X", "W", "B"), outputs=("Y",))
 def lower_conv2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """ONNX Conv: a zero-pad nest into scratch ``P`` when there is padding,
     then :func:`conv_nest` with ``w[oc, ic, kh, kw]``."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    groups = int(inst.attrs.get("groups") or 1)
+    groups = attr(inst, "groups")
     _, cg, kh, kw = w.type.shape
-    src = padded_input(k, x, int_list(inst, "pad", [0, 0, 0, 0]))
+    src = padded_input(k, x, attr(inst, "pad"))
     conv_nest(k, src, w, bias, outs[0], groups, cg, (kh, kw),
-              int_list(inst, "stride", [1, 1]), int_list(inst, "dilation", [1, 1]),
+              attr(inst, "stride"), attr(inst, "dilation"),
               lambda ch, p, q: [ch.c_out, ch.ic, p, q])
 
 
-@lowering("conv_transpose2d", inputs=("X", "W", "B"), outputs=("Y",))
+@lowering(CONV_TRANSPOSE2D, inputs=("X", "W", "B"), outputs=("Y",))
 def lower_conv_transpose2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                            outs: list[Value]) -> None:
     """ONNX ConvTranspose as a gather: a convolution (stride 1, the same
@@ -179,10 +175,10 @@ def lower_conv_transpose2d(k: KernelBuilder, inst: Instruction, ins: list[Value]
     useful products), the price of a conv-shaped, guard-free nest."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    groups = int(inst.attrs.get("groups") or 1)
-    stride = int_list(inst, "stride", [1, 1])
-    pad = int_list(inst, "pad", [0, 0, 0, 0])
-    dilation = int_list(inst, "dilation", [1, 1])
+    groups = attr(inst, "groups")
+    stride = attr(inst, "stride")
+    pad = attr(inst, "pad")
+    dilation = attr(inst, "dilation")
     n, c, h, wd = x.type.shape
     kh, kw = w.type.shape[2:]
     out_h, out_w = outs[0].type.shape[2:]

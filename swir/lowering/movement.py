@@ -23,10 +23,11 @@ import numpy as np
 from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.types import I32
-from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
-from swir.ops.graph import slice_bounds
-from swir.ops.util import int_attr, ints_attr, normalise_axes, normalise_axis
+from swir.lowering.rule import lowering
+from swir.ops.graph import (CONCAT, EXPAND, FLATTEN, GATHER, RESHAPE, RESIZE_NEAREST, SLICE,
+                            SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE, slice_bounds)
+from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis
 
 
 def _shape(v: Value) -> tuple[int, ...]:
@@ -39,7 +40,7 @@ def _exprs(vs: Sequence[Value | Expr | int]) -> list[Expr]:
 
 # -- transpose ---------------------------------------------------------------------------
 
-@lowering("transpose")
+@lowering(TRANSPOSE)
 def lower_transpose(k: KernelBuilder, inst: Instruction, ins: list[Value],
                     outs: list[Value]) -> None:
     """Y[j0, ..] = X[..] with X's axis perm[d] read by output loop d; output
@@ -113,7 +114,7 @@ def copy_reshaped(k: KernelBuilder, x: Value, y: Value, src: tuple[int, ...],
         k.finish(k.load(x, src_idx), y, dst_idx)
 
 
-@lowering("reshape", "flatten", "squeeze", "unsqueeze")
+@lowering(RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE)
 def lower_reshape(k: KernelBuilder, inst: Instruction, ins: list[Value],
                   outs: list[Value]) -> None:
     """All four are row-major reshapes to the result type (a copy here; a
@@ -123,14 +124,14 @@ def lower_reshape(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- concat, split, slice ----------------------------------------------------------------
 
-@lowering("concat")
+@lowering(CONCAT)
 def lower_concat(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """One nest per input, writing its block of the output at its offset along
     ``axis``."""
     (y,) = outs
     r = len(_shape(inst.results[0]))
-    axis = normalise_axis(int_attr(inst, "axis"), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     offset = 0
     for x, arg in zip(ins, inst.args):
@@ -142,13 +143,13 @@ def lower_concat(k: KernelBuilder, inst: Instruction, ins: list[Value],
         offset += shape[axis]
 
 
-@lowering("split")
+@lowering(SPLIT)
 def lower_split(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     """One nest per result, reading its block of the input at its offset."""
     (x,) = ins
     r = len(_shape(inst.args[0]))
-    axis = normalise_axis(int_attr(inst, "axis", 0), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     offset = 0
     for y, res in zip(outs, inst.results):
@@ -160,7 +161,7 @@ def lower_split(k: KernelBuilder, inst: Instruction, ins: list[Value],
         offset += shape[axis]
 
 
-@lowering("slice")
+@lowering(SLICE)
 def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
                 outs: list[Value]) -> None:
     """Y[.., i, ..] = X[.., start + step*i, ..] per sliced axis, with ONNX's
@@ -169,7 +170,7 @@ def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
     clamped start."""
     (x,), (y,) = ins, outs
     shape = _shape(inst.args[0])
-    starts, ends = ints_attr(inst, "starts"), ints_attr(inst, "ends")
+    starts, ends = attr(inst, "starts"), attr(inst, "ends")
     axes = normalise_axes(ints_attr(inst, "axes", None, list(range(len(starts)))), len(shape))
     steps = ints_attr(inst, "steps", None, [1] * len(starts))
     first = {a: (slice_bounds(shape[a], s, e, st).start, st)
@@ -183,7 +184,7 @@ def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- gather ------------------------------------------------------------------------------
 
-@lowering("gather", inputs=("Data", "Indices"))
+@lowering(GATHER, inputs=("Data", "Indices"))
 def lower_gather(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """Y[i.., j.., i..] = Data[i.., idx, i..] with ``idx = dyn_index
@@ -197,7 +198,7 @@ def lower_gather(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (y,) = outs
     dshape, ishape = _shape(inst.args[0]), _shape(inst.args[1])
     r = len(dshape)
-    axis = normalise_axis(int_attr(inst, "axis", 0), r)
+    axis = normalise_axis(attr(inst, "axis"), r)
     names = loop_names(r)
     outside = axis == 0 and not ishape
     with k.loops(dshape[:axis], names[:axis]) as lead, \
@@ -241,7 +242,7 @@ def resize_affine(d: int, scale: float, n: int, o: Expr) -> Expr | None:
     return None
 
 
-@lowering("resize_nearest")
+@lowering(RESIZE_NEAREST)
 def lower_resize_nearest(k: KernelBuilder, inst: Instruction, ins: list[Value],
                          outs: list[Value]) -> None:
     """Y[o..] = X[src_0(o_0), ..]: per axis an affine source index (``2*%h``,
@@ -278,7 +279,7 @@ def lower_resize_nearest(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- expand ------------------------------------------------------------------------------
 
-@lowering("expand")
+@lowering(EXPAND)
 def lower_expand(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """numpy broadcasting: a unit input axis against a larger output one

@@ -29,8 +29,10 @@ from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.dtypes import dtype_of, to_dtype  # (the graph kernel's conversion)
 from swir.ir.types import ScalarType
-from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, loop_names
+from swir.lowering.rule import lowering
+from swir.ops.graph import PAD
+from swir.ops.util import attr
 
 
 def named_const(k: KernelBuilder, value: float | bool, elem: ScalarType,
@@ -154,14 +156,13 @@ def emit_pad(k: KernelBuilder, src: Value, src_shape: Sequence[int], dst: Value,
         (k.finish if finish else k.store)(v, dst, idx)
 
 
-@lowering("pad")
+@lowering(PAD)
 def lower_pad(k: KernelBuilder, inst: Instruction, ins: list[Value],
               outs: list[Value]) -> None:
     """ONNX Pad (numpy modes constant / reflect / edge), see :func:`emit_pad`."""
     shape = inst.args[0].type.shape
     r = len(shape)
     pads = [int(p) for p in inst.attrs["pads"]]
-    value = inst.attrs.get("value")
-    emit_pad(k, ins[0], shape, outs[0], pads[:r], pads[r:],
-             str(inst.attrs.get("mode") or "constant"),
-             0.0 if value is None else value, finish=True)
+    emit_pad(k, ins[0], shape, outs[0], pads[:r], pads[r:], attr(inst, "mode"),
+             inst.opdef.attr_value(inst.attrs, "value"),  # as written: an int stays exact
+             finish=True)

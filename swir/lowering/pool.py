@@ -22,11 +22,13 @@ from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.dtypes import lowest as lowest_value  # (the graph kernels pad with it too)
-from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder
-from swir.lowering.linalg import int_list, padded_input
+from swir.lowering.linalg import padded_input
 from swir.lowering.padding import named_const
+from swir.lowering.rule import lowering
+from swir.ops.graph import AVG_POOL2D, GLOBAL_AVG_POOL2D, MAX_POOL2D
 from swir.ops.semantics import pool_counts  # (the graph kernel's divisor)
+from swir.ops.util import attr
 
 
 def _overhang(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
@@ -59,10 +61,10 @@ def _window_nest(k: KernelBuilder, src: Value, out: Value, kernel_hw: list[int],
 
 
 def _pool_attrs(inst: Instruction, dilated: bool):
-    kern = int_list(inst, "kernel", [])
-    stride = int_list(inst, "stride", [1, 1])
-    pad = int_list(inst, "pad", [0, 0, 0, 0])
-    dilation = int_list(inst, "dilation", [1, 1]) if dilated else [1, 1]
+    kern = attr(inst, "kernel")
+    stride = attr(inst, "stride")
+    pad = attr(inst, "pad")
+    dilation = attr(inst, "dilation") if dilated else [1, 1]
     return kern, stride, pad, dilation
 
 
@@ -72,7 +74,7 @@ def _extra(x: Value, out: Value, kern, stride, pad, dilation) -> tuple[int, int]
             _overhang(w, ow, kern[1], stride[1], dilation[1], pad[1], pad[3]))
 
 
-@lowering("max_pool2d")
+@lowering(MAX_POOL2D)
 def lower_max_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """ONNX MaxPool: pad with the lowest value, then a max over the window
@@ -95,7 +97,7 @@ def divisor_table(h: int, w: int, oh: int, ow: int, kern: list[int], stride: lis
     return ch[:, None] * cw[None, :]
 
 
-@lowering("avg_pool2d")
+@lowering(AVG_POOL2D)
 def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """ONNX AveragePool: pad with 0, sum the window, divide by the window
@@ -106,7 +108,7 @@ def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     h, w = x.type.shape[2:]
     oh, ow = y.type.shape[2:]
     table = divisor_table(h, w, oh, ow, kern, stride, pad,
-                          bool(inst.attrs.get("count_include_pad") or False))
+                          attr(inst, "count_include_pad"))
     src = padded_input(k, x, pad, 0.0, _extra(x, y, kern, stride, pad, dilation))
     if (table == table.flat[0]).all():
         div = named_const(k, float(table.flat[0]), elem, "size")
@@ -117,7 +119,7 @@ def lower_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
     _window_nest(k, src, y, kern, stride, dilation, k.const(0.0, elem), "add", finalize)
 
 
-@lowering("global_avg_pool2d")
+@lowering(GLOBAL_AVG_POOL2D)
 def lower_global_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value],
                             outs: list[Value]) -> None:
     """ONNX GlobalAveragePool: ``y[n, c, 0, 0] = sum over h, w of x / (H*W)``."""

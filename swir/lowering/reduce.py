@@ -31,9 +31,11 @@ from swir.ir.affine import Expr
 from swir.ir.core import Instruction, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import F64, I1, I64, ScalarType
-from swir.lowering import lowering
 from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
-from swir.ops.util import bool_attr, int_attr, ints_attr, normalise_axes, normalise_axis
+from swir.lowering.rule import lowering
+from swir.ops.graph import (ARGMAX, LAYER_NORM, LOG_SOFTMAX, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN,
+                            REDUCE_PROD, REDUCE_SUM, SOFTMAX)
+from swir.ops.util import attr, normalise_axes, normalise_axis
 
 # -- helpers shared by the rules ------------------------------------------------------
 
@@ -126,7 +128,7 @@ def _zero(k: KernelBuilder, elem: ScalarType, one: bool = False) -> Value:
 
 # -- reduce_* ----------------------------------------------------------------------------
 
-@lowering("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")
+@lowering(REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD)
 def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """out[kept] = combine over the reduced axes of x, accumulated in ``out``
@@ -137,9 +139,9 @@ def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axes = normalise_axes(ints_attr(inst, "axes", None, []), len(shape)) or \
+    axes = normalise_axes(attr(inst, "axes"), len(shape)) or \
         list(range(len(shape)))
-    keep = bool_attr(inst, "keepdims", True)
+    keep = attr(inst, "keepdims")
     rows = Rows(shape, axes)
     op = inst.opname
     finalize = None
@@ -161,7 +163,7 @@ def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- argmax --------------------------------------------------------------------------------
 
-@lowering("argmax")
+@lowering(ARGMAX)
 def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
                  outs: list[Value]) -> None:
     """Two nests. (1) ``max[row]`` = the row's maximum, NaN-propagating (so a
@@ -172,8 +174,8 @@ def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", 0), len(shape))
-    keep = bool_attr(inst, "keepdims", True)
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
+    keep = attr(inst, "keepdims")
     rows = Rows(shape, [axis])
     n = shape[axis]
     best = k.scratch(rows.row_shape, elem, "max")
@@ -198,7 +200,7 @@ def lower_argmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- softmax, log_softmax ---------------------------------------------------------------
 
-@lowering("softmax", "log_softmax")
+@lowering(SOFTMAX, LOG_SOFTMAX)
 def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
                   outs: list[Value]) -> None:
     """Three nests over the rows (all axes but ``axis``), in f64 like the graph
@@ -210,7 +212,7 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", -1), len(shape))
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
     log = inst.opname == "log_softmax"
     rows = Rows(shape, [axis])
     mx = k.scratch(rows.row_shape, F64, "max")
@@ -242,7 +244,7 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
 
 # -- layer_norm ----------------------------------------------------------------------------
 
-@lowering("layer_norm", inputs=("X", "Scale", "Bias"))
+@lowering(LAYER_NORM, inputs=("X", "Scale", "Bias"))
 def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
                      outs: list[Value]) -> None:
     """Over the axes ``[axis, r)``, in f64 like the graph kernel: (1)
@@ -254,8 +256,8 @@ def lower_layer_norm(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (y,) = outs
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
-    axis = normalise_axis(int_attr(inst, "axis", -1), len(shape))
-    eps = float(inst.attrs.get("epsilon", 1e-5))
+    axis = normalise_axis(attr(inst, "axis"), len(shape))
+    eps = attr(inst, "epsilon")
     rows = Rows(shape, range(axis, len(shape)))
     norm = shape[axis:]
     count = named(k.const(float(rows.count), F64), "count")

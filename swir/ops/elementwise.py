@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
-from swir.ops.registry import Attr, OpDef, OpError, register
+from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, SCALAR_FORM, Attr, CExpr, OpDef,
+                               OpError, register)
 from swir.ops.util import value_arg
 
 
@@ -111,19 +112,73 @@ BINARY = {
 COMPARE = {"eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
            "gt": "x > y", "ge": "x >= y"}
 
+# The C expressions that do not depend on the operand type beyond float / not
+# (the others, which wrap integers or treat i1 specially, are written in
+# swir.codegen.scalar).
+def _libm(fn: str) -> CExpr:
+    return CExpr(f"{fn}({{0}})", in_double=True)
+
+
+def _infix(sym: str) -> CExpr:
+    return CExpr(f"({{0}} {sym} {{1}})", float_only=False)
+
+
+C_EXPRS = {
+    "exp": _libm("exp"), "log": _libm("log"), "sqrt": _libm("sqrt"), "tanh": _libm("tanh"),
+    "erf": _libm("swir_erf"), "erfc": _libm("swir_erfc"),
+    "floor": _libm("floor"), "ceil": _libm("ceil"),
+    "rsqrt": CExpr("(1.0 / sqrt({0}))", in_double=True),
+    "sigmoid": CExpr("(1.0 / (1.0 + exp(-{0})))", in_double=True),
+    "reciprocal": CExpr("({one} / {0})"),
+    "pow": CExpr("pow({0}, {1})", in_double=True),
+    "eq": _infix("=="), "ne": _infix("!="), "lt": _infix("<"), "le": _infix("<="),
+    "gt": _infix(">"), "ge": _infix(">="),
+    "and": _infix("&&"), "or": _infix("||"), "not": CExpr("!{0}", float_only=False),
+    "select": CExpr("({0} ? {1} : {2})", float_only=False),
+}
+# ONNX ops converted 1:1 (same operands, no attributes).
+ONNX_NAMES = {
+    "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "sqrt": "Sqrt",
+    "exp": "Exp", "log": "Log", "abs": "Abs", "neg": "Neg", "reciprocal": "Reciprocal",
+    "floor": "Floor", "ceil": "Ceil", "not": "Not",
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "eq": "Equal", "lt": "Less",
+    "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual", "and": "And", "or": "Or",
+}
+
+ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE, FLOP})
+NOT_ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE})  # conversions, choices, logic
+
+
+def elementwise_op(name: str, summary: str, arity: int, kind: str = "any", *,
+                   result_bool: bool = False, traits: frozenset = ARITHMETIC,
+                   **facts) -> OpDef:
+    """The definition of an element-wise op legal at every stage: operands of
+    ``kind`` ("any", "float", "int" or "bool") broadcasting, numpy's rule.
+    ``facts`` are OpDef's fields: ``numpy``, ``c_expr``, ``onnx``, ``commutative``.
+    Not registered: pass it to :func:`register`."""
+    return OpDef(name, summary, stages=ALL_STAGES, num_args=(arity, arity),
+                 infer=_elementwise_rule(arity, kind, result_bool), category="elementwise",
+                 traits=traits, **facts)
+
+
+def _table_facts(name: str) -> dict:
+    return {"c_expr": C_EXPRS.get(name), "onnx": ONNX_NAMES.get(name)}
+
+
 for _name, (_kind, _doc) in UNARY.items():
-    register(OpDef(_name, f"Element-wise {_doc}.", num_args=(1, 1),
-                   infer=_elementwise_rule(1, _kind, False), category="elementwise"))
+    register(elementwise_op(_name, f"Element-wise {_doc}.", 1, _kind,
+                            traits=NOT_ARITHMETIC if _kind == "bool" else ARITHMETIC,
+                            **_table_facts(_name)))
 for _name, (_kind, _doc, _comm) in BINARY.items():
-    register(OpDef(_name, f"Element-wise {_doc}, broadcasting.", num_args=(2, 2),
-                   infer=_elementwise_rule(2, _kind, False), commutative=_comm,
-                   category="elementwise"))
+    register(elementwise_op(_name, f"Element-wise {_doc}, broadcasting.", 2, _kind,
+                            traits=NOT_ARITHMETIC if _kind == "bool" else ARITHMETIC,
+                            commutative=_comm, **_table_facts(_name)))
 for _name, _doc in COMPARE.items():
-    register(OpDef(_name, f"Element-wise comparison {_doc}, giving i1, broadcasting.",
-                   num_args=(2, 2), infer=_elementwise_rule(2, "any", True),
-                   commutative=_name in ("eq", "ne"), category="elementwise"))
-register(OpDef("select", "Element-wise c ? x : y, broadcasting all three.", num_args=(3, 3),
-               infer=_elementwise_rule(3, "any", False), category="elementwise"))
+    register(elementwise_op(_name, f"Element-wise comparison {_doc}, giving i1, broadcasting.",
+                            2, result_bool=True, traits=NOT_ARITHMETIC,
+                            commutative=_name in ("eq", "ne"), **_table_facts(_name)))
+SELECT = register(elementwise_op("select", "Element-wise c ? x : y, broadcasting all three.",
+                                 3, traits=NOT_ARITHMETIC, **_table_facts("select")))
 
 
 def _infer_cast(inst: Instruction) -> list[Type]:
@@ -138,7 +193,7 @@ def _infer_cast(inst: Instruction) -> list[Type]:
     raise OpError(f"'cast' takes a tensor or a scalar, got {t}")
 
 
-register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
-                       "float to int truncates toward zero).",
-               num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
-               infer=_infer_cast, category="elementwise"))
+CAST = register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
+                             "float to int truncates toward zero).",
+                      num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
+                      infer=_infer_cast, category="elementwise", traits=NOT_ARITHMETIC))

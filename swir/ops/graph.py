@@ -24,9 +24,9 @@ import math
 from swir.ir.core import Instruction, Value
 from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
-from swir.ops.registry import Attr, OpDef, OpError, register
-from swir.ops.util import (bool_attr, float_attr, floats_attr, int_attr, ints_attr,
-                           normalise_axes, normalise_axis, str_attr, tensor_arg)
+from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, OpDef, OpError, Operands,
+                               register)
+from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis, tensor_arg
 
 GRAPH = frozenset({"graph"})
 
@@ -37,7 +37,11 @@ def _shape(s: tuple[int, ...] | list[int]) -> str:
     return "[" + ", ".join(map(str, s)) + "]"
 
 
-def _arity(inst: Instruction, lo: int, hi: int | None, what: str) -> None:
+def _arity(inst: Instruction) -> None:
+    """The operand count the op's ``Operands`` declare (``infer`` may run before
+    the verifier has checked it)."""
+    operands = inst.opdef.operands
+    lo, hi = operands.count
     n = len(inst.args)
     if n < lo or (hi is not None and n > hi):
         if hi == lo:
@@ -46,7 +50,7 @@ def _arity(inst: Instruction, lo: int, hi: int | None, what: str) -> None:
             count = f"at least {lo} operand" + ("" if lo == 1 else "s")
         else:
             count = f"{lo} to {hi} operands"
-        raise OpError(f"takes {count} ({what}), got {n}")
+        raise OpError(f"takes {count} ({operands.doc}), got {n}")
 
 
 def _tensors(inst: Instruction) -> list[TensorType]:
@@ -75,18 +79,28 @@ def _float(t: TensorType, what: str = "operand") -> None:
         raise OpError(f"needs a floating-point {what}, got {t}")
 
 
-def _positive(values: list[int], name: str) -> list[int]:
+# Attribute checks (``Attr.check``).
+
+def _positive(values: list[int], name: str) -> None:
     for v in values:
         if v <= 0:
             raise OpError(f"'{name}' entries must be positive, got {_shape(values)}")
-    return values
 
 
-def _non_negative(values: list[int], name: str) -> list[int]:
+def _non_negative(values: list[int], name: str) -> None:
     for v in values:
         if v < 0:
             raise OpError(f"'{name}' entries must be non-negative, got {_shape(values)}")
-    return values
+
+
+def _positive_int(value: int, name: str) -> None:
+    if value <= 0:
+        raise OpError(f"'{name}' must be positive, got {value}")
+
+
+def _non_negative_float(value: float, name: str) -> None:
+    if not value >= 0:
+        raise OpError(f"'{name}' must be non-negative, got {value}")
 
 
 def _vector(t: TensorType, size: int, what: str, of: str) -> None:
@@ -101,7 +115,7 @@ _AXES_HW = ("height", "width")
 # -- matmul ---------------------------------------------------------------------------
 
 def _infer_matmul(inst: Instruction) -> list[Type]:
-    _arity(inst, 2, 2, "two tensors")
+    _arity(inst)
     a, b = _tensors(inst)
     _same_element([a, b], ["left operand", "right operand"])
     for t in (a, b):
@@ -123,10 +137,7 @@ def _infer_matmul(inst: Instruction) -> list[Type]:
 # -- convolution ------------------------------------------------------------------
 
 def _spatial_attrs(inst: Instruction) -> tuple[list[int], list[int], list[int]]:
-    stride = _positive(ints_attr(inst, "stride", 2, [1, 1]), "stride")
-    pad = _non_negative(ints_attr(inst, "pad", 4, [0, 0, 0, 0]), "pad")
-    dilation = _positive(ints_attr(inst, "dilation", 2, [1, 1]), "dilation")
-    return stride, pad, dilation
+    return attr(inst, "stride", 2), attr(inst, "pad", 4), attr(inst, "dilation", 2)
 
 
 def _extent(k: int, d: int) -> int:
@@ -159,15 +170,13 @@ def _bias(inst: Instruction, x: TensorType, channels: int) -> None:
 
 
 def _infer_conv2d(inst: Instruction) -> list[Type]:
-    _arity(inst, 2, 3, "input, weight and an optional bias")
+    _arity(inst)
     x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
     _rank(x, 4, "input (N x C x H x W)")
     _rank(w, 4, "weight (O x C/groups x kH x kW)")
     _same_element([x, w], ["input", "weight"])
     stride, pad, dilation = _spatial_attrs(inst)
-    groups = int_attr(inst, "groups", 1)
-    if groups <= 0:
-        raise OpError(f"'groups' must be positive, got {groups}")
+    groups = attr(inst, "groups")
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     if cg * groups != c:
@@ -183,16 +192,14 @@ def _infer_conv2d(inst: Instruction) -> list[Type]:
 
 
 def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
-    _arity(inst, 2, 3, "input, weight and an optional bias")
+    _arity(inst)
     x, w = tensor_arg(inst, 0), tensor_arg(inst, 1)
     _rank(x, 4, "input (N x C x H x W)")
     _rank(w, 4, "weight (C x O/groups x kH x kW)")
     _same_element([x, w], ["input", "weight"])
     stride, pad, dilation = _spatial_attrs(inst)
-    out_pad = _non_negative(ints_attr(inst, "output_padding", 2, [0, 0]), "output_padding")
-    groups = int_attr(inst, "groups", 1)
-    if groups <= 0:
-        raise OpError(f"'groups' must be positive, got {groups}")
+    out_pad = attr(inst, "output_padding", 2)
+    groups = attr(inst, "groups")
     n, c, h, wd = x.shape
     cw, og, kh, kw = w.shape
     if cw != c:
@@ -221,20 +228,19 @@ def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
 # -- pooling ---------------------------------------------------------------------------
 
 def _infer_pool(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _rank(x, 4, "input (N x C x H x W)")
     is_avg = inst.opname == "avg_pool2d"
     if is_avg:
         _float(x, "input")
-    kernel = _positive(ints_attr(inst, "kernel", 2), "kernel")
-    stride = _positive(ints_attr(inst, "stride", 2, [1, 1]), "stride")
-    pad = _non_negative(ints_attr(inst, "pad", 4, [0, 0, 0, 0]), "pad")
-    dilation = [1, 1] if is_avg else _positive(ints_attr(inst, "dilation", 2, [1, 1]),
-                                                "dilation")
-    ceil_mode = bool_attr(inst, "ceil_mode", False)
+    kernel = attr(inst, "kernel", 2)
+    stride = attr(inst, "stride", 2)
+    pad = attr(inst, "pad", 4)
+    dilation = [1, 1] if is_avg else attr(inst, "dilation", 2)
+    ceil_mode = attr(inst, "ceil_mode")
     if is_avg:
-        bool_attr(inst, "count_include_pad", False)
+        attr(inst, "count_include_pad")
     n, c, h, w = x.shape
     out = []
     for axis, size in enumerate((h, w)):
@@ -250,7 +256,7 @@ def _infer_pool(inst: Instruction) -> list[Type]:
 
 
 def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _rank(x, 4, "input (N x C x H x W)")
     _float(x, "input")
@@ -259,15 +265,8 @@ def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:
 
 # -- normalisation and composites ----------------------------------------------------
 
-def _epsilon(inst: Instruction) -> float:
-    eps = float_attr(inst, "epsilon", 1e-5)
-    if not eps >= 0:
-        raise OpError(f"'epsilon' must be non-negative, got {eps}")
-    return eps
-
-
 def _infer_batch_norm(inst: Instruction) -> list[Type]:
-    _arity(inst, 5, 5, "x, scale, bias, mean, var")
+    _arity(inst)
     names = ["input", "scale", "bias", "mean", "var"]
     types = _tensors(inst)
     x = types[0]
@@ -276,27 +275,27 @@ def _infer_batch_norm(inst: Instruction) -> list[Type]:
     _same_element(types, names)
     for t, name in zip(types[1:], names[1:]):
         _vector(t, x.shape[1], name, "channel")
-    _epsilon(inst)
+    attr(inst, "epsilon")
     return [x]
 
 
 def _infer_softmax(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _min_rank(x, 1)
     _float(x)
-    normalise_axis(int_attr(inst, "axis", -1), x.rank)
+    normalise_axis(attr(inst, "axis"), x.rank)
     return [x]
 
 
 def _infer_layer_norm(inst: Instruction) -> list[Type]:
-    _arity(inst, 2, 3, "x, scale and an optional bias")
+    _arity(inst)
     types = _tensors(inst)
     x = types[0]
     _min_rank(x, 1, "input")
     _float(x, "input")
     _same_element(types, ["input", "scale", "bias"])
-    axis = normalise_axis(int_attr(inst, "axis", -1), x.rank)
+    axis = normalise_axis(attr(inst, "axis"), x.rank)
     norm = x.shape[axis:]
     for t, name in zip(types[1:], ("scale", "bias")):
         ok = t.rank <= len(norm)
@@ -308,7 +307,7 @@ def _infer_layer_norm(inst: Instruction) -> list[Type]:
         if not ok:
             raise OpError(f"{name} {t} does not broadcast to the normalised "
                           f"shape {_shape(norm)} (axes {axis}..{x.rank - 1} of {x})")
-    _epsilon(inst)
+    attr(inst, "epsilon")
     return [x]
 
 
@@ -321,30 +320,30 @@ def _reduced(shape: tuple[int, ...], axes: list[int], keepdims: bool) -> tuple[i
 
 
 def _infer_reduce(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     if inst.opname == "reduce_mean":
         _float(x)
-    axes = normalise_axes(ints_attr(inst, "axes", None, []), x.rank)
-    keepdims = bool_attr(inst, "keepdims", True)
+    axes = normalise_axes(attr(inst, "axes"), x.rank)
+    keepdims = attr(inst, "keepdims")
     if not axes:
         axes = list(range(x.rank))
     return [TensorType(_reduced(x.shape, axes, keepdims), x.element)]
 
 
 def _infer_argmax(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _min_rank(x, 1)
-    axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
-    keepdims = bool_attr(inst, "keepdims", True)
+    axis = normalise_axis(attr(inst, "axis"), x.rank)
+    keepdims = attr(inst, "keepdims")
     return [TensorType(_reduced(x.shape, [axis], keepdims), I64)]
 
 
 # -- data movement (injective) -----------------------------------------------------
 
 def _infer_transpose(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     perm = ints_attr(inst, "perm", None, list(reversed(range(x.rank))))
     if len(perm) != x.rank:
@@ -356,9 +355,9 @@ def _infer_transpose(inst: Instruction) -> list[Type]:
 
 
 def _infer_reshape(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    spec = ints_attr(inst, "shape")
+    spec = attr(inst, "shape")
     out: list[int] = []
     infer_at = None
     for i, d in enumerate(spec):
@@ -390,9 +389,9 @@ def _infer_reshape(inst: Instruction) -> list[Type]:
 
 
 def _infer_flatten(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    axis = int_attr(inst, "axis", 1)
+    axis = attr(inst, "axis")
     if not -x.rank <= axis <= x.rank:
         raise OpError(f"axis {axis} is out of range for rank {x.rank} "
                       f"(allowed {-x.rank}..{x.rank})")
@@ -402,12 +401,12 @@ def _infer_flatten(inst: Instruction) -> list[Type]:
 
 
 def _infer_concat(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, None, "the tensors to join")
+    _arity(inst)
     types = _tensors(inst)
     first = types[0]
     _same_element(types, [f"operand #{i}" for i in range(len(types))])
     _min_rank(first, 1, "operand #0")
-    axis = normalise_axis(int_attr(inst, "axis"), first.rank)
+    axis = normalise_axis(attr(inst, "axis"), first.rank)
     for i, t in enumerate(types[1:], 1):
         if t.rank != first.rank:
             raise OpError(f"operand #{i} {t} has rank {t.rank} but operand #0 "
@@ -422,11 +421,11 @@ def _infer_concat(inst: Instruction) -> list[Type]:
 
 
 def _split_sizes(inst: Instruction) -> tuple[TensorType, int, list[int]]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _min_rank(x, 1)
-    axis = normalise_axis(int_attr(inst, "axis", 0), x.rank)
-    sizes = _positive(ints_attr(inst, "sizes"), "sizes")
+    axis = normalise_axis(attr(inst, "axis"), x.rank)
+    sizes = attr(inst, "sizes")
     if not sizes:
         raise OpError("needs at least one size")
     if sum(sizes) != x.shape[axis]:
@@ -468,10 +467,10 @@ def slice_length(dim: int, start: int, end: int, step: int) -> int:
 
 
 def _infer_slice(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    starts = ints_attr(inst, "starts")
-    ends = ints_attr(inst, "ends", len(starts))
+    starts = attr(inst, "starts")
+    ends = attr(inst, "ends", len(starts))
     axes = normalise_axes(ints_attr(inst, "axes", len(starts), list(range(len(starts)))),
                           x.rank, "slice axes")
     steps = ints_attr(inst, "steps", len(starts), [1] * len(starts))
@@ -487,11 +486,11 @@ def _infer_slice(inst: Instruction) -> list[Type]:
 
 
 def _infer_pad(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    pads = _non_negative(ints_attr(inst, "pads", 2 * x.rank), "pads")
-    mode = str_attr(inst, "mode", "constant", ("constant", "reflect", "edge"))
-    float_attr(inst, "value", 0.0)
+    pads = attr(inst, "pads", 2 * x.rank)
+    mode = attr(inst, "mode")
+    attr(inst, "value")
     if mode == "reflect":
         for a, d in enumerate(x.shape):
             for p, where in ((pads[a], "before"), (pads[a + x.rank], "after")):
@@ -503,20 +502,20 @@ def _infer_pad(inst: Instruction) -> list[Type]:
 
 
 def _infer_gather(inst: Instruction) -> list[Type]:
-    _arity(inst, 2, 2, "data and indices")
+    _arity(inst)
     data, idx = tensor_arg(inst, 0), tensor_arg(inst, 1)
     _min_rank(data, 1, "data")
     if not idx.element.is_int or idx.element == I1:
         raise OpError(f"indices must be an integer tensor, got {idx}")
-    axis = normalise_axis(int_attr(inst, "axis", 0), data.rank)
+    axis = normalise_axis(attr(inst, "axis"), data.rank)
     shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
     return [TensorType(shape, data.element)]
 
 
 def _infer_resize_nearest(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    scales = floats_attr(inst, "scales", x.rank)
+    scales = attr(inst, "scales", x.rank)
     shape = []
     for a, (d, s) in enumerate(zip(x.shape, scales)):
         if not (s > 0 and math.isfinite(s)):
@@ -531,9 +530,9 @@ def _infer_resize_nearest(inst: Instruction) -> list[Type]:
 
 
 def _infer_expand(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    shape = _positive(ints_attr(inst, "shape"), "shape")
+    shape = attr(inst, "shape")
     try:
         out = broadcast_shapes(x.shape, tuple(shape))
     except OpError as e:
@@ -542,9 +541,9 @@ def _infer_expand(inst: Instruction) -> list[Type]:
 
 
 def _infer_squeeze(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    axes = normalise_axes(ints_attr(inst, "axes", None, []), x.rank)
+    axes = normalise_axes(attr(inst, "axes"), x.rank)
     if not axes:
         axes = [a for a, d in enumerate(x.shape) if d == 1]
     for a in axes:
@@ -554,9 +553,9 @@ def _infer_squeeze(inst: Instruction) -> list[Type]:
 
 
 def _infer_unsqueeze(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    raw = ints_attr(inst, "axes")
+    raw = attr(inst, "axes")
     if not raw:
         raise OpError("unsqueeze needs at least one axis")
     axes = normalise_axes(raw, x.rank + len(raw))
@@ -568,10 +567,10 @@ def _infer_unsqueeze(inst: Instruction) -> list[Type]:
 # -- element-wise composites -----------------------------------------------------------
 
 def _infer_clip(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
-    lo = float_attr(inst, "min", None)
-    hi = float_attr(inst, "max", None)
+    lo = attr(inst, "min")
+    hi = attr(inst, "max")
     if any(b is not None and math.isnan(b) for b in (lo, hi)):
         raise OpError("clip bounds must be numbers, not nan")
     if lo is not None and hi is not None and lo > hi:
@@ -580,146 +579,165 @@ def _infer_clip(inst: Instruction) -> list[Type]:
 
 
 def _infer_leaky_relu(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _float(x)
-    float_attr(inst, "alpha", 0.01)
+    attr(inst, "alpha")
     return [x]
 
 
 def _infer_gelu(inst: Instruction) -> list[Type]:
-    _arity(inst, 1, 1, "the input")
+    _arity(inst)
     x = tensor_arg(inst, 0)
     _float(x)
-    str_attr(inst, "approximate", "none", ("none", "tanh"))
+    attr(inst, "approximate")
     return [x]
 
 
 # -- registration ----------------------------------------------------------------------
 
-def _op(name: str, summary: str, num_args: tuple[int, int | None], infer, category: str,
-        onnx: str, attrs: tuple[Attr, ...] = (), **kw) -> None:
-    register(OpDef(name, summary, stages=GRAPH, num_args=num_args, attrs=attrs, infer=infer,
-                   category=category, extra={"onnx": onnx}, **kw))
+def _op(name: str, summary: str, operands: Operands, infer, category: str,
+        onnx: str, attrs: tuple[Attr, ...] = (), **kw) -> OpDef:
+    return register(OpDef(name, summary, stages=GRAPH, operands=operands, attrs=attrs,
+                          infer=infer, category=category, onnx=onnx, **kw))
 
 
-_STRIDE = Attr("stride", "ints", doc="[sH, sW], each > 0; default [1, 1]")
-_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each >= 0; default [0, 0, 0, 0]")
-_DILATION = Attr("dilation", "ints", doc="[dH, dW], each > 0; default [1, 1]")
-_GROUPS = Attr("groups", "int", doc="divides the input channels; default 1")
-_EPSILON = Attr("epsilon", "float", doc=">= 0; default 1e-5")
-_KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1; default true")
+_INPUT = Operands(("x",), "the input")
+_CONV_OPERANDS = Operands(("x", "w", "bias?"), "input, weight and an optional bias")
 
-_op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
-              "1-D operands promoted and the unit dimension dropped).",
-    (2, 2), _infer_matmul, "complex", "MatMul")
-_op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
-              "optional bias of O.",
-    (2, 3), _infer_conv2d, "complex", "Conv",
-    (_STRIDE, _PAD, _DILATION, _GROUPS))
-_op("conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
+_STRIDE = Attr("stride", "ints", doc="[sH, sW], each > 0", default=(1, 1), check=_positive)
+_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each >= 0", default=(0, 0, 0, 0),
+            check=_non_negative)
+_DILATION = Attr("dilation", "ints", doc="[dH, dW], each > 0", default=(1, 1),
+                 check=_positive)
+_GROUPS = Attr("groups", "int", doc="divides the input channels", default=1,
+               check=_positive_int)
+_EPSILON = Attr("epsilon", "float", doc=">= 0", default=1e-5, check=_non_negative_float)
+_KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1", default=True)
+
+MATMUL = _op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
+                       "1-D operands promoted and the unit dimension dropped).",
+             Operands(("a", "b"), "two tensors"), _infer_matmul, "complex", "MatMul")
+CONV2D = _op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
+                       "optional bias of O.",
+             _CONV_OPERANDS, _infer_conv2d, "complex", "Conv",
+             (_STRIDE, _PAD, _DILATION, _GROUPS))
+CONV_TRANSPOSE2D = _op(
+    "conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
                         "optional bias of O.",
-    (2, 3), _infer_conv_transpose2d, "complex", "ConvTranspose",
+    _CONV_OPERANDS, _infer_conv_transpose2d, "complex", "ConvTranspose",
     (_STRIDE, _PAD, _DILATION,
      Attr("output_padding", "ints", doc="[oH, oW] added at the bottom/right; each smaller "
-                                        "than the stride or the dilation; default [0, 0]"),
+                                        "than the stride or the dilation",
+          default=(0, 0), check=_non_negative),
      _GROUPS))
 
-_KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0")
-_CEIL = Attr("ceil_mode", "bool", doc="round the output size up; default false")
+_KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0", check=_positive)
+_CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)
 _POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
-                                    "kernel extent; default [0, 0, 0, 0]")
-_op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
-    (1, 1), _infer_pool, "reduction", "MaxPool",
-    (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL))
-_op("avg_pool2d", "2-D average pooling over NCHW.",
-    (1, 1), _infer_pool, "reduction", "AveragePool",
-    (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
-     Attr("count_include_pad", "bool", doc="divide by the window size including padding; "
-                                           "default false")))
-_op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
-    (1, 1), _infer_global_avg_pool2d, "reduction", "GlobalAveragePool")
+                                    "kernel extent", default=(0, 0, 0, 0), check=_non_negative)
+MAX_POOL2D = _op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
+                 _INPUT, _infer_pool, "reduction", "MaxPool",
+                 (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL))
+AVG_POOL2D = _op("avg_pool2d", "2-D average pooling over NCHW.",
+                 _INPUT, _infer_pool, "reduction", "AveragePool",
+                 (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
+                  Attr("count_include_pad", "bool",
+                       doc="divide by the window size including padding", default=False)))
+GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
+                        _INPUT, _infer_global_avg_pool2d, "reduction", "GlobalAveragePool")
 
-_op("batch_norm", "Inference batch normalisation over channel axis 1: "
-                  "(x - mean) * scale / sqrt(var + epsilon) + bias.",
-    (5, 5), _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,))
-_op("softmax", "exp(x - max) / sum(exp(x - max)) along one axis.",
-    (1, 1), _infer_softmax, "reduction", "Softmax",
-    (Attr("axis", "int", doc="default -1"),))
-_op("log_softmax", "x - max - log(sum(exp(x - max))) along one axis.",
-    (1, 1), _infer_softmax, "reduction", "LogSoftmax",
-    (Attr("axis", "int", doc="default -1"),))
-_op("layer_norm", "Normalise over axes [axis, rank), then * scale (+ bias).",
-    (2, 3), _infer_layer_norm, "reduction", "LayerNormalization",
-    (Attr("axis", "int", doc="first normalised axis; default -1"), _EPSILON))
+BATCH_NORM = _op("batch_norm", "Inference batch normalisation over channel axis 1: "
+                               "(x - mean) * scale / sqrt(var + epsilon) + bias.",
+                 Operands(("x", "scale", "bias", "mean", "var"), "x, scale, bias, mean, var"),
+                 _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,),
+                 traits=frozenset({SCALAR_FORM, INLINABLE}), running_operands=(0,))
+_SOFTMAX_AXIS = Attr("axis", "int", default=-1)
+SOFTMAX = _op("softmax", "exp(x - max) / sum(exp(x - max)) along one axis.",
+              _INPUT, _infer_softmax, "reduction", "Softmax", (_SOFTMAX_AXIS,))
+LOG_SOFTMAX = _op("log_softmax", "x - max - log(sum(exp(x - max))) along one axis.",
+                  _INPUT, _infer_softmax, "reduction", "LogSoftmax", (_SOFTMAX_AXIS,))
+LAYER_NORM = _op("layer_norm", "Normalise over axes [axis, rank), then * scale (+ bias).",
+                 Operands(("x", "scale", "bias?"), "x, scale and an optional bias"),
+                 _infer_layer_norm, "reduction", "LayerNormalization",
+                 (Attr("axis", "int", doc="first normalised axis", default=-1), _EPSILON))
 
-for _name, _onnx, _what in (("reduce_sum", "ReduceSum", "Sum"),
-                            ("reduce_mean", "ReduceMean", "Mean"),
-                            ("reduce_max", "ReduceMax", "Maximum"),
-                            ("reduce_min", "ReduceMin", "Minimum"),
-                            ("reduce_prod", "ReduceProd", "Product")):
-    _op(_name, f"{_what} over the given axes (all when none are given).",
-        (1, 1), _infer_reduce, "reduction", _onnx,
-        (Attr("axes", "ints", doc="distinct axes; default [] = all axes"), _KEEPDIMS))
-_op("argmax", "Index (i64) of the first maximum along one axis.",
-    (1, 1), _infer_argmax, "reduction", "ArgMax",
-    (Attr("axis", "int", doc="default 0"), _KEEPDIMS))
+REDUCTIONS = {
+    name: _op(name, f"{what} over the given axes (all when none are given).",
+              _INPUT, _infer_reduce, "reduction", onnx,
+              (Attr("axes", "ints", doc="distinct axes; [] = all axes", default=()), _KEEPDIMS))
+    for name, onnx, what in (("reduce_sum", "ReduceSum", "Sum"),
+                             ("reduce_mean", "ReduceMean", "Mean"),
+                             ("reduce_max", "ReduceMax", "Maximum"),
+                             ("reduce_min", "ReduceMin", "Minimum"),
+                             ("reduce_prod", "ReduceProd", "Product"))}
+REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD = REDUCTIONS.values()
+ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
+             _INPUT, _infer_argmax, "reduction", "ArgMax",
+             (Attr("axis", "int", default=0), _KEEPDIMS))
 
-_op("transpose", "Permute the axes: output axis i is input axis perm[i].",
-    (1, 1), _infer_transpose, "injective", "Transpose",
-    (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),))
-_op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
-    (1, 1), _infer_reshape, "injective", "Reshape",
-    (Attr("shape", "ints", required=True,
-          doc="entries > 0, at most one -1 (inferred), 0 copies the input dimension"),))
-_op("flatten", "Reshape to 2-D: prod(dims[:axis]) x prod(dims[axis:]).",
-    (1, 1), _infer_flatten, "injective", "Flatten",
-    (Attr("axis", "int", doc="in [-rank, rank]; default 1"),))
-_op("concat", "Join tensors along an axis; the other dimensions must agree.",
-    (1, None), _infer_concat, "injective", "Concat",
-    (Attr("axis", "int", required=True, doc="in [-rank, rank)"),))
-_op("split", "Split along an axis into len(sizes) results.",
-    (1, 1), _infer_split, "injective", "Split",
-    (Attr("axis", "int", doc="default 0"),
-     Attr("sizes", "ints", required=True, doc="positive, summing to the axis size")))
-_op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
-    (1, 1), _infer_slice, "injective", "Slice",
-    (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),
-     Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]"),
-     Attr("steps", "ints", doc="non-zero; default all 1")))
-_op("pad", "Pad each axis before and after.",
-    (1, 1), _infer_pad, "injective", "Pad",
-    (Attr("pads", "ints", required=True,
-          doc="[begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}], each >= 0"),
-     Attr("mode", "str", doc='"constant" | "reflect" | "edge"; default "constant"'),
-     Attr("value", "float", doc='fill for mode "constant"; default 0.0')))
-_op("gather", "ONNX Gather: take slices of data along axis at the integer indices.",
-    (2, 2), _infer_gather, "injective", "Gather",
-    (Attr("axis", "int", doc="default 0"),))
-_op("resize_nearest", "Nearest-neighbour resize: out dim = floor(dim * scale), "
+TRANSPOSE = _op("transpose", "Permute the axes: output axis i is input axis perm[i].",
+                _INPUT, _infer_transpose, "injective", "Transpose",
+                (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),),
+                traits=frozenset({INLINABLE}))
+RESHAPE = _op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
+              _INPUT, _infer_reshape, "injective", "Reshape",
+              (Attr("shape", "ints", required=True,
+                    doc="entries > 0, at most one -1 (inferred), 0 copies the input "
+                        "dimension"),))
+FLATTEN = _op("flatten", "Reshape to 2-D: prod(dims[:axis]) x prod(dims[axis:]).",
+              _INPUT, _infer_flatten, "injective", "Flatten",
+              (Attr("axis", "int", doc="in [-rank, rank]", default=1),))
+CONCAT = _op("concat", "Join tensors along an axis; the other dimensions must agree.",
+             Operands(("inputs+",), "the tensors to join"), _infer_concat, "injective", "Concat",
+             (Attr("axis", "int", required=True, doc="in [-rank, rank)"),))
+SPLIT = _op("split", "Split along an axis into len(sizes) results.",
+            _INPUT, _infer_split, "injective", "Split",
+            (Attr("axis", "int", default=0),
+             Attr("sizes", "ints", required=True, doc="positive, summing to the axis size",
+                  check=_positive)))
+SLICE = _op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
+            _INPUT, _infer_slice, "injective", "Slice",
+            (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),
+             Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]"),
+             Attr("steps", "ints", doc="non-zero; default all 1")))
+PAD = _op("pad", "Pad each axis before and after.",
+          _INPUT, _infer_pad, "injective", "Pad",
+          (Attr("pads", "ints", required=True,
+                doc="[begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}], each >= 0",
+                check=_non_negative),
+           Attr("mode", "str", default="constant", choices=("constant", "reflect", "edge")),
+           Attr("value", "float", doc='fill for mode "constant"', default=0.0)))
+GATHER = _op("gather", "ONNX Gather: take slices of data along axis at the integer indices.",
+             Operands(("data", "indices"), "data and indices"), _infer_gather, "injective",
+             "Gather", (Attr("axis", "int", default=0),))
+RESIZE_NEAREST = _op(
+    "resize_nearest", "Nearest-neighbour resize: out dim = floor(dim * scale), "
                       "source index = min(floor(out_index / scale), dim - 1).",
-    (1, 1), _infer_resize_nearest, "injective", "Resize",
+    _INPUT, _infer_resize_nearest, "injective", "Resize",
     (Attr("scales", "floats", required=True, doc="one positive scale per dimension"),))
-_op("expand", "Broadcast to a shape (bidirectional numpy broadcasting, as ONNX Expand).",
-    (1, 1), _infer_expand, "broadcast", "Expand",
-    (Attr("shape", "ints", required=True, doc="positive entries"),))
-_op("squeeze", "Drop axes of size 1.",
-    (1, 1), _infer_squeeze, "injective", "Squeeze",
-    (Attr("axes", "ints", doc="each of size 1; default [] = every size-1 axis"),))
-_op("unsqueeze", "Insert axes of size 1 at the given output positions.",
-    (1, 1), _infer_unsqueeze, "injective", "Unsqueeze",
-    (Attr("axes", "ints", required=True, doc="distinct, in [-(rank + n), rank + n)"),))
+EXPAND = _op("expand", "Broadcast to a shape (bidirectional numpy broadcasting, as ONNX Expand).",
+             _INPUT, _infer_expand, "broadcast", "Expand",
+             (Attr("shape", "ints", required=True, doc="positive entries", check=_positive),))
+SQUEEZE = _op("squeeze", "Drop axes of size 1.",
+              _INPUT, _infer_squeeze, "injective", "Squeeze",
+              (Attr("axes", "ints", doc="each of size 1; [] = every size-1 axis", default=()),))
+UNSQUEEZE = _op("unsqueeze", "Insert axes of size 1 at the given output positions.",
+                _INPUT, _infer_unsqueeze, "injective", "Unsqueeze",
+                (Attr("axes", "ints", required=True, doc="distinct, in [-(rank + n), rank + n)"),))
 
-_op("clip", "Element-wise min(max(x, min), max); either bound may be absent.",
-    (1, 1), _infer_clip, "elementwise", "Clip",
-    (Attr("min", "float", doc="default: no lower bound"),
-     Attr("max", "float", doc="default: no upper bound")))
-_op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
-    (1, 1), _infer_leaky_relu, "elementwise", "LeakyRelu",
-    (Attr("alpha", "float", doc="default 0.01"),))
-_op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
-    (1, 1), _infer_gelu, "elementwise", "Gelu",
-    (Attr("approximate", "str", doc='"none" | "tanh"; default "none"'),))
+_ELEMENTWISE = frozenset({SCALAR_FORM, INLINABLE, FLOP})
+CLIP = _op("clip", "Element-wise min(max(x, min), max); either bound may be absent.",
+           _INPUT, _infer_clip, "elementwise", "Clip",
+           (Attr("min", "float", doc="absent: no lower bound"),
+            Attr("max", "float", doc="absent: no upper bound")), traits=_ELEMENTWISE)
+LEAKY_RELU = _op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
+                 _INPUT, _infer_leaky_relu, "elementwise", "LeakyRelu",
+                 (Attr("alpha", "float", default=0.01),), traits=_ELEMENTWISE)
+GELU = _op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
+           _INPUT, _infer_gelu, "elementwise", "Gelu",
+           (Attr("approximate", "str", default="none", choices=("none", "tanh")),),
+           traits=_ELEMENTWISE)
 
 
 # -- fused groups ----------------------------------------------------------------------
@@ -775,10 +793,10 @@ def _verify_yield(inst: Instruction) -> None:
         raise OpError("'yield' takes values")
 
 
-register(OpDef("fused", "A fused group: one kernel computing the ops of its region "
-                        "from its operands.",
-               stages=GRAPH, num_args=(0, None), infer=_infer_fused, verify=_verify_fused,
-               num_regions=1, category="fused"))
-register(OpDef("yield", "End a fused group's region, giving the group's results.",
-               stages=GRAPH, verify=_verify_yield, terminator=True, pure=False,
-               extra={"ends": "fused"}))
+FUSED = register(OpDef("fused", "A fused group: one kernel computing the ops of its "
+                                "region from its operands.",
+                       stages=GRAPH, num_args=(0, None), infer=_infer_fused,
+                       verify=_verify_fused, num_regions=1, category="fused"))
+YIELD = register(OpDef("yield", "End a fused group's region, giving the group's results.",
+                       stages=GRAPH, verify=_verify_yield, terminator=True, pure=False,
+                       extra={"ends": "fused"}))

@@ -1,6 +1,8 @@
-"""The op registry: every op kind declares its operands, attributes,
-result-type rule (shape inference), the stages where it is legal, and traits
-the passes rely on (pure, terminator, commutative).
+"""The op registry: every op kind declares its operands, attributes (with their
+defaults and checks), result-type rule (shape inference), the stages where it
+is legal, and traits the passes rely on (pure, terminator, commutative,
+SCALAR_FORM, ...). Later stages attach their per-op functions to the
+definitions as hooks (:class:`Hook`); docs/adding-an-op.md shows how.
 
 Ops are registered by the modules of this package (``swir.ops.common``,
 ``swir.ops.graph``, ``swir.ops.loop``), which the package imports: importing
@@ -9,12 +11,17 @@ anything from ``swir.ops`` loads the whole op set.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 # OpError lives in the IR core (the builder catches it); op rules import it from here.
 from swir.ir.core import OpError, install_op_definitions  # noqa: F401
 from swir.ir.types import Type
+
+
+class MissingHook(Exception):
+    """An op lacks a piece that a stage needs: raised when that stage loads its hooks."""
 
 
 ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
@@ -29,12 +36,70 @@ class Attr:
 
     ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``type``, ``ints``
     (list of ints), ``floats``, ``symbol``, ``dense``, ``any``.
+
+    ``default`` is the value an absent attribute has: this is the one place it
+    is written (lists as tuples; None: no default, or one computed from the
+    operands by the op's rules). ``check(value, name)`` raises OpError for a value
+    of the right kind that the op refuses; ``choices`` lists a ``str``'s values.
     """
 
     name: str
     kind: str
     required: bool = False
     doc: str = ""
+    default: Any = None
+    check: Callable[[Any, str], None] | None = None
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Trait:
+    """A property of an op that passes test for (``trait in op.traits``)."""
+
+    name: str
+    doc: str
+
+
+SCALAR_FORM = Trait(
+    "scalar-form", "each result element is computed from the operand elements at the same "
+    "position (after broadcasting): the op has a scalar form, lowers to one loop nest and "
+    "may continue a fused kernel's running value (an epilogue)")
+INLINABLE = Trait(
+    "inlinable", "may be a fused kernel's prologue: computed where the kernel reads it")
+FLOP = Trait(
+    "flop", "an arithmetic operation the cost model counts as one flop per element "
+    "(element-wise ops that convert, choose, compare or do logic are not)")
+
+
+@dataclass(frozen=True)
+class CExpr:
+    """An element-wise op's C expression, which swir.codegen.scalar renders:
+    ``template`` with ``{0}``, ``{1}``, ... the operands and ``{one}`` the
+    constant 1 of the type. ``in_double``: the operands are converted to double
+    and the result rounded back to the type (as the reference computes in f64);
+    ``float_only``: the op has no C form on integers and i1."""
+
+    template: str
+    in_double: bool = False
+    float_only: bool = True
+
+
+@dataclass(frozen=True)
+class Operands:
+    """An op's named operands: a name ending in ``?`` is optional (it and the
+    ones after it may be left out), in ``+`` takes one or more operands.
+    ``doc`` describes them in arity errors ("input, weight and an optional bias")."""
+
+    names: tuple[str, ...]
+    doc: str
+
+    @property
+    def count(self) -> tuple[int, int | None]:
+        """(min, max) operands; max None: unbounded."""
+        required = sum(1 for n in self.names if not n.endswith("?"))
+        if any(n.endswith("+") for n in self.names):
+            return required, None
+        return required, len(self.names)
 
 
 @dataclass(frozen=True)
@@ -43,6 +108,7 @@ class OpDef:
     summary: str
     stages: frozenset[str] = ALL_STAGES
     num_args: tuple[int, int | None] = (0, None)  # min, max (None: unbounded)
+    operands: Operands | None = None  # when given, num_args is derived from it
     attrs: tuple[Attr, ...] = ()
     # Result-type rule: returns the result types, or raises OpError. None means
     # the op has no results.
@@ -57,10 +123,26 @@ class OpDef:
     commutative: bool = False
     arrow: bool = False  # operands after "->" are destinations
     category: str = "other"  # for docs and fusion: elementwise, reduction, ...
+    traits: frozenset[Trait] = frozenset()
+    # The operand positions that may carry a fused kernel's running value through
+    # this SCALAR_FORM op (None: any); batch_norm's others are per-channel vectors.
+    running_operands: tuple[int, ...] | None = None
     # Where the op may appear: None (anywhere), "kernel" (in a kernel), "cpe" (in a
     # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
     context: str | None = None
     extra: dict = field(default_factory=dict)
+    # Element-wise ops' facts as data: the reference on numpy arrays (operands
+    # already broadcast-compatible, the result rounded to the result type by the
+    # interpreter), the C expression, and the ONNX op converted 1:1 to this one.
+    numpy: Callable[..., Any] | None = None
+    c_expr: CExpr | None = None
+    onnx: str | None = None
+    # The stages' per-op functions, by Hook name (attached by Hook.register).
+    hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.operands is not None:
+            object.__setattr__(self, "num_args", self.operands.count)
 
     @property
     def attr_names(self) -> tuple[str, ...]:
@@ -71,6 +153,25 @@ class OpDef:
             if a.name == name:
                 return a
         return None
+
+    def may_run_through(self, position: int) -> bool:
+        """May operand ``position`` carry a fused kernel's running value?"""
+        return self.running_operands is None or position in self.running_operands
+
+    def attr_value(self, attrs: dict[str, Any], name: str) -> Any:
+        """Attribute ``name`` of an instruction's ``attrs``, or its declared
+        default when absent (not checked: the verifier has done that)."""
+        spec = self.attr(name)
+        if spec is None:
+            raise KeyError(f"op '{self.name}' declares no attribute '{name}'")
+        value = attrs.get(name)
+        return spec.default if value is None else value
+
+    def with_defaults(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``attrs`` with every absent attribute that has a default filled in."""
+        filled = {a.name: a.default for a in self.attrs if a.default is not None}
+        filled.update((k, v) for k, v in attrs.items() if v is not None)
+        return filled
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -83,8 +184,88 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+def unregister(op: OpDef) -> None:
+    """Remove an op registered for a while (a test's own op)."""
+    if _REGISTRY.get(op.name) is op:
+        del _REGISTRY[op.name]
+
+
+def computes(op: OpDef) -> bool:
+    """A graph op that computes tensors (not a constant, a call, control flow or
+    a fused group's terminator, which each stage's driver handles itself)."""
+    return "graph" in op.stages and op.category not in ("other", "constant")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A kind of per-op function that a later stage (interpreter, lowering, C
+    generator) attaches to op definitions from its own module, keyed by the
+    definition object: ``@REFERENCE.register(MATMUL)``. swir.ops imports none
+    of those modules. ``needed`` says which ops must have one; the stage calls
+    :meth:`check_complete` when it has loaded its hooks."""
+
+    name: str
+    needed: Callable[[OpDef], bool]
+
+    def register(self, *ops: OpDef) -> Callable[[Any], Any]:
+        def attach(fn: Any) -> Any:
+            for op in ops:
+                if self.name in op.hooks:
+                    raise ValueError(f"two {self.name} hooks for op '{op.name}'")
+                op.hooks[self.name] = fn
+            return fn
+        return attach
+
+    def of(self, op: OpDef) -> Any | None:
+        return op.hooks.get(self.name)
+
+    def check_complete(self) -> None:
+        missing = [op.name for op in all_ops() if self.needed(op) and self.name not in op.hooks]
+        if missing:
+            raise MissingHook(f"no {self.name} for op(s): {', '.join(missing)}")
+
+    def by_name(self) -> Mapping[str, Any]:
+        """The hooks as a read-only table by op name."""
+        return _HookTable(self)
+
+
+class _HookTable(Mapping):
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+
+    def __getitem__(self, name: str) -> Any:
+        op = lookup(name)
+        fn = self.hook.of(op) if op is not None else None
+        if fn is None:
+            raise KeyError(name)
+        return fn
+
+    def __iter__(self) -> Iterator[str]:
+        return (op.name for op in all_ops() if self.hook.of(op) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# The interpreter's numpy kernel of each graph op (swir.interp.kernels*); a
+# fused group runs its region instead.
+REFERENCE = Hook("interpreter kernel",
+                 lambda op: computes(op) and op.num_regions == 0 and op.numpy is None)
+# The -lower-loops rule of each graph op (swir.lowering); SCALAR_FORM ops share
+# the element-wise rule, which composes their scalar forms.
+LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits)
+
+
 def lookup(name: str) -> OpDef | None:
     return _REGISTRY.get(name)
+
+
+def op_def(name: str) -> OpDef:
+    """The definition of a registered op (for tables that name ops)."""
+    op = lookup(name)
+    if op is None:
+        raise KeyError(f"no op '{name}'")
+    return op
 
 
 def all_ops() -> list[OpDef]:

@@ -194,6 +194,28 @@ def floats_attr(inst: Instruction, name: str, length: int | None = None,
     return [_to_float(x, name) for x in v] if v is not None else v
 
 
+def attr(inst: Instruction, name: str, length: int | None = None) -> Any:
+    """Attribute ``name`` of ``inst``, read as its op declares it: kind checked,
+    the declared default when absent (required: an error), then the declared
+    ``check``; list kinds may be given the ``length`` they must have."""
+    spec = inst.opdef.attr(name)
+    default = _REQUIRED if spec.required else spec.default
+    if spec.kind == "ints":
+        value = ints_attr(inst, name, length, default)
+    elif spec.kind == "floats":
+        value = floats_attr(inst, name, length, default)
+    elif spec.kind == "str":
+        value = str_attr(inst, name, default, spec.choices)
+    else:
+        value = _SCALAR_READERS[spec.kind](inst, name, default)
+    if spec.check is not None and value is not None:
+        spec.check(value, name)
+    return value
+
+
+_SCALAR_READERS = {"int": int_attr, "float": float_attr, "bool": bool_attr}
+
+
 def normalise_axes(axes: list[int], rank: int, what: str = "axes") -> list[int]:
     """Each axis in [-rank, rank), made non-negative; repeats are an error."""
     out: list[int] = []

@@ -29,12 +29,12 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
+from swir.ops.util import attr
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
 PRODUCERS = ("conv2d", "conv_transpose2d", "matmul")
-DEFAULT_EPSILON = 1e-5  # the batch_norm op's default (docs/ir.md)
 
 
 @dataclass
@@ -113,10 +113,10 @@ def _is_matrix_product(mm: Instruction) -> bool:
 def folded_parameters(bn: Instruction, producer: Instruction) -> tuple[np.ndarray, np.ndarray]:
     """The new weight and bias (per output channel), in the element type."""
     scale, shift, mean, var = (_wide(v) for v in bn.args[1:5])  # shift: its bias
-    eps = float(bn.attrs.get("epsilon", DEFAULT_EPSILON))
+    eps = attr(bn, "epsilon")
     weight = _wide(producer.args[1])
     bias = _wide(producer.args[2]) if len(producer.args) > 2 else np.zeros_like(mean)
-    groups = int(producer.attrs.get("groups", 1))
+    groups = attr(producer, "groups") if producer.opdef.attr("groups") else 1  # matmul: one
     dtype = dtype_of(producer.results[0].type)
     # inf and nan (var + eps = 0, an overflow of dtype) are refused by the caller.
     with np.errstate(all="ignore"):

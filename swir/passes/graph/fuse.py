@@ -49,8 +49,7 @@ from swir.analysis.trial import plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
-from swir.lowering.elementwise import ELEMENTWISE
-from swir.lowering.fused import PROLOGUE
+from swir.ops.registry import INLINABLE, SCALAR_FORM
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, option
 
@@ -75,7 +74,7 @@ def pattern(inst: Instruction) -> str:
     if d is None or len(inst.results) != 1 or inst.regions or d.category == "fused" \
             or not isinstance(inst.results[0].type, TensorType):
         return "opaque"
-    if inst.opname in ELEMENTWISE:
+    if SCALAR_FORM in d.traits:
         return "elementwise"
     cat = "injective" if d.category == "broadcast" else d.category
     return cat if cat in ("injective", "reduction", "complex") else "opaque"
@@ -111,7 +110,7 @@ class Fuse(Pass):
                 continue
             g = self._join(inst, kind, of, position)
             if g is None:
-                g = Group([inst], kind, inst.opname in PROLOGUE)
+                g = Group([inst], kind, _inlinable(inst))
             if id(g) not in listed:
                 listed.add(id(g))
                 groups.append(g)
@@ -156,7 +155,7 @@ class Fuse(Pass):
             g = self._epilogue_target(inst, of)
             if g is not None:
                 g.ops.append(inst)
-                g.inline_only = g.inline_only and inst.opname in PROLOGUE
+                g.inline_only = g.inline_only and _inlinable(inst)
                 return g
         if kind in ("injective", "reduction", "complex"):
             producers = self._prologue_sources(inst, kind, of)
@@ -165,7 +164,7 @@ class Fuse(Pass):
                              key=lambda op: position[id(op)]) + [inst]
                 for g in producers:
                     g.ops = []  # absorbed into the new group
-                return Group(ops, kind, all(op.opname in PROLOGUE for op in ops), len(ops) - 1)
+                return Group(ops, kind, all(map(_inlinable, ops)), len(ops) - 1)
         return None
 
     def _epilogue_target(self, inst: Instruction, of: dict[int, Group]) -> Group | None:
@@ -176,7 +175,7 @@ class Fuse(Pass):
                 continue
             if v.type.shape != inst.results[0].type.shape:
                 continue
-            if inst.opname == "batch_norm" and pos != 0:
+            if not inst.opdef.may_run_through(pos):
                 continue
             if best is None or WEIGHT[g.pattern] > WEIGHT[best.pattern]:
                 best = g
@@ -194,6 +193,10 @@ class Fuse(Pass):
                 continue
             found.append(g)
         return found
+
+
+def _inlinable(inst: Instruction) -> bool:
+    return INLINABLE in inst.opdef.traits
 
 
 def _constant_transpose(g: Group) -> bool:
