@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from swir.codegen import scalar
+from swir.codegen import c_ast as C
 from swir.codegen.names import Scope, c_string, display_text
 from swir.diagnostics import Diagnostic
 from swir.interp.graph import constant_array
@@ -56,19 +57,6 @@ def declare_pointer(t: ShapedType, name: str, init: str, const: bool = False) ->
         cast = "" if init.startswith(("&", "ldm.")) else f"({head.strip()})"
         return f"{head}const {name} = {cast}{init};"
     return f"{head}const {name}{tail} = ({head}{tail}){init};"
-
-
-def strip_parens(text: str) -> str:
-    """``(a + b)`` -> ``a + b`` when the outer parentheses enclose everything."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(text) - 1:
-            return text
-    return text[1:-1]
 
 
 class BodyEmitter:
@@ -191,14 +179,14 @@ def _scalar_result(e: BodyEmitter, inst: Instruction) -> tuple[ScalarType, str]:
     return t, e.define(inst.results[0])
 
 
-def _emit_value(e: BodyEmitter, inst: Instruction, value: str) -> None:
+def _emit_value(e: BodyEmitter, inst: Instruction, value: C.Expr | str) -> None:
     if not inst.results[0].has_uses and not (e.side == "host" and e.f.kind == "func"):
         return      # C warns of unused variables; the op has no effect
     t, name = _scalar_result(e, inst)
     if e.side == "host" and e.f.kind == "func":
-        e.line(f"{name} = {strip_parens(value)};")
+        e.line(f"{name} = {value};")
     else:
-        e.line(f"const {scalar.c_type(t)} {name} = {strip_parens(value)};")
+        e.line(f"const {scalar.c_type(t)} {name} = {value};")
 
 
 def _const(e: BodyEmitter, inst: Instruction) -> None:
@@ -217,9 +205,9 @@ def _elementwise(e: BodyEmitter, inst: Instruction) -> None:
                      "compute on scalars", inst)
     t = inst.results[0].type
     assert isinstance(t, ScalarType)
-    text = scalar.expression(inst.opname, [a.type for a in args],  # type: ignore[union-attr]
-                             [e.name(a) for a in args], t, dict(inst.attrs))  # type: ignore[arg-type]
-    _emit_value(e, inst, text)
+    value = scalar.node(inst.opname, [a.type for a in args],  # type: ignore[union-attr]
+                        [C.Id(e.name(a)) for a in args], t, dict(inst.attrs))  # type: ignore[arg-type]
+    _emit_value(e, inst, value)
 
 
 def _load(e: BodyEmitter, inst: Instruction) -> None:

@@ -18,17 +18,28 @@ import math
 
 import numpy as np
 
+from swir.codegen.c_ast import (
+    Binary,
+    Cast,
+    Expr,
+    Id,
+    Lit,
+    Named,
+    Paren,
+    Ternary,
+    Unary,
+    call,
+)
 from swir.ir.types import INDEX, ScalarType
 
 C_TYPES = {"f16": "swir_f16", "f32": "float", "f64": "double", "i1": "bool",
            "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
            "index": "long"}
+DOUBLE = Named("double")
 _UNSIGNED = {"i32": "uint32_t", "i64": "uint64_t", "index": "unsigned long"}
 _INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"),
                "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX"),
                "index": ("INT64_MIN", "INT64_MAX")}
-_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "swir_erf",
-         "erfc": "swir_erfc"}
 # Every libm function the generated code can call, on the MPE and on the CPEs
 # alike (layers_slave.c and layers_mix.h's helpers: one code path, so the
 # emulation runs what the CPEs will): what the CPE's math library (-lm_slave)
@@ -46,16 +57,20 @@ def c_type(t: ScalarType) -> str:
     return C_TYPES[t.name]
 
 
-def literal(value: object, t: ScalarType) -> str:
+def c_node_type(t: ScalarType) -> Named:
+    return Named(C_TYPES[t.name])
+
+
+def literal(value: object, t: ScalarType) -> Expr:
     """``value`` exactly, as a C constant of type ``t``."""
     if t.name == "i1":
-        return "true" if bool(value) else "false"
+        return Lit("true" if bool(value) else "false")
     if not t.is_float:
         v = int(value)  # type: ignore[arg-type]
         if t.name in ("i64", "index") and v == -(1 << 63):
-            return "INT64_MIN"
-        text = str(v) if abs(v) < (1 << 31) else f"INT64_C({v})"
-        return text if t.name in ("i32", "i64", "index") else f"({c_type(t)}){text}"
+            return Lit("INT64_MIN")
+        text = Lit(str(v)) if abs(v) < (1 << 31) else call("INT64_C", Lit(str(v)))
+        return text if t.name in ("i32", "i64", "index") else Cast(c_node_type(t), text)
     x = float(value)  # type: ignore[arg-type]
     if math.isnan(x):
         body = "NAN"
@@ -71,109 +86,122 @@ def literal(value: object, t: ScalarType) -> str:
             body += ".0"
         body += "f" if t.name == "f32" else ""
     if t.name == "f16":
-        return f"(swir_f16){body}"
+        return Cast(c_node_type(t), Lit(body))
     if t.name == "f32" and body in ("NAN", "INFINITY", "-INFINITY"):
-        return body     # float constants already
+        return Lit(body)     # float constants already
     if t.name == "f64" and body in ("NAN", "INFINITY", "-INFINITY"):
-        return f"(double){body}"
-    return body
+        return Cast(c_node_type(t), Lit(body))
+    return Lit(body)
 
 
-def _wrap(t: ScalarType, sym: str, a: str, b: str) -> str:
+# How each element-wise op is written in C, by op name: an operator, or a
+# function of double (libm's or ours). expression() below makes the nodes.
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+LOGIC = {"and": "&&", "or": "||"}
+ARITH = {"add": "+", "sub": "-", "mul": "*"}
+ORDER = {"max": ">", "min": "<"}
+# On i1 (as the kernels do it: in integers, nonzero is true): an operator, or
+# None for the operand itself.
+BOOL_OPS = {"add": "||", "max": "||", "sub": "!=", "mul": "&&", "min": "&&", "div": "&&",
+            "and": "&&", "neg": None, "abs": None, "relu": None}
+_LIBM = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "swir_erf",
+         "erfc": "swir_erfc", "floor": "floor", "ceil": "ceil", "pow": "pow"}
+
+
+def _wrap(t: ScalarType, sym: str, a: Expr, b: Expr) -> Expr:
     """a SYM b with two's-complement wrap-around instead of undefined overflow."""
     if t.name in _UNSIGNED:
-        u = _UNSIGNED[t.name]
-        return f"({c_type(t)})(({u}){a} {sym} ({u}){b})"
-    return f"({c_type(t)})({a} {sym} {b})"   # i8 / i16: int arithmetic cannot overflow
+        u = Named(_UNSIGNED[t.name])
+        return Cast(c_node_type(t), Binary(sym, Cast(u, a), Cast(u, b)))
+    # i8 / i16: int arithmetic cannot overflow
+    return Cast(c_node_type(t), Binary(sym, a, b))
 
 
-def _in_double(t: ScalarType, expr: str) -> str:
+def _in_double(t: ScalarType, e: Expr) -> Expr:
     """A double-precision result rounded to ``t`` (as the kernels round f64 results)."""
-    return expr if t.name == "f64" else f"({c_type(t)}){expr}"
+    return e if t.name == "f64" else Cast(c_node_type(t), e)
 
 
-def _d(t: ScalarType, a: str) -> str:
-    return a if t.name == "f64" else f"(double){a}"
+def _d(t: ScalarType, a: Expr) -> Expr:
+    return a if t.name == "f64" else Cast(DOUBLE, a)
 
 
 def expression(op: str, operand_types: list[ScalarType], args: list[str],
                result: ScalarType, attrs: dict) -> str:
+    """The C expression computing element-wise ``op`` on scalar operands
+    (named by ``args``), as text."""
+    return node(op, operand_types, [Id(a) for a in args], result, attrs).text()
+
+
+def node(op: str, operand_types: list[ScalarType], args: list[Expr],
+         result: ScalarType, attrs: dict) -> Expr:
     """The C expression computing element-wise ``op`` on scalar operands."""
     t = operand_types[-1]
     a = args[0]
-    b = args[1] if len(args) > 1 else ""
-    is_bool, is_float = t.name == "i1", t.is_float
+    b = args[1] if len(args) > 1 else a
+    is_float = t.is_float
     if op == "cast":
         return _cast(operand_types[0], result, a)
     if op == "select":
-        return f"({a} ? {b} : {args[2]})"
-    compare = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-    if op in compare:
-        return f"({a} {compare[op]} {b})"
-    if op in ("and", "or", "not"):
-        return {"and": f"({a} && {b})", "or": f"({a} || {b})", "not": f"!{a}"}[op]
-    if is_bool:
-        return _bool_op(op, a, b)
-    if op in ("add", "sub", "mul"):
-        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
-        return f"({a} {sym} {b})" if is_float else _wrap(t, sym, a, b)
+        return Ternary(a, b, args[2])
+    if op in COMPARE:
+        return Binary(COMPARE[op], a, b)
+    if op in LOGIC:
+        return Binary(LOGIC[op], a, b)
+    if op == "not":
+        return Unary("!", a)
+    if t.name == "i1":
+        if op not in BOOL_OPS:
+            raise Unsupported(f"'{op}' on i1 has no C form")
+        sym = BOOL_OPS[op]
+        return a if sym is None else Binary(sym, a, b)
+    if op in ARITH:
+        return Binary(ARITH[op], a, b) if is_float else _wrap(t, ARITH[op], a, b)
     if op == "div":
-        return f"({a} / {b})" if is_float else f"swir_div_{t.name}({a}, {b})"
+        return Binary("/", a, b) if is_float else call(f"swir_div_{t.name}", a, b)
     if op == "neg":
-        return f"(-{a})" if is_float else _wrap(t, "-", "0", a)
+        return Unary("-", a) if is_float else _wrap(t, "-", Lit("0"), a)
     if op == "abs":
         if is_float:
-            return _in_double(t, f"fabs({_d(t, a)})")
-        return f"({a} < 0 ? {_wrap(t, '-', '0', a)} : {a})"
-    if op in ("max", "min"):
-        sym = ">" if op == "max" else "<"
-        keep_nan = f" || {a} != {a}" if is_float else ""
-        return f"(({a} {sym} {b}{keep_nan}) ? {a} : {b})"
+            return _in_double(t, call("fabs", _d(t, a)))
+        return Ternary(Binary("<", a, Lit("0")), _wrap(t, "-", Lit("0"), a), a)
+    if op in ORDER:
+        return Ternary(Paren(_keep_nan(Binary(ORDER[op], a, b), a, is_float)), a, b)
     if op == "relu":
         zero = literal(0, t)
-        keep_nan = f" || {a} != {a}" if is_float else ""
-        return f"(({a} > {zero}{keep_nan}) ? {a} : {zero})"
+        return Ternary(Paren(_keep_nan(Binary(">", a, zero), a, is_float)), a, zero)
     if not is_float:
         raise Unsupported(f"'{op}' on {t} has no C form")
     return _float_op(op, t, a, b)
 
 
-def _bool_op(op: str, a: str, b: str) -> str:
-    """Arithmetic on i1 as the kernels do it: in integers, nonzero is true."""
-    if op in ("add", "max"):
-        return f"({a} || {b})"
-    if op == "sub":
-        return f"({a} != {b})"
-    if op in ("mul", "min", "div", "and"):
-        return f"({a} && {b})"
-    if op in ("neg", "abs", "relu"):
-        return a
-    raise Unsupported(f"'{op}' on i1 has no C form")
+def _keep_nan(test: Expr, a: Expr, is_float: bool) -> Expr:
+    """``test``, or true when float ``a`` is NaN (NaN propagates)."""
+    return Binary("||", test, Binary("!=", a, a)) if is_float else test
 
 
-def _float_op(op: str, t: ScalarType, a: str, b: str) -> str:
-    one = literal(1, t)
-    if op in _LIBM:
-        return _in_double(t, f"{_LIBM[op]}({_d(t, a)})")
-    if op == "rsqrt":
-        return _in_double(t, f"(1.0 / sqrt({_d(t, a)}))")
-    if op == "reciprocal":
-        return f"({one} / {a})"
-    if op == "sigmoid":
-        return _in_double(t, f"(1.0 / (1.0 + exp(-{_d(t, a)})))")
-    if op in ("floor", "ceil"):
-        return _in_double(t, f"{op}({_d(t, a)})")
+def _float_op(op: str, t: ScalarType, a: Expr, b: Expr) -> Expr:
+    one = Lit("1.0")
     if op == "pow":
-        return _in_double(t, f"pow({_d(t, a)}, {_d(t, b)})")
+        return _in_double(t, call("pow", _d(t, a), _d(t, b)))
+    if op in _LIBM:
+        return _in_double(t, call(_LIBM[op], _d(t, a)))
+    if op == "rsqrt":
+        return _in_double(t, Binary("/", one, call("sqrt", _d(t, a))))
+    if op == "reciprocal":
+        return Binary("/", literal(1, t), a)
+    if op == "sigmoid":
+        return _in_double(t, Binary("/", one, Binary("+", one,
+                                                     call("exp", Unary("-", _d(t, a))))))
     raise Unsupported(f"'{op}' on {t} has no C form")
 
 
-def _cast(src: ScalarType, dst: ScalarType, a: str) -> str:
+def _cast(src: ScalarType, dst: ScalarType, a: Expr) -> Expr:
     if dst.name == "i1":
-        return f"({a} != 0)"
+        return Binary("!=", a, Lit("0"))
     if src.is_float and not dst.is_float:
-        return f"swir_f2{'i64' if dst == INDEX else dst.name}({_d(src, a)})"
-    return f"({c_type(dst)}){a}"
+        return call(f"swir_f2{'i64' if dst == INDEX else dst.name}", _d(src, a))
+    return Cast(c_node_type(dst), a)
 
 
 # erf and erfc in double, for the host and the CPEs alike (docs/codegen.md, "Math
@@ -252,7 +280,7 @@ def helpers() -> str:
     out = ["/* Integer division as swir defines it: truncating, x / 0 == 0, MIN / -1 wraps. */"]
     for name in ("i8", "i16", "i32", "i64"):
         ct = C_TYPES[name]
-        neg = _wrap(ScalarType(name), "-", "0", "a")
+        neg = _wrap(ScalarType(name), "-", Lit("0"), Id("a"))
         out.append(f"static inline {ct} swir_div_{name}({ct} a, {ct} b) "
                    f"{{ return b == 0 ? 0 : b == -1 ? {neg} : ({ct})(a / b); }}")
     out.append("static inline long swir_div_index(long a, long b) "
