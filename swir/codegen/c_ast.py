@@ -53,7 +53,9 @@ class Named(CType):
 
     def declare(self, inner: str = "") -> str:
         text = ("const " if self.const else "") + self.name
-        return f"{text} {inner}" if inner else text
+        if not inner or inner.startswith("["):     # long[]: an abstract array
+            return text + inner
+        return f"{text} {inner}"
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,14 @@ class Pointer(CType):
 
 @dataclass(frozen=True)
 class Array(CType):
+    """``of[length]``; no length: ``of[]`` (a compound literal's, a parameter's)."""
     of: CType
-    length: int
+    length: int | None = None
 
     def declare(self, inner: str = "") -> str:
         if inner.startswith("*"):          # a pointer to an array: (*p)[n]
             inner = f"({inner})"
-        return self.of.declare(f"{inner}[{self.length}]")
+        return self.of.declare(f"{inner}[{'' if self.length is None else self.length}]")
 
 
 def const(t: CType) -> CType:
@@ -188,10 +191,12 @@ class SizeOf(Expr):
 
 @dataclass(frozen=True)
 class Binary(Expr):
-    """``a OP b``, left-associative as all of C's binary operators are."""
+    """``a OP b``, left-associative as all of C's binary operators are;
+    ``tight``: without spaces (``2*i``, as swir writes an index's coefficient)."""
     op: str
     left: Expr
     right: Expr
+    tight: bool = False
 
     @property
     def precedence(self) -> int:  # type: ignore[override]
@@ -199,7 +204,8 @@ class Binary(Expr):
 
     def text(self) -> str:
         p = self.precedence
-        return f"{_operand(self.left, p)} {self.op} {_operand(self.right, p + 1)}"
+        op = self.op if self.tight else f" {self.op} "
+        return f"{_operand(self.left, p)}{op}{_operand(self.right, p + 1)}"
 
 
 @dataclass(frozen=True)
@@ -385,17 +391,21 @@ class If(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
+    """``for (init; cond; step) { body }``; a body that is one statement and
+    no Block goes on the next line, without braces."""
     init: Decl | Expr
     cond: Expr
     step: Expr
-    body: Block
+    body: Block | Stmt
 
     def lines(self, depth: int) -> list[str]:
         pad = INDENT * depth
         init = self.init.text()     # a Decl's text ends with its ';'
         init = init if isinstance(self.init, Decl) else init + ";"
-        return [f"{pad}for ({init} {self.cond.text()}; {self.step.text()}) {{",
-                *self.body.inner(depth + 1), pad + "}"]
+        head = f"{pad}for ({init} {self.cond.text()}; {self.step.text()})"
+        if not isinstance(self.body, Block):
+            return [head, *self.body.lines(depth + 1)]
+        return [head + " {", *self.body.inner(depth + 1), pad + "}"]
 
 
 @dataclass(frozen=True)
@@ -446,9 +456,13 @@ class Function:
     def prototype(self) -> str:
         return self.signature() + ";"
 
+    def lines(self) -> list[str]:
+        head = [f"/* {self.comment} */"] if self.comment else []
+        body = self.body.inner(1)
+        return [*head, self.signature(), "{", *(body or [""]), "}"]
+
     def text(self) -> str:
-        head = f"/* {self.comment} */\n" if self.comment else ""
-        return head + self.signature() + "\n{\n" + "\n".join(self.body.inner(1)) + "\n}\n"
+        return "\n".join(self.lines()) + "\n"
 
 
 def render(statements: list[Stmt], depth: int = 0) -> str:

@@ -19,6 +19,7 @@ from swir.codegen.c_ast import (
     Function,
     Id,
     If,
+    InitList,
     Lit,
     Named,
     Param,
@@ -52,6 +53,12 @@ def test_left_associativity():
     assert Binary("/", a, Binary("*", b, c)).text() == "a / (b * c)"
 
 
+def test_tight_products_as_swir_writes_index_coefficients():
+    term = Binary("*", Lit("2"), Id("oh"), tight=True)
+    assert Binary("-", Binary("+", term, Id("kh")), Lit("3")).text() == "2*oh + kh - 3"
+    assert Binary("*", Lit("-3"), Cast(LONG, x), tight=True).text() == "-3*(long)x"
+
+
 def test_logical_and_comparison():
     cond = Binary("||", Binary(">", a, b), Binary("!=", a, a))
     assert cond.text() == "a > b || a != a"
@@ -64,6 +71,8 @@ def test_casts_bind_tighter_than_binary_operators():
     assert Cast(Pointer(Array(FLOAT, 4)), x).text() == "(float (*)[4])x"
     assert Cast(Pointer(FLOAT), x).text() == "(float *)x"
     assert Cast(VOID, x).text() == "(void)x"
+    assert Cast(Array(Named("long", const=True)), InitList((Lit("1"), Lit("2")))).text() == \
+        "(const long[]){1, 2}"
 
 
 def test_unary_minus_of_negative_literals_and_of_itself():
