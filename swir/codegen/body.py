@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from swir.codegen import scalar
+from swir.codegen import c_ast as C
 from swir.codegen.names import Scope, c_string, display_text
 from swir.diagnostics import Diagnostic
-from swir.ir.affine import Compound, Expr, format_expr
+from swir.ir.affine import Compound, Expr
 from swir.ir.constants import constant_array
 from swir.ir.core import (
     Access,
@@ -35,38 +36,27 @@ from swir.ops.registry import SCALAR_FORM
 if TYPE_CHECKING:
     from swir.codegen.project import Project
 
+CONST_LONG = C.Named("long", const=True)
+VOID_P = C.Pointer(C.VOID)
 
-def pointer_type(t: ShapedType, const: bool = False) -> tuple[str, str]:
+
+def pointer_type(t: ShapedType, const: bool = False) -> C.Pointer:
     """The C type of a pointer through which buffer ``t`` is indexed as
-    ``A[i][j]``, split around the declarator: ``float (*`` / ``)[1024]``."""
-    elem = scalar.c_type(t.element)
-    q = "const " if const else ""
-    dims = "".join(f"[{d}]" for d in t.shape[1:])
-    if not dims:
-        return f"{q}{elem} *", ""
-    return f"{q}{elem} (*", f"){dims}"
+    ``A[i][j]``: ``float (*)[1024]``; ``const``: to const elements."""
+    elem: C.CType = C.Named(scalar.c_type(t.element), const)
+    for d in reversed(t.shape[1:]):
+        elem = C.Array(elem, d)
+    return C.Pointer(elem)
 
 
-def declare_pointer(t: ShapedType, name: str, init: str, const: bool = False) -> str:
-    """``float (*const A)[1024] = (float (*)[1024])init;``"""
-    head, tail = pointer_type(t, const)
-    if not tail:
-        cast = "" if init.startswith(("&", "ldm.")) else f"({head.strip()})"
-        return f"{head}const {name} = {cast}{init};"
-    return f"{head}const {name}{tail} = ({head}{tail}){init};"
-
-
-def strip_parens(text: str) -> str:
-    """``(a + b)`` -> ``a + b`` when the outer parentheses enclose everything."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(text) - 1:
-            return text
-    return text[1:-1]
+def declare_pointer(t: ShapedType, name: str, init: C.Expr, const: bool = False,
+                    cast: bool = True) -> C.Decl:
+    """``float (*const A)[1024] = (float (*)[1024])init;``. A one-dimensional
+    buffer's ``init`` needs no cast when it has the pointer's type already
+    (``cast`` false: an LDM array, an element's address)."""
+    ptr = pointer_type(t, const)
+    value = C.Cast(ptr, init) if cast or t.rank > 1 else init
+    return C.Decl(C.const(ptr), name, value)
 
 
 class BodyEmitter:
@@ -74,13 +64,13 @@ class BodyEmitter:
 
     def __init__(self, project: Project, f: Function, side: str, scope: Scope) -> None:
         self.project, self.f, self.side, self.scope = project, f, side, scope
-        self.lines: list[str] = []
-        self.depth = 1
+        self.body = C.Block()        # the function's statements
         self.labels: dict[int, str] = {}
 
     # -- output ----------------------------------------------------------------
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+    def emit(self, stmt: C.Stmt | C.Expr) -> None:
+        """A statement (an expression becomes an expression statement)."""
+        self.body.body.append(C.ExprStmt(stmt) if isinstance(stmt, C.Expr) else stmt)
 
     @contextmanager
     def scoped(self) -> Iterator[None]:
@@ -92,14 +82,15 @@ class BodyEmitter:
             self.scope = outer
 
     @contextmanager
-    def block(self, head: str) -> Iterator[None]:
-        """``head { ... }``, a scope of its own."""
-        with self.scoped():
-            self.line(head + " {")
-            self.depth += 1
-            yield
-            self.depth -= 1
-            self.line("}")
+    def block(self) -> Iterator[C.Block]:
+        """A block of statements (a scope of its own) the caller places: what
+        is emitted inside goes into it."""
+        outer, self.body = self.body, C.Block()
+        try:
+            with self.scoped():
+                yield self.body
+        finally:
+            self.body = outer
 
     def fail(self, message: str, inst: Instruction | None = None) -> Diagnostic:
         return Diagnostic(f"swir-cg: {message}", inst.loc if inst is not None else self.f.loc)
@@ -122,42 +113,60 @@ class BodyEmitter:
         except KeyError:
             return self.scope.declare(v.name or fallback, v, fallback)
 
-    def expr(self, e: Expr | int) -> str:
-        return format_expr(Expr.of(e), self.name, lambda atom, _bare: self._atom(atom))
+    def var(self, v: Value) -> C.Id:
+        return C.Id(self.name(v))
 
-    def _atom(self, atom: object) -> str:
+    def expr(self, e: Expr | int) -> C.Expr:
+        """An affine index expression in C, written as swir writes it
+        (``2*oh + kh - 3``: a coefficient's product tight)."""
+        e = Expr.of(e)
+        out: C.Expr | None = None
+        for atom, coef in e.terms:
+            a = self._atom(atom)
+            if out is None:     # the first term carries its own sign
+                out = a if coef == 1 else C.Unary("-", a) if coef == -1 else \
+                    C.Binary("*", C.Lit(str(coef)), a, tight=True)
+                continue
+            term = a if abs(coef) == 1 else C.Binary("*", C.Lit(str(abs(coef))), a, tight=True)
+            out = C.Binary("+" if coef > 0 else "-", out, term)
+        if out is None:
+            return C.Lit(str(e.const))
+        if e.const:
+            out = C.Binary("+" if e.const > 0 else "-", out, C.Lit(str(abs(e.const))))
+        return out
+
+    def _atom(self, atom: object) -> C.Expr:
         if not isinstance(atom, Compound):
-            v = self.name(atom)  # type: ignore[arg-type]
-            t = getattr(atom, "type", INDEX)
-            return v if t == INDEX else f"(long){v}"
+            v = self.var(atom)  # type: ignore[arg-type]
+            return v if getattr(atom, "type", INDEX) == INDEX else C.Cast(C.LONG, v)
         if atom.kind in ("min", "max"):
-            return self._fold(atom.kind, [self.expr(a) for a in atom.args])
-        return f"swir_{atom.kind}({self.expr(atom.args[0])}, {atom.divisor})"
+            args = [self.expr(a) for a in atom.args]
+            out = args[0]
+            for a in args[1:]:
+                out = C.call(f"swir_{atom.kind}", out, a)
+            return out
+        return C.call(f"swir_{atom.kind}", self.expr(atom.args[0]), atom.divisor)
 
-    def _fold(self, kind: str, args: list[str]) -> str:
-        text = args[0]
-        for a in args[1:]:
-            text = f"swir_{kind}({text}, {a})"
-        return text
-
-    def condition(self, cs: list) -> str:
-        parts = []
+    def condition(self, cs: list) -> C.Expr:
+        out: C.Expr | None = None
         for c in cs:
             assert isinstance(c, Constraint)
-            parts.append(f"{self.expr(c.lhs)} {c.rel} {self.expr(c.rhs)}")
-        return " && ".join(parts)
+            test = C.Binary(c.rel, self.expr(c.lhs), self.expr(c.rhs))
+            out = test if out is None else C.Binary("&&", out, test)
+        assert out is not None
+        return out
 
-    def element(self, acc: Access) -> str:
+    def element(self, acc: Access) -> C.Expr:
         """``A[i][j]``: one element of a main-memory or LDM buffer."""
-        base = self.name(acc.base)
+        base = self.var(acc.base)
         t = acc.base.type
         assert isinstance(t, ShapedType)
         if t.rank == 0:
-            return f"{base}[0]"
+            return C.index(base, 0)
         if any(not isinstance(i, Expr) for i in acc.indices) or len(acc.indices) != t.rank:
             raise Diagnostic("swir-cg: an element access needs one subscript per dimension "
                              "(ranges are for copies)", None)
-        return base + "".join(f"[{self.expr(i)}]" for i in acc.indices)
+        return C.index(base, *(self.expr(i) for i in acc.indices))
 
     # -- statements ------------------------------------------------------------------
     def region(self, block: Block) -> None:
@@ -189,14 +198,14 @@ def _scalar_result(e: BodyEmitter, inst: Instruction) -> tuple[ScalarType, str]:
     return t, e.define(inst.results[0])
 
 
-def _emit_value(e: BodyEmitter, inst: Instruction, value: str) -> None:
+def _emit_value(e: BodyEmitter, inst: Instruction, value: C.Expr) -> None:
     if not inst.results[0].has_uses and not (e.side == "host" and e.f.kind == "func"):
         return      # C warns of unused variables; the op has no effect
     t, name = _scalar_result(e, inst)
     if e.side == "host" and e.f.kind == "func":
-        e.line(f"{name} = {strip_parens(value)};")
+        e.emit(C.Assign(C.Id(name), value))
     else:
-        e.line(f"const {scalar.c_type(t)} {name} = {strip_parens(value)};")
+        e.emit(C.Decl(C.Named(scalar.c_type(t), const=True), name, value))
 
 
 def _const(e: BodyEmitter, inst: Instruction) -> None:
@@ -221,9 +230,9 @@ def _elementwise(e: BodyEmitter, inst: Instruction) -> None:
                      "compute on scalars", inst)
     t = inst.results[0].type
     assert isinstance(t, ScalarType)
-    text = scalar.expression(inst.opname, [a.type for a in args],  # type: ignore[union-attr]
-                             [e.name(a) for a in args], t, dict(inst.attrs))  # type: ignore[arg-type]
-    _emit_value(e, inst, text)
+    value = scalar.node(inst.opname, [a.type for a in args],  # type: ignore[union-attr]
+                        [e.var(a) for a in args], t, dict(inst.attrs))  # type: ignore[arg-type]
+    _emit_value(e, inst, value)
 
 
 def _load(e: BodyEmitter, inst: Instruction) -> None:
@@ -237,7 +246,7 @@ def _store(e: BodyEmitter, inst: Instruction) -> None:
     assert isinstance(acc, Access)
     if isinstance(acc.base, Global) and acc.base.kind == "global":
         raise e.fail(f"'store' writes to @{acc.base.name}, a constant global", inst)
-    e.line(f"{e.element(acc)} = {e.name(inst.args[0])};")  # type: ignore[arg-type]
+    e.emit(C.Assign(e.element(acc), e.var(inst.args[0])))  # type: ignore[arg-type]
 
 
 def _loop(e: BodyEmitter, inst: Instruction) -> None:
@@ -245,19 +254,21 @@ def _loop(e: BodyEmitter, inst: Instruction) -> None:
     lo, hi = e.expr(inst.args[0]), e.expr(inst.args[1])  # type: ignore[arg-type]
     step = inst.attrs.get("step", 1)
     with e.scoped():     # the loop variable belongs to the loop
-        iv = e.define(body.args[0], "i")
-        inc = f"{iv}++" if step == 1 else f"{iv} += {step}"
-        with e.block(f"for (long {iv} = {lo}; {iv} < {hi}; {inc})"):
+        iv = C.Id(e.define(body.args[0], "i"))
+        inc = C.Postfix(iv) if step == 1 else C.Assign(iv, C.Lit(str(step)), "+=")
+        with e.block() as loop_body:
             e.region(body)
+        e.emit(C.For(C.Decl(C.LONG, iv.name, lo), C.Binary("<", iv, hi), inc, loop_body))
 
 
 def _if(e: BodyEmitter, inst: Instruction) -> None:
-    with e.block(f"if ({e.condition(list(inst.args))})"):
+    with e.block() as then:
         e.region(inst.regions[0].blocks[0])
+    orelse = None
     if len(inst.regions) > 1 and inst.regions[1].blocks and inst.regions[1].blocks[0].instructions:
-        closing = e.lines.pop()
-        with e.block(closing.strip() + " else"):
+        with e.block() as orelse:
             e.region(inst.regions[1].blocks[0])
+    e.emit(C.If(e.condition(list(inst.args)), then, orelse))
 
 
 def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
@@ -267,24 +278,25 @@ def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
     # One printable line whatever the names hold (SWIR_TRAP prints it as is).
     where = f"{display_text(str(loc), 200)}: " if loc else ""
     what = f"%{display_text(v.name)}" if getattr(v, "name", None) else "an index"
+    index = C.Cast(C.LONG, e.var(v))  # type: ignore[arg-type]
     if e.side == "cpe":    # recorded for the MPE to report after the join
         site = e.project.fault_site(f"{where}'dyn_index' of {what}",
                                     "@" + display_text(e.f.name))
-        call = f"swir_cpe_dyn_index((long){e.name(v)}, {n}, {site})"  # type: ignore[arg-type]
+        call = C.call("swir_cpe_dyn_index", index, n, site)
     else:
         msg = c_string(f"{where}'dyn_index' of {what}")
-        call = f"swir_dyn_index((long){e.name(v)}, {n}, {msg}, " \
-               f"{c_string('@' + display_text(e.f.name))})"  # type: ignore[arg-type]
+        call = C.call("swir_dyn_index", index, n, C.Lit(msg),
+                      C.Lit(c_string("@" + display_text(e.f.name))))
     if not inst.results[0].has_uses:
-        e.line(f"(void){call};")      # unused, but its range check still runs
+        e.emit(C.Cast(C.VOID, call))      # unused, but its range check still runs
         return
-    e.line(f"const long {e.define(inst.results[0], 'd')} = {call};")
+    e.emit(C.Decl(CONST_LONG, e.define(inst.results[0], "d"), call))
 
 
 def _cpe_id(e: BodyEmitter, inst: Instruction) -> None:
     if not inst.results[0].has_uses:
         return
-    e.line(f"const long {e.define(inst.results[0], 'id')} = athread_get_id(-1);")
+    e.emit(C.Decl(CONST_LONG, e.define(inst.results[0], "id"), C.call("athread_get_id", -1)))
 
 
 def _chunk(e: BodyEmitter, inst: Instruction) -> None:
@@ -294,18 +306,19 @@ def _chunk(e: BodyEmitter, inst: Instruction) -> None:
     lo = e.define(lo_v, "lo") if lo_v.has_uses else "lo"
     hi = e.define(hi_v, "hi") if hi_v.has_uses else "hi"
     if g == 1:
-        e.line(f"/* this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs */")
+        e.emit(C.Comment(f"this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs"))
     else:
-        e.line(f"/* this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs, in units of "
-               f"{g} (no two CPEs write one 32-byte block) */")
+        e.emit(C.Comment(f"this CPE's share [{lo}, {hi}) of {ext} iterations over {w} CPEs, "
+                         f"in units of {g} (no two CPEs write one 32-byte block)"))
     for v, name, side in ((lo_v, lo, "lo"), (hi_v, hi, "hi")):
         if not v.has_uses:
             continue
         if g == 1:
-            e.line(f"const long {name} = swir_chunk_{side}({who}, {ext}, {w});")
+            share: C.Expr = C.call(f"swir_chunk_{side}", who, ext, w)
         else:
-            e.line(f"const long {name} = swir_min(swir_chunk_{side}({who}, {-(-ext // g)}, {w}) "
-                   f"* {g}, {ext});")
+            units = C.call(f"swir_chunk_{side}", who, -(-ext // g), w)
+            share = C.call("swir_min", C.Binary("*", units, C.Lit(str(g))), ext)
+        e.emit(C.Decl(CONST_LONG, name, share))
 
 
 def _ldm_alloc(e: BodyEmitter, inst: Instruction) -> None:
@@ -324,34 +337,48 @@ def _dma(e: BodyEmitter, inst: Instruction) -> None:
     if not isinstance(lt, LDMType):
         raise e.fail(f"a DMA's local side must be an LDM buffer, got {lt}", inst)
     esize = lt.element.bytes
-    mem_ptr = f"(void *){_address(e, mem)}"
-    ldm_ptr = _address(e, local) if isinstance(local, Access) else e.name(local)  # type: ignore[arg-type]
+    mem_ptr = C.Cast(VOID_P, _address(e, mem))
+    ldm_ptr = _address(e, local) if isinstance(local, Access) else e.var(local)  # type: ignore[arg-type]
     count, reply = inst.attrs["count"], inst.attrs["reply"]
     bsize, stride = inst.attrs.get("bsize", 0), inst.attrs.get("stride", 0)
     e.project.note_reply(reply)
-    tail = f"{count * esize}, (void *)&reply[{reply}]"
+    size_and_reply = (C.as_expr(count * esize), reply_address(reply))
+    strides = (C.as_expr(stride * esize), C.as_expr(bsize * esize))
     if get:
-        e.line(f"athread_get(PE_MODE, {mem_ptr}, {ldm_ptr}, {tail}, 0, "
-               f"{stride * esize}, {bsize * esize});")
+        e.emit(C.call("athread_get", "PE_MODE", mem_ptr, ldm_ptr, *size_and_reply, 0, *strides))
     else:
         if isinstance(mem.base, Global) and mem.base.kind == "global":
             raise e.fail(f"'dma_put' writes to @{mem.base.name}, a constant global", inst)
-        e.line(f"athread_put(PE_MODE, {ldm_ptr}, {mem_ptr}, {tail}, "
-               f"{stride * esize}, {bsize * esize});")
+        e.emit(C.call("athread_put", "PE_MODE", ldm_ptr, mem_ptr, *size_and_reply, *strides))
 
 
-def _address(e: BodyEmitter, acc: Access) -> str:
+def reply_word(reply: int) -> C.Expr:
+    """``reply[N]``: a DMA reply word of the CPE."""
+    return C.index("reply", reply)
+
+
+def reply_address(reply: int) -> C.Expr:
+    """``(void *)&reply[N]``, as athread_get / athread_put take it."""
+    return C.Cast(VOID_P, C.Unary("&", reply_word(reply)))
+
+
+def wait(reply: int, times: int = 1) -> C.Expr:
+    """Wait for ``times`` completions on a reply word (then reset it)."""
+    return C.call("SWIR_WAIT", reply_word(reply), times)
+
+
+def _address(e: BodyEmitter, acc: Access) -> C.Expr:
     t = acc.base.type
     assert isinstance(t, ShapedType)
     if t.rank == 0:
-        return e.name(acc.base)
-    return "&" + e.element(acc)
+        return e.var(acc.base)
+    return C.Unary("&", e.element(acc))
 
 
 def _dma_wait(e: BodyEmitter, inst: Instruction) -> None:
     reply = inst.attrs["reply"]
     e.project.note_reply(reply)
-    e.line(f"SWIR_WAIT(reply[{reply}], {inst.attrs.get('times', 1)});")
+    e.emit(wait(reply, inst.attrs.get("times", 1)))
 
 
 def _call(e: BodyEmitter, inst: Instruction) -> None:
@@ -359,7 +386,7 @@ def _call(e: BodyEmitter, inst: Instruction) -> None:
     assert isinstance(app, Apply)
     callee = e.project.function(app.callee, inst)
     e.project.check_writes(callee, app, inst)
-    args = [e.name(a) for a in app.args]
+    args: list[C.Expr] = [e.var(a) for a in app.args]
     outs = []
     for r in inst.results:
         t = r.type
@@ -369,9 +396,9 @@ def _call(e: BodyEmitter, inst: Instruction) -> None:
         outs.append(e.define(r))
     if outs and e.f.kind != "func":
         for r, name in zip(inst.results, outs):
-            e.line(f"{scalar.c_type(r.type)} {name};")  # type: ignore[arg-type]
-    args += [f"&{o}" for o in outs]
-    e.line(f"{e.project.call_name(callee, e.side, inst)}({', '.join(args)});")
+            e.emit(C.Decl(C.Named(scalar.c_type(r.type)), name))  # type: ignore[arg-type]
+    args += [C.Unary("&", C.Id(o)) for o in outs]
+    e.emit(C.call(e.project.call_name(callee, e.side, inst), *args))
 
 
 def _spawn(e: BodyEmitter, inst: Instruction) -> None:
@@ -381,22 +408,22 @@ def _spawn(e: BodyEmitter, inst: Instruction) -> None:
         callee = e.project.function(app.callee, inst)
         e.project.check_writes(callee, app, inst)
         callees.append(callee)
-        args += [e.name(a) for a in app.args]
+        args += [e.var(a) for a in app.args]
     name, taken = e.project.spawn_call(callees, inst)
-    e.line(f"{name}({', '.join(args[i] for i in taken)});")
+    e.emit(C.call(name, *(args[i] for i in taken)))
 
 
 def _join(e: BodyEmitter, inst: Instruction) -> None:
-    e.line("athread_join();")
+    e.emit(C.call("athread_join"))
     if e.project.fault_sites:
-        e.line("swir_check_faults();")
+        e.emit(C.call("swir_check_faults"))
 
 
 def _return(e: BodyEmitter, inst: Instruction) -> None:
     for i, v in enumerate(inst.args):
-        e.line(f"*result{i} = {e.name(v)};")  # type: ignore[arg-type]
+        e.emit(C.Assign(C.Unary("*", C.Id(f"result{i}")), e.var(v)))  # type: ignore[arg-type]
     if e.side == "host" and e.f.kind == "func" or inst.args:
-        e.line("return;")
+        e.emit(C.Return())
 
 
 def _br(e: BodyEmitter, inst: Instruction) -> None:
@@ -405,8 +432,9 @@ def _br(e: BodyEmitter, inst: Instruction) -> None:
 
 def _cond_br(e: BodyEmitter, inst: Instruction) -> None:
     c, yes, no = inst.args
-    with e.block(f"if ({e.name(c)})"):  # type: ignore[arg-type]
+    with e.block() as then:
         _jump(e, yes)  # type: ignore[arg-type]
+    e.emit(C.If(e.var(c), then))  # type: ignore[arg-type]
     _jump(e, no)  # type: ignore[arg-type]
 
 
@@ -417,15 +445,16 @@ def _jump(e: BodyEmitter, succ: Successor) -> None:
     values = [e.name(v) for v in succ.args]
     pairs = [(t, v) for t, v in zip(targets, values) if t != v]
     if len(pairs) == 1:
-        e.line(f"{pairs[0][0]} = {pairs[0][1]};")
+        e.emit(C.Assign(C.Id(pairs[0][0]), C.Id(pairs[0][1])))
     elif pairs:
-        with e.block(""):
+        with e.block() as copy:
             for k, (t, v) in enumerate(pairs):
                 ct = scalar.c_type(succ.block.args[targets.index(t)].type)  # type: ignore[arg-type]
-                e.line(f"const {ct} swir_tmp{k} = {v};")
+                e.emit(C.Decl(C.Named(ct, const=True), f"swir_tmp{k}", C.Id(v)))
             for k, (t, _) in enumerate(pairs):
-                e.line(f"{t} = swir_tmp{k};")
-    e.line(f"goto {e.labels[id(succ.block)]};")
+                e.emit(C.Assign(C.Id(t), C.Id(f"swir_tmp{k}")))
+        e.emit(copy)
+    e.emit(C.Goto(e.labels[id(succ.block)]))
 
 
 def _copy(e: BodyEmitter, inst: Instruction) -> None:

@@ -26,8 +26,16 @@ from pathlib import Path
 import numpy as np
 
 from swir.analysis.calling import all_written_params, output_count
+from swir.codegen import c_ast as C
 from swir.codegen import scalar, templates
-from swir.codegen.body import BodyEmitter, declare_pointer, pointer_type
+from swir.codegen.body import (
+    BodyEmitter,
+    declare_pointer,
+    pointer_type,
+    reply_address,
+    reply_word,
+    wait,
+)
 from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode
@@ -155,7 +163,7 @@ class Project:
         self._globals: dict[int, str] = {}
         self._used_globals: set[int] = set()
         self._slave_globals: dict[int, Global] = {}
-        self._ldm_paths: dict[int, str] = {}
+        self._ldm_paths: dict[int, C.Expr] = {}   # ldm_alloc -> its buffer in ldm
         self._frames: dict[str, str] = {}         # kernel C name -> struct text
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
         # The buffer parameters each function writes, computed once for the
@@ -307,7 +315,7 @@ class Project:
         t = inst.results[0].type
         assert isinstance(t, LDMType)
         name = e.define(inst.results[0], "L")
-        e.line(declare_pointer(t, name, self._ldm_paths[id(inst)]))
+        e.emit(declare_pointer(t, name, self._ldm_paths[id(inst)], cast=False))
 
     # -- files -------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:
@@ -423,34 +431,44 @@ class Project:
         return False
 
     # layers.h / layers.c -----------------------------------------------------------------
-    def _wrapper_params(self, f: Function) -> str:
-        ps = []
-        for p in f.params:
-            t = p.type
-            n = self._param_field(p)
-            ps.append(f"{scalar.c_type(t.element)} *{n}" if isinstance(t, ShapedType)
-                      else f"{scalar.c_type(t)} {n}")  # type: ignore[arg-type]
-        return ", ".join(ps) or "void"
+    def _wrapper_params(self, f: Function) -> list[C.Param]:
+        return [C.Param(_param_type(p.type), self._param_field(p)) for p in f.params]
 
-    def _group_wrapper_params(self, i: int) -> str:
+    def _group_wrapper_params(self, i: int) -> list[C.Param]:
         params = [p for f in self.groups[i] for p in f.params]
         names = [n for ns in self._group_params(i) for n in ns]
         same = self._group_keys[i][1]
-        return ", ".join(f"{scalar.c_type(p.type.element)} *{n}"
-                         if isinstance(p.type, ShapedType)
-                         else f"{scalar.c_type(p.type)} {n}"  # type: ignore[arg-type]
-                         for k, (p, n) in enumerate(zip(params, names))
-                         if same[k] == k) or "void"
+        return [C.Param(_param_type(p.type), n)
+                for k, (p, n) in enumerate(zip(params, names)) if same[k] == k]
+
+    def _spawn_wrapper(self, f: Function) -> C.Function:
+        """The MPE wrapper of a spawn of kernel ``f`` alone."""
+        fill = [(C.member("para", n), C.Id(n)) for n in map(self._param_field, f.params)]
+        return self._wrapper(f"@{comment_text(f.name)} ({self.where(f)})", self._spawn[id(f)],
+                             self._wrapper_params(f), self._para[id(f)], fill, [f],
+                             self._c_names[(id(f), "spawn")])
+
+    def _group_wrappers(self) -> list[C.Function]:
+        """The MPE wrapper of each spawn of several kernels."""
+        out = []
+        for i, g in enumerate(self.groups):
+            fill = [(C.member("para", f"{m}.{self._param_field(p)}"), C.Id(n))
+                    for f, m, names in zip(g, self._group_members(i), self._group_params(i))
+                    for p, n in zip(f.params, names)]
+            out.append(self._wrapper(f"spawn {self._group_text(g)}", self._group_spawn[i],
+                                     self._group_wrapper_params(i), self._group_para[i], fill,
+                                     list(g), self._group_names[i]))
+        return out
 
     def _layers_h(self) -> str:
         lines = [self.header("layers.h: the MPE side of each CPE kernel: fill its "
                              f"parameters and spawn it\n * on the {SW26010.cpes} CPEs (the caller joins)."),
                  "#ifndef SWIR_LAYERS_H", "#define SWIR_LAYERS_H", "",
                  '#include "layers_mix.h"', ""]
-        for f in self.spawned:
-            lines.append(f"void {self._spawn[id(f)]}({self._wrapper_params(f)});")
-        for i, g in enumerate(self.groups):
-            lines.append(f"void {self._group_spawn[i]}({self._group_wrapper_params(i)});")
+        # Every spawned kernel's wrapper is declared, also one spawned only
+        # with others (layers.c defines those spawned alone).
+        lines += [self._spawn_wrapper(f).prototype() for f in self.spawned]
+        lines += [w.prototype() for w in self._group_wrappers()]
         if self.fault_sites:
             lines += ["", "/* After a join: report the first run-time error a CPE recorded. */",
                       "void swir_check_faults(void);"]
@@ -468,35 +486,29 @@ class Project:
             lines.append(f"extern void SLAVE_FUN({k})(void *);")
         if self.fault_sites:
             lines += ["", templates.mpe_faults(self.fault_sites, c_string)]
-        for f in alone:
-            fill = [f"    para.{n} = {n};" for n in map(self._param_field, f.params)]
-            lines += self._wrapper(f"@{comment_text(f.name)} ({self.where(f)})",
-                                   f"void {self._spawn[id(f)]}({self._wrapper_params(f)})",
-                                   self._para[id(f)], fill, [f],
-                                   self._c_names[(id(f), "spawn")])
-        for i, g in enumerate(self.groups):
-            fill = [f"    para.{m}.{self._param_field(p)} = {n};"
-                    for f, m, names in zip(g, self._group_members(i), self._group_params(i))
-                    for p, n in zip(f.params, names)]
-            lines += self._wrapper(f"spawn {self._group_text(g)}",
-                                   f"void {self._group_spawn[i]}"
-                                   f"({self._group_wrapper_params(i)})",
-                                   self._group_para[i], fill, list(g), self._group_names[i])
+        for w in [*map(self._spawn_wrapper, alone), *self._group_wrappers()]:
+            lines += ["", *w.lines()]
         lines.append("")
         return "\n".join(lines)
 
-    def _wrapper(self, what: str, signature: str, para: str, fill: list[str],
-                 kernels: list[Function], entry: str) -> list[str]:
+    def _wrapper(self, what: str, name: str, params: list[C.Param], para: str,
+                 fill: list[tuple[C.Expr, C.Expr]], kernels: list[Function],
+                 entry: str) -> C.Function:
         """An MPE wrapper: fill the Para struct, spawn the CPE entry on it."""
         names = display_text(" + ".join(f.name for f in kernels), 150)
-        lines = ["", f"/* {what} */", signature, "{",
-                 "    /* static: each CPE copies it into LDM by DMA at kernel entry */",
-                 f"    static {para} para;"] + fill
+        struct = C.Id("para")
+        body: list[C.Stmt] = [
+            C.Comment("static: each CPE copies it into LDM by DMA at kernel entry"),
+            C.Decl(C.Named(para), "para", storage="static"),
+            *(C.ExprStmt(C.Assign(field, value)) for field, value in fill)]
         if self.fault_sites:
-            lines.append(f"    swir_spawned = {c_string(names)};")
-        return lines + [f"    SWIR_MEMORY(&para, sizeof para, {c_string('Para of ' + names)});",
-                        f"    SWIR_KERNEL({c_string(kernels[0].name)});",
-                        f"    athread_spawn({entry}, &para);", "}"]
+            body.append(C.ExprStmt(C.Assign(C.Id("swir_spawned"), C.Lit(c_string(names)))))
+        calls = [C.call("SWIR_MEMORY", C.Unary("&", struct), C.SizeOf(struct),
+                        C.Lit(c_string("Para of " + names))),
+                 C.call("SWIR_KERNEL", C.Lit(c_string(kernels[0].name))),
+                 C.call("athread_spawn", entry, C.Unary("&", struct))]
+        return C.Function(name, params, C.Block(body + [C.ExprStmt(c) for c in calls]),
+                          comment=what)
 
     # layers_slave.c ----------------------------------------------------------------------
     def _slave_c(self) -> str:
@@ -534,16 +546,16 @@ class Project:
             out.append("/* DMA reply words: each completed DMA adds one to its word. */")
             out.append(f"static __thread_local volatile int reply[{self.reply_words}];\n")
         for g in self._slave_globals.values():
-            out.append(f"extern {self._global_decl(g)};   /* main memory, defined in main.c */")
+            out.append(self._global_decl(g, "extern", "main memory, defined in main.c").text())
         if self._slave_globals:
             out.append("")
-        out += [b.split("\n", 2)[1] + ";" for b in bodies[:len(self.cpe_called)]]
+        out += [b.prototype() for b in bodies[:len(self.cpe_called)]]
         if self.cpe_called:
             out.append("")
-        out += bodies
+        out += [b.text() for b in bodies]
         return "\n".join(out)
 
-    def _cpe_function(self, f: Function, mode: str) -> str:
+    def _cpe_function(self, f: Function, mode: str) -> C.Function:
         """The C function of a CPE kernel: mode "spawn", the entry a spawn of
         it alone starts (it reads its Para from ``arg``); "run", the kernel
         as one of several in a spawn (its Para at ``p``, in LDM already);
@@ -556,7 +568,7 @@ class Project:
         scope.reserve("p", "arg")
         e = BodyEmitter(self, f, "cpe", scope)
         written = set(self.written_params(f))
-        params = []
+        params: list[C.Param] = []
         allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
         used = any(p.has_uses for p in f.params)
         if mode == "spawn":
@@ -564,58 +576,56 @@ class Project:
         elif mode == "run":
             if allocs:
                 self._frames[k] = self._frame(f, k)
-            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});" if allocs
-                   else "SWIR_LDM_FRAME(&swir_para, 0);")
+            e.emit(_ldm_frame(k) if allocs else _ldm_frame(None))
             self._reset_replies(e, f, [])
             if not used:
-                e.line("(void)p;")
+                e.emit(_unused("p"))
         for p in f.params:
             name = scope.declare(p.name or f"arg{p.index}", p, "a")
             t = p.type
             if mode != "cpe":
                 if not p.has_uses:
                     continue
-                field = self._param_field(p)
+                field = C.Member(C.Id("p"), self._param_field(p), arrow=True)
                 if isinstance(t, ShapedType):
-                    e.line(declare_pointer(t, name, f"p->{field}",
-                                           const=p.index not in written))
+                    e.emit(declare_pointer(t, name, field, const=p.index not in written))
                 else:
-                    e.line(f"const {scalar.c_type(t)} {name} = p->{field};")  # type: ignore[arg-type]
+                    e.emit(C.Decl(C.Named(scalar.c_type(t), const=True), name, field))  # type: ignore[arg-type]
             else:
-                if isinstance(t, ShapedType):
-                    head, tail = pointer_type(t, const=p.index not in written)
-                    params.append(f"{head}{name}{tail}")
-                else:
-                    params.append(f"{scalar.c_type(t)} {name}")  # type: ignore[arg-type]
+                params.append(C.Param(pointer_type(t, const=p.index not in written)
+                                      if isinstance(t, ShapedType)
+                                      else C.Named(scalar.c_type(t)), name))  # type: ignore[arg-type]
                 if not p.has_uses:
-                    e.line(f"(void){name};")
+                    e.emit(_unused(name))
         e.region(f.body.entry)  # type: ignore[union-attr]
-        head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
+        what = f"@{comment_text(f.name)} ({self.where(f)})"
         if mode == "spawn":
-            first = [] if used else ["    (void)arg;"]
-            return head + f"void {k}(void *arg)\n{{\n" + "\n".join(first + e.lines) + "\n}\n"
+            if not used:
+                e.body.body.insert(0, C.ExprStmt(_unused("arg")))
+            return C.Function(k, [C.Param(VOID_P, "arg")], e.body, comment=what)
         if mode == "run":
-            params = [f"const {self._para[id(f)]} *p"]
-        return (head + f"static void {k}({', '.join(params) or 'void'})\n{{\n"
-                + "\n".join(e.lines) + "\n}\n")
+            params = [C.Param(C.Pointer(C.Named(self._para[id(f)], const=True)), "p")]
+        return C.Function(k, params, e.body, storage="static", comment=what)
 
     def _entry_function(self, k: str, para: str, kernels: tuple[Function, ...],
-                        members: list[str]) -> str:
+                        members: list[str]) -> C.Function:
         """The entry of a spawn that runs kernels (each a "run" function): the
         Para copied into LDM by one DMA, then each kernel in turn, the CPEs
         meeting at a barrier (athread_syn) between two: the next kernel reads
         what the others' DMAs wrote."""
         self.note_reply(PARA_REPLY)
         declare, fetch = self._para_copy(para, k)
-        lines = ["SWIR_LDM_FRAME(&swir_para, 0);", declare, f"reply[{PARA_REPLY}] = 0;", *fetch]
+        body: list[C.Expr] = [_ldm_frame(None), declare,
+                              C.Assign(reply_word(PARA_REPLY), C.Lit("0")), *fetch]
         for n, (f, m) in enumerate(zip(kernels, members)):
             if n:
-                lines.append(f"SWIR_SYN({c_string(f.name)});")
-            lines.append(f"{self._c_names[(id(f), 'run')]}(&swir_para.{k}{'.' + m if m else ''});")
+                body.append(C.call("SWIR_SYN", C.Lit(c_string(f.name))))
+            para_copy = C.member("swir_para", k + ("." + m if m else ""))
+            body.append(C.call(self._c_names[(id(f), "run")], C.Unary("&", para_copy)))
         what = "spawn " + self._group_text(kernels) if len(kernels) > 1 else \
             f"@{comment_text(kernels[0].name)} ({self.where(kernels[0])})"
-        return (f"/* {what} */\nvoid {k}(void *arg)\n{{\n"
-                + "\n".join("    " + line for line in lines) + "\n}\n")
+        return C.Function(k, [C.Param(VOID_P, "arg")],
+                          C.Block([C.ExprStmt(x) for x in body]), comment=what)
 
     def _cpe_prologue(self, e: BodyEmitter, f: Function, k: str, allocs: bool,
                       used: bool) -> None:
@@ -626,27 +636,29 @@ class Project:
         union for all kernels), taken from the LDM reserve."""
         if allocs:
             self._frames[k] = self._frame(f, k)
-            e.line(f"SWIR_LDM_FRAME(&ldm.{k}, sizeof ldm.{k});")
+            e.emit(_ldm_frame(k))
         elif used:
-            e.line("SWIR_LDM_FRAME(&swir_para, 0);")
+            e.emit(_ldm_frame(None))
         if used:
             declare, fetch = self._para_copy(self._para[id(f)], k)
-            e.line(declare)
+            e.emit(declare)
         self._reset_replies(e, f, [PARA_REPLY] if used else [])
         if used:
-            for line in fetch:
-                e.line(line)
-            e.line(f"const {self._para[id(f)]} *const p = &swir_para.{k};")
+            for x in fetch:
+                e.emit(x)
+            para_ptr = C.Pointer(C.Named(self._para[id(f)], const=True), const=True)
+            e.emit(C.Decl(para_ptr, "p", C.Unary("&", C.member("swir_para", k))))
 
-    def _para_copy(self, para: str, k: str) -> tuple[str, list[str]]:
+    def _para_copy(self, para: str, k: str) -> tuple[C.Expr, list[C.Expr]]:
         """Entry k's LDM copy of its Para (of type para), a member of the
         swir_para union: the line declaring it to the emulation, and the DMA
         that fetches it from ``arg`` on reply word PARA_REPLY (zeroed before)."""
         self._para_copies.append((para, k))
-        return (f"SWIR_LDM_PARA(&swir_para.{k}, sizeof swir_para.{k});",
-                [f"athread_get(PE_MODE, arg, &swir_para.{k}, (int)sizeof swir_para.{k}, "
-                 f"(void *)&reply[{PARA_REPLY}], 0, 0, 0);",
-                 f"SWIR_WAIT(reply[{PARA_REPLY}], 1);"])
+        copy = C.member("swir_para", k)
+        return (C.call("SWIR_LDM_PARA", C.Unary("&", copy), C.SizeOf(copy)),
+                [C.call("athread_get", "PE_MODE", "arg", C.Unary("&", copy),
+                        C.Cast(C.INT, C.SizeOf(copy)), reply_address(PARA_REPLY), 0, 0, 0),
+                 wait(PARA_REPLY)])
 
     def _reset_replies(self, e: BodyEmitter, f: Function, extra: list[int]) -> None:
         """Zero the reply words the kernel (and the kernels it calls) uses
@@ -668,7 +680,7 @@ class Project:
                     todo.append(self.function(inst.args[0].callee, inst))  # type: ignore[union-attr]
         for w in sorted(words):
             self.note_reply(w)
-            e.line(f"reply[{w}] = 0;")
+            e.emit(C.Assign(reply_word(w), C.Lit("0")))
 
     def _frame(self, f: Function, k: str) -> str:
         """The struct of kernel k's LDM buffers: a region's buffers side by side,
@@ -686,7 +698,7 @@ class Project:
             for inst in own:
                 t = inst.results[0].type
                 member = fields.declare(inst.results[0].name or "L", fallback="L")
-                self._ldm_paths[id(inst)] = f"{path}.{member}"
+                self._ldm_paths[id(inst)] = C.member("ldm", f"{path}.{member}")
                 dims = "".join(f"[{d}]" for d in t.shape)
                 lines.append(f"{pad}{scalar.c_type(t.element)} {member}{dims} "
                              f"__attribute__((aligned({LDM_ALIGN})));")
@@ -709,12 +721,12 @@ class Project:
                 lines.append(f"{pad}}} nested;")
             return lines
 
-        body = struct_body(f.body.entry, f"ldm.{k}", 1)  # type: ignore[union-attr]
+        body = struct_body(f.body.entry, k, 1)   # paths below the ldm union  # type: ignore[union-attr]
         return (f"struct {k}_ldm {{   /* @{comment_text(f.name)} */\n"
                 + "\n".join(body) + "\n};\n")
 
     # main.c -----------------------------------------------------------------------------
-    def _host_function(self, f: Function) -> str:
+    def _host_function(self, f: Function) -> C.Function:
         name = self._c_names[(id(f), "host")]
         scope = Scope(self.scope)
         e = BodyEmitter(self, f, "host", scope)
@@ -723,15 +735,14 @@ class Project:
         for p in f.params:
             n = scope.declare(p.name or f"arg{p.index}", p, "a")
             t = p.type
-            params.append(f"{scalar.c_type(t.element)} *{n}" if isinstance(t, ShapedType)
-                          else f"{scalar.c_type(t)} {n}")  # type: ignore[arg-type]
+            params.append(C.Param(_param_type(t), n))
             if not p.has_uses:
-                e.line(f"(void){n};")
+                e.emit(_unused(n))
         for i, t in enumerate(f.result_types):
             if not isinstance(t, ScalarType):
                 raise Diagnostic(f"swir-cg: @{f.name} returns {t}; at the dma stage results "
                                  "are output buffers or scalars", f.loc)
-            params.append(f"{scalar.c_type(t)} *result{i}")
+            params.append(C.Param(C.Pointer(C.Named(scalar.c_type(t))), f"result{i}"))
         if f.kind == "func":
             self._host_locals(e, f)
         blocks = f.body.blocks  # type: ignore[union-attr]
@@ -742,15 +753,14 @@ class Project:
                    if isinstance(s, Successor)}
         for b in blocks:
             if id(b) in targets:
-                e.lines.append(f"{e.labels[id(b)]}:;")
+                e.emit(C.Line(f"{e.labels[id(b)]}:;"))
             e.region(b)
-        head = f"/* @{comment_text(f.name)} ({self.where(f)}) */\n"
-        return (head + f"static void {name}({', '.join(params) or 'void'})\n{{\n"
-                + "\n".join(e.lines) + "\n}\n")
+        return C.Function(name, params, e.body, storage="static",
+                          comment=f"@{comment_text(f.name)} ({self.where(f)})")
 
     def _host_locals(self, e: BodyEmitter, f: Function) -> None:
         """A func's values are declared up front: its blocks jump to each other."""
-        decls = []
+        decls: list[C.Stmt] = []
         for b in f.body.blocks:  # type: ignore[union-attr]
             values = list(b.args) if b is not f.body.entry else []  # type: ignore[union-attr]
             for inst in b.instructions:
@@ -761,16 +771,17 @@ class Project:
                     raise Diagnostic(f"swir-cg: %{v.name} has type {t}; host code holds only "
                                      "scalars at the dma stage", f.loc)
                 n = e.define(v)
-                decls.append(f"{scalar.c_type(t)} {n} = 0;")
+                decls.append(C.Decl(C.Named(scalar.c_type(t)), n, C.Lit("0")))
                 if not v.has_uses:
-                    decls.append(f"(void){n};")
+                    decls.append(C.ExprStmt(_unused(n)))
         for d in decls:
-            e.line(d)
+            e.emit(d)
 
-    def _global_decl(self, g: Global) -> str:
+    def _global_decl(self, g: Global, storage: str, comment: str) -> C.Decl:
+        """A global's pointer (its data is in main memory, placed at start)."""
         t = g.type
         assert isinstance(t, ShapedType)
-        return f"{scalar.c_type(t.element)} *{self._globals[id(g)]}"
+        return C.Decl(_param_type(t), self._globals[id(g)], storage=storage, comment=comment)
 
     def _constants(self) -> tuple[bytes, str]:
         """weights.bin and the C that places the constants: file-backed and
@@ -785,9 +796,9 @@ class Project:
             t = g.type
             assert isinstance(t, ShapedType)
             n = self._globals[id(g)]
-            decls.append(f"{'' if id(g) in self._slave_globals else 'static '}"
-                         f"{self._global_decl(g)};   /* @{comment_text(g.name)} : "
-                         f"{comment_text(str(t))} */")
+            decls.append(self._global_decl(
+                g, "" if id(g) in self._slave_globals else "static",
+                f"@{comment_text(g.name)} : {comment_text(str(t))}"))
             if isinstance(g.init, Dense) and g.init.is_splat:
                 value = dense_array(g.init, t).reshape(-1)[0] if t.num_elements else 0
                 fill.append((n, t, value))
@@ -813,10 +824,10 @@ class Project:
             assert isinstance(t, ShapedType)
             n = self._globals[id(g)]
             off = g.attrs.get("offset")
-            static = "" if id(g) in self._slave_globals else "static "
+            static = "" if id(g) in self._slave_globals else "static"
             where = f"arena offset {off}" if isinstance(off, int) else "own memory"
-            decls.append(f"{static}{self._global_decl(g)};   /* @{comment_text(g.name)} : "
-                         f"{comment_text(str(t))}, {where} */")
+            decls.append(self._global_decl(
+                g, static, f"@{comment_text(g.name)} : {comment_text(str(t))}, {where}"))
             if isinstance(off, int) and not isinstance(off, bool) and off >= 0:
                 placed.append((n, g, off))
                 size = max(size, off + t.bytes)
@@ -854,3 +865,27 @@ class Project:
                              "per CPE", self.m.loc)
         return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes,
                                   SW26010.cpes)
+
+
+VOID_P = C.Pointer(C.VOID)
+
+
+def _unused(name: str) -> C.Expr:
+    """``(void)name``: a parameter or value the code does not read (C warns)."""
+    return C.Cast(C.VOID, C.Id(name))
+
+
+def _ldm_frame(kernel: str | None) -> C.Expr:
+    """The emulation's note of a kernel's LDM frame: its struct in the ``ldm``
+    union, or (None) no buffers (the frame starts at the Para copy)."""
+    if kernel is None:
+        return C.call("SWIR_LDM_FRAME", C.Unary("&", C.Id("swir_para")), 0)
+    frame = C.member("ldm", kernel)
+    return C.call("SWIR_LDM_FRAME", C.Unary("&", frame), C.SizeOf(frame))
+
+
+def _param_type(t: object) -> C.CType:
+    """A host function's parameter: a buffer by its element pointer, a scalar by value."""
+    if isinstance(t, ShapedType):
+        return C.Pointer(C.Named(scalar.c_type(t.element)))
+    return C.Named(scalar.c_type(t))  # type: ignore[arg-type]

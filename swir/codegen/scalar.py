@@ -18,12 +18,26 @@ import math
 
 import numpy as np
 
+from swir.codegen.c_ast import (
+    Binary,
+    Cast,
+    Expr,
+    Id,
+    Lit,
+    Named,
+    Paren,
+    Ternary,
+    Unary,
+    call,
+)
 from swir.ir.types import INDEX, ScalarType
-from swir.ops.registry import SCALAR_FORM, CExpr, MissingHook, all_ops, lookup
+from swir.ops.registry import (SCALAR_FORM, CArg, CCall, CConst, CExpr, CForm, COp, CSelect,
+                               MissingHook, all_ops, lookup)
 
 C_TYPES = {"f16": "swir_f16", "f32": "float", "f64": "double", "i1": "bool",
            "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
            "index": "long"}
+DOUBLE = Named("double")
 _UNSIGNED = {"i32": "uint32_t", "i64": "uint64_t", "index": "unsigned long"}
 _INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"),
                "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX"),
@@ -45,16 +59,20 @@ def c_type(t: ScalarType) -> str:
     return C_TYPES[t.name]
 
 
-def literal(value: object, t: ScalarType) -> str:
+def c_node_type(t: ScalarType) -> Named:
+    return Named(C_TYPES[t.name])
+
+
+def literal(value: object, t: ScalarType) -> Expr:
     """``value`` exactly, as a C constant of type ``t``."""
     if t.name == "i1":
-        return "true" if bool(value) else "false"
+        return Lit("true" if bool(value) else "false")
     if not t.is_float:
         v = int(value)  # type: ignore[arg-type]
         if t.name in ("i64", "index") and v == -(1 << 63):
-            return "INT64_MIN"
-        text = str(v) if abs(v) < (1 << 31) else f"INT64_C({v})"
-        return text if t.name in ("i32", "i64", "index") else f"({c_type(t)}){text}"
+            return Lit("INT64_MIN")
+        text = Lit(str(v)) if abs(v) < (1 << 31) else call("INT64_C", Lit(str(v)))
+        return text if t.name in ("i32", "i64", "index") else Cast(c_node_type(t), text)
     x = float(value)  # type: ignore[arg-type]
     if math.isnan(x):
         body = "NAN"
@@ -70,33 +88,56 @@ def literal(value: object, t: ScalarType) -> str:
             body += ".0"
         body += "f" if t.name == "f32" else ""
     if t.name == "f16":
-        return f"(swir_f16){body}"
+        return Cast(c_node_type(t), Lit(body))
     if t.name == "f32" and body in ("NAN", "INFINITY", "-INFINITY"):
-        return body     # float constants already
+        return Lit(body)     # float constants already
     if t.name == "f64" and body in ("NAN", "INFINITY", "-INFINITY"):
-        return f"(double){body}"
-    return body
+        return Cast(c_node_type(t), Lit(body))
+    return Lit(body)
 
 
-def _wrap(t: ScalarType, sym: str, a: str, b: str) -> str:
+# How the TYPED_FORMS (below) are written, by op name: an operator. Every other
+# element-wise op's C form is its definition's CExpr (swir.ops.elementwise).
+ARITH = {"add": "+", "sub": "-", "mul": "*"}
+ORDER = {"max": ">", "min": "<"}
+# On i1 (as the kernels do it: in integers, nonzero is true): an operator, or
+# None for the operand itself.
+BOOL_OPS = {"add": "||", "max": "||", "sub": "!=", "mul": "&&", "min": "&&", "div": "&&",
+            "neg": None, "abs": None, "relu": None}
+# The ops whose C form depends on the operand type beyond float or not (integers
+# wrap, i1 is logic), written in :func:`node`; every other element-wise op of
+# loop bodies has a CExpr in its definition.
+TYPED_FORMS = frozenset({"cast", "add", "sub", "mul", "div", "neg", "abs", "max", "min",
+                         "relu"})
+
+
+def _wrap(t: ScalarType, sym: str, a: Expr, b: Expr) -> Expr:
     """a SYM b with two's-complement wrap-around instead of undefined overflow."""
     if t.name in _UNSIGNED:
-        u = _UNSIGNED[t.name]
-        return f"({c_type(t)})(({u}){a} {sym} ({u}){b})"
-    return f"({c_type(t)})({a} {sym} {b})"   # i8 / i16: int arithmetic cannot overflow
+        u = Named(_UNSIGNED[t.name])
+        return Cast(c_node_type(t), Binary(sym, Cast(u, a), Cast(u, b)))
+    # i8 / i16: int arithmetic cannot overflow
+    return Cast(c_node_type(t), Binary(sym, a, b))
 
 
-def _in_double(t: ScalarType, expr: str) -> str:
+def _in_double(t: ScalarType, e: Expr) -> Expr:
     """A double-precision result rounded to ``t`` (as the kernels round f64 results)."""
-    return expr if t.name == "f64" else f"({c_type(t)}){expr}"
+    return e if t.name == "f64" else Cast(c_node_type(t), e)
 
 
-def _d(t: ScalarType, a: str) -> str:
-    return a if t.name == "f64" else f"(double){a}"
+def _d(t: ScalarType, a: Expr) -> Expr:
+    return a if t.name == "f64" else Cast(DOUBLE, a)
 
 
 def expression(op: str, operand_types: list[ScalarType], args: list[str],
                result: ScalarType, attrs: dict) -> str:
+    """The C expression computing element-wise ``op`` on scalar operands
+    (named by ``args``), as text."""
+    return node(op, operand_types, [Id(a) for a in args], result, attrs).text()
+
+
+def node(op: str, operand_types: list[ScalarType], args: list[Expr],
+         result: ScalarType, attrs: dict) -> Expr:
     """The C expression computing element-wise ``op`` on scalar operands: the
     op definition's ``c_expr``, or one of the TYPED_FORMS written here."""
     t = operand_types[-1]
@@ -104,47 +145,60 @@ def expression(op: str, operand_types: list[ScalarType], args: list[str],
     if definition is not None and definition.c_expr is not None:
         return _from_definition(op, definition.c_expr, t, args)
     a = args[0]
-    b = args[1] if len(args) > 1 else ""
-    is_bool, is_float = t.name == "i1", t.is_float
+    b = args[1] if len(args) > 1 else a
+    is_float = t.is_float
     if op == "cast":
         return _cast(operand_types[0], result, a)
-    if is_bool:
-        return _bool_op(op, a, b)
-    if op in ("add", "sub", "mul"):
-        sym = {"add": "+", "sub": "-", "mul": "*"}[op]
-        return f"({a} {sym} {b})" if is_float else _wrap(t, sym, a, b)
+    if t.name == "i1":
+        if op not in BOOL_OPS:
+            raise Unsupported(f"'{op}' on i1 has no C form")
+        sym = BOOL_OPS[op]
+        return a if sym is None else Binary(sym, a, b)
+    if op in ARITH:
+        return Binary(ARITH[op], a, b) if is_float else _wrap(t, ARITH[op], a, b)
     if op == "div":
-        return f"({a} / {b})" if is_float else f"swir_div_{t.name}({a}, {b})"
+        return Binary("/", a, b) if is_float else call(f"swir_div_{t.name}", a, b)
     if op == "neg":
-        return f"(-{a})" if is_float else _wrap(t, "-", "0", a)
+        return Unary("-", a) if is_float else _wrap(t, "-", Lit("0"), a)
     if op == "abs":
         if is_float:
-            return _in_double(t, f"fabs({_d(t, a)})")
-        return f"({a} < 0 ? {_wrap(t, '-', '0', a)} : {a})"
-    if op in ("max", "min"):
-        sym = ">" if op == "max" else "<"
-        keep_nan = f" || {a} != {a}" if is_float else ""
-        return f"(({a} {sym} {b}{keep_nan}) ? {a} : {b})"
+            return _in_double(t, call("fabs", _d(t, a)))
+        return Ternary(Binary("<", a, Lit("0")), _wrap(t, "-", Lit("0"), a), a)
+    if op in ORDER:
+        return Ternary(Paren(_keep_nan(Binary(ORDER[op], a, b), a, is_float)), a, b)
     if op == "relu":
         zero = literal(0, t)
-        keep_nan = f" || {a} != {a}" if is_float else ""
-        return f"(({a} > {zero}{keep_nan}) ? {a} : {zero})"
+        return Ternary(Paren(_keep_nan(Binary(">", a, zero), a, is_float)), a, zero)
     raise Unsupported(f"'{op}' on {t} has no C form")
 
 
-# The ops whose C form depends on the operand type beyond float or not (integers
-# wrap, i1 is logic), written in :func:`expression`; every other element-wise op
-# of loop bodies has a CExpr in its definition.
-TYPED_FORMS = frozenset({"cast", "add", "sub", "mul", "div", "neg", "abs", "max", "min",
-                         "relu"})
+def _keep_nan(test: Expr, a: Expr, is_float: bool) -> Expr:
+    """``test``, or true when float ``a`` is NaN (NaN propagates)."""
+    return Binary("||", test, Binary("!=", a, a)) if is_float else test
 
 
-def _from_definition(op: str, form: CExpr, t: ScalarType, args: list[str]) -> str:
-    if form.float_only and not t.is_float:
+def _from_definition(op: str, c: CExpr, t: ScalarType, args: list[Expr]) -> Expr:
+    if c.float_only and not t.is_float:
         raise Unsupported(f"'{op}' on {t} has no C form")
-    if form.in_double:
-        return _in_double(t, form.template.format(*(_d(t, a) for a in args)))
-    return form.template.format(*args, one=literal(1, t))
+    operands = [_d(t, a) for a in args] if c.in_double else args
+    e = _build(c.form, t, operands)
+    return _in_double(t, e) if c.in_double else e
+
+
+def _build(form: CForm, t: ScalarType, args: list[Expr]) -> Expr:
+    """The C syntax tree of a CExpr's form on these operands."""
+    if isinstance(form, CArg):
+        return args[form.index]
+    if isinstance(form, CConst):
+        return literal(1, t) if form.text is None else Lit(form.text)
+    if isinstance(form, CCall):
+        return call(form.fn, *(_build(x, t, args) for x in form.args))
+    if isinstance(form, CSelect):
+        return Ternary(*(_build(x, t, args) for x in (form.cond, form.a, form.b)))
+    assert isinstance(form, COp)
+    if len(form.args) == 1:
+        return Unary(form.sym, _build(form.args[0], t, args))
+    return Binary(form.sym, *(_build(x, t, args) for x in form.args))
 
 
 def check_c_forms() -> None:
@@ -156,25 +210,12 @@ def check_c_forms() -> None:
         raise MissingHook(f"no C expression for op(s): {', '.join(missing)}")
 
 
-def _bool_op(op: str, a: str, b: str) -> str:
-    """Arithmetic on i1 as the kernels do it: in integers, nonzero is true."""
-    if op in ("add", "max"):
-        return f"({a} || {b})"
-    if op == "sub":
-        return f"({a} != {b})"
-    if op in ("mul", "min", "div", "and"):
-        return f"({a} && {b})"
-    if op in ("neg", "abs", "relu"):
-        return a
-    raise Unsupported(f"'{op}' on i1 has no C form")
-
-
-def _cast(src: ScalarType, dst: ScalarType, a: str) -> str:
+def _cast(src: ScalarType, dst: ScalarType, a: Expr) -> Expr:
     if dst.name == "i1":
-        return f"({a} != 0)"
+        return Binary("!=", a, Lit("0"))
     if src.is_float and not dst.is_float:
-        return f"swir_f2{'i64' if dst == INDEX else dst.name}({_d(src, a)})"
-    return f"({c_type(dst)}){a}"
+        return call(f"swir_f2{'i64' if dst == INDEX else dst.name}", _d(src, a))
+    return Cast(c_node_type(dst), a)
 
 
 # erf and erfc in double, for the host and the CPEs alike (docs/codegen.md, "Math
@@ -253,7 +294,7 @@ def helpers() -> str:
     out = ["/* Integer division as swir defines it: truncating, x / 0 == 0, MIN / -1 wraps. */"]
     for name in ("i8", "i16", "i32", "i64"):
         ct = C_TYPES[name]
-        neg = _wrap(ScalarType(name), "-", "0", "a")
+        neg = _wrap(ScalarType(name), "-", Lit("0"), Id("a"))
         out.append(f"static inline {ct} swir_div_{name}({ct} a, {ct} b) "
                    f"{{ return b == 0 ? 0 : b == -1 ? {neg} : ({ct})(a / b); }}")
     out.append("static inline long swir_div_index(long a, long b) "

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from importlib import resources
 
 from swir.codegen import scalar
+from swir.codegen import c_ast as C
 from swir.codegen.names import comment_text, display_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
@@ -173,72 +174,117 @@ SUPPORT = resources.files("swir.codegen").joinpath("program.c").read_text(encodi
 NAMES = _MAIN_NAMES | frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT))
 
 
-def _fill_loop(name: str, t: ShapedType, value: object) -> str:
-    lit = scalar.literal(value, t.element)
-    return (f"    for (long i = 0; i < {t.num_elements}; i++)\n"
-            f"        {name}[i] = {lit};")
+def _fill_loop(name: str, t: ShapedType, value: object) -> C.Stmt:
+    i = C.Id("i")
+    return C.For(C.Decl(C.LONG, "i", C.Lit("0")), C.Binary("<", i, C.as_expr(t.num_elements)),
+                 C.Postfix(i), C.ExprStmt(C.Assign(C.index(name, i),
+                                                   scalar.literal(value, t.element))))
 
 
-def constants_code(decls: list[str], read: list, fill: list, file_bytes: int,
+def _element_pointer(t: ShapedType) -> C.CType:
+    return C.Pointer(C.Named(scalar.c_type(t.element)))
+
+
+def _at(name: str, t: ShapedType, block: str, offset: int) -> C.Stmt:
+    """``name = (float *)(block + offset);``: a buffer placed in a block."""
+    return C.ExprStmt(C.Assign(C.Id(name), C.Cast(_element_pointer(t), C.Binary(
+        "+", C.Id(block), C.as_expr(offset)))))
+
+
+def _alloc(size: int, what: str, c_string: Callable[[str], str]) -> C.Expr:
+    return C.call("alloc_block", size, C.Lit(c_string(what)))
+
+
+def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
                    c_string: Callable[[str], str]) -> str:
     """Declarations of the constants and load_constants(), which reads
     weights.bin (checked to be exactly WEIGHTS_BYTES long before anything was
     allocated) and fills the splat constants."""
     lines = ["/* ---- Constants: weights.bin (read whole, size checked) and splat values */",
              ""]
-    lines += decls
+    lines += [d.text() for d in decls]
     lines += ["", f"#define WEIGHTS_BYTES {file_bytes}",
               'static const struct port weights_port = {"weights", "bytes", WEIGHTS_BYTES, '
-              '"|u1", 0, NULL};', "",
-              "/* The weights file was opened and its size checked (open_input). */",
-              "static void load_constants(FILE *f, const char *path)", "{"]
+              '"|u1", 0, NULL};', ""]
+    body: list[C.Stmt] = []
+    file = C.Lit(c_string("weights file"))
     if read:
-        lines.append('    unsigned char *w = alloc_block(WEIGHTS_BYTES, "weights");')
-        lines.append('    read_input(f, w, WEIGHTS_BYTES, path, "weights file");')
-        for name, t, off in read:
-            ct = scalar.c_type(t.element)
-            lines.append(f"    {name} = ({ct} *)(w + {off});")
+        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "w",
+                           C.call("alloc_block", "WEIGHTS_BYTES", C.Lit(c_string("weights")))))
+        body.append(C.ExprStmt(C.call("read_input", "f", "w", "WEIGHTS_BYTES", "path", file)))
+        body += [_at(name, t, "w", off) for name, t, off in read]
     else:
-        lines.append('    read_input(f, NULL, 0, path, "weights file");')
+        body.append(C.ExprStmt(C.call("read_input", "f", "NULL", 0, "path", file)))
     for name, t, value in fill:
-        ct = scalar.c_type(t.element)
-        lines.append(f"    {name} = alloc_block({t.bytes}, {c_string(name)});")
-        lines.append(_fill_loop(name, t, value))
-    lines.append("}")
+        body.append(C.ExprStmt(C.Assign(C.Id(name), _alloc(t.bytes, name, c_string))))
+        body.append(_fill_loop(name, t, value))
+    params = [C.Param(C.Pointer(C.Named("FILE")), "f"),
+              C.Param(C.Pointer(C.Named("char", const=True)), "path")]
+    lines += C.Function("load_constants", params, C.Block(body), storage="static",
+                        comment="The weights file was opened and its size checked "
+                                "(open_input).").lines()
     return "\n".join(lines) + "\n"
 
 
-def buffers_code(decls: list[str], placed: list, own: list, arena: int,
+def buffers_code(decls: list[C.Decl], placed: list, own: list, arena: int,
                  c_string: Callable[[str], str]) -> str:
     """The buffers and place_buffers(): one arena at the offsets -mem-plan
     chose (buffers whose lifetimes do not overlap share bytes)."""
     lines = ["/* ---- Buffers: one arena, each buffer at its planned offset ---------- */",
              ""]
-    lines += decls
-    lines += ["", f"#define ARENA_BYTES {arena}", "", "static void place_buffers(void)", "{"]
+    lines += [d.text() for d in decls]
+    lines += ["", f"#define ARENA_BYTES {arena}", ""]
+    body: list[C.Stmt] = []
     if placed:
-        lines.append('    unsigned char *arena = alloc_block(ARENA_BYTES, "arena");')
-        for name, g, off in placed:
-            ct = scalar.c_type(g.type.element)
-            lines.append(f"    {name} = ({ct} *)(arena + {off});")
+        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "arena",
+                           C.call("alloc_block", "ARENA_BYTES", C.Lit(c_string("arena")))))
+        body += [_at(name, g.type, "arena", off) for name, g, off in placed]
     for name, g in own:
-        ct = scalar.c_type(g.type.element)
-        lines.append(f"    {name} = ({ct} *)alloc_block({g.type.bytes}, "
-                     f"{c_string(display_text(g.name))});")
+        body.append(C.ExprStmt(C.Assign(C.Id(name), C.Cast(
+            _element_pointer(g.type), _alloc(g.type.bytes, display_text(g.name), c_string)))))
     if not placed and not own:
-        lines.append("    /* no buffers */")
-    lines.append("}")
+        body.append(C.Comment("no buffers"))
+    lines += C.Function("place_buffers", [], C.Block(body), storage="static").lines()
     return "\n".join(lines) + "\n"
 
 
-def _port(t: Type, name: str, c_string) -> str:
+def _port(t: Type, name: str, c_string) -> C.InitList:
+    """A ``struct port``: name, type, bytes, .npy descr, rank, dimensions."""
     # The name is for messages only ("input 1 (NAME : TYPE) ... has 7 bytes"):
     # one printable line, however the model spelled it.
     shape = t.shape if isinstance(t, ShapedType) else ()
     elem = t.element if isinstance(t, ShapedType) else t
-    dims = f"(const long[]){{{', '.join(map(str, shape))}}}" if shape else "NULL"
-    return (f"    {{{c_string(display_text(name))}, {c_string(str(t))}, "
-            f"{t.bytes}, {c_string(npy_descr(elem))}, {len(shape)}, {dims}}},")  # type: ignore
+    dims = C.Cast(C.Array(C.Named("long", const=True)), C.InitList(tuple(map(C.as_expr, shape)))) \
+        if shape else C.Id("NULL")
+    return C.InitList((C.Lit(c_string(display_text(name))), C.Lit(c_string(str(t))),
+                       C.as_expr(t.bytes), C.Lit(c_string(npy_descr(elem))),  # type: ignore
+                       C.as_expr(len(shape)), dims))
+
+
+def _port_table(ports: list[C.InitList]) -> str:
+    """The rows of a port array, ended by an all-zero row."""
+    end = C.InitList((C.Id("NULL"), C.Id("NULL"), C.Lit("0"), C.Id("NULL"), C.Lit("0"),
+                      C.Id("NULL")))
+    return "\n".join([*(f"    {p.text()}," for p in ports), f"    {end.text()}"])
+
+
+def _entry_args(inputs: list[FuncParam], outputs: list[FuncParam],
+                results: list[Type]) -> list[C.Expr]:
+    """The entry function's arguments, from main()'s in[] and out[] blocks:
+    a buffer as its element pointer, a scalar input by value, a scalar result
+    by the pointer it is written through."""
+    def block(array: str, i: int, t: object) -> C.Expr:
+        return C.Cast(C.Pointer(C.Named(scalar.c_type(t))), C.index(array, i))  # type: ignore[arg-type]
+    args = []
+    for i, p in enumerate(inputs):
+        t = p.type
+        args.append(block("in", i, t.element) if isinstance(t, ShapedType)
+                    else C.Unary("*", block("in", i, t)))
+    for i, p in enumerate(outputs):
+        args.append(block("out", i, p.type.element))  # type: ignore[union-attr]
+    for i, t in enumerate(results):
+        args.append(block("out", len(outputs) + i, t))
+    return args
 
 
 def npy_descr(t: ScalarType | Type) -> str:
@@ -247,25 +293,15 @@ def npy_descr(t: ScalarType | Type) -> str:
     return dtype_of(t).newbyteorder("<").str
 
 
-def main_c(header: str, constants: str, buffers: str, functions: list[str], entry: str,
+def main_c(header: str, constants: str, buffers: str, functions: list[C.Function], entry: str,
            entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
            c_string: Callable[[str], str]) -> str:
     in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
     out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
     out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
-    args = []
-    for i, p in enumerate(inputs):
-        t = p.type
-        if isinstance(t, ShapedType):
-            args.append(f"({scalar.c_type(t.element)} *)in[{i}]")
-        else:
-            args.append(f"*({scalar.c_type(t)} *)in[{i}]")  # type: ignore[arg-type]
-    for i, p in enumerate(outputs):
-        args.append(f"({scalar.c_type(p.type.element)} *)out[{i}]")  # type: ignore[union-attr]
-    for i, t in enumerate(results):
-        args.append(f"({scalar.c_type(t)} *)out[{len(outputs) + i}]")  # type: ignore[arg-type]
+    call = C.call(entry, *_entry_args(inputs, outputs, results))
     n_in, n_out = len(in_ports), len(out_ports)
-    protos = [f.split("\n", 2)[1] + ";" for f in functions]
+    protos = [f.prototype() for f in functions]
     body = f"""{header}
 /* realpath, mkstemp, lstat, fchmod (POSIX.1-2008 with XSI) */
 #define _XOPEN_SOURCE 700
@@ -288,10 +324,10 @@ def main_c(header: str, constants: str, buffers: str, functions: list[str], entr
 #define N_INPUTS {n_in}
 #define N_OUTPUTS {n_out}
 static const struct port input_ports[] = {{
-{chr(10).join(in_ports + ['    {NULL, NULL, 0, NULL, 0, NULL}'])}
+{_port_table(in_ports)}
 }};
 static const struct port output_ports[] = {{
-{chr(10).join(out_ports + ['    {NULL, NULL, 0, NULL, 0, NULL}'])}
+{_port_table(out_ports)}
 }};
 
 {constants}
@@ -300,7 +336,7 @@ static const struct port output_ports[] = {{
 
 {chr(10).join(protos)}
 
-{chr(10).join(functions)}
+{chr(10).join(f.text() for f in functions)}
 /* ---- main ---------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -344,7 +380,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < opt.n_outputs; i++)
         outs[i].data = out[i];
     for (long r = 0; r < opt.repeat; r++)
-        {entry}({", ".join(args)});
+        {call.text()};
     write_outputs(outs, n_outs, (int)opt.repeat);
     athread_halt();
     free_blocks();

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
-from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, SCALAR_FORM, Attr, CExpr, OpDef,
-                               OpError, register)
+from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
+                               CCall, CConst, CExpr, COp, CSelect, OpDef, OpError, register)
 from swir.ops.util import value_arg
 
 
@@ -116,25 +116,27 @@ COMPARE = {"eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
 # (the others, which wrap integers or treat i1 specially, are written in
 # swir.codegen.scalar).
 def _libm(fn: str) -> CExpr:
-    return CExpr(f"{fn}({{0}})", in_double=True)
+    return CExpr(CCall(fn, (X0,)), in_double=True)
 
 
 def _infix(sym: str) -> CExpr:
-    return CExpr(f"({{0}} {sym} {{1}})", float_only=False)
+    return CExpr(COp(sym, (X0, X1)), float_only=False)
 
 
 C_EXPRS = {
     "exp": _libm("exp"), "log": _libm("log"), "sqrt": _libm("sqrt"), "tanh": _libm("tanh"),
     "erf": _libm("swir_erf"), "erfc": _libm("swir_erfc"),
     "floor": _libm("floor"), "ceil": _libm("ceil"),
-    "rsqrt": CExpr("(1.0 / sqrt({0}))", in_double=True),
-    "sigmoid": CExpr("(1.0 / (1.0 + exp(-{0})))", in_double=True),
-    "reciprocal": CExpr("({one} / {0})"),
-    "pow": CExpr("pow({0}, {1})", in_double=True),
+    "rsqrt": CExpr(COp("/", (CConst("1.0"), CCall("sqrt", (X0,)))), in_double=True),
+    "sigmoid": CExpr(COp("/", (CConst("1.0"), COp("+", (CConst("1.0"),
+                                                        CCall("exp", (COp("-", (X0,)),)))))),
+                     in_double=True),
+    "reciprocal": CExpr(COp("/", (ONE, X0))),
+    "pow": CExpr(CCall("pow", (X0, X1)), in_double=True),
     "eq": _infix("=="), "ne": _infix("!="), "lt": _infix("<"), "le": _infix("<="),
     "gt": _infix(">"), "ge": _infix(">="),
-    "and": _infix("&&"), "or": _infix("||"), "not": CExpr("!{0}", float_only=False),
-    "select": CExpr("({0} ? {1} : {2})", float_only=False),
+    "and": _infix("&&"), "or": _infix("||"), "not": CExpr(COp("!", (X0,)), float_only=False),
+    "select": CExpr(CSelect(X0, X1, X2), float_only=False),
 }
 # ONNX ops converted 1:1 (same operands, no attributes).
 ONNX_NAMES = {

@@ -71,15 +71,55 @@ FLOP = Trait(
     "(element-wise ops that convert, choose, compare or do logic are not)")
 
 
+# An element-wise op's C expression, as data: swir.codegen.scalar builds the C
+# syntax tree from it (swir.ops imports no code generator).
+@dataclass(frozen=True)
+class CArg:
+    """Operand ``index`` (converted to double first when the CExpr is ``in_double``)."""
+    index: int
+
+
+@dataclass(frozen=True)
+class CConst:
+    """A constant as C writes it (``"1.0"``); ``None``: the value 1 of the operand type."""
+    text: str | None
+
+
+@dataclass(frozen=True)
+class CCall:
+    """A call of C function ``fn`` (libm's on the CPE: scalar.CPE_LIBM, or swir's own)."""
+    fn: str
+    args: tuple[CForm, ...]
+
+
+@dataclass(frozen=True)
+class COp:
+    """A C operator: prefix with one argument, infix with two."""
+    sym: str
+    args: tuple[CForm, ...]
+
+
+@dataclass(frozen=True)
+class CSelect:
+    """``cond ? a : b``."""
+    cond: CForm
+    a: CForm
+    b: CForm
+
+
+CForm = CArg | CConst | CCall | COp | CSelect
+X0, X1, X2 = CArg(0), CArg(1), CArg(2)
+ONE = CConst(None)
+
+
 @dataclass(frozen=True)
 class CExpr:
-    """An element-wise op's C expression, which swir.codegen.scalar renders:
-    ``template`` with ``{0}``, ``{1}``, ... the operands and ``{one}`` the
-    constant 1 of the type. ``in_double``: the operands are converted to double
+    """An element-wise op's C expression: ``form``, built by
+    swir.codegen.scalar. ``in_double``: the operands are converted to double
     and the result rounded back to the type (as the reference computes in f64);
     ``float_only``: the op has no C form on integers and i1."""
 
-    template: str
+    form: CForm
     in_double: bool = False
     float_only: bool = True
 

@@ -18,8 +18,9 @@ from swir.interp.loop import io_signature
 from swir.interp.run import run_function
 from swir.ops.elementwise import elementwise_op
 from swir.ops.graph import BATCH_NORM, CONCAT, CONV2D, GELU, LAYER_NORM
-from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, CExpr,
-                               Operands, all_ops, lookup, register, unregister)
+from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, X0, CCall,
+                               CConst, CExpr, COp, Operands, all_ops, lookup, register,
+                               unregister)
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
@@ -138,7 +139,8 @@ def _softsign(x: np.ndarray) -> np.ndarray:
 
 TOY = elementwise_op("toy_softsign", "Element-wise x / (1 + |x|).", 1, "float",
                      numpy=_softsign,
-                     c_expr=CExpr("({0} / (1.0 + fabs({0})))", in_double=True),
+                     c_expr=CExpr(COp("/", (X0, COp("+", (CConst("1.0"), CCall("fabs", (X0,)))))),
+                                  in_double=True),
                      onnx="Softsign")
 
 TOY_MODULE = """
