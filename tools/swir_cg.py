@@ -36,7 +36,7 @@ from swir.passes.pipelines import (
 )
 from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import DEFAULT_TARGET, Target, target_of
 from swir.verifier import verify
 
 from .driver import UsageError, command_line_error, opt_level, run_tool
@@ -220,7 +220,7 @@ def ldm_reserve(passes: list[Pass]) -> int | None:
     for p in passes:
         if p.name == "ldm-plan":
             r = p.ldm_reserve
-            return reserve_bytes(p.ldm_size, r)  # type: ignore[attr-defined]
+            return reserve_bytes(p.ldm_size, r, p.target)  # type: ignore[attr-defined]
     return None
 
 
@@ -234,6 +234,10 @@ def main(argv: list[str]) -> int:
     name = "<stdin>" if c.input == "-" else c.input
     module = parse_module(text, name)
     verify(module)
+    planned = target_of(module.attrs)
+    if not planned.codegen:
+        raise UsageError(f"{name} was planned for the {planned.title} (its target attribute); "
+                         "swir-cg writes code for the SW26010 only")
     keep = read_files(c.input, module)
     if c.output is not None:       # before the (possibly long) pipeline
         project_dir(c.output, c.force, keep)

@@ -1,8 +1,8 @@
 """Scalars in C: type names, exact literals, and one C expression per
 element-wise op.
 
-Each expression gives what the graph interpreter's numpy kernel gives
-(swir/interp/kernels_tensor.py), so the generated program can be checked
+Each expression gives what the op's numpy reference (or interpreter kernel) gives
+(swir/ops/references.py), so the generated program can be checked
 against it: transcendentals are computed in double and rounded to the type, as
 the kernels do (erf and erfc by our own ``swir_erf`` / ``swir_erfc``, not libm:
 CPE code calls only the libm functions in ``CPE_LIBM``); integer arithmetic

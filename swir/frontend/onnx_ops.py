@@ -220,8 +220,11 @@ def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
 
 def one_to_one(onnx_op: str) -> tuple[Converter, frozenset[str]] | None:
     """The converter of an ONNX op that an element-wise op's definition names
-    (``OpDef.onnx``): the same operands, no attributes."""
-    op = next((d for d in all_ops() if d.onnx == onnx_op and SCALAR_FORM in d.traits), None)
+    (``OpDef.onnx``): the same operands. Only ops without attributes convert
+    1:1; the others (clip, leaky_relu, gelu, batch_norm) need a converter of
+    their own, which swir-import looks up first."""
+    op = next((d for d in all_ops()
+               if d.onnx == onnx_op and SCALAR_FORM in d.traits and not d.attrs), None)
     if op is None:
         return None
     return (lambda n: [n.emit(op.name, *(n.value(i) for i in range(op.num_args[0])))],

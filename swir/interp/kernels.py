@@ -19,7 +19,6 @@ on constant operands (a later ``-fold-constants`` pass calls it).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,29 +26,14 @@ import numpy as np
 
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
-from swir.ops.registry import REFERENCE, OpDef, lookup
+from swir.ops.registry import REFERENCE, OpDef, all_ops, lookup
 
 Kernel = Callable[..., list[np.ndarray]]
-KERNELS: Mapping[str, Kernel] = REFERENCE.by_name()  # by op name, for look-ups
 
 
 def kernel(*ops: OpDef) -> Callable[[Kernel], Kernel]:
     """Attach a kernel to one or more op definitions."""
     return REFERENCE.register(*ops)
-
-
-_ERF = np.frompyfunc(math.erf, 1, 1)
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """libm's erf, element-wise, in f64 (numpy has none; exact at +-inf and nan)."""
-    return np.asarray(_ERF(np.asarray(x, dtype=np.float64)), dtype=np.float64)
-
-
-def erfc(x: np.ndarray) -> np.ndarray:
-    """libm's erfc, element-wise, in f64: keeps relative accuracy in the tail."""
-    return np.asarray(_ERFC(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
 class KernelError(Exception):
@@ -96,8 +80,13 @@ def kernel_for(opname: str) -> Kernel | None:
         return None
     fn = REFERENCE.of(op)
     if fn is None and op.numpy is not None:
-        fn = _numpy_kernel(op.numpy)
+        fn = _NUMPY_KERNELS.get(op.numpy)
+        if fn is None:
+            fn = _NUMPY_KERNELS[op.numpy] = _numpy_kernel(op.numpy)
     return fn
+
+
+_NUMPY_KERNELS: dict[Callable[..., Any], Kernel] = {}
 
 
 def _numpy_kernel(reference: Callable[..., Any]) -> Kernel:
@@ -105,3 +94,21 @@ def _numpy_kernel(reference: Callable[..., Any]) -> Kernel:
         return [np.asarray(reference(*map(np.asarray, operands)))]
     return run
 
+
+class _Kernels(Mapping):
+    """Every op's kernel by op name (kernel_for), for look-ups and coverage checks."""
+
+    def __getitem__(self, name: str) -> Kernel:
+        fn = kernel_for(name)
+        if fn is None:
+            raise KeyError(name)
+        return fn
+
+    def __iter__(self):
+        return (op.name for op in all_ops() if kernel_for(op.name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+KERNELS: Mapping[str, Kernel] = _Kernels()

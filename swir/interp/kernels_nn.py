@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from swir.interp.kernels import erf, erfc, kernel
+from swir.interp.kernels import kernel
 from swir.ir.dtypes import lowest
 from swir.ir.types import ShapedType, Type
 from swir.ops.graph import (AVG_POOL2D, BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, GELU,
                             GLOBAL_AVG_POOL2D, LAYER_NORM, LOG_SOFTMAX, MATMUL, MAX_POOL2D, SOFTMAX)
+from swir.ops.references import erf, erfc
 from swir.ops.semantics import pool_counts
 
 # -- helpers -----------------------------------------------------------------------

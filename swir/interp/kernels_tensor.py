@@ -1,5 +1,7 @@
-"""numpy kernels of the element-wise ops and of the data-movement and reduction
-tensor ops of the graph stage (docs/ir.md, "Graph-stage op set").
+"""numpy kernels of the data-movement and reduction tensor ops of the graph
+stage and of the element-wise ops with attributes (cast, clip, leaky_relu) and
+select (docs/ir.md, "Graph-stage op set"). The other element-wise ops carry
+their numpy reference in their definitions (swir/ops/references.py).
 
 Conventions (see :mod:`swir.interp.kernels`): ``attrs`` has the op definition's
 defaults filled in (a default computed from the operands is the kernel's); the shapes were
@@ -10,18 +12,8 @@ Element-wise kernels accept 0-d arrays (and numpy scalars): the loop-stage
 interpreter runs them on scalars. They never promote: operands share one element
 type (the op rules check it) and results keep it.
 
-Numerics:
+Numerics (those of the other element-wise ops: swir/ops/references.py):
 
-- i1 arithmetic follows C (and numpy): the integer result converted back to i1 is
-  ``result != 0``, so ``add`` is "or", ``sub`` is "xor", ``mul`` is "and", ``neg``
-  and ``abs`` are the identity.
-- Integer arithmetic wraps around (two's complement); integer ``div`` truncates
-  toward zero; division by zero is undefined in swir (numpy gives 0 here).
-- Transcendentals (exp, log, sqrt, rsqrt, tanh, sigmoid, erf, erfc, pow) of f16 and f32
-  are computed in f64 and rounded once, so results are (almost always) correctly
-  rounded and do not depend on whether numpy took a SIMD or a scalar path, i.e. a
-  scalar gives the same bits as the same element of a tensor. numpy has no erf:
-  ``math.erf`` is vectorised.
 - Sums, means and products of f16 / f32 accumulate in f64; ``evaluate`` rounds to
   the result type.
 - NaN wins: ``max``, ``min``, ``reduce_max``, ``reduce_min`` propagate it and
@@ -37,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import DataError, erf, erfc, kernel
+from swir.interp.kernels import DataError, kernel
 from swir.ir.dtypes import dtype_of, to_dtype
 from swir.ir.types import ScalarType
 from swir.ops.elementwise import CAST, SELECT
@@ -45,7 +37,6 @@ from swir.ops.graph import (ARGMAX, CLIP, CONCAT, EXPAND, FLATTEN, GATHER, LEAKY
                             REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN, REDUCE_PROD, REDUCE_SUM,
                             RESHAPE, RESIZE_NEAREST, SLICE, SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE,
                             slice_bounds)
-from swir.ops.registry import op_def
 
 _BOOL = np.dtype(np.bool_)
 
@@ -66,11 +57,6 @@ def _is_float(a: np.ndarray) -> bool:
     return a.dtype.kind == "f"
 
 
-def _work(a: np.ndarray) -> np.ndarray:
-    """The operand in the precision transcendentals are computed in (f64)."""
-    return a.astype(np.float64) if a.dtype.kind == "f" and a.dtype != np.float64 else a
-
-
 def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
@@ -82,120 +68,6 @@ def _axes(axes: Any, rank: int) -> tuple[int, ...]:
 
 
 
-def _bool_arith(fn, *xs: np.ndarray) -> np.ndarray:
-    """Integer arithmetic on i1 operands, converted back to i1 (C: nonzero is true)."""
-    return _arr(fn(*(x.astype(np.int8) for x in xs))) != 0
-
-
-# -- element-wise unary ---------------------------------------------------------------
-
-def _unary(fn):
-    def run(attrs, result_types, x):
-        return [_arr(fn(_arr(x)))]
-    return run
-
-
-def _neg(x: np.ndarray) -> np.ndarray:
-    return x.copy() if x.dtype == _BOOL else np.negative(x)
-
-
-def _abs(x: np.ndarray) -> np.ndarray:
-    return x.copy() if x.dtype == _BOOL else np.abs(x)
-
-
-def _relu(x: np.ndarray) -> np.ndarray:
-    if x.dtype == _BOOL:
-        return x.copy()
-    return np.maximum(x, x.dtype.type(0))  # NaN stays NaN (ONNX Relu)
-
-
-def _rsqrt(x: np.ndarray) -> np.ndarray:
-    w = _work(x)
-    return (w.dtype.type(1) / np.sqrt(w)).astype(x.dtype)
-
-
-def _reciprocal(x: np.ndarray) -> np.ndarray:
-    return x.dtype.type(1) / x  # IEEE division: correctly rounded in every float type
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    w = _work(x)
-    one = w.dtype.type(1)
-    # exp(-x) overflows to inf for very negative x, and 1 / inf = 0: no NaN.
-    return (one / (one + np.exp(-w))).astype(x.dtype)
-
-
-def _math(fn):
-    def run(x: np.ndarray) -> np.ndarray:
-        return fn(_work(x)).astype(x.dtype)
-    return run
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    return erf(x).astype(x.dtype)
-
-
-def _erfc(x: np.ndarray) -> np.ndarray:
-    return erfc(x).astype(x.dtype)
-
-
-def _not(x: np.ndarray) -> np.ndarray:
-    return np.logical_not(x)
-
-
-for _name, _fn in (("neg", _neg), ("abs", _abs), ("relu", _relu),
-                   ("exp", _math(np.exp)), ("log", _math(np.log)),
-                   ("sqrt", _math(np.sqrt)), ("rsqrt", _rsqrt),
-                   ("reciprocal", _reciprocal), ("tanh", _math(np.tanh)),
-                   ("sigmoid", _sigmoid), ("erf", _erf), ("erfc", _erfc),
-                   ("floor", np.floor), ("ceil", np.ceil), ("not", _not)):
-    kernel(op_def(_name))(_unary(_fn))
-
-
-# -- element-wise binary ---------------------------------------------------------------
-
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C, ONNX); x / 0 gives 0 (undefined)."""
-    q = np.floor_divide(a, b)
-    r = np.remainder(a, b)
-    fix = (r != 0) & ((a < 0) != (b < 0))
-    return q + fix.astype(q.dtype)
-
-
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if _is_float(a):
-        return np.true_divide(a, b)
-    if a.dtype == _BOOL:
-        return _bool_arith(_int_div, a, b)
-    return _int_div(a, b)
-
-
-def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.power(_work(a), _work(b)).astype(a.dtype)
-
-
-def _arith(fn):
-    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if a.dtype == _BOOL:
-            return _bool_arith(fn, a, b)
-        return fn(a, b)
-    return run
-
-
-def _binary(fn):
-    def run(attrs, result_types, a, b):
-        return [_arr(fn(_arr(a), _arr(b)))]
-    return run
-
-
-for _name, _fn in (("add", _arith(np.add)), ("sub", _arith(np.subtract)),
-                   ("mul", _arith(np.multiply)), ("div", _div),
-                   ("pow", _pow),
-                   ("max", np.maximum), ("min", np.minimum),  # NaN-propagating
-                   ("and", np.logical_and), ("or", np.logical_or),
-                   ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
-    kernel(op_def(_name))(_binary(_fn))
 
 
 @kernel(SELECT)

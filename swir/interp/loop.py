@@ -71,7 +71,7 @@ from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
 from swir.ops.elementwise import COMPARE, UNARY
-from swir.ops.registry import SCALAR_FORM
+from swir.ops.registry import SCALAR_FORM, op_def
 
 # Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
 # dma stages have interpreters of their own, subclasses of LoopInterpreter).
@@ -348,6 +348,7 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
     fn = _kernels.kernel_for(op)
     if fn is None:
         raise KeyError(op)
+    attrs = op_def(op).with_defaults(attrs)
     asarray = np.asarray
     dts = [dtype_of(t) for t in result_types]
     is_index = [t == INDEX for t in result_types]

@@ -29,7 +29,5 @@ from swir.lowering.elementwise import EXPANSION
 from swir.lowering.rule import OpLowering, param_names, rule_for  # noqa: F401
 from swir.ops.registry import LOWERING
 
-_RULE_MODULES = ("elementwise", "linalg", "pool", "reduce", "movement", "padding", "fused")
-
 LOWERING.check_complete()
 EXPANSION.check_complete()

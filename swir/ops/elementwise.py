@@ -11,6 +11,7 @@ from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
 from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
                                CCall, CConst, CExpr, COp, CSelect, OpDef, OpError, register)
+from swir.ops.references import BINARY_REFS, UNARY_REFS
 from swir.ops.util import value_arg
 
 
@@ -138,6 +139,8 @@ C_EXPRS = {
     "and": _infix("&&"), "or": _infix("||"), "not": CExpr(COp("!", (X0,)), float_only=False),
     "select": CExpr(CSelect(X0, X1, X2), float_only=False),
 }
+# The numpy references (swir/ops/references.py).
+NUMPY_REFS = {**UNARY_REFS, **BINARY_REFS}
 # ONNX ops converted 1:1 (same operands, no attributes).
 ONNX_NAMES = {
     "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "sqrt": "Sqrt",
@@ -164,7 +167,8 @@ def elementwise_op(name: str, summary: str, arity: int, kind: str = "any", *,
 
 
 def _table_facts(name: str) -> dict:
-    return {"c_expr": C_EXPRS.get(name), "onnx": ONNX_NAMES.get(name)}
+    return {"numpy": NUMPY_REFS.get(name), "c_expr": C_EXPRS.get(name),
+            "onnx": ONNX_NAMES.get(name)}
 
 
 for _name, (_kind, _doc) in UNARY.items():

@@ -2,7 +2,7 @@
 defaults and checks), result-type rule (shape inference), the stages where it
 is legal, and traits the passes rely on (pure, terminator, commutative,
 SCALAR_FORM, ...). Later stages attach their per-op functions to the
-definitions as hooks (:class:`Hook`); docs/adding-an-op.md shows how.
+definitions as hooks (:class:`Hook`); docs/architecture.md ("Ops") shows how.
 
 Ops are registered by the modules of this package (``swir.ops.common``,
 ``swir.ops.graph``, ``swir.ops.loop``), which the package imports: importing
@@ -173,7 +173,9 @@ class OpDef:
     extra: dict = field(default_factory=dict)
     # Element-wise ops' facts as data: the reference on numpy arrays (operands
     # already broadcast-compatible, the result rounded to the result type by the
-    # interpreter), the C expression, and the ONNX op converted 1:1 to this one.
+    # interpreter), the C expression, and the ONNX op it corresponds to
+    # (swir-import converts it 1:1 when the op has no attributes; the others
+    # have converters of their own).
     numpy: Callable[..., Any] | None = None
     c_expr: CExpr | None = None
     onnx: str | None = None

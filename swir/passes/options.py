@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from swir.passes.manager import at_least, in_range, option
-from swir.target import DEFAULT_TARGET
+from swir.target import DEFAULT_TARGET, Target
 
 DEFAULT_LDM = DEFAULT_TARGET.ldm_bytes    # bytes of LDM per CPE
 MAX_CPES = DEFAULT_TARGET.cpes            # CPEs per core group
@@ -38,9 +38,10 @@ def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
     return option(MAX_CPES, help, check=in_range(1, MAX_CPES), target="cpes")
 
 
-def reserve_bytes(size: int, reserve: int) -> int:
-    """The LDM bytes kept back: ``reserve``, or ldm-size / 16 for -1."""
-    return DEFAULT_TARGET.default_reserve(size) if reserve == -1 else reserve
+def reserve_bytes(size: int, reserve: int, target: Target = DEFAULT_TARGET) -> int:
+    """The LDM bytes kept back: ``reserve``, or for -1 the target's default
+    (ldm-size / 16 on both targets)."""
+    return target.default_reserve(size) if reserve == -1 else reserve
 
 
 def check_reserve(pass_name: str, size: int, reserve: int) -> list[tuple[str, str]]:

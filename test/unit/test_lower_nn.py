@@ -18,7 +18,6 @@ pool).
 
 from __future__ import annotations
 
-import importlib
 import zlib
 
 import numpy as np
@@ -29,7 +28,6 @@ from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import Apply, Global, Module
 from swir.ir.types import scalar
-from swir.lowering import _RULE_MODULES
 from swir.lowering.elementwise import elementwise_epilogue
 from swir.lowering.kernel import KernelBuilder, buffer_type
 from swir.lowering.linalg import lower_conv2d
@@ -41,11 +39,6 @@ from swir.printer import print_module
 from swir.verifier import verify
 
 U = {"f32": 2.0 ** -24, "f64": 2.0 ** -53}
-
-# Importing a rule module directly (above) fills the registry, after which
-# swir.lowering.rule_for no longer imports the others: import them all.
-for _name in _RULE_MODULES:
-    importlib.import_module(f"swir.lowering.{_name}")
 
 
 def rng_for(*key) -> np.random.Generator:

@@ -35,7 +35,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 from swir.interp.kernels import evaluate  # noqa: E402
-from swir.interp.kernels import erf  # noqa: E402
+from swir.ops.references import erf  # noqa: E402
 from swir.ir.core import Instruction, Value  # noqa: E402
 from swir.ir.types import F32, F64, I32, I64, TensorType  # noqa: E402
 from swir.ops.registry import OpError, lookup  # noqa: E402

@@ -66,7 +66,8 @@ class LDMPlan(Pass):
         return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve)
+        capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve,
+                                                         self.target)
         nests = [(f, [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")])
                  for f in module.functions if f.kind == "kernel" and f.body is not None]
         self.progress.total(sum(len(tops) for _, tops in nests), "nest")
@@ -76,7 +77,9 @@ class LDMPlan(Pass):
                 self.plan_nest(f, k, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size
-        if self.target is not DEFAULT_TARGET:     # the default is left implicit
+        if self.target is DEFAULT_TARGET:         # the default is left implicit
+            module.attrs.pop("target", None)
+        else:
             module.attrs["target"] = self.target.name
         return True
 

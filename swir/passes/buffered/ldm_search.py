@@ -432,7 +432,9 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
                   {nest.vars[i] for i in serial}).rewrite()
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
-        if ctx.target is not DEFAULT_TARGET:
+        if ctx.target is DEFAULT_TARGET:
+            m.attrs.pop("target", None)
+        else:
             m.attrs["target"] = ctx.target.name
         PassManager([InsertDMA()], verify_each=False).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)

@@ -58,7 +58,7 @@ from swir.ir.core import (
 )
 from swir.ir.types import INDEX
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-from swir.target import DEFAULT_TARGET
+from swir.target import DEFAULT_TARGET, target_of
 from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
@@ -84,7 +84,7 @@ class InsertDMA(Pass):
             if f.kind == "kernel" and f.body is not None:
                 split[f.name] = self.split_kernel(module, f)
         size = module_attr_ldm(module)
-        self.capacity = size - DEFAULT_TARGET.default_reserve(size)
+        self.capacity = size - target_of(module.attrs).default_reserve(size)
         for f in module.functions:
             if f.kind == "kernel":
                 f.target = "cpe"
