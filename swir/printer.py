@@ -37,6 +37,7 @@ from swir.ir.core import (
 )
 from swir.ir.types import Type
 from swir.limits import deep_recursion
+from swir.ops.util import attr_or_default
 
 _BARE = re.compile(r"[A-Za-z0-9_.$]+")
 INDENT = "  "
@@ -311,7 +312,7 @@ class Printer:
             names.push()
             names.declare(iv)
             lb, ub = (self.slot(s, names) for s in inst.args[:2])
-            step = inst.attrs.get("step", 1)
+            step = attr_or_default(inst, "step")
             text = f"{pad}{head}{inst.opname} {names(iv)} = {lb} to {ub}"
             if step != 1:
                 text += f" step {step}"

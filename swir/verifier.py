@@ -37,7 +37,7 @@ from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
 from swir.ops.registry import OpError, lookup
-from swir.ops.util import check_dense
+from swir.ops.util import attr_or_default, check_dense
 from swir.target import DEFAULT_TARGET, TARGETS, target_of
 
 MAX_ERRORS = 20
@@ -672,8 +672,8 @@ class _Verifier:
     def _dma_span(self, acc: Access, inst: Instruction, t: ShapedType) -> str | None:
         """A DMA reads or writes count elements (in blocks, when strided) from its
         start in main memory; the LDM side is always packed."""
-        count, bsize = inst.attrs.get("count", 0), inst.attrs.get("bsize", 0)
-        stride = inst.attrs.get("stride", 0)
+        count, bsize = inst.attrs.get("count", 0), attr_or_default(inst, "bsize")
+        stride = attr_or_default(inst, "stride")
         span = count
         if bsize and not isinstance(t, LDMType):
             blocks = -(-count // bsize)

@@ -63,6 +63,7 @@ from swir.ir.core import (
     Result,
     Value,
 )
+from swir.ops.util import attr_or_default
 
 LOOP_OPS = ("for", "parallel")
 DIRECTIONS = ("<", "=", ">")
@@ -452,7 +453,7 @@ class _Instance:
 
     def _domain(self, loop: Instruction, x: Lin) -> None:
         lb, ub = self.expr(_bound(loop, 0)), self.expr(_bound(loop, 1))
-        step = loop.attrs.get("step", 1)
+        step = attr_or_default(loop, "step")
         if step == 1:
             self.ge(x - lb)
         else:  # x = lb + step*t, t >= 0

@@ -91,6 +91,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, LDMType
+from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
 
 DMA_OPS = ("dma_get", "dma_put")
@@ -325,7 +326,7 @@ def _dma_facts(inst: Instruction) -> _DMA:
         raise TrafficError(f"'{inst.opname}'{_at(inst)}: its local side is not an LDM buffer")
     esize = lt.bytes // lt.num_elements
     count = int_attr(inst, "count", None, 1)
-    bsize = int_attr(inst, "bsize", 0, 0)
+    bsize = int_attr(inst, "bsize", attr_or_default(inst, "bsize"), 0)
     overlapped = int_attr(inst, "reply", 0, 0) in DOUBLE_BUFFER_REPLIES
     if 0 < bsize < count:
         full, rem = divmod(count, bsize)
@@ -803,7 +804,7 @@ class _FunctionWriter:
         loops inside that are multiplied out, through affine terms, min and
         max of it and of values from outside the loop. Else None (walked)."""
         body = inst.regions[0].blocks[0]
-        scan = _SumScan(self, body.args[0], inst.attrs.get("step", 1),
+        scan = _SumScan(self, body.args[0], attr_or_default(inst, "step"),
                         {id(v) for v in free_values(inst)})
         depth = scan.block(body)
         return None if depth is None else (scan.forms, depth)
@@ -816,7 +817,7 @@ class _FunctionWriter:
         var = self.counter.names[id(body.args[0])]
         fname, free = self._function_of(inst, "s", lambda w: w.block(body.instructions), var)
         lb, ub = (e.expr(a) for a in inst.args[:2])
-        step = inst.attrs.get("step", 1)
+        step = attr_or_default(inst, "step")
         values = "".join(f"{e.expr(x)}, " for x in forms)
         args = "".join(f"{v}, " for v in free)
         e.line(f"_sum(_c, {self.mult}, _cpe, {fname}, {lb}, {ub}, {step}, "
@@ -872,7 +873,7 @@ class _FunctionWriter:
                                f"[0, {workers}): the run stops there with an error")
         e.line(f"if not 0 <= {w} < {workers}: {e.bind(report, 'chunk')}({w})")
         lo, hi = (self.name(r) for r in inst.results)
-        for line in chunk_code(w, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
+        for line in chunk_code(w, lo, hi, extent, workers, int_attr(inst, "grain", attr_or_default(inst, "grain"), 1)):
             e.line(line)
 
     def call(self, inst: Instruction) -> None:
@@ -1015,7 +1016,7 @@ class _SumScan:
         if self.reads(lb) or self.reads(ub):
             if id(body.args[0]) in self.w.needed:
                 return None        # walked, with a trip count that varies: not summable
-            if not self.trip_count(ub - lb, x.attrs.get("step", 1)):
+            if not self.trip_count(ub - lb, attr_or_default(x, "step")):
                 return None
             own = 1
         d = self.block(body)

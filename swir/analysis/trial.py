@@ -21,6 +21,7 @@ from swir.ir.clone import clone
 from swir.ir.core import Instruction, Module
 from swir.ir.fused import group, outside_values
 from swir.ops.registry import OpError
+from swir.ops.util import attr_or_default
 from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
 from swir.verifier import VerificationError
@@ -105,6 +106,6 @@ def _measure(module: Module, plan: dict) -> Cost | None:
         t = dma_traffic(module).total
     except TRIAL_FAILURES:
         return None
-    tasks = sum(min(-(-i.attrs["extent"] // i.attrs.get("grain", 1)), i.attrs["workers"])
+    tasks = sum(min(-(-i.attrs["extent"] // attr_or_default(i, "grain")), i.attrs["workers"])
                 for i in module.walk() if i.opname == "chunk")
     return Cost(t.bytes_in + t.bytes_out, t.gets + t.puts, tasks)

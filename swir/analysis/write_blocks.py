@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Range, Value
 from swir.ir.types import ShapedType
+from swir.ops.util import attr_or_default
 from swir.target import DEFAULT_TARGET
 
 BLOCK = DEFAULT_TARGET.write_block               # bytes: the write granularity no two CPEs may share
@@ -286,7 +287,7 @@ def _corners(loops: list[Instruction], env: dict, every: bool = False
     envs = [env]
     for loop in loops:
         var = loop.regions[0].blocks[0].args[0]
-        step = loop.attrs.get("step", 1)
+        step = attr_or_default(loop, "step")
         nxt = []
         for e in envs:
             lo, hi = Expr.of(loop.args[0]).evaluate(e), Expr.of(loop.args[1]).evaluate(e) - 1

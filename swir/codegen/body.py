@@ -32,6 +32,7 @@ from swir.ir.core import (
 )
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
 from swir.ops.registry import SCALAR_FORM
+from swir.ops.util import attr_or_default
 
 if TYPE_CHECKING:
     from swir.codegen.project import Project
@@ -252,7 +253,7 @@ def _store(e: BodyEmitter, inst: Instruction) -> None:
 def _loop(e: BodyEmitter, inst: Instruction) -> None:
     body = inst.regions[0].blocks[0]
     lo, hi = e.expr(inst.args[0]), e.expr(inst.args[1])  # type: ignore[arg-type]
-    step = inst.attrs.get("step", 1)
+    step = attr_or_default(inst, "step")
     with e.scoped():     # the loop variable belongs to the loop
         iv = C.Id(e.define(body.args[0], "i"))
         inc = C.Postfix(iv) if step == 1 else C.Assign(iv, C.Lit(str(step)), "+=")
@@ -300,7 +301,7 @@ def _cpe_id(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _chunk(e: BodyEmitter, inst: Instruction) -> None:
-    ext, w, g = inst.attrs["extent"], inst.attrs["workers"], inst.attrs.get("grain", 1)
+    ext, w, g = inst.attrs["extent"], inst.attrs["workers"], attr_or_default(inst, "grain")
     who = e.expr(inst.args[0])  # type: ignore[arg-type]
     lo_v, hi_v = inst.results
     lo = e.define(lo_v, "lo") if lo_v.has_uses else "lo"
@@ -340,7 +341,7 @@ def _dma(e: BodyEmitter, inst: Instruction) -> None:
     mem_ptr = C.Cast(VOID_P, _address(e, mem))
     ldm_ptr = _address(e, local) if isinstance(local, Access) else e.var(local)  # type: ignore[arg-type]
     count, reply = inst.attrs["count"], inst.attrs["reply"]
-    bsize, stride = inst.attrs.get("bsize", 0), inst.attrs.get("stride", 0)
+    bsize, stride = attr_or_default(inst, "bsize"), attr_or_default(inst, "stride")
     e.project.note_reply(reply)
     size_and_reply = (C.as_expr(count * esize), reply_address(reply))
     strides = (C.as_expr(stride * esize), C.as_expr(bsize * esize))
@@ -378,7 +379,7 @@ def _address(e: BodyEmitter, acc: Access) -> C.Expr:
 def _dma_wait(e: BodyEmitter, inst: Instruction) -> None:
     reply = inst.attrs["reply"]
     e.project.note_reply(reply)
-    e.emit(wait(reply, inst.attrs.get("times", 1)))
+    e.emit(wait(reply, attr_or_default(inst, "times")))
 
 
 def _call(e: BodyEmitter, inst: Instruction) -> None:

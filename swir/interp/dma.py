@@ -69,6 +69,7 @@ from swir.ir.core import (
 )
 from swir.ir.types import LDMType, ShapedType
 from swir.ops.loop import chunk_code
+from swir.ops.util import attr_or_default
 from swir.target import DEFAULT_TARGET
 
 # Transfers smaller than this many bytes are counted as small (DMA efficiency
@@ -480,8 +481,8 @@ class DMAInterpreter(BufferedInterpreter):
                              f"{lt.element} in LDM", inst.loc)
         count = int_attr(inst, "count", None, 1)
         reply = int_attr(inst, "reply", None, 0)
-        bsize = int_attr(inst, "bsize", 0, 0)
-        stride = int_attr(inst, "stride", 0, 0)
+        bsize = int_attr(inst, "bsize", attr_or_default(inst, "bsize"), 0)
+        stride = int_attr(inst, "stride", attr_or_default(inst, "stride"), 0)
         if stride and not bsize:
             raise Diagnostic(f"'{op}' has a stride but no block size (bsize)", inst.loc)
         if not get and isinstance(macc.base, Global) and macc.base.kind == "global":
@@ -618,7 +619,7 @@ class DMAInterpreter(BufferedInterpreter):
 
     def waiter(self, inst: Instruction, f: Function) -> Callable[[], None]:
         reply = int_attr(inst, "reply", None, 0)
-        times = int_attr(inst, "times", 1, 1)
+        times = int_attr(inst, "times", attr_or_default(inst, "times"), 1)
         state, replies, stats = self.cpe_state, self.replies, self.stats_for(f)
         text = f"dma_wait {{reply = {reply}, times = {times}}}"
 
@@ -793,7 +794,7 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
                          f"(workers = {workers})", inst.loc)
     e.line(f"if not 0 <= {wid} < {workers}: {e.bind(report, 'chunk')}({wid})")
     lo, hi = e.define(inst.results[0]), e.define(inst.results[1])
-    for line in chunk_code(wid, lo, hi, extent, workers, int_attr(inst, "grain", 1, 1)):
+    for line in chunk_code(wid, lo, hi, extent, workers, int_attr(inst, "grain", attr_or_default(inst, "grain"), 1)):
         e.line(line)
 
 

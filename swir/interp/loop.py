@@ -72,6 +72,7 @@ from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scala
 from swir.limits import deep_recursion
 from swir.ops.elementwise import COMPARE, UNARY
 from swir.ops.registry import SCALAR_FORM, op_def
+from swir.ops.util import attr_or_default
 
 # Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
 # dma stages have interpreters of their own, subclasses of LoopInterpreter).
@@ -601,7 +602,7 @@ class LoopInterpreter:
 # ---------------------------------------------------------------------------
 
 def loop_range(e: Emit, inst: Instruction) -> tuple[str, Block]:
-    step = inst.attrs.get("step", 1)
+    step = attr_or_default(inst, "step")
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
         raise Diagnostic(f"loop step must be a positive integer, got {step!r}", inst.loc)
     if len(inst.regions) != 1 or len(inst.regions[0].blocks) != 1 \

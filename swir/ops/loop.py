@@ -11,7 +11,8 @@ from swir.ir.core import Constraint, Instruction, Range, Value
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, OpDef,
                                OpError, register)
-from swir.ops.util import access_arg, callee, check_writable, index_expr, value_arg
+from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
+                           value_arg)
 
 
 # -- structured control flow -------------------------------------------------
@@ -19,7 +20,7 @@ from swir.ops.util import access_arg, callee, check_writable, index_expr, value_
 def _verify_loop(inst: Instruction) -> None:
     index_expr(inst, 0)
     index_expr(inst, 1)
-    step = inst.attrs.get("step", 1)
+    step = attr_or_default(inst, "step")
     if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
         raise OpError(f"loop step must be a positive integer, got {step!r}")
     if inst.attrs.get("workers", 1) <= 0:
@@ -40,7 +41,7 @@ def _verify_if(inst: Instruction) -> None:
             raise OpError("'if' branches are single blocks without arguments")
 
 
-_LOOP_ATTRS = (Attr("step", "int", doc="iteration step (printed as 'step N')"),)
+_LOOP_ATTRS = (Attr("step", "int", default=1, doc="iteration step (printed as 'step N')"),)
 
 register(OpDef("for", "Sequential loop: for %i = lb to ub step s { body }.",
                stages=LOOP_AND_LATER, num_args=(2, 2), attrs=_LOOP_ATTRS,
@@ -137,14 +138,14 @@ def _verify_dma(inst: Instruction) -> None:
     if isinstance(lv, Value) and count > ldm_type.num_elements:
         raise OpError(f"DMA of {count} elements does not fit LDM buffer {ldm_type} "
                       f"({ldm_type.num_elements} elements)")
-    bsize, stride = inst.attrs.get("bsize", 0), inst.attrs.get("stride", 0)
+    bsize, stride = attr_or_default(inst, "bsize"), attr_or_default(inst, "stride")
     if bsize < 0 or stride < 0 or (stride and not bsize):
         raise OpError("DMA block size and stride must be non-negative, with a block "
                       "size whenever there is a stride")
 
 
 def _verify_wait(inst: Instruction) -> None:
-    if inst.attrs.get("times", 1) <= 0:
+    if attr_or_default(inst, "times") <= 0:
         raise OpError("'dma_wait' times must be positive")
 
 
@@ -152,7 +153,7 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
     index_expr(inst, 0)
     if inst.attrs["extent"] < 0 or inst.attrs["workers"] <= 0:
         raise OpError("'chunk' needs extent >= 0 and workers > 0")
-    if inst.attrs.get("grain", 1) <= 0:
+    if attr_or_default(inst, "grain") <= 0:
         raise OpError("'chunk' needs grain > 0")
     return [INDEX, INDEX]
 
@@ -214,8 +215,9 @@ register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out
                arrow=True, context="cpe", category="memory"))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
-              Attr("bsize", "int", doc="contiguous elements per block (strided DMA)"),
-              Attr("stride", "int", doc="elements skipped between blocks in main memory"),
+              Attr("bsize", "int", default=0,
+                   doc="contiguous elements per block (strided DMA; 0: one block)"),
+              Attr("stride", "int", default=0, doc="elements skipped between blocks in main memory"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
 register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
@@ -225,7 +227,7 @@ register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages
                context="cpe", category="dma"))
 register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
                stages=DMA_ONLY, num_args=(0, 0),
-               attrs=(Attr("reply", "int", required=True), Attr("times", "int")),
+               attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
                verify=_verify_wait, pure=False, context="cpe", category="dma"))
 register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
                num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe", category="cpe"))
@@ -233,7 +235,7 @@ register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %i
                         "in units of `grain` iterations (default 1), balanced to within one unit.",
                stages=DMA_ONLY, num_args=(1, 1),
                attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
-                      Attr("grain", "int")),
+                      Attr("grain", "int", default=1)),
                infer=_infer_chunk, context="cpe", category="cpe"))
 register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
                         "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "

@@ -194,6 +194,12 @@ def floats_attr(inst: Instruction, name: str, length: int | None = None,
     return [_to_float(x, name) for x in v] if v is not None else v
 
 
+def attr_or_default(inst: Instruction, name: str) -> Any:
+    """Attribute ``name`` of ``inst`` as given, or its op's declared default
+    when absent (not checked: for code that runs on verified IR)."""
+    return inst.opdef.attr_value(inst.attrs, name)
+
+
 def attr(inst: Instruction, name: str, length: int | None = None) -> Any:
     """Attribute ``name`` of ``inst``, read as its op declares it: kind checked,
     the declared default when absent (required: an error), then the declared

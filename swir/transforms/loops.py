@@ -44,6 +44,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX
+from swir.ops.util import attr_or_default
 
 LOOP_OPS = ("for", "parallel")
 
@@ -81,7 +82,7 @@ def loop_iv(loop: Instruction) -> BlockArgument:
 
 def loop_bounds(loop: Instruction) -> tuple[Expr, Expr, int]:
     """``(lb, ub, step)`` of ``for %i = lb to ub step s``."""
-    return Expr.of(loop.args[0]), Expr.of(loop.args[1]), int(loop.attrs.get("step", 1))
+    return Expr.of(loop.args[0]), Expr.of(loop.args[1]), int(attr_or_default(loop, "step"))
 
 
 def trip_count(loop: Instruction) -> Expr:

@@ -17,6 +17,7 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Function, Instruction, Range, Value
 from swir.ir.types import BufType, LDMType, ldm_slot
+from swir.ops.util import attr_or_default
 from swir.passes.manager import PassFailure
 from swir.target import DEFAULT_TARGET, Target
 
@@ -266,7 +267,7 @@ def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
             return None, f"'{cur.opname}' loops are not planned"
         lb, ub = Expr.of(cur.args[0]), Expr.of(cur.args[1])   # a bare bound is a Value
         if not (lb.is_constant and lb.const == 0 and ub.is_constant and ub.const >= 1
-                and cur.attrs.get("step", 1) == 1):
+                and attr_or_default(cur, "step") == 1):
             return None, "loop bounds are not 0 to a constant with step 1"
         band.append(cur)
         items = cur.regions[0].blocks[0].instructions

@@ -57,6 +57,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX
+from swir.ops.util import attr_or_default
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.target import DEFAULT_TARGET, target_of
 from swir.verifier import module_attr_ldm
@@ -116,7 +117,7 @@ class InsertDMA(Pass):
                 "loops; code outside the CPE loops would need a barrier (not supported)",
                 others[0].loc)])
         for loop in loops:
-            if loop.attrs.get("step", 1) != 1:
+            if attr_or_default(loop, "step") != 1:
                 raise PassFailure([Diagnostic(
                     "-insert-dma: parallel loops with a step are not supported", loop.loc)])
         names = [f.name]
@@ -390,7 +391,7 @@ def _double_buffer(loop: Instruction, gets, wait, rest, bufs) -> None:
     from swir.ir.clone import clone
     iv = loop.regions[0].blocks[0].args[0]
     lb, ub = Expr.of(loop.args[0]), Expr.of(loop.args[1])
-    step = int(loop.attrs.get("step", 1))
+    step = int(attr_or_default(loop, "step"))
     times = wait.attrs["times"]
     second = {}
     for buf in bufs:
