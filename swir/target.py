@@ -14,7 +14,7 @@ them and says which are assumptions. Select a target with ``--target NAME``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 
@@ -96,15 +96,16 @@ SW26010 = Target(
              "docs/codegen.md 'On a real Sunway machine' (32-byte DMA blocks); "
              "001_1987d45e91562161.txt Sec. 5 (256-byte transfers)"))
 
-SW26010_PRO = Target(
-    name="sw26010pro", title="SW26010-Pro",
-    core_groups=6, cpes=64, cpe_grid=(8, 8), ldm_bytes=256 * 1024, reserve_divisor=16,
+# The SW26010's, changed where the Pro differs. The same: 64 CPEs in an 8 x 8
+# grid (published) and the LDM reserve rule (swir's). Unknown for this
+# processor, so kept: the DMA rules (write block, alignment, small transfers)
+# and the cost model's DMA assumptions.
+SW26010_PRO = replace(
+    SW26010, name="sw26010pro", title="SW26010-Pro",
+    core_groups=6, ldm_bytes=256 * 1024,
     # 13.8 TFLOPS FP64 per chip / (384 CPEs x 2.25 GHz) = 16 flops per cycle:
     # a 512-bit vector of 8 doubles with FMA.
     clock_hz=2.25e9, flops_per_cycle=16, vector_bits=512, peak_bandwidth=51.2e9,
-    # Unknown for this processor: the SW26010's DMA rules and assumptions are kept.
-    write_block=32, dma_align=32, small_transfer=256,
-    dma_efficiency=0.75, dma_half_block=64, dma_startup_cycles=300,
     codegen=False,
     sources=("Chips and Cheese, 'China's New(ish) SW26010-Pro Supercomputer at SC23' "
              "(2023-11-20): 6 core groups of 64 CPEs, 2.25 GHz; Tom's Hardware on the "
