@@ -248,8 +248,8 @@ class _Verifier:
                 if not last:
                     self.op_error(inst, "is a terminator and must end its block")
                     continue
-                ends_owner = d.extra.get("ends") is not None and \
-                    getattr(b.parent.parent, "opname", None) == d.extra["ends"]
+                ends_owner = d.ends is not None and \
+                    getattr(b.parent.parent, "opname", None) == d.ends
                 if structured and not ends_owner and \
                         (inst.opname != "return" or not is_function_body):
                     self.op_error(inst, "cannot end a structured region")
@@ -283,7 +283,7 @@ class _Verifier:
         if d.arrow != (inst.arrow is not None):
             self.op_error(inst, "is written SRC -> DST" if d.arrow else "takes no '->'")
             return
-        min_regions = d.extra.get("min_regions", d.num_regions)
+        min_regions = d.num_regions if d.min_regions is None else d.min_regions
         if not min_regions <= len(inst.regions) <= d.num_regions:
             self.op_error(inst, f"needs {d.num_regions} region(s), got {len(inst.regions)}")
             return

@@ -7,6 +7,14 @@ error only if the model uses that output). Every attribute a converter does
 not name in its registration is rejected, and each converter rejects the
 attribute values and inputs swir cannot express, so a model is translated
 exactly or not at all. docs/frontend.md lists what each converter takes.
+
+Where a swir op's definition names its ONNX counterpart (``OpDef.onnx``), the
+converter is attached to that definition as its ONNX_IMPORT hook
+(``@converter(CONV2D, ...)``); an element-wise op without attributes needs
+none (its operands map 1:1). Only the ONNX operators no swir op corresponds to
+(Gemm, Identity, Shape, ...) are registered by name. Each ONNX operator thus
+has one converter, and an op that names an ONNX operator without one is an
+error when this module loads.
 """
 
 from __future__ import annotations
@@ -18,21 +26,31 @@ from typing import Any
 import numpy as np
 
 from swir.frontend.onnx_graph import describe
-from swir.frontend.onnx_types import (
-    ImportFailure,
-    Tensor,
-    numpy_element,
-    onnx_modules,
-    swir_element,
-)
+from swir.frontend.onnx_types import (ImportFailure, Tensor, numpy_element, onnx_modules,
+                                      swir_element)
 from swir.ir.core import Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType, size_error
-from swir.ops.graph import BATCH_NORM, LAYER_NORM
-from swir.ops.registry import SCALAR_FORM, OpError, all_ops
+from swir.ops.graph import (ARGMAX, AVG_POOL2D, BATCH_NORM, CLIP, CONCAT, CONV2D, CONV_TRANSPOSE2D,
+                            EXPAND, FLATTEN, GATHER, GELU, GLOBAL_AVG_POOL2D, LAYER_NORM,
+                            LEAKY_RELU, LOG_SOFTMAX, MATMUL, MAX_POOL2D, PAD, REDUCTIONS, RESHAPE,
+                            RESIZE_NEAREST, SLICE, SOFTMAX, SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE)
+from swir.ops.registry import SCALAR_FORM, Hook, OpDef, OpError, all_ops
 
 Converter = Callable[["Node"], list]
-CONVERTERS: dict[str, tuple[Converter, frozenset[str]]] = {}
+# A converter and the ONNX attributes it reads (any other is refused).
+Entry = tuple[Converter, frozenset[str]]
+
+
+def _derived(op: OpDef) -> bool:
+    """An element-wise op without attributes converts 1:1 from its ONNX operator."""
+    return SCALAR_FORM in op.traits and not op.attrs
+
+
+# The converter of each op whose definition names an ONNX operator.
+ONNX_IMPORT = Hook("ONNX converter", lambda op: op.onnx is not None and not _derived(op))
+# The converters of ONNX operators that no swir op names, by ONNX name.
+ONNX_ONLY: dict[str, Entry] = {}
 
 # Evaluating these at import time would not give what running the model gives.
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -47,6 +65,8 @@ class Node:
         self.imp = imp
         self.proto = proto
         self.op = proto.op_type
+        # The swir op whose definition names this ONNX operator (set by convert).
+        self.definition: OpDef | None = None
         self.inputs = list(proto.input)
         self.outputs = list(proto.output)
         self.where = describe(proto, index)
@@ -174,7 +194,9 @@ def fold(n: Node) -> list:
 def convert(n: Node) -> list:
     if n.proto.domain not in ("", "ai.onnx"):
         n.fail(f"operators of domain '{n.proto.domain}' are not supported")
-    entry = CONVERTERS.get(n.op) or one_to_one(n.op)
+    n.definition = _definition_of(n.op)
+    entry = ONNX_ONLY.get(n.op) if n.definition is None else \
+        ONNX_IMPORT.of(n.definition) or _one_to_one(n.definition)
     if entry is None:
         n.fail("this operator is not supported by swir-import (docs/frontend.md lists "
                "the supported ones)")
@@ -208,24 +230,36 @@ def check_attributes(n: Node) -> None:
             n.fail(f"attribute '{name}' is required")
 
 
-def converter(*ops: str, attrs: str = "") -> Callable[[Converter], Converter]:
+def _definition_of(onnx_op: str) -> OpDef | None:
+    """The swir op whose definition names this ONNX operator, if any."""
+    return next((d for d in all_ops() if d.onnx == onnx_op), None)
+
+
+def converter(*targets: OpDef | str, attrs: str = "") -> Callable[[Converter], Converter]:
+    """Register a converter: as the ONNX_IMPORT hook of each op definition in
+    ``targets``, and by name for each ONNX operator (a string) no op names."""
+    entry = (lambda fn: (fn, frozenset(attrs.split())))
+
     def register(fn: Converter) -> Converter:
-        for op in ops:
-            CONVERTERS[op] = (fn, frozenset(attrs.split()))
+        for t in targets:
+            if isinstance(t, OpDef):
+                ONNX_IMPORT.register(t)(entry(fn))
+                continue
+            owner = _definition_of(t)
+            if owner is not None:
+                raise ValueError(f"ONNX '{t}' is op '{owner.name}'s: register its converter "
+                                 "on the definition")
+            ONNX_ONLY[t] = entry(fn)
         return fn
     return register
 
 
 # -- element-wise ------------------------------------------------------------------------
 
-def one_to_one(onnx_op: str) -> tuple[Converter, frozenset[str]] | None:
-    """The converter of an ONNX op that an element-wise op's definition names
-    (``OpDef.onnx``): the same operands. Only ops without attributes convert
-    1:1; the others (clip, leaky_relu, gelu, batch_norm) need a converter of
-    their own, which swir-import looks up first."""
-    op = next((d for d in all_ops()
-               if d.onnx == onnx_op and SCALAR_FORM in d.traits and not d.attrs), None)
-    if op is None:
+def _one_to_one(op: OpDef) -> Entry | None:
+    """The converter an element-wise op without attributes needs no code for:
+    the ONNX operator's inputs are its operands."""
+    if not _derived(op):
         return None
     return (lambda n: [n.emit(op.name, *(n.value(i) for i in range(op.num_args[0])))],
             frozenset())
@@ -275,12 +309,12 @@ def dropout(n: Node) -> list:
     return [n.tensor(0), None]
 
 
-@converter("LeakyRelu", attrs="alpha")
+@converter(LEAKY_RELU, attrs="alpha")
 def leaky_relu(n: Node) -> list:
     return [n.emit("leaky_relu", n.value(0), alpha=float(n.attr("alpha", 0.01)))]
 
 
-@converter("Clip")
+@converter(CLIP)
 def clip(n: Node) -> list:
     bounds = {}
     for i, key in ((1, "min"), (2, "max")):
@@ -289,7 +323,7 @@ def clip(n: Node) -> list:
     return [n.emit("clip", n.value(0), **bounds)]
 
 
-@converter("Gelu", attrs="approximate")
+@converter(GELU, attrs="approximate")
 def gelu(n: Node) -> list:
     return [n.emit("gelu", n.value(0), approximate=n.attr("approximate", "none"))]
 
@@ -400,7 +434,7 @@ def _conv_operands(n: Node, what: str, layout: str):
     return x, kernel, strides, dilations, args
 
 
-@converter("Conv", attrs="auto_pad dilations group kernel_shape pads strides")
+@converter(CONV2D, attrs="auto_pad dilations group kernel_shape pads strides")
 def conv(n: Node) -> list:
     x, kernel, strides, dilations, args = _conv_operands(n, "convolution",
                                                          "O x C/group x kH x kW")
@@ -409,7 +443,7 @@ def conv(n: Node) -> list:
                    groups=int(n.attr("group", 1)))]
 
 
-@converter("ConvTranspose", attrs="auto_pad dilations group kernel_shape output_padding "
+@converter(CONV_TRANSPOSE2D, attrs="auto_pad dilations group kernel_shape output_padding "
                                   "output_shape pads strides")
 def conv_transpose(n: Node) -> list:
     x, kernel, strides, dilations, args = _conv_operands(n, "transposed convolution",
@@ -456,7 +490,7 @@ def _ceil_mode(n: Node) -> bool:
     return bool(n.attr("ceil_mode", 0)) and n.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID")
 
 
-@converter("MaxPool", attrs="auto_pad ceil_mode dilations kernel_shape pads storage_order strides")
+@converter(MAX_POOL2D, attrs="auto_pad ceil_mode dilations kernel_shape pads storage_order strides")
 def max_pool(n: Node) -> list:
     _, kernel, strides, dilations, pads = _pool_args(n)
     y = n.emit("max_pool2d", n.value(0), kernel=kernel, stride=strides, pad=pads,
@@ -464,7 +498,7 @@ def max_pool(n: Node) -> list:
     return [y, None]   # the Indices output is not supported
 
 
-@converter("AveragePool", attrs="auto_pad ceil_mode count_include_pad dilations kernel_shape "
+@converter(AVG_POOL2D, attrs="auto_pad ceil_mode count_include_pad dilations kernel_shape "
                                 "pads strides")
 def average_pool(n: Node) -> list:
     _, kernel, strides, dilations, pads = _pool_args(n)
@@ -475,7 +509,7 @@ def average_pool(n: Node) -> list:
                    count_include_pad=bool(n.attr("count_include_pad", 0)))]
 
 
-@converter("GlobalAveragePool", "GlobalMaxPool")
+@converter(GLOBAL_AVG_POOL2D, "GlobalMaxPool")
 def global_pool(n: Node) -> list:
     x = n.type(0)
     if x.rank < 3:
@@ -486,7 +520,7 @@ def global_pool(n: Node) -> list:
     return [n.emit(op, n.value(0), axes=list(range(2, x.rank)), keepdims=True)]
 
 
-@converter("BatchNormalization", attrs="epsilon momentum training_mode")
+@converter(BATCH_NORM, attrs="epsilon momentum training_mode")
 def batch_norm(n: Node) -> list:
     if int(n.attr("training_mode", 0)):
         n.fail("training mode is not supported (swir compiles inference)")
@@ -495,7 +529,7 @@ def batch_norm(n: Node) -> list:
     return [n.emit("batch_norm", *args, epsilon=epsilon), None, None]
 
 
-@converter("LayerNormalization", attrs="axis epsilon stash_type")
+@converter(LAYER_NORM, attrs="axis epsilon stash_type")
 def layer_norm(n: Node) -> list:
     args = [n.value(0), n.value(1)] + ([n.value(2)] if n.has(2) else [])
     y = n.emit("layer_norm", *args, axis=int(n.attr("axis", -1)),
@@ -503,10 +537,9 @@ def layer_norm(n: Node) -> list:
     return [y, None, None]   # Mean and InvStdDev are not supported
 
 
-@converter("Softmax", "LogSoftmax", attrs="axis")
+@converter(SOFTMAX, LOG_SOFTMAX, attrs="axis")
 def softmax(n: Node) -> list:
-    op = "softmax" if n.op == "Softmax" else "log_softmax"
-    return [n.emit(op, n.value(0), axis=int(n.attr("axis", -1)))]
+    return [n.emit(n.definition.name, n.value(0), axis=int(n.attr("axis", -1)))]
 
 
 @converter("Gemm", attrs="alpha beta transA transB")
@@ -540,18 +573,14 @@ def _transposed(n: Node, i: int) -> Value:
     return n.emit("transpose", n.value(i), perm=[1, 0])
 
 
-@converter("MatMul")
+@converter(MATMUL)
 def matmul(n: Node) -> list:
     return [n.emit("matmul", n.value(0), n.value(1))]
 
 
 # -- reductions ---------------------------------------------------------------------------
 
-REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
-          "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod"}
-
-
-@converter(*REDUCE, attrs="axes keepdims noop_with_empty_axes")
+@converter(*REDUCTIONS.values(), attrs="axes keepdims noop_with_empty_axes")
 def reduce(n: Node) -> list:
     if "axes" in n.attrs:
         axes = n.int_list("axes", [])
@@ -559,11 +588,11 @@ def reduce(n: Node) -> list:
         axes = n.ints(1, "axes") if n.has(1) else []
     if not axes and int(n.attr("noop_with_empty_axes", 0)):
         return [n.tensor(0)]
-    return [n.emit(REDUCE[n.op], n.value(0), axes=axes,
+    return [n.emit(n.definition.name, n.value(0), axes=axes,
                    keepdims=bool(n.attr("keepdims", 1)))]
 
 
-@converter("ArgMax", attrs="axis keepdims select_last_index")
+@converter(ARGMAX, attrs="axis keepdims select_last_index")
 def argmax(n: Node) -> list:
     if int(n.attr("select_last_index", 0)):
         n.fail("select_last_index = 1 is not supported (swir's argmax takes the first maximum)")
@@ -573,14 +602,14 @@ def argmax(n: Node) -> list:
 
 # -- data movement -------------------------------------------------------------------------
 
-@converter("Transpose", attrs="perm")
+@converter(TRANSPOSE, attrs="perm")
 def transpose(n: Node) -> list:
     perm = n.attr("perm")
     attrs = {} if perm is None else {"perm": [int(p) for p in perm]}
     return [n.emit("transpose", n.value(0), **attrs)]
 
 
-@converter("Reshape", attrs="allowzero")
+@converter(RESHAPE, attrs="allowzero")
 def reshape(n: Node) -> list:
     target = n.ints(1, "target shape")
     if int(n.attr("allowzero", 0)) and 0 in target:
@@ -589,12 +618,12 @@ def reshape(n: Node) -> list:
     return [n.emit("reshape", n.value(0), shape=target)]
 
 
-@converter("Flatten", attrs="axis")
+@converter(FLATTEN, attrs="axis")
 def flatten(n: Node) -> list:
     return [n.emit("flatten", n.value(0), axis=int(n.attr("axis", 1)))]
 
 
-@converter("Concat", attrs="axis")
+@converter(CONCAT, attrs="axis")
 def concat(n: Node) -> list:
     if "axis" not in n.attrs:
         n.fail("attribute 'axis' is required")
@@ -602,7 +631,7 @@ def concat(n: Node) -> list:
     return [n.emit("concat", *args, axis=int(n.attr("axis")))]
 
 
-@converter("Split", attrs="axis num_outputs split")
+@converter(SPLIT, attrs="axis num_outputs split")
 def split(n: Node) -> list:
     x = n.type(0)
     axis = int(n.attr("axis", 0))
@@ -628,7 +657,7 @@ def split(n: Node) -> list:
     return n.emit_all("split", [n.value(0)], {"axis": axis, "sizes": sizes})
 
 
-@converter("Slice")
+@converter(SLICE)
 def slice_(n: Node) -> list:
     attrs = {"starts": n.ints(1, "starts"), "ends": n.ints(2, "ends")}
     if n.has(3):
@@ -638,7 +667,7 @@ def slice_(n: Node) -> list:
     return [n.emit("slice", n.value(0), **attrs)]
 
 
-@converter("Gather", attrs="axis")
+@converter(GATHER, attrs="axis")
 def gather(n: Node) -> list:
     axis = int(n.attr("axis", 0))
     data = n.type(0)
@@ -650,23 +679,23 @@ def gather(n: Node) -> list:
     return [n.emit("gather", n.value(0), n.value(1), axis=axis)]
 
 
-@converter("Unsqueeze")
+@converter(UNSQUEEZE)
 def unsqueeze(n: Node) -> list:
     return [n.emit("unsqueeze", n.value(0), axes=n.ints(1, "axes"))]
 
 
-@converter("Squeeze")
+@converter(SQUEEZE)
 def squeeze(n: Node) -> list:
     axes = n.ints(1, "axes") if n.has(1) else []
     return [n.emit("squeeze", n.value(0), **({"axes": axes} if axes else {}))]
 
 
-@converter("Expand")
+@converter(EXPAND)
 def expand(n: Node) -> list:
     return [n.emit("expand", n.value(0), shape=n.ints(1, "shape"))]
 
 
-@converter("Pad", attrs="mode")
+@converter(PAD, attrs="mode")
 def pad(n: Node) -> list:
     x = n.type(0)
     pads = n.ints(1, "pads")
@@ -721,7 +750,7 @@ ROUNDING = {
 }
 
 
-@converter("Resize", attrs="antialias axes coordinate_transformation_mode cubic_coeff_a "
+@converter(RESIZE_NEAREST, attrs="antialias axes coordinate_transformation_mode cubic_coeff_a "
                            "exclude_outside extrapolation_value keep_aspect_ratio_policy "
                            "mode nearest_mode")
 def resize(n: Node) -> list:
@@ -804,3 +833,7 @@ def _matching_scale(n: Node, axis: int, d: int, s: float, o: int, want: np.ndarr
     n.fail(f"axis {axis} ({d} -> {o}): coordinate_transformation_mode '{ctm}' with "
            f"nearest_mode '{rounding}' picks source indices that swir's resize_nearest "
            "(asymmetric, floor) does not")
+
+
+# Every op that names an ONNX operator can import it (MissingHook otherwise).
+ONNX_IMPORT.check_complete()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from swir.ir.affine import Expr
 from swir.ir.core import DenseSlot, Function, Instruction, Literal, Successor, Value
 from swir.ir.types import ScalarType, TensorType, Type
-from swir.ops.registry import OpDef, OpError, register
+from swir.ops.registry import Category, OpDef, OpError, register
 from swir.ops.util import callee, check_dense, int_fits
 
 
@@ -79,7 +79,7 @@ def _verify_branch(inst: Instruction) -> None:
 
 
 register(OpDef("const", "A constant: a scalar number, or a tensor dense<...>.",
-               num_args=(1, 1), infer=_infer_const, category="constant"))
+               num_args=(1, 1), infer=_infer_const, category=Category.CONSTANT))
 register(OpDef("call", "Call a function: %r = call @f(%x) : T.", num_args=(1, 1),
                infer=_infer_call, pure=False))
 register(OpDef("return", "Return values from a function.", verify=_verify_return,

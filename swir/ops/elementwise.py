@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
-from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
-                               CCall, CConst, CExpr, COp, CSelect, OpDef, OpError, register)
 from swir.ops.references import BINARY_REFS, UNARY_REFS
+from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
+                               Category, CCall, CConst, CExpr, COp, CSelect, OpDef, OpError,
+                               register)
 from swir.ops.util import value_arg
 
 
@@ -162,7 +163,7 @@ def elementwise_op(name: str, summary: str, arity: int, kind: str = "any", *,
     ``facts`` are OpDef's fields: ``numpy``, ``c_expr``, ``onnx``, ``commutative``.
     Not registered: pass it to :func:`register`."""
     return OpDef(name, summary, stages=ALL_STAGES, num_args=(arity, arity),
-                 infer=_elementwise_rule(arity, kind, result_bool), category="elementwise",
+                 infer=_elementwise_rule(arity, kind, result_bool), category=Category.ELEMENTWISE,
                  traits=traits, **facts)
 
 
@@ -202,4 +203,4 @@ def _infer_cast(inst: Instruction) -> list[Type]:
 CAST = register(OpDef("cast", "Element-wise conversion to another scalar type (C semantics; "
                              "float to int truncates toward zero).",
                       num_args=(1, 1), attrs=(Attr("to", "type", required=True),),
-                      infer=_infer_cast, category="elementwise", traits=NOT_ARITHMETIC))
+                      infer=_infer_cast, category=Category.ELEMENTWISE, traits=NOT_ARITHMETIC))

@@ -24,8 +24,8 @@ import math
 from swir.ir.core import Instruction, Value
 from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
-from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, OpDef, OpError, Operands,
-                               register)
+from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, Category, OpDef, Operands,
+                               OpError, register)
 from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis, tensor_arg
 
 GRAPH = frozenset({"graph"})
@@ -596,7 +596,7 @@ def _infer_gelu(inst: Instruction) -> list[Type]:
 
 # -- registration ----------------------------------------------------------------------
 
-def _op(name: str, summary: str, operands: Operands, infer, category: str,
+def _op(name: str, summary: str, operands: Operands, infer, category: Category,
         onnx: str, attrs: tuple[Attr, ...] = (), **kw) -> OpDef:
     return register(OpDef(name, summary, stages=GRAPH, operands=operands, attrs=attrs,
                           infer=infer, category=category, onnx=onnx, **kw))
@@ -617,15 +617,15 @@ _KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1", default=
 
 MATMUL = _op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
                        "1-D operands promoted and the unit dimension dropped).",
-             Operands(("a", "b"), "two tensors"), _infer_matmul, "complex", "MatMul")
+             Operands(("a", "b"), "two tensors"), _infer_matmul, Category.COMPLEX, "MatMul")
 CONV2D = _op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
                        "optional bias of O.",
-             _CONV_OPERANDS, _infer_conv2d, "complex", "Conv",
+             _CONV_OPERANDS, _infer_conv2d, Category.COMPLEX, "Conv",
              (_STRIDE, _PAD, _DILATION, _GROUPS))
 CONV_TRANSPOSE2D = _op(
     "conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
                         "optional bias of O.",
-    _CONV_OPERANDS, _infer_conv_transpose2d, "complex", "ConvTranspose",
+    _CONV_OPERANDS, _infer_conv_transpose2d, Category.COMPLEX, "ConvTranspose",
     (_STRIDE, _PAD, _DILATION,
      Attr("output_padding", "ints", doc="[oH, oW] added at the bottom/right; each smaller "
                                         "than the stride or the dilation",
@@ -637,34 +637,34 @@ _CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)
 _POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
                                     "kernel extent", default=(0, 0, 0, 0), check=_non_negative)
 MAX_POOL2D = _op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
-                 _INPUT, _infer_pool, "reduction", "MaxPool",
+                 _INPUT, _infer_pool, Category.REDUCTION, "MaxPool",
                  (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL))
 AVG_POOL2D = _op("avg_pool2d", "2-D average pooling over NCHW.",
-                 _INPUT, _infer_pool, "reduction", "AveragePool",
+                 _INPUT, _infer_pool, Category.REDUCTION, "AveragePool",
                  (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
                   Attr("count_include_pad", "bool",
                        doc="divide by the window size including padding", default=False)))
 GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
-                        _INPUT, _infer_global_avg_pool2d, "reduction", "GlobalAveragePool")
+                        _INPUT, _infer_global_avg_pool2d, Category.REDUCTION, "GlobalAveragePool")
 
 BATCH_NORM = _op("batch_norm", "Inference batch normalisation over channel axis 1: "
                                "(x - mean) * scale / sqrt(var + epsilon) + bias.",
                  Operands(("x", "scale", "bias", "mean", "var"), "x, scale, bias, mean, var"),
-                 _infer_batch_norm, "broadcast", "BatchNormalization", (_EPSILON,),
+                 _infer_batch_norm, Category.BROADCAST, "BatchNormalization", (_EPSILON,),
                  traits=frozenset({SCALAR_FORM, INLINABLE}), running_operands=(0,))
 _SOFTMAX_AXIS = Attr("axis", "int", default=-1)
 SOFTMAX = _op("softmax", "exp(x - max) / sum(exp(x - max)) along one axis.",
-              _INPUT, _infer_softmax, "reduction", "Softmax", (_SOFTMAX_AXIS,))
+              _INPUT, _infer_softmax, Category.REDUCTION, "Softmax", (_SOFTMAX_AXIS,))
 LOG_SOFTMAX = _op("log_softmax", "x - max - log(sum(exp(x - max))) along one axis.",
-                  _INPUT, _infer_softmax, "reduction", "LogSoftmax", (_SOFTMAX_AXIS,))
+                  _INPUT, _infer_softmax, Category.REDUCTION, "LogSoftmax", (_SOFTMAX_AXIS,))
 LAYER_NORM = _op("layer_norm", "Normalise over axes [axis, rank), then * scale (+ bias).",
                  Operands(("x", "scale", "bias?"), "x, scale and an optional bias"),
-                 _infer_layer_norm, "reduction", "LayerNormalization",
+                 _infer_layer_norm, Category.REDUCTION, "LayerNormalization",
                  (Attr("axis", "int", doc="first normalised axis", default=-1), _EPSILON))
 
 REDUCTIONS = {
     name: _op(name, f"{what} over the given axes (all when none are given).",
-              _INPUT, _infer_reduce, "reduction", onnx,
+              _INPUT, _infer_reduce, Category.REDUCTION, onnx,
               (Attr("axes", "ints", doc="distinct axes; [] = all axes", default=()), _KEEPDIMS))
     for name, onnx, what in (("reduce_sum", "ReduceSum", "Sum"),
                              ("reduce_mean", "ReduceMean", "Mean"),
@@ -673,69 +673,70 @@ REDUCTIONS = {
                              ("reduce_prod", "ReduceProd", "Product"))}
 REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD = REDUCTIONS.values()
 ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
-             _INPUT, _infer_argmax, "reduction", "ArgMax",
+             _INPUT, _infer_argmax, Category.REDUCTION, "ArgMax",
              (Attr("axis", "int", default=0), _KEEPDIMS))
 
 TRANSPOSE = _op("transpose", "Permute the axes: output axis i is input axis perm[i].",
-                _INPUT, _infer_transpose, "injective", "Transpose",
+                _INPUT, _infer_transpose, Category.INJECTIVE, "Transpose",
                 (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),),
                 traits=frozenset({INLINABLE}))
 RESHAPE = _op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
-              _INPUT, _infer_reshape, "injective", "Reshape",
+              _INPUT, _infer_reshape, Category.INJECTIVE, "Reshape",
               (Attr("shape", "ints", required=True,
                     doc="entries > 0, at most one -1 (inferred), 0 copies the input "
                         "dimension"),))
 FLATTEN = _op("flatten", "Reshape to 2-D: prod(dims[:axis]) x prod(dims[axis:]).",
-              _INPUT, _infer_flatten, "injective", "Flatten",
+              _INPUT, _infer_flatten, Category.INJECTIVE, "Flatten",
               (Attr("axis", "int", doc="in [-rank, rank]", default=1),))
 CONCAT = _op("concat", "Join tensors along an axis; the other dimensions must agree.",
-             Operands(("inputs+",), "the tensors to join"), _infer_concat, "injective", "Concat",
+             Operands(("inputs+",), "the tensors to join"), _infer_concat, Category.INJECTIVE,
+             "Concat",
              (Attr("axis", "int", required=True, doc="in [-rank, rank)"),))
 SPLIT = _op("split", "Split along an axis into len(sizes) results.",
-            _INPUT, _infer_split, "injective", "Split",
+            _INPUT, _infer_split, Category.INJECTIVE, "Split",
             (Attr("axis", "int", default=0),
              Attr("sizes", "ints", required=True, doc="positive, summing to the axis size",
                   check=_positive)))
 SLICE = _op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
-            _INPUT, _infer_slice, "injective", "Slice",
+            _INPUT, _infer_slice, Category.INJECTIVE, "Slice",
             (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),
              Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]"),
              Attr("steps", "ints", doc="non-zero; default all 1")))
 PAD = _op("pad", "Pad each axis before and after.",
-          _INPUT, _infer_pad, "injective", "Pad",
+          _INPUT, _infer_pad, Category.INJECTIVE, "Pad",
           (Attr("pads", "ints", required=True,
                 doc="[begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}], each >= 0",
                 check=_non_negative),
            Attr("mode", "str", default="constant", choices=("constant", "reflect", "edge")),
            Attr("value", "float", doc='fill for mode "constant"', default=0.0)))
 GATHER = _op("gather", "ONNX Gather: take slices of data along axis at the integer indices.",
-             Operands(("data", "indices"), "data and indices"), _infer_gather, "injective",
+             Operands(("data", "indices"), "data and indices"), _infer_gather, Category.INJECTIVE,
              "Gather", (Attr("axis", "int", default=0),))
 RESIZE_NEAREST = _op(
     "resize_nearest", "Nearest-neighbour resize: out dim = floor(dim * scale), "
                       "source index = min(floor(out_index / scale), dim - 1).",
-    _INPUT, _infer_resize_nearest, "injective", "Resize",
+    _INPUT, _infer_resize_nearest, Category.INJECTIVE, "Resize",
     (Attr("scales", "floats", required=True, doc="one positive scale per dimension"),))
 EXPAND = _op("expand", "Broadcast to a shape (bidirectional numpy broadcasting, as ONNX Expand).",
-             _INPUT, _infer_expand, "broadcast", "Expand",
+             _INPUT, _infer_expand, Category.BROADCAST, "Expand",
              (Attr("shape", "ints", required=True, doc="positive entries", check=_positive),))
 SQUEEZE = _op("squeeze", "Drop axes of size 1.",
-              _INPUT, _infer_squeeze, "injective", "Squeeze",
+              _INPUT, _infer_squeeze, Category.INJECTIVE, "Squeeze",
               (Attr("axes", "ints", doc="each of size 1; [] = every size-1 axis", default=()),))
 UNSQUEEZE = _op("unsqueeze", "Insert axes of size 1 at the given output positions.",
-                _INPUT, _infer_unsqueeze, "injective", "Unsqueeze",
+                _INPUT, _infer_unsqueeze, Category.INJECTIVE, "Unsqueeze",
                 (Attr("axes", "ints", required=True, doc="distinct, in [-(rank + n), rank + n)"),))
 
 _ELEMENTWISE = frozenset({SCALAR_FORM, INLINABLE, FLOP})
 CLIP = _op("clip", "Element-wise min(max(x, min), max); either bound may be absent.",
-           _INPUT, _infer_clip, "elementwise", "Clip",
+           _INPUT, _infer_clip, Category.ELEMENTWISE, "Clip",
            (Attr("min", "float", doc="absent: no lower bound"),
             Attr("max", "float", doc="absent: no upper bound")), traits=_ELEMENTWISE)
 LEAKY_RELU = _op("leaky_relu", "Element-wise x >= 0 ? x : alpha * x.",
-                 _INPUT, _infer_leaky_relu, "elementwise", "LeakyRelu",
+                 _INPUT, _infer_leaky_relu, Category.ELEMENTWISE, "LeakyRelu",
                  (Attr("alpha", "float", default=0.01),), traits=_ELEMENTWISE)
 GELU = _op("gelu", "Element-wise 0.5 * x * (1 + erf(x / sqrt(2))), or its tanh approximation.",
-           _INPUT, _infer_gelu, "elementwise", "Gelu",
+           _INPUT, _infer_gelu, Category.ELEMENTWISE, "Gelu",
            (Attr("approximate", "str", default="none", choices=("none", "tanh")),),
            traits=_ELEMENTWISE)
 
@@ -796,7 +797,7 @@ def _verify_yield(inst: Instruction) -> None:
 FUSED = register(OpDef("fused", "A fused group: one kernel computing the ops of its "
                                 "region from its operands.",
                        stages=GRAPH, num_args=(0, None), infer=_infer_fused,
-                       verify=_verify_fused, num_regions=1, category="fused"))
+                       verify=_verify_fused, num_regions=1, category=Category.FUSED))
 YIELD = register(OpDef("yield", "End a fused group's region, giving the group's results.",
                        stages=GRAPH, verify=_verify_yield, terminator=True, pure=False,
-                       extra={"ends": "fused"}))
+                       ends="fused"))

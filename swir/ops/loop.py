@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from swir.ir.core import Constraint, Instruction, Range, Value
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, Type
-from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, OpDef,
-                               OpError, register)
+from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
+                               OpDef, OpError, register)
 from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
                            value_arg)
-
 
 # -- structured control flow -------------------------------------------------
 
@@ -46,16 +45,16 @@ _LOOP_ATTRS = (Attr("step", "int", default=1, doc="iteration step (printed as 's
 register(OpDef("for", "Sequential loop: for %i = lb to ub step s { body }.",
                stages=LOOP_AND_LATER, num_args=(2, 2), attrs=_LOOP_ATTRS,
                verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
-               category="loop"))
+               category=Category.LOOP))
 register(OpDef("parallel", "Loop whose iterations are independent; spread over the CPEs.",
                stages=LOOP_AND_LATER, num_args=(2, 2),
                attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),),
                verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
-               category="loop"))
+               category=Category.LOOP))
 register(OpDef("if", "Guarded region: if c0, c1 { then } else { otherwise }.",
                stages=LOOP_AND_LATER, num_args=(1, None), verify=_verify_if,
-               num_regions=2, pure=False, category="loop",
-               extra={"min_regions": 1}))
+               num_regions=2, pure=False, category=Category.LOOP,
+               min_regions=1))
 
 
 # -- memory ----------------------------------------------------------------------
@@ -194,25 +193,25 @@ def _verify_spawn(inst: Instruction) -> None:
 
 register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
                stages=LOOP_AND_LATER, num_args=(1, 1), infer=_infer_load,
-               reads_memory=True, category="memory"))
+               reads_memory=True, category=Category.MEMORY))
 register(OpDef("store", "Write one element: store %v, %A[i, j].",
                stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
-               category="memory"))
+               category=Category.MEMORY))
 register(OpDef("dyn_index", "A data-dependent subscript: the integer %v (negative counts from "
                             "the end, v + bound) as an index in [0, bound); outside "
                             "[-bound, bound) is a run-time error.",
                stages=LOOP_AND_LATER, num_args=(1, 1),
                attrs=(Attr("bound", "int", required=True, doc="size of the indexed dimension"),),
-               infer=_infer_dyn_index, category="memory"))
+               infer=_infer_dyn_index, category=Category.MEMORY))
 register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
                stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
-               pure=False, context="cpe", category="memory"))
+               pure=False, context="cpe", category=Category.MEMORY))
 register(OpDef("copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               arrow=True, context="cpe", category="memory"))
+               arrow=True, context="cpe", category=Category.MEMORY))
 register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               arrow=True, context="cpe", category="memory"))
+               arrow=True, context="cpe", category=Category.MEMORY))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("bsize", "int", default=0,
@@ -221,25 +220,28 @@ _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
 register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               context="cpe", category="dma"))
+               context="cpe", category=Category.DMA))
 register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               context="cpe", category="dma"))
+               context="cpe", category=Category.DMA))
 register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
                stages=DMA_ONLY, num_args=(0, 0),
                attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
-               verify=_verify_wait, pure=False, context="cpe", category="dma"))
+               verify=_verify_wait, pure=False, context="cpe", category=Category.DMA))
 register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
-               num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe", category="cpe"))
+               num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe",
+               category=Category.CPE))
 register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
                         "in units of `grain` iterations (default 1), balanced to within one unit.",
                stages=DMA_ONLY, num_args=(1, 1),
                attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
                       Attr("grain", "int", default=1)),
-               infer=_infer_chunk, context="cpe", category="cpe"))
+               infer=_infer_chunk, context="cpe", category=Category.CPE))
 register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
                         "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "
                         "between them.", stages=DMA_ONLY,
-               num_args=(1, None), verify=_verify_spawn, pure=False, context="host", category="cpe"))
+               num_args=(1, None), verify=_verify_spawn, pure=False, context="host",
+               category=Category.CPE))
 register(OpDef("join", "Wait for every CPE to finish the spawned kernel (athread_join).",
-               stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host", category="cpe"))
+               stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host",
+               category=Category.CPE))

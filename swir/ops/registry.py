@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable
 
 # OpError lives in the IR core (the builder catches it); op rules import it from here.
@@ -28,6 +29,27 @@ ALL_STAGES = frozenset({"graph", "loop", "buffered", "dma"})
 LOOP_AND_LATER = frozenset({"loop", "buffered", "dma"})
 BUFFERED_AND_LATER = frozenset({"buffered", "dma"})
 DMA_ONLY = frozenset({"dma"})
+
+
+class Category(StrEnum):
+    """What kind of op it is, for -fuse and the docs. The graph stage's kinds are
+    TVM's fusion patterns (002_33a2ce4792eea380.txt, Sec. 3), in fusion order:
+    ELEMENTWISE < BROADCAST < INJECTIVE < REDUCTION < COMPLEX (complex-out-
+    fusable: element-wise consumers fuse into it). The others group the ops
+    -fuse never touches."""
+
+    ELEMENTWISE = "elementwise"
+    BROADCAST = "broadcast"
+    INJECTIVE = "injective"
+    REDUCTION = "reduction"
+    COMPLEX = "complex"
+    FUSED = "fused"        # a fused group
+    CONSTANT = "constant"
+    LOOP = "loop"          # structured control flow (for, parallel, if)
+    MEMORY = "memory"      # buffers, loads, stores, copies
+    DMA = "dma"            # DMA transfers and their waits
+    CPE = "cpe"            # spawns, CPE ids and work shares
+    OTHER = "other"        # calls, returns, branches
 
 
 @dataclass(frozen=True)
@@ -162,7 +184,7 @@ class OpDef:
     reads_memory: bool = False  # result depends on memory: never merged by CSE
     commutative: bool = False
     arrow: bool = False  # operands after "->" are destinations
-    category: str = "other"  # for docs and fusion: elementwise, reduction, ...
+    category: Category = Category.OTHER
     traits: frozenset[Trait] = frozenset()
     # The operand positions that may carry a fused kernel's running value through
     # this SCALAR_FORM op (None: any); batch_norm's others are per-channel vectors.
@@ -170,7 +192,11 @@ class OpDef:
     # Where the op may appear: None (anywhere), "kernel" (in a kernel), "cpe" (in a
     # cpe kernel at the dma stage, in any kernel before), "host" (not in a cpe kernel).
     context: str | None = None
-    extra: dict = field(default_factory=dict)
+    # Regions the op may have, at least (default: exactly num_regions; 'if' may
+    # leave out its else region).
+    min_regions: int | None = None
+    # A terminator that ends the region of this op only ('yield' ends 'fused').
+    ends: str | None = None
     # Element-wise ops' facts as data: the reference on numpy arrays (operands
     # already broadcast-compatible, the result rounded to the result type by the
     # interpreter), the C expression, and the ONNX op it corresponds to
@@ -183,6 +209,8 @@ class OpDef:
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # A category spelled wrong is an error when the op set loads.
+        object.__setattr__(self, "category", Category(self.category))
         if self.operands is not None:
             object.__setattr__(self, "num_args", self.operands.count)
 
@@ -235,7 +263,7 @@ def unregister(op: OpDef) -> None:
 def computes(op: OpDef) -> bool:
     """A graph op that computes tensors (not a constant, a call, control flow or
     a fused group's terminator, which each stage's driver handles itself)."""
-    return "graph" in op.stages and op.category not in ("other", "constant")
+    return "graph" in op.stages and op.category not in (Category.OTHER, Category.CONSTANT)
 
 
 @dataclass(frozen=True)

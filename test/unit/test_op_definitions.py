@@ -18,9 +18,9 @@ from swir.interp.loop import io_signature
 from swir.interp.run import run_function
 from swir.ops.elementwise import elementwise_op
 from swir.ops.graph import BATCH_NORM, CONCAT, CONV2D, GELU, LAYER_NORM
-from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, X0, CCall,
-                               CConst, CExpr, COp, Operands, all_ops, lookup, register,
-                               unregister)
+from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, X0, Attr,
+                               Category, CCall, CConst, CExpr, COp, OpDef, Operands, all_ops,
+                               lookup, register, unregister)
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
@@ -202,6 +202,102 @@ def test_a_toy_elementwise_op_imports_from_onnx(toy_op, tmp_path):
 
 def test_a_toy_op_is_gone_when_unregistered():
     assert lookup("toy_softsign") is None
+
+
+# -- categories are a closed set ---------------------------------------------------------
+
+def test_a_category_spelled_wrong_is_an_error_when_the_op_is_defined():
+    with pytest.raises(ValueError, match="'injectve' is not a valid Category"):
+        OpDef("typo", "an op with a misspelt category", category="injectve")
+    assert OpDef("ok", "a string naming a category", category="reduction").category \
+        is Category.REDUCTION
+
+
+# -- ONNX conversion: a hook on the op that names the ONNX operator ------------------------
+
+def test_each_onnx_operator_has_exactly_one_converter():
+    from swir.frontend.onnx_ops import ONNX_IMPORT, ONNX_ONLY
+    named = {op.onnx: op for op in all_ops() if op.onnx}
+    assert not set(named) & set(ONNX_ONLY)
+    for onnx_op, op in named.items():
+        hook = ONNX_IMPORT.of(op)
+        derived = SCALAR_FORM in op.traits and not op.attrs
+        assert (hook is None) == derived, (onnx_op, op.name)
+    assert ONNX_IMPORT.of(CONV2D)[1] >= {"strides", "pads", "group"}
+    ONNX_IMPORT.check_complete()
+
+
+def test_a_converter_for_an_op_s_onnx_operator_must_be_attached_to_the_op():
+    from swir.frontend.onnx_ops import converter
+    with pytest.raises(ValueError, match="ONNX 'Conv' is op 'conv2d's"):
+        converter("Conv")(lambda n: [])
+
+
+def test_an_op_naming_an_onnx_operator_without_a_converter_fails_the_frontend_load():
+    """An op with attributes that names an ONNX operator but has no converter:
+    importing the frontend fails, naming the op (its converter cannot be derived)."""
+    script = (
+        "from swir.ops.registry import Attr, OpDef, Operands, register\n"
+        "register(OpDef('lonely_shrink', 'an op without a converter',\n"
+        "               stages=frozenset({'graph'}), operands=Operands(('x',), 'the input'),\n"
+        "               attrs=(Attr('lambd', 'float', default=0.5),), onnx='Shrink',\n"
+        "               category='injective', infer=lambda inst: [inst.args[0].type]))\n"
+        "import swir.frontend.onnx_ops\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "MissingHook: no ONNX converter for op(s): lonely_shrink" in run.stderr, run.stderr
+
+
+# toy_shrink has an attribute, so its ONNX conversion is a hook written for it:
+# the definition, its reference kernel and its converter are all this test adds.
+TOY_SHRINK = OpDef("toy_shrink", "ONNX Shrink: x + bias below -lambd, x - bias above lambd, "
+                                 "else 0.", stages=frozenset({"graph"}),
+                   operands=Operands(("x",), "the input"), category="injective",
+                   attrs=(Attr("lambd", "float", default=0.5), Attr("bias", "float", default=0.0)),
+                   infer=lambda inst: [inst.args[0].type], onnx="Shrink")
+
+
+def _shrink(attrs, result_types, x):
+    lambd, bias = attrs["lambd"], attrs["bias"]
+    return [np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)).astype(x.dtype)]
+
+
+def _convert_shrink(n):
+    return [n.emit(n.definition.name, n.value(0), lambd=float(n.attr("lambd", 0.5)),
+                   bias=float(n.attr("bias", 0.0)))]
+
+
+@pytest.fixture
+def toy_shrink():
+    from swir.frontend.onnx_ops import converter
+    from swir.interp.kernels import kernel
+    register(TOY_SHRINK)
+    kernel(TOY_SHRINK)(_shrink)
+    converter(TOY_SHRINK, attrs="bias lambd")(_convert_shrink)
+    yield TOY_SHRINK
+    unregister(TOY_SHRINK)
+    TOY_SHRINK.hooks.clear()
+
+
+def test_a_toy_op_with_attributes_imports_through_its_own_converter(toy_shrink, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Shrink", ["x"], ["y"], lambd=0.75, bias=0.25)], "toy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 9])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=9)
+    onnx.save(model, tmp_path / "toy.onnx")
+    imported = import_onnx(tmp_path / "toy.onnx", "toy.weights")
+    verify(imported.module)
+    assert "toy_shrink %x {lambd = 0.75, bias = 0.25}" in print_module(imported.module)
+    x = np.random.default_rng(3).normal(0, 1, (4, 9)).astype(np.float32)
+    (got,) = run_function(imported.module, imported.module.lookup("main"), [x])
+    session = ort.InferenceSession(str(tmp_path / "toy.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got, session.run(None, {"x": x})[0])
 
 
 # -- docs/ir.md's op reference agrees with the definitions -----------------------------

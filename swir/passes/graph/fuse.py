@@ -49,7 +49,7 @@ from swir.analysis.trial import plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
-from swir.ops.registry import INLINABLE, SCALAR_FORM
+from swir.ops.registry import INLINABLE, SCALAR_FORM, Category
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, option
 
@@ -71,13 +71,15 @@ class Group:
 def pattern(inst: Instruction) -> str:
     """TVM's fusion pattern of an op; 'opaque' for what -fuse never touches."""
     d = inst.opdef
-    if d is None or len(inst.results) != 1 or inst.regions or d.category == "fused" \
+    if d is None or len(inst.results) != 1 or inst.regions or d.category == Category.FUSED \
             or not isinstance(inst.results[0].type, TensorType):
         return "opaque"
     if SCALAR_FORM in d.traits:
         return "elementwise"
-    cat = "injective" if d.category == "broadcast" else d.category
-    return cat if cat in ("injective", "reduction", "complex") else "opaque"
+    if d.category == Category.BROADCAST:
+        return "injective"
+    fusable = (Category.INJECTIVE, Category.REDUCTION, Category.COMPLEX)
+    return str(d.category) if d.category in fusable else "opaque"
 
 
 @dataclass
