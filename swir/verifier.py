@@ -166,7 +166,6 @@ class _Verifier:
         if "offset" not in g.attrs:
             return
         off = g.attrs["offset"]
-        size = g.type.element.bytes
         if not isinstance(off, int) or isinstance(off, bool) or off < 0:
             self.error(f"arena offset must be a non-negative integer, got {off!r}", g.loc, where)
         elif off + g.type.bytes > MAX_BYTES:

@@ -52,7 +52,7 @@ def evaluate(opname: str, attrs: dict[str, Any], result_types: list[Type],
     fn = kernel_for(opname)
     if fn is None:
         raise KeyError(f"no interpreter kernel for op '{opname}'")
-    attrs = lookup(opname).with_defaults(attrs)
+    attrs = lookup(opname).with_defaults(attrs, tuple(np.ndim(x) for x in operands))
     # inf / nan follow IEEE, as in ONNX runtimes, also when the f64 result is
     # rounded to a narrower type below.
     with np.errstate(all="ignore"):

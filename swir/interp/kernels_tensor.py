@@ -43,12 +43,6 @@ _BOOL = np.dtype(np.bool_)
 
 # -- helpers ------------------------------------------------------------------------
 
-def _attr(attrs: dict[str, Any], name: str, default: Any) -> Any:
-    """An attribute whose default is computed from the operands."""
-    v = attrs.get(name)
-    return default if v is None else v
-
-
 def _arr(x: Any) -> np.ndarray:
     return np.asarray(x)
 
@@ -179,7 +173,7 @@ def _argmax(attrs, result_types, x):
 @kernel(TRANSPOSE)
 def _transpose(attrs, result_types, x):
     x = _arr(x)
-    perm = _attr(attrs, "perm", tuple(reversed(range(x.ndim))))
+    perm = attrs["perm"]
     return [np.transpose(x, tuple(perm))]
 
 
@@ -218,8 +212,7 @@ def _split(attrs, result_types, x):
 def _slice(attrs, result_types, x):
     x = _arr(x)
     starts, ends = attrs["starts"], attrs["ends"]
-    axes = _attr(attrs, "axes", range(len(starts)))
-    steps = _attr(attrs, "steps", [1] * len(starts))
+    axes, steps = attrs["axes"], attrs["steps"]
     index = [slice(None)] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
         a = _axis(a, x.ndim)

@@ -25,6 +25,7 @@ from swir.lowering.kernel import KernelBuilder, buffer_type
 from swir.lowering.rule import lowering, rule_for
 from swir.ops.graph import FUSED
 from swir.ops.registry import INLINABLE, SCALAR_FORM
+from swir.ops.util import attr_or_default
 
 
 @dataclass
@@ -124,7 +125,7 @@ def _producer(op: Instruction, ins: list[Value]
     """The element of ``op``'s result at a subscript, from its inputs."""
     shape = op.results[0].type.shape
     if op.opname == "transpose":
-        perm = op.attrs.get("perm") or list(reversed(range(len(shape))))
+        perm = attr_or_default(op, "perm")
 
         def transposed(k: KernelBuilder, idx: list[Expr]) -> Value:
             src: list[Expr] = [Expr.of(0)] * len(perm)

@@ -27,7 +27,7 @@ from swir.lowering.kernel import KernelBuilder, broadcast_index, loop_names
 from swir.lowering.rule import lowering
 from swir.ops.graph import (CONCAT, EXPAND, FLATTEN, GATHER, RESHAPE, RESIZE_NEAREST, SLICE,
                             SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE, slice_bounds)
-from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis
+from swir.ops.util import attr, normalise_axes, normalise_axis
 
 
 def _shape(v: Value) -> tuple[int, ...]:
@@ -48,7 +48,7 @@ def lower_transpose(k: KernelBuilder, inst: Instruction, ins: list[Value],
     ``Y[%n, %h, %w, %c] = X[%n, %c, %h, %w]``)."""
     (x,), (y,) = ins, outs
     r = len(_shape(inst.args[0]))
-    perm = ints_attr(inst, "perm", None, list(reversed(range(r))))
+    perm = attr(inst, "perm")
     names = loop_names(r)
     with k.loops(_shape(inst.results[0]), [names[p] for p in perm]) as ivs:
         src: list[Expr] = [Expr.of(0)] * r
@@ -171,8 +171,8 @@ def lower_slice(k: KernelBuilder, inst: Instruction, ins: list[Value],
     (x,), (y,) = ins, outs
     shape = _shape(inst.args[0])
     starts, ends = attr(inst, "starts"), attr(inst, "ends")
-    axes = normalise_axes(ints_attr(inst, "axes", None, list(range(len(starts)))), len(shape))
-    steps = ints_attr(inst, "steps", None, [1] * len(starts))
+    axes = normalise_axes(attr(inst, "axes"), len(shape))
+    steps = attr(inst, "steps")
     first = {a: (slice_bounds(shape[a], s, e, st).start, st)
              for a, s, e, st in zip(axes, starts, ends, steps)}
     out = _shape(inst.results[0])

@@ -26,7 +26,7 @@ from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
 from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, Category, OpDef, Operands,
                                OpError, register)
-from swir.ops.util import attr, ints_attr, normalise_axes, normalise_axis, tensor_arg
+from swir.ops.util import attr, normalise_axes, normalise_axis, tensor_arg
 
 GRAPH = frozenset({"graph"})
 
@@ -345,7 +345,7 @@ def _infer_argmax(inst: Instruction) -> list[Type]:
 def _infer_transpose(inst: Instruction) -> list[Type]:
     _arity(inst)
     x = tensor_arg(inst, 0)
-    perm = ints_attr(inst, "perm", None, list(reversed(range(x.rank))))
+    perm = attr(inst, "perm")
     if len(perm) != x.rank:
         raise OpError(f"perm {_shape(perm)} has {len(perm)} entries but the input {x} "
                       f"has rank {x.rank}")
@@ -471,9 +471,8 @@ def _infer_slice(inst: Instruction) -> list[Type]:
     x = tensor_arg(inst, 0)
     starts = attr(inst, "starts")
     ends = attr(inst, "ends", len(starts))
-    axes = normalise_axes(ints_attr(inst, "axes", len(starts), list(range(len(starts)))),
-                          x.rank, "slice axes")
-    steps = ints_attr(inst, "steps", len(starts), [1] * len(starts))
+    axes = normalise_axes(attr(inst, "axes", len(starts)), x.rank, "slice axes")
+    steps = attr(inst, "steps", len(starts))
     shape = list(x.shape)
     for a, s, e, st in zip(axes, starts, ends, steps):
         if st == 0:
@@ -676,9 +675,23 @@ ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
              _INPUT, _infer_argmax, Category.REDUCTION, "ArgMax",
              (Attr("axis", "int", default=0), _KEEPDIMS))
 
+def _reversed_axes(attrs, ranks: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(reversed(range(ranks[0]))) if ranks else ()
+
+
+def _per_start(value: int):
+    """A default with one entry per entry of ``starts`` (``value(i)``)."""
+    def derive(attrs, ranks) -> tuple[int, ...]:
+        starts = attrs.get("starts")
+        n = len(starts) if isinstance(starts, (list, tuple)) else 0
+        return tuple(value if value is not None else i for i in range(n))
+    return derive
+
+
 TRANSPOSE = _op("transpose", "Permute the axes: output axis i is input axis perm[i].",
                 _INPUT, _infer_transpose, Category.INJECTIVE, "Transpose",
-                (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed"),),
+                (Attr("perm", "ints", doc="a permutation of 0..rank-1; default reversed",
+                      derived=_reversed_axes),),
                 traits=frozenset({INLINABLE}))
 RESHAPE = _op("reshape", "Same elements in row-major order, new shape (-1 inferred, 0 copies).",
               _INPUT, _infer_reshape, Category.INJECTIVE, "Reshape",
@@ -700,8 +713,9 @@ SPLIT = _op("split", "Split along an axis into len(sizes) results.",
 SLICE = _op("slice", "Strided slice with ONNX clamping (negative indices count from the end).",
             _INPUT, _infer_slice, Category.INJECTIVE, "Slice",
             (Attr("starts", "ints", required=True), Attr("ends", "ints", required=True),
-             Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]"),
-             Attr("steps", "ints", doc="non-zero; default all 1")))
+             Attr("axes", "ints", doc="distinct; default [0, 1, ..., len(starts) - 1]",
+                  derived=_per_start(None)),
+             Attr("steps", "ints", doc="non-zero; default all 1", derived=_per_start(1))))
 PAD = _op("pad", "Pad each axis before and after.",
           _INPUT, _infer_pad, Category.INJECTIVE, "Pad",
           (Attr("pads", "ints", required=True,

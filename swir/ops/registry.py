@@ -60,9 +60,11 @@ class Attr:
     (list of ints), ``floats``, ``symbol``, ``dense``, ``any``.
 
     ``default`` is the value an absent attribute has: this is the one place it
-    is written (lists as tuples; None: no default, or one computed from the
-    operands by the op's rules). ``check(value, name)`` raises OpError for a value
-    of the right kind that the op refuses; ``choices`` lists a ``str``'s values.
+    is written (lists as tuples; None: no default). ``derived(attrs, ranks)``
+    computes the default instead where it depends on the instruction (the op's
+    other attributes and its operands' ranks: ``transpose``'s reversed axes).
+    ``check(value, name)`` raises OpError for a value of the right kind that the
+    op refuses; ``choices`` lists a ``str``'s values.
     """
 
     name: str
@@ -72,6 +74,14 @@ class Attr:
     default: Any = None
     check: Callable[[Any, str], None] | None = None
     choices: tuple[str, ...] | None = None
+    derived: Callable[[Mapping[str, Any], tuple[int, ...]], Any] | None = None
+
+    def default_for(self, attrs: Mapping[str, Any], ranks: tuple[int, ...] | None) -> Any:
+        """The value of this attribute when an instruction leaves it out
+        (``ranks``: its operands' ranks, None when unknown)."""
+        if self.derived is not None and ranks is not None:
+            return self.derived(attrs, ranks)
+        return self.default
 
 
 @dataclass(frozen=True)
@@ -228,19 +238,29 @@ class OpDef:
         """May operand ``position`` carry a fused kernel's running value?"""
         return self.running_operands is None or position in self.running_operands
 
-    def attr_value(self, attrs: dict[str, Any], name: str) -> Any:
+    def attr_value(self, attrs: dict[str, Any], name: str,
+                   ranks: tuple[int, ...] | None = None) -> Any:
         """Attribute ``name`` of an instruction's ``attrs``, or its declared
-        default when absent (not checked: the verifier has done that)."""
+        default when absent (derived from ``ranks``, the operands' ranks, where
+        the definition says so); not checked: the verifier has done that."""
         spec = self.attr(name)
         if spec is None:
             raise KeyError(f"op '{self.name}' declares no attribute '{name}'")
         value = attrs.get(name)
-        return spec.default if value is None else value
+        return spec.default_for(attrs, ranks) if value is None else value
 
-    def with_defaults(self, attrs: dict[str, Any]) -> dict[str, Any]:
+    def with_defaults(self, attrs: dict[str, Any],
+                      ranks: tuple[int, ...] | None = None) -> dict[str, Any]:
         """``attrs`` with every absent attribute that has a default filled in."""
-        filled = {a.name: a.default for a in self.attrs if a.default is not None}
-        filled.update((k, v) for k, v in attrs.items() if v is not None)
+        given = {k: v for k, v in attrs.items() if v is not None}
+        filled = {}
+        for a in self.attrs:
+            value = given.get(a.name)
+            if value is None:
+                value = a.default_for(given, ranks)
+            if value is not None:
+                filled[a.name] = value
+        filled.update((k, v) for k, v in given.items() if k not in filled)
         return filled
 
 

@@ -197,7 +197,12 @@ def floats_attr(inst: Instruction, name: str, length: int | None = None,
 def attr_or_default(inst: Instruction, name: str) -> Any:
     """Attribute ``name`` of ``inst`` as given, or its op's declared default
     when absent (not checked: for code that runs on verified IR)."""
-    return inst.opdef.attr_value(inst.attrs, name)
+    return inst.opdef.attr_value(inst.attrs, name, operand_ranks(inst))
+
+
+def operand_ranks(inst: Instruction) -> tuple[int, ...]:
+    """The ranks of ``inst``'s operands (0 for a scalar or a non-value)."""
+    return tuple(getattr(getattr(a, "type", None), "rank", 0) for a in inst.args)
 
 
 def attr(inst: Instruction, name: str, length: int | None = None) -> Any:
@@ -205,7 +210,12 @@ def attr(inst: Instruction, name: str, length: int | None = None) -> Any:
     the declared default when absent (required: an error), then the declared
     ``check``; list kinds may be given the ``length`` they must have."""
     spec = inst.opdef.attr(name)
-    default = _REQUIRED if spec.required else spec.default
+    if spec.required:
+        default = _REQUIRED
+    elif inst.attrs.get(name) is None:
+        default = spec.default_for(inst.attrs, operand_ranks(inst))
+    else:
+        default = spec.default
     if spec.kind == "ints":
         value = ints_attr(inst, name, length, default)
     elif spec.kind == "floats":

@@ -17,10 +17,11 @@ from swir.frontend.onnx_import import import_onnx
 from swir.interp.loop import io_signature
 from swir.interp.run import run_function
 from swir.ops.elementwise import elementwise_op
-from swir.ops.graph import BATCH_NORM, CONCAT, CONV2D, GELU, LAYER_NORM
+from swir.ops.graph import BATCH_NORM, CONCAT, CONV2D, GELU, LAYER_NORM, SLICE, TRANSPOSE
 from swir.ops.registry import (FLOP, INLINABLE, LOWERING, REFERENCE, SCALAR_FORM, X0, Attr,
                                Category, CCall, CConst, CExpr, COp, OpDef, Operands, all_ops,
                                lookup, register, unregister)
+from swir.ops.util import attr, attr_or_default
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
@@ -70,6 +71,35 @@ def test_defaults_fill_absent_attributes_only():
     assert CONV2D.attr_value({"groups": 2}, "groups") == 2
     with pytest.raises(KeyError, match="declares no attribute 'alpha'"):
         CONV2D.attr_value({}, "alpha")
+
+
+def test_defaults_computed_from_the_operands_are_in_the_definitions_too():
+    """transpose's perm (reversed axes) and slice's axes and steps (one per
+    start) depend on the instruction: the definition derives them, and no rule
+    writes them again."""
+    assert TRANSPOSE.with_defaults({}, (3,)) == {"perm": (2, 1, 0)}
+    assert TRANSPOSE.with_defaults({"perm": (0, 2, 1)}, (3,)) == {"perm": (0, 2, 1)}
+    sliced = SLICE.with_defaults({"starts": [0, 1], "ends": [2, 3]}, (4,))
+    assert (sliced["axes"], sliced["steps"]) == ((0, 1), (1, 1))
+    assert SLICE.attr_value({"starts": [5], "ends": [9]}, "steps", (2,)) == (1,)
+    m = parse_module(TRANSPOSED, "<t>")
+    (t,) = [i for i in m.walk() if i.opname == "transpose"]
+    assert attr(t, "perm") == [2, 1, 0] and attr_or_default(t, "perm") == (2, 1, 0)
+    derived = [r"reversed\(range\(", r'"steps",\s*None', r'\[1\]\s*\*\s*len\(starts\)']
+    found = [(rel, p) for rel, text in _sources("ops/") for p in derived if re.search(p, text)
+             and "passes/buffered/" not in rel]  # the LDM model's reversed loops are no default
+    assert found == []
+
+
+TRANSPOSED = """
+module "t"
+stage graph
+
+func @main(%x: <2 x 3 x 4 x f32>) -> <4 x 3 x 2 x f32> {
+  %t = transpose %x : <4 x 3 x 2 x f32>
+  return %t
+}
+"""
 
 
 def test_arity_is_derived_from_the_named_operands():

@@ -75,7 +75,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import ScalarType, ShapedType, Type
-from swir.ops.util import ints_attr
+from swir.ops.util import attr
 from swir.passes.manager import AnalysisManager, Pass
 
 # Larger constants are weights, not identities: never read them.
@@ -313,8 +313,7 @@ def _defined_by(v: Value, opnames: tuple[str, ...]) -> Instruction | None:
 
 
 def _perm(inst: Instruction) -> list[int]:
-    rank = inst.operands[0].type.rank
-    return ints_attr(inst, "perm", None, list(reversed(range(rank))))
+    return attr(inst, "perm")
 
 
 def _widens(source: Type, target: Type) -> bool:
