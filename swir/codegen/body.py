@@ -44,10 +44,7 @@ VOID_P = C.Pointer(C.VOID)
 def pointer_type(t: ShapedType, const: bool = False) -> C.Pointer:
     """The C type of a pointer through which buffer ``t`` is indexed as
     ``A[i][j]``: ``float (*)[1024]``; ``const``: to const elements."""
-    elem: C.CType = C.Named(scalar.c_type(t.element), const)
-    for d in reversed(t.shape[1:]):
-        elem = C.Array(elem, d)
-    return C.Pointer(elem)
+    return C.Pointer(C.array(C.Named(scalar.c_type(t.element), const), t.shape[1:]))
 
 
 def declare_pointer(t: ShapedType, name: str, init: C.Expr, const: bool = False,

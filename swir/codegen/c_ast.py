@@ -80,6 +80,35 @@ class Array(CType):
         return self.of.declare(f"{inner}[{'' if self.length is None else self.length}]")
 
 
+def array(of: CType, dims: tuple[int, ...] | list[int]) -> CType:
+    """``of`` in an array of ``dims`` (row-major: ``float x[4][5]``)."""
+    for d in reversed(dims):
+        of = Array(of, d)
+    return of
+
+
+@dataclass(frozen=True)
+class Record(CType):
+    """A ``struct`` or ``union``. A tagged one is named ``kind tag``; its
+    members are written where it is defined: a :class:`RecordDef` for a
+    tagged one, a :class:`Decl` of the record for an anonymous one (a member,
+    a variable, a typedef)."""
+    kind: str                           # "struct" or "union"
+    members: tuple["Decl", ...] = ()
+    tag: str = ""
+
+    def declare(self, inner: str = "") -> str:
+        if not self.tag:
+            raise TypeError("an anonymous record is declared by a Decl of it")
+        return Named(f"{self.kind} {self.tag}").declare(inner)
+
+    def body(self, depth: int, opening: str, closing: str) -> list[str]:
+        """``opening`` (``struct {``), the members one level in, ``closing``."""
+        pad = INDENT * depth
+        members = [line for m in self.members for line in m.lines(depth + 1)]
+        return [pad + opening, *members, pad + closing]
+
+
 def const(t: CType) -> CType:
     """``t`` with its outermost level const (a const pointer, a const scalar)."""
     if isinstance(t, Pointer):
@@ -330,14 +359,32 @@ class Decl(Stmt):
 
     def text(self) -> str:
         head = (self.storage + " " if self.storage else "") + self.type.declare(self.name)
-        if self.attributes:
-            head += " " + self.attributes
+        return head + self._tail()
+
+    def _tail(self) -> str:
+        tail = " " + self.attributes if self.attributes else ""
         if self.init is not None:
-            head += " = " + _operand(self.init, ASSIGN)
-        return head + ";" + (f"   /* {self.comment} */" if self.comment else "")
+            tail += " = " + _operand(self.init, ASSIGN)
+        return tail + ";" + (f"   /* {self.comment} */" if self.comment else "")
 
     def lines(self, depth: int) -> list[str]:
+        t = self.type
+        if isinstance(t, Record) and not t.tag:     # the record's members, then the name
+            storage = self.storage + " " if self.storage else ""
+            return t.body(depth, f"{storage}{t.kind} {{", f"}} {self.name}{self._tail()}")
         return [INDENT * depth + self.text()]
+
+
+@dataclass(frozen=True)
+class RecordDef(Stmt):
+    """The definition of a tagged record: ``struct tag {   /* comment */ ... };``."""
+    record: Record
+    comment: str = ""
+
+    def lines(self, depth: int) -> list[str]:
+        r = self.record
+        note = f"   /* {self.comment} */" if self.comment else ""
+        return r.body(depth, f"{r.kind} {r.tag} {{{note}", "};")
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ class Project:
         self._used_globals: set[int] = set()
         self._slave_globals: dict[int, Global] = {}
         self._ldm_paths: dict[int, C.Expr] = {}   # ldm_alloc -> its buffer in ldm
-        self._frames: dict[str, str] = {}         # kernel C name -> struct text
+        self._frames: dict[str, C.RecordDef] = {}  # kernel C name -> its LDM struct
         self._field_scopes: dict[int, Scope] = {}  # spawned kernel -> its Para fields
         # The buffer parameters each function writes, computed once for the
         # module (analysis.calling.written_params is a fixpoint over the whole
@@ -358,27 +358,25 @@ class Project:
             parts.append(templates.FAULT_SLOTS.replace("{cpes}", str(SW26010.cpes)))
         parts.append(scalar.helpers())
         for f in self.spawned:
-            fields = []
-            for p in f.params:
-                n = self._param_field(p)
-                if isinstance(p.type, ShapedType):
-                    fields.append(f"    {scalar.c_type(p.type.element)} *{n};"
-                                  f"   /* {comment_text(str(p.type))} */")
-                else:
-                    fields.append(f"    {scalar.c_type(p.type)} {n};")  # type: ignore[arg-type]
-            if not fields:
-                fields.append("    char unused;   /* C structs cannot be empty */")
-            parts.append(f"/* @{comment_text(f.name)}'s arguments ({self.where(f)}). */\n"
-                         + "typedef struct {\n" + "\n".join(fields)
-                         + f"\n}} {self._para[id(f)]};\n")
+            fields = [self._para_field(p) for p in f.params] \
+                or [C.Decl(C.CHAR, "unused", comment="C structs cannot be empty")]
+            parts.append(_typedef(f"@{comment_text(f.name)}'s arguments ({self.where(f)}).",
+                                  self._para[id(f)], fields))
         for i, g in enumerate(self.groups):
-            fields = [f"    {self._para[id(f)]} {m};"
+            fields = [C.Decl(C.Named(self._para[id(f)]), m)
                       for f, m in zip(g, self._group_members(i))]
-            parts.append(f"/* The arguments of a spawn of {self._group_text(g)}. */\n"
-                         + "typedef struct {\n" + "\n".join(fields)
-                         + f"\n}} {self._group_para[i]};\n")
+            parts.append(_typedef(f"The arguments of a spawn of {self._group_text(g)}.",
+                                  self._group_para[i], fields))
         parts.append("#endif\n")
         return "\n".join(parts)
+
+    def _para_field(self, p: FuncParam) -> C.Decl:
+        """The member of a spawned kernel's Para struct for parameter ``p``."""
+        n = self._param_field(p)
+        if isinstance(p.type, ShapedType):
+            return C.Decl(C.Pointer(C.Named(scalar.c_type(p.type.element))), n,
+                          comment=comment_text(str(p.type)))
+        return C.Decl(C.Named(scalar.c_type(p.type)), n)  # type: ignore[arg-type]
 
     def _param_field(self, p: FuncParam) -> str:
         """The Para field (and wrapper parameter) of a spawned kernel's parameter."""
@@ -530,21 +528,21 @@ class Project:
         if self._frames:
             out.append("/* Each CPE's LDM buffers. Kernels run one at a time, so their "
                        "buffers share the\n * space: one struct per kernel, in a union. */")
-            out += list(self._frames.values())
-            members = "\n".join(f"    struct {k}_ldm {k};" for k in self._frames)
-            out.append(f"static __thread_local union {{\n{members}\n}} ldm "
-                       "__attribute__((aligned(64)));\n")
+            out += [C.render([frame]) + "\n" for frame in self._frames.values()]
+            members = tuple(C.Decl(C.Record("struct", tag=_frame_tag(k)), k)
+                            for k in self._frames)
+            out.append(_thread_local(C.Record("union", members), "ldm", 64))
         if self.fault_sites:
             out.append(templates.CPE_FAULTS)
         if self._para_copies:
-            members = "\n".join(f"    {t} {k};" for t, k in self._para_copies)
+            members = tuple(C.Decl(C.Named(t), k) for t, k in self._para_copies)
             out.append("/* Each kernel's copy of its Para struct, fetched by one DMA at entry "
                        "(kernels run\n * one at a time: one union). */")
-            out.append(f"static __thread_local union {{\n{members}\n}} swir_para "
-                       "__attribute__((aligned(32)));\n")
+            out.append(_thread_local(C.Record("union", members), "swir_para", 32))
         if self.reply_words:
             out.append("/* DMA reply words: each completed DMA adds one to its word. */")
-            out.append(f"static __thread_local volatile int reply[{self.reply_words}];\n")
+            out.append(_thread_local(C.Array(C.Named("volatile int"), self.reply_words),
+                                     "reply"))
         for g in self._slave_globals.values():
             out.append(self._global_decl(g, "extern", "main memory, defined in main.c").text())
         if self._slave_globals:
@@ -682,26 +680,25 @@ class Project:
             self.note_reply(w)
             e.emit(C.Assign(reply_word(w), C.Lit("0")))
 
-    def _frame(self, f: Function, k: str) -> str:
+    def _frame(self, f: Function, k: str) -> C.RecordDef:
         """The struct of kernel k's LDM buffers: a region's buffers side by side,
         the regions nested in it (alive one at a time) in a union after them.
         Each buffer starts LDM_ALIGN-aligned (what the planner counts), the
         larger elements first."""
         counter = [0]
+        aligned = f"__attribute__((aligned({LDM_ALIGN})))"
 
-        def struct_body(block, path: str, depth: int) -> list[str]:
-            pad = "    " * depth
+        def members(block, path: str) -> tuple[C.Decl, ...]:
             own = [i for i in block.instructions if i.opname == "ldm_alloc"]
             own.sort(key=lambda i: -i.results[0].type.element.bytes)
             fields = Scope()
-            lines = []
+            out = []
             for inst in own:
                 t = inst.results[0].type
                 member = fields.declare(inst.results[0].name or "L", fallback="L")
                 self._ldm_paths[id(inst)] = C.member("ldm", f"{path}.{member}")
-                dims = "".join(f"[{d}]" for d in t.shape)
-                lines.append(f"{pad}{scalar.c_type(t.element)} {member}{dims} "
-                             f"__attribute__((aligned({LDM_ALIGN})));")
+                out.append(C.Decl(C.array(C.Named(scalar.c_type(t.element)), t.shape), member,
+                                  attributes=aligned))
             nested = []
             for inst in block.instructions:
                 for region in inst.regions:
@@ -709,21 +706,15 @@ class Project:
                         if any(i.opname == "ldm_alloc" for i in b.walk()):
                             counter[0] += 1
                             name = f"r{counter[0]}"
-                            union_path = f"{path}.nested"
-                            body = struct_body(b, f"{union_path}.{name}", depth + 2)
-                            nested.append((name, body))
+                            inner = members(b, f"{path}.nested.{name}")
+                            nested.append(C.Decl(C.Record("struct", inner), name))
             if nested:
-                lines.append(f"{pad}union {{")
-                for name, body in nested:
-                    lines.append(f"{pad}    struct {{")
-                    lines += body
-                    lines.append(f"{pad}    }} {name};")
-                lines.append(f"{pad}}} nested;")
-            return lines
+                out.append(C.Decl(C.Record("union", tuple(nested)), "nested"))
+            return tuple(out)
 
-        body = struct_body(f.body.entry, k, 1)   # paths below the ldm union  # type: ignore[union-attr]
-        return (f"struct {k}_ldm {{   /* @{comment_text(f.name)} */\n"
-                + "\n".join(body) + "\n};\n")
+        body = members(f.body.entry, k)   # paths below the ldm union  # type: ignore[union-attr]
+        return C.RecordDef(C.Record("struct", body, _frame_tag(k)),
+                           f"@{comment_text(f.name)}")
 
     # main.c -----------------------------------------------------------------------------
     def _host_function(self, f: Function) -> C.Function:
@@ -868,6 +859,25 @@ class Project:
 
 
 VOID_P = C.Pointer(C.VOID)
+
+
+def _frame_tag(kernel: str) -> str:
+    """The tag of a kernel's LDM struct (``struct conv1_ldm``)."""
+    return f"{kernel}_ldm"
+
+
+def _typedef(comment: str, name: str, fields: list[C.Decl]) -> str:
+    """``/* comment */ typedef struct { fields } name;`` and a blank line."""
+    return C.render([C.Comment(comment),
+                     C.Decl(C.Record("struct", tuple(fields)), name, storage="typedef")]) + "\n"
+
+
+def _thread_local(t: C.CType, name: str, align: int = 0) -> str:
+    """A CPE-private variable at file scope (``__thread_local``: in each CPE's
+    LDM), and a blank line."""
+    attributes = f"__attribute__((aligned({align})))" if align else ""
+    return C.render([C.Decl(t, name, storage="static __thread_local",
+                            attributes=attributes)]) + "\n"
 
 
 def _unused(name: str) -> C.Expr:

@@ -15,10 +15,11 @@ from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
 from swir.target import SW26010
 
-# Identifiers main() declares or uses (see also NAMES, below).
-_MAIN_NAMES = frozenset("""
-    input_ports output_ports weights_port load_constants place_buffers in out opt message
-    files outs n_outs weights_file i r w N_INPUTS N_OUTPUTS WEIGHTS_BYTES ARENA_BYTES
+# Identifiers main.c's generated parts declare (see also NAMES, below): the
+# port tables and macros, the constants' and buffers' loaders and their locals.
+_GENERATED_NAMES = frozenset("""
+    input_ports output_ports load_constants place_buffers w N_INPUTS N_OUTPUTS
+    WEIGHTS_BYTES ARENA_BYTES run_entry
 """.split())
 
 MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
@@ -169,9 +170,11 @@ __extension__ typedef _Float16 swir_f16;
 # Errors, memory, inputs (raw or .npy), outputs (all or nothing, never
 # replacing a device), options: the fixed part of main.c, kept as C.
 SUPPORT = resources.files("swir.codegen").joinpath("program.c").read_text(encoding="utf-8")
+# main(): check the files, load, run the entry function (run_entry), write.
+MAIN = resources.files("swir.codegen").joinpath("program_main.c").read_text(encoding="utf-8")
 
 # Identifiers the fixed code declares or uses: model names must avoid them.
-NAMES = _MAIN_NAMES | frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT))
+NAMES = _GENERATED_NAMES | frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
 
 
 def _fill_loop(name: str, t: ShapedType, value: object) -> C.Stmt:
@@ -293,17 +296,8 @@ def npy_descr(t: ScalarType | Type) -> str:
     return dtype_of(t).newbyteorder("<").str
 
 
-def main_c(header: str, constants: str, buffers: str, functions: list[C.Function], entry: str,
-           entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
-           c_string: Callable[[str], str]) -> str:
-    in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
-    out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
-    out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
-    call = C.call(entry, *_entry_args(inputs, outputs, results))
-    n_in, n_out = len(in_ports), len(out_ports)
-    protos = [f.prototype() for f in functions]
-    body = f"""{header}
-/* realpath, mkstemp, lstat, fchmod (POSIX.1-2008 with XSI) */
+# main.c's includes, after its header comment.
+MAIN_INCLUDES = """/* realpath, mkstemp, lstat, fchmod (POSIX.1-2008 with XSI) */
 #define _XOPEN_SOURCE 700
 
 #include <athread.h>
@@ -317,80 +311,47 @@ def main_c(header: str, constants: str, buffers: str, functions: list[C.Function
 #include <unistd.h>
 
 #include "layers.h"
-
-{SUPPORT}
-/* What the program reads and writes, in @{comment_text(entry_name)}'s parameter order
- * (then its scalar results, if any). */
-#define N_INPUTS {n_in}
-#define N_OUTPUTS {n_out}
-static const struct port input_ports[] = {{
-{_port_table(in_ports)}
-}};
-static const struct port output_ports[] = {{
-{_port_table(out_ports)}
-}};
-
-{constants}
-{buffers}
-/* ---- The host functions (MPE) ------------------------------------------ */
-
-{chr(10).join(protos)}
-
-{chr(10).join(f.text() for f in functions)}
-/* ---- main ---------------------------------------------------------------- */
-
-int main(int argc, char **argv)
-{{
-    struct options opt = {{0}};
-    void *in[N_INPUTS + 1], *out[N_OUTPUTS + 1];
-    FILE *files[N_INPUTS + 1];
-    struct output outs[N_OUTPUTS + 2];
-    char message[160];
-    program = argc > 0 ? argv[0] : "program";
-    SWIR_PROGRAM(program);
-    parse_options(argc, argv, &opt);
-    if (opt.n_inputs != N_INPUTS)
-        fail("expected %d --input files, got %ld", N_INPUTS, opt.n_inputs);
-    if (opt.n_outputs != 0 && opt.n_outputs != N_OUTPUTS)
-        fail("expected %d --output files (or none), got %ld", N_OUTPUTS, opt.n_outputs);
-    /* Every file is checked before anything is allocated or run. */
-    memset(outs, 0, sizeof outs);
-    long n_outs = opt.n_outputs;
-    for (long i = 0; i < opt.n_outputs; i++) {{
-        check_output(&outs[i], opt.outputs[i]);
-        outs[i].port = &output_ports[i];
-    }}
-    if (opt.stats != NULL)
-        check_output(&outs[n_outs++], opt.stats);
-    check_distinct(outs, n_outs);
-    for (long i = 0; i < N_INPUTS; i++)
-        files[i] = open_input(opt.inputs[i], &input_ports[i],
-                              input_what(message, sizeof message, i, &input_ports[i]), 1);
-    FILE *weights_file = open_input(opt.weights, &weights_port, "weights file", 0);
-    athread_init();
-    load_constants(weights_file, opt.weights);
-    place_buffers();
-    for (long i = 0; i < N_INPUTS; i++) {{
-        in[i] = alloc_block(input_ports[i].bytes, input_ports[i].name);
-        read_input(files[i], in[i], input_ports[i].bytes, opt.inputs[i],
-                   input_what(message, sizeof message, i, &input_ports[i]));
-    }}
-    for (long i = 0; i < N_OUTPUTS; i++)
-        out[i] = alloc_block(output_ports[i].bytes, output_ports[i].name);
-    for (long i = 0; i < opt.n_outputs; i++)
-        outs[i].data = out[i];
-    for (long r = 0; r < opt.repeat; r++)
-        {call.text()};
-    write_outputs(outs, n_outs, (int)opt.repeat);
-    athread_halt();
-    free_blocks();
-    free(opt.inputs);
-    free(opt.outputs);
-    free(opt.weights_default);
-    return 0;
-}}
 """
-    return body
+
+
+def main_c(header: str, constants: str, buffers: str, functions: list[C.Function], entry: str,
+           entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
+           c_string: Callable[[str], str]) -> str:
+    """main.c: the fixed program (SUPPORT, MAIN) around what the model
+    decides: its ports, constants, buffers, host functions and the call of
+    its entry function (``run_entry``, which MAIN calls)."""
+    in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
+    out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
+    out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
+    call = C.ExprStmt(C.call(entry, *_entry_args(inputs, outputs, results)))
+    unused = [C.ExprStmt(C.Cast(C.VOID, C.Id(name)))
+              for name, used in (("in", inputs), ("out", outputs or results)) if not used]
+    run = C.Function("run_entry", [C.Param(_BLOCKS, "in"), C.Param(_BLOCKS, "out")],
+                     C.Block([*unused, call]),
+                     storage="static", comment=f"One run of @{comment_text(entry_name)} on "
+                                               "main()'s input and output blocks.")
+    ports = [C.Comment(f"What the program reads and writes, in @{comment_text(entry_name)}'s "
+                       "parameter order\n * (then its scalar results, if any)."),
+             C.Line(f"#define N_INPUTS {len(in_ports)}"),
+             C.Line(f"#define N_OUTPUTS {len(out_ports)}")]
+    functions_text = "\n".join(f.text() for f in functions)
+    return (f"{header}\n{MAIN_INCLUDES}\n{SUPPORT}\n{C.render(ports)}\n"
+            f"{_port_array('input_ports', in_ports)}\n"
+            f"{_port_array('output_ports', out_ports)}\n\n"
+            f"{constants}\n{buffers}\n{_HOST_BANNER}\n\n"
+            + "\n".join(f.prototype() for f in functions)
+            + f"\n\n{functions_text}\n{run.text()}\n{MAIN}")
+
+
+_HOST_BANNER = "/* ---- The host functions (MPE) ------------------------------------------ */"
+
+
+# main()'s blocks: one pointer per input (or output) and a NULL after them.
+_BLOCKS = C.Pointer(C.Pointer(C.VOID))
+
+
+def _port_array(name: str, ports: list[C.InitList]) -> str:
+    return f"static const struct port {name}[] = {{\n{_port_table(ports)}\n}};"
 
 
 _MAKE_SAFE = re.compile(r"[^A-Za-z0-9_./ -]")

@@ -153,3 +153,34 @@ def test_a_vector_type_and_an_intrinsic_need_no_new_code():
     d = Decl(v4, "va", call("simd_vmuls", "vb", "vc"))
     assert d.text() == "floatv4 va = simd_vmuls(vb, vc);"
     assert Cast(Pointer(v4), Id("p")).text() == "(floatv4 *)p"
+
+
+def test_records_tagged_anonymous_nested_and_typedef():
+    from swir.codegen.c_ast import Record, RecordDef, array, render
+    aligned = "__attribute__((aligned(64)))"
+    inner = Record("struct", (Decl(array(Named("float"), (4, 5)), "a", attributes=aligned),))
+    frame = Record("struct", (Decl(array(Named("double"), (3,)), "b", attributes=aligned),
+                              Decl(Record("union", (Decl(inner, "r1"),)), "nested")),
+                   tag="k_ldm")
+    assert render([RecordDef(frame, "@k")]) == (
+        "struct k_ldm {   /* @k */\n"
+        "    double b[3] __attribute__((aligned(64)));\n"
+        "    union {\n"
+        "        struct {\n"
+        "            float a[4][5] __attribute__((aligned(64)));\n"
+        "        } r1;\n"
+        "    } nested;\n"
+        "};")
+    ldm = Decl(Record("union", (Decl(Record("struct", tag="k_ldm"), "k"),)), "ldm",
+               storage="static __thread_local", attributes=aligned)
+    assert render([ldm]) == ("static __thread_local union {\n"
+                             "    struct k_ldm k;\n"
+                             "} ldm __attribute__((aligned(64)));")
+    para = Decl(Record("struct", (Decl(Pointer(Named("float")), "x", comment="buf<4 x f32>"),
+                                  Decl(LONG, "n"))), "k_para", storage="typedef")
+    assert render([para]) == ("typedef struct {\n"
+                              "    float *x;   /* buf<4 x f32> */\n"
+                              "    long n;\n"
+                              "} k_para;")
+    assert Record("struct", tag="k_ldm").declare("*p") == "struct k_ldm *p"
+    assert Array(Named("int"), 2).declare("v") == "int v[2]"
