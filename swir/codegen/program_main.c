@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < opt.n_outputs; i++)
         outs[i].data = out[i];
     for (long r = 0; r < opt.repeat; r++)
-        run_entry(in, out);
+        swir_run(in, out);
     write_outputs(outs, n_outs, (int)opt.repeat);
     athread_halt();
     free_blocks();

@@ -15,13 +15,6 @@ from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
 from swir.target import SW26010
 
-# Identifiers main.c's generated parts declare (see also NAMES, below): the
-# port tables and macros, the constants' and buffers' loaders and their locals.
-_GENERATED_NAMES = frozenset("""
-    input_ports output_ports load_constants place_buffers w N_INPUTS N_OUTPUTS
-    WEIGHTS_BYTES ARENA_BYTES run_entry
-""".split())
-
 MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LAYERS_MIX_H
 
@@ -170,11 +163,13 @@ __extension__ typedef _Float16 swir_f16;
 # Errors, memory, inputs (raw or .npy), outputs (all or nothing, never
 # replacing a device), options: the fixed part of main.c, kept as C.
 SUPPORT = resources.files("swir.codegen").joinpath("program.c").read_text(encoding="utf-8")
-# main(): check the files, load, run the entry function (run_entry), write.
+# main(): check the files, load, run the entry function (swir_run), write.
 MAIN = resources.files("swir.codegen").joinpath("program_main.c").read_text(encoding="utf-8")
 
 # Identifiers the fixed code declares or uses: model names must avoid them.
-NAMES = _GENERATED_NAMES | frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
+# (The generated parts of main.c name their own macros and locals swir_...,
+# SWIR_..., which no model name takes.)
+NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
 
 
 def _fill_loop(name: str, t: ShapedType, value: object) -> C.Stmt:
@@ -201,21 +196,22 @@ def _alloc(size: int, what: str, c_string: Callable[[str], str]) -> C.Expr:
 def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
                    c_string: Callable[[str], str]) -> str:
     """Declarations of the constants and load_constants(), which reads
-    weights.bin (checked to be exactly WEIGHTS_BYTES long before anything was
+    weights.bin (checked to be exactly SWIR_WEIGHTS_BYTES long before anything was
     allocated) and fills the splat constants."""
     lines = ["/* ---- Constants: weights.bin (read whole, size checked) and splat values */",
              ""]
     lines += [d.text() for d in decls]
-    lines += ["", f"#define WEIGHTS_BYTES {file_bytes}",
-              'static const struct port weights_port = {"weights", "bytes", WEIGHTS_BYTES, '
+    lines += ["", f"#define SWIR_WEIGHTS_BYTES {file_bytes}",
+              'static const struct port weights_port = {"weights", "bytes", SWIR_WEIGHTS_BYTES, '
               '"|u1", 0, NULL};', ""]
     body: list[C.Stmt] = []
     file = C.Lit(c_string("weights file"))
     if read:
-        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "w",
-                           C.call("alloc_block", "WEIGHTS_BYTES", C.Lit(c_string("weights")))))
-        body.append(C.ExprStmt(C.call("read_input", "f", "w", "WEIGHTS_BYTES", "path", file)))
-        body += [_at(name, t, "w", off) for name, t, off in read]
+        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "swir_weights",
+                           C.call("alloc_block", "SWIR_WEIGHTS_BYTES", C.Lit(c_string("weights")))))
+        body.append(C.ExprStmt(C.call("read_input", "f", "swir_weights", "SWIR_WEIGHTS_BYTES", "path",
+                                       file)))
+        body += [_at(name, t, "swir_weights", off) for name, t, off in read]
     else:
         body.append(C.ExprStmt(C.call("read_input", "f", "NULL", 0, "path", file)))
     for name, t, value in fill:
@@ -236,12 +232,12 @@ def buffers_code(decls: list[C.Decl], placed: list, own: list, arena: int,
     lines = ["/* ---- Buffers: one arena, each buffer at its planned offset ---------- */",
              ""]
     lines += [d.text() for d in decls]
-    lines += ["", f"#define ARENA_BYTES {arena}", ""]
+    lines += ["", f"#define SWIR_ARENA_BYTES {arena}", ""]
     body: list[C.Stmt] = []
     if placed:
-        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "arena",
-                           C.call("alloc_block", "ARENA_BYTES", C.Lit(c_string("arena")))))
-        body += [_at(name, g.type, "arena", off) for name, g, off in placed]
+        body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "swir_arena",
+                           C.call("alloc_block", "SWIR_ARENA_BYTES", C.Lit(c_string("arena")))))
+        body += [_at(name, g.type, "swir_arena", off) for name, g, off in placed]
     for name, g in own:
         body.append(C.ExprStmt(C.Assign(C.Id(name), C.Cast(
             _element_pointer(g.type), _alloc(g.type.bytes, display_text(g.name), c_string)))))
@@ -319,14 +315,14 @@ def main_c(header: str, constants: str, buffers: str, functions: list[C.Function
            c_string: Callable[[str], str]) -> str:
     """main.c: the fixed program (SUPPORT, MAIN) around what the model
     decides: its ports, constants, buffers, host functions and the call of
-    its entry function (``run_entry``, which MAIN calls)."""
+    its entry function (``swir_run``, which MAIN calls)."""
     in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
     out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
     out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
     call = C.ExprStmt(C.call(entry, *_entry_args(inputs, outputs, results)))
     unused = [C.ExprStmt(C.Cast(C.VOID, C.Id(name)))
               for name, used in (("in", inputs), ("out", outputs or results)) if not used]
-    run = C.Function("run_entry", [C.Param(_BLOCKS, "in"), C.Param(_BLOCKS, "out")],
+    run = C.Function("swir_run", [C.Param(_BLOCKS, "in"), C.Param(_BLOCKS, "out")],
                      C.Block([*unused, call]),
                      storage="static", comment=f"One run of @{comment_text(entry_name)} on "
                                                "main()'s input and output blocks.")

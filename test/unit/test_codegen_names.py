@@ -175,6 +175,36 @@ def test_nul_surrogate_and_reserved_module_names_compile_and_run(tmp_path):
         assert b"input 1 (in\\x00put\\x0a\\x1b[2J\\udc80 : " in r.stderr, r.stderr
 
 
+MAIN_C_NAMES = r"""
+module "names"
+stage graph
+
+global @w : <2 x 2 x f32> = dense<[[1.0, 2.0], [3.0, 4.0]]>
+global @arena : <2 x f32> = dense<[0.5, -0.5]>
+global @input_ports : <1 x 2 x f32> = dense<[[2.0, 3.0]]>
+
+func @main(%in: <1 x 2 x f32>) -> <1 x 2 x f32> {
+'entry:
+  %out = matmul %in, @w : <1 x 2 x f32>
+  %opt = add %out, @arena : <1 x 2 x f32>
+  %r = mul %opt, @input_ports : <1 x 2 x f32>
+  return %r
+}
+"""
+
+
+def test_model_names_equal_to_main_c_s_own_compile_and_run(tmp_path):
+    """Globals and values named as main.c's fixed code names its ports and
+    locals (w, arena, input_ports, in, out, opt, r): main.c's generated parts
+    name theirs swir_..., and the fixed C's names are read from it
+    (templates.NAMES), so the model's are renamed, not clashing."""
+    assert {"input_ports", "opt", "in", "out", "load_constants", "swir_run"} <= templates.NAMES
+    _compile_and_run(MAIN_C_NAMES, tmp_path / "names.swir", tmp_path / "out", tmp_path)
+    main_c = (tmp_path / "out" / "main.c").read_text()
+    assert "unsigned char *swir_weights = " in main_c and "#define SWIR_ARENA_BYTES" in main_c
+    assert re.search(r"\binput_ports_2\b", main_c), "the model's @input_ports is renamed"
+
+
 DYN_INDEX = r"""
 module "dyn"
 stage loop
@@ -349,7 +379,7 @@ def test_hostile_onnx_names_import_compile_run_and_stay_inside_the_directory(onn
          "weights.bin", p.program.name])
     assert sorted(q.name for q in (p.out / "emu").iterdir()) == sorted(RUNTIME_FILES + (TARGET_HEADER,))
     assert re.fullmatch(r"[A-Za-z0-9_]{1,64}", stem)
-    declared = re.search(r"#define WEIGHTS_BYTES (\d+)", (p.out / "main.c").read_text())
+    declared = re.search(r"#define SWIR_WEIGHTS_BYTES (\d+)", (p.out / "main.c").read_text())
     assert (p.out / "weights.bin").stat().st_size == int(declared.group(1)) >= 768
     # The counters name the kernels; every name is one printable line.
     assert p.run.stats["functions"] and all(n.isprintable() for n in p.run.stats["functions"])
