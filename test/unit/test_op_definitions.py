@@ -215,17 +215,23 @@ def test_a_toy_elementwise_op_runs_end_to_end(toy_op, tmp_path):
     assert "fabs((double)" in (tmp_path / "p" / "layers_slave.c").read_text()
 
 
-def test_a_toy_elementwise_op_imports_from_onnx(toy_op, tmp_path):
+def _one_node_model(path: Path, op: str, shape: list[int], **attrs) -> Path:
+    """An ONNX model of one f32 node ``op``, x -> y, saved at ``path``."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     graph = helper.make_graph(
-        [helper.make_node("Softsign", ["x"], ["y"])], "toy",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        [helper.make_node(op, ["x"], ["y"], **attrs)], "toy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               ir_version=9)
-    onnx.save(model, tmp_path / "toy.onnx")
-    imported = import_onnx(tmp_path / "toy.onnx", "toy.weights")
+    onnx.save(model, path)
+    return path
+
+
+def test_a_toy_elementwise_op_imports_from_onnx(toy_op, tmp_path):
+    imported = import_onnx(_one_node_model(tmp_path / "toy.onnx", "Softsign", [2, 3]),
+                           "toy.weights")
     verify(imported.module)
     assert "toy_softsign %x" in print_module(imported.module)
 
@@ -310,23 +316,14 @@ def toy_shrink():
 
 
 def test_a_toy_op_with_attributes_imports_through_its_own_converter(toy_shrink, tmp_path):
-    onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper
-    graph = helper.make_graph(
-        [helper.make_node("Shrink", ["x"], ["y"], lambd=0.75, bias=0.25)], "toy",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 9])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 9])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              ir_version=9)
-    onnx.save(model, tmp_path / "toy.onnx")
-    imported = import_onnx(tmp_path / "toy.onnx", "toy.weights")
+    model = _one_node_model(tmp_path / "toy.onnx", "Shrink", [4, 9], lambd=0.75, bias=0.25)
+    imported = import_onnx(model, "toy.weights")
     verify(imported.module)
     assert "toy_shrink %x {lambd = 0.75, bias = 0.25}" in print_module(imported.module)
     x = np.random.default_rng(3).normal(0, 1, (4, 9)).astype(np.float32)
     (got,) = run_function(imported.module, imported.module.lookup("main"), [x])
-    session = ort.InferenceSession(str(tmp_path / "toy.onnx"),
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(got, session.run(None, {"x": x})[0])
 
 
