@@ -59,7 +59,7 @@ from swir.verifier import module_attr_ldm
 WEIGHTS_FILE = "weights.bin"
 PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
 ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
-RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
+RUNTIME_FILES = ("athread.h", "slave.h", "simd.h", "swir_emu.h", "swir_emu.c")
 TARGET_HEADER = "swir_target.h"   # emu/: the target's figures, generated (swir/target.py)
 
 

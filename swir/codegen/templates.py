@@ -397,7 +397,7 @@ LDM_BYTES = {ldm_bytes}
 LDM_RESERVE = {reserve}
 EMU_DEFS = -DSWIR_EMU -DSWIR_LDM_BYTES=$(LDM_BYTES) -DSWIR_LDM_RESERVE=$(LDM_RESERVE) -Iemu
 EMU_SOURCES = main.c layers.c layers_slave.c emu/swir_emu.c
-EMU_DEPS = $(EMU_SOURCES) layers.h layers_mix.h emu/athread.h emu/slave.h emu/swir_emu.h emu/swir_target.h
+EMU_DEPS = $(EMU_SOURCES) layers.h layers_mix.h emu/athread.h emu/slave.h emu/simd.h emu/swir_emu.h emu/swir_target.h
 EMU_LIBS = -lpthread -lm
 
 all: $(PROGRAM)

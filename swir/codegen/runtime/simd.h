@@ -1,0 +1,141 @@
+/* The CPE vector types and intrinsics of the Sunway toolchain's simd.h, for
+ * swir's athread emulation: the same names, lane order and alignment rules,
+ * built on the host compiler's vector extensions, so the generated vector code
+ * runs here as written and a misaligned aligned access is a loud error.
+ *
+ * What the real header declares (public copies of simd.h for the SW26010 and
+ * sunway.md's table; used by swDNN, swGEMM and stencil codes):
+ *   typedef float floatv4 __attribute__((__mode__(__V4SF__)));   4 x f32
+ *   typedef double doublev4 __attribute__((__mode__(__V4DF__))); 4 x f64, 256 bits
+ *   simd_load(dest, src) / simd_store(src, dest): aligned; simd_loadu /
+ *   simd_storeu: any address; simd_set_floatv4(w, x, y, z): w is lane 0;
+ *   simd_vmas / simd_vmss / simd_vnmas / simd_vnmss (floatv4) and simd_vmad /
+ *   simd_vmsd / simd_vnmad / simd_vnmsd (doublev4): a*b+c, a*b-c, -a*b+c,
+ *   -a*b-c; simd_reduc_pluss / _plusd: the sum of the lanes; simd_smaxs /
+ *   simd_smins / simd_smaxd / simd_smind: lane-wise max / min; + - * / on the
+ *   vector types lane by lane.
+ *
+ * Assumed where the public sources are silent (docs/codegen.md, "Vector code"):
+ *   - alignment: a doublev4 access needs 32 bytes (sunway.md: "aligned loads
+ *     need 32-byte alignment"); a floatv4 access needs its own size, 16 bytes;
+ *   - the multiply-adds round once (fused), each lane as fmaf / fma;
+ *   - simd_reduc_plus adds the lanes in order, ((l0 + l1) + l2) + l3. */
+#ifndef SWIR_EMU_SIMD_H
+#define SWIR_EMU_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "swir_emu.h"
+
+/* GCC notes that a 32-byte vector passed by value without AVX has another ABI
+ * than with it; every file of the program is built with the same flags, so
+ * the note is moot here (and on the CPE the vector registers are 256 bits). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+/* Always inlined, as the real intrinsics are instructions: no out-of-line copy
+ * passes a vector through the host ABI. */
+#define SWIR_SIMD_INLINE static inline __attribute__((always_inline))
+
+typedef float floatv4 __attribute__((vector_size(16)));
+typedef double doublev4 __attribute__((vector_size(32)));
+typedef int intv8 __attribute__((vector_size(32)));
+
+/* An aligned access at `p` of a `bytes`-byte vector: anything else is the
+ * error the real CPE raises (an unaligned-access exception). */
+SWIR_SIMD_INLINE void swir_simd_aligned(const void *p, unsigned long bytes, const char *what)
+{
+    if ((uintptr_t)p % bytes != 0) {
+        char message[160];
+        snprintf(message, sizeof message,
+                 "%s at %p: a %lu-byte vector access must be %lu-byte aligned "
+                 "(simd_loadu / simd_storeu take any address)", what, p, bytes, bytes);
+        swir_emu_trap(message);
+    }
+}
+
+#define simd_load(dest, src) __extension__ ({                                  \
+        swir_simd_aligned((src), sizeof(dest), "simd_load");                    \
+        memcpy(&(dest), (src), sizeof(dest));                                   \
+        (dest); })
+#define simd_loadu(dest, src) __extension__ ({                                 \
+        memcpy(&(dest), (src), sizeof(dest));                                   \
+        (dest); })
+#define simd_store(src, dest) __extension__ ({                                 \
+        __typeof__(src) swir_simd_value = (src);                                \
+        swir_simd_aligned((dest), sizeof swir_simd_value, "simd_store");        \
+        memcpy((dest), &swir_simd_value, sizeof swir_simd_value); })
+#define simd_storeu(src, dest) __extension__ ({                                \
+        __typeof__(src) swir_simd_value = (src);                                \
+        memcpy((dest), &swir_simd_value, sizeof swir_simd_value); })
+
+SWIR_SIMD_INLINE floatv4 simd_set_floatv4(float w, float x, float y, float z)
+{
+    floatv4 v = {w, x, y, z};
+    return v;
+}
+
+SWIR_SIMD_INLINE doublev4 simd_set_doublev4(double w, double x, double y, double z)
+{
+    doublev4 v = {w, x, y, z};
+    return v;
+}
+
+/* Fused multiply-adds, lane by lane: a*b+c, a*b-c, -a*b+c, -a*b-c. */
+SWIR_SIMD_INLINE floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c)
+{
+    floatv4 r = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++)
+        r[i] = fmaf(a[i], b[i], c[i]);
+    return r;
+}
+
+SWIR_SIMD_INLINE floatv4 simd_vmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(a, b, -c); }
+SWIR_SIMD_INLINE floatv4 simd_vnmas(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, c); }
+SWIR_SIMD_INLINE floatv4 simd_vnmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, -c); }
+
+SWIR_SIMD_INLINE doublev4 simd_vmad(doublev4 a, doublev4 b, doublev4 c)
+{
+    doublev4 r = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++)
+        r[i] = fma(a[i], b[i], c[i]);
+    return r;
+}
+
+SWIR_SIMD_INLINE doublev4 simd_vmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(a, b, -c); }
+SWIR_SIMD_INLINE doublev4 simd_vnmad(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, c); }
+SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, -c); }
+
+SWIR_SIMD_INLINE float simd_reduc_pluss(floatv4 a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
+SWIR_SIMD_INLINE double simd_reduc_plusd(doublev4 a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
+
+/* Lane-wise max / min (as fmaxf / fminf: a NaN lane gives the other operand). */
+SWIR_SIMD_INLINE floatv4 simd_smaxs(floatv4 a, floatv4 b)
+{
+    return simd_set_floatv4(fmaxf(a[0], b[0]), fmaxf(a[1], b[1]), fmaxf(a[2], b[2]),
+                            fmaxf(a[3], b[3]));
+}
+
+SWIR_SIMD_INLINE floatv4 simd_smins(floatv4 a, floatv4 b)
+{
+    return simd_set_floatv4(fminf(a[0], b[0]), fminf(a[1], b[1]), fminf(a[2], b[2]),
+                            fminf(a[3], b[3]));
+}
+
+SWIR_SIMD_INLINE doublev4 simd_smaxd(doublev4 a, doublev4 b)
+{
+    return simd_set_doublev4(fmax(a[0], b[0]), fmax(a[1], b[1]), fmax(a[2], b[2]),
+                             fmax(a[3], b[3]));
+}
+
+SWIR_SIMD_INLINE doublev4 simd_smind(doublev4 a, doublev4 b)
+{
+    return simd_set_doublev4(fmin(a[0], b[0]), fmin(a[1], b[1]), fmin(a[2], b[2]),
+                             fmin(a[3], b[3]));
+}
+
+#endif /* SWIR_EMU_SIMD_H */
