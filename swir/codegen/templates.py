@@ -173,8 +173,8 @@ NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
 
 
 def _fill_loop(name: str, t: ShapedType, value: object) -> C.Stmt:
-    i = C.Id("i")
-    return C.For(C.Decl(C.LONG, "i", C.Lit("0")), C.Binary("<", i, C.as_expr(t.num_elements)),
+    i = C.Id("swir_i")
+    return C.For(C.Decl(C.LONG, "swir_i", C.Lit("0")), C.Binary("<", i, C.as_expr(t.num_elements)),
                  C.Postfix(i), C.ExprStmt(C.Assign(C.index(name, i),
                                                    scalar.literal(value, t.element))))
 
@@ -209,16 +209,16 @@ def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
     if read:
         body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "swir_weights",
                            C.call("alloc_block", "SWIR_WEIGHTS_BYTES", C.Lit(c_string("weights")))))
-        body.append(C.ExprStmt(C.call("read_input", "f", "swir_weights", "SWIR_WEIGHTS_BYTES", "path",
-                                       file)))
+        body.append(C.ExprStmt(C.call("read_input", "swir_file", "swir_weights",
+                                       "SWIR_WEIGHTS_BYTES", "swir_path", file)))
         body += [_at(name, t, "swir_weights", off) for name, t, off in read]
     else:
-        body.append(C.ExprStmt(C.call("read_input", "f", "NULL", 0, "path", file)))
+        body.append(C.ExprStmt(C.call("read_input", "swir_file", "NULL", 0, "swir_path", file)))
     for name, t, value in fill:
         body.append(C.ExprStmt(C.Assign(C.Id(name), _alloc(t.bytes, name, c_string))))
         body.append(_fill_loop(name, t, value))
-    params = [C.Param(C.Pointer(C.Named("FILE")), "f"),
-              C.Param(C.Pointer(C.Named("char", const=True)), "path")]
+    params = [C.Param(C.Pointer(C.Named("FILE")), "swir_file"),
+              C.Param(C.Pointer(C.Named("char", const=True)), "swir_path")]
     lines += C.Function("load_constants", params, C.Block(body), storage="static",
                         comment="The weights file was opened and its size checked "
                                 "(open_input).").lines()

@@ -11,10 +11,13 @@ exactly or not at all. docs/frontend.md lists what each converter takes.
 Where a swir op's definition names its ONNX counterpart (``OpDef.onnx``), the
 converter is attached to that definition as its ONNX_IMPORT hook
 (``@converter(CONV2D, ...)``); an element-wise op without attributes needs
-none (its operands map 1:1). Only the ONNX operators no swir op corresponds to
-(Gemm, Identity, Shape, ...) are registered by name. Each ONNX operator thus
-has one converter, and an op that names an ONNX operator without one is an
-error when this module loads.
+none (its operands map 1:1). The ONNX operators no op names are registered
+by name: those without a swir counterpart (Gemm, Identity, Shape, ...) and
+those that map onto a swir op with a translation (variadic Max / Min onto
+max / min, Cast / CastLike onto cast, Where onto select, Pow with an exponent
+of another type). Each ONNX operator has one converter (a second one, or one
+by name for an operator an op names, is an error), and an op that names an
+ONNX operator without one is an error when this module loads.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ Converter = Callable[["Node"], list]
 Entry = tuple[Converter, frozenset[str]]
 
 
-def _derived(op: OpDef) -> bool:
+def _converts_one_to_one(op: OpDef) -> bool:
     """An element-wise op without attributes converts 1:1 from its ONNX operator."""
     return SCALAR_FORM in op.traits and not op.attrs
 
 
 # The converter of each op whose definition names an ONNX operator.
-ONNX_IMPORT = Hook("ONNX converter", lambda op: op.onnx is not None and not _derived(op))
+ONNX_IMPORT = Hook("ONNX converter",
+                   lambda op: op.onnx is not None and not _converts_one_to_one(op))
 # The converters of ONNX operators that no swir op names, by ONNX name.
 ONNX_ONLY: dict[str, Entry] = {}
 
@@ -241,17 +245,25 @@ def converter(*targets: OpDef | str, attrs: str = "") -> Callable[[Converter], C
     entry = (lambda fn: (fn, frozenset(attrs.split())))
 
     def register(fn: Converter) -> Converter:
+        for t in targets:    # all checked before any is registered
+            if isinstance(t, str):
+                _check_onnx_only(t)
         for t in targets:
             if isinstance(t, OpDef):
                 ONNX_IMPORT.register(t)(entry(fn))
-                continue
-            owner = _definition_of(t)
-            if owner is not None:
-                raise ValueError(f"ONNX '{t}' is op '{owner.name}'s: register its converter "
-                                 "on the definition")
-            ONNX_ONLY[t] = entry(fn)
+            else:
+                ONNX_ONLY[t] = entry(fn)
         return fn
     return register
+
+
+def _check_onnx_only(onnx_op: str) -> None:
+    owner = _definition_of(onnx_op)
+    if owner is not None:
+        raise ValueError(f"ONNX '{onnx_op}' is op '{owner.name}'s: register its converter "
+                         "on the definition")
+    if onnx_op in ONNX_ONLY:
+        raise ValueError(f"two converters for ONNX '{onnx_op}'")
 
 
 # -- element-wise ------------------------------------------------------------------------
@@ -259,7 +271,7 @@ def converter(*targets: OpDef | str, attrs: str = "") -> Callable[[Converter], C
 def _one_to_one(op: OpDef) -> Entry | None:
     """The converter an element-wise op without attributes needs no code for:
     the ONNX operator's inputs are its operands."""
-    if not _derived(op):
+    if not _converts_one_to_one(op):
         return None
     return (lambda n: [n.emit(op.name, *(n.value(i) for i in range(op.num_args[0])))],
             frozenset())

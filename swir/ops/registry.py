@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import Any, Callable
 
 # OpError lives in the IR core (the builder catches it); op rules import it from here.
@@ -31,7 +31,7 @@ BUFFERED_AND_LATER = frozenset({"buffered", "dma"})
 DMA_ONLY = frozenset({"dma"})
 
 
-class Category(StrEnum):
+class Category(str, Enum):
     """What kind of op it is, for -fuse and the docs. The graph stage's kinds are
     TVM's fusion patterns (002_33a2ce4792eea380.txt, Sec. 3), in fusion order:
     ELEMENTWISE < BROADCAST < INJECTIVE < REDUCTION < COMPLEX (complex-out-
@@ -50,6 +50,10 @@ class Category(StrEnum):
     DMA = "dma"            # DMA transfers and their waits
     CPE = "cpe"            # spawns, CPE ids and work shares
     OTHER = "other"        # calls, returns, branches
+
+    # Printed as its value ("reduction"), as enum.StrEnum (Python 3.11) would.
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 @dataclass(frozen=True)
@@ -79,9 +83,12 @@ class Attr:
     def default_for(self, attrs: Mapping[str, Any], ranks: tuple[int, ...] | None) -> Any:
         """The value of this attribute when an instruction leaves it out
         (``ranks``: its operands' ranks, None when unknown)."""
-        if self.derived is not None and ranks is not None:
-            return self.derived(attrs, ranks)
-        return self.default
+        if self.derived is None:
+            return self.default
+        if ranks is None:
+            raise TypeError(f"attribute '{self.name}': its default depends on the operands' "
+                            "ranks; pass them")
+        return self.derived(attrs, ranks)
 
 
 @dataclass(frozen=True)
@@ -270,6 +277,10 @@ _REGISTRY: dict[str, OpDef] = {}
 def register(op: OpDef) -> OpDef:
     if op.name in _REGISTRY:
         raise ValueError(f"op '{op.name}' registered twice")
+    twin = next((o for o in _REGISTRY.values() if op.onnx and o.onnx == op.onnx), None)
+    if twin is not None:   # an ONNX operator imports into one op
+        raise ValueError(f"op '{op.name}' names ONNX '{op.onnx}', which op '{twin.name}' "
+                         "names already")
     _REGISTRY[op.name] = op
     return op
 

@@ -86,6 +86,12 @@ int main(int argc, char **argv)
     simd_store(f * 2.0f, &fbuf[8]);
     simd_storeu(d, &dbuf[3]);
     printf("%a %a %a\n", fbuf[8], fbuf[11], dbuf[3]);
+    int n = 0;                                  /* each address evaluated once */
+    simd_load(f, (n++, &fbuf[4]));
+    simd_loadu(g, (n++, &fbuf[1]));
+    simd_store(f, (n++, &fbuf[8]));
+    simd_storeu(g, (n++, &fbuf[1]));
+    printf("%d\n", n);
     return 0;
 }
 """
@@ -134,6 +140,7 @@ def test_lanes_fused_multiply_adds_and_reductions(program):
     assert out[13] == [1, 2, 3, 4] and out[14] == [-1, -2, -3, -4]
     assert out[15] == [5 * 2 + 5, 6 * 3 + 6, 7 * 4 + 7, 8 * 5 + 8]
     assert out[16] == [10, 16, 5]
+    assert out[17] == [4]
 
 
 @pytest.mark.parametrize("mode, what", [("load_f", "simd_load"), ("load_d", "simd_load"),

@@ -82,6 +82,8 @@ def test_defaults_computed_from_the_operands_are_in_the_definitions_too():
     sliced = SLICE.with_defaults({"starts": [0, 1], "ends": [2, 3]}, (4,))
     assert (sliced["axes"], sliced["steps"]) == ((0, 1), (1, 1))
     assert SLICE.attr_value({"starts": [5], "ends": [9]}, "steps", (2,)) == (1,)
+    with pytest.raises(TypeError, match="'perm': its default depends on the operands' ranks"):
+        TRANSPOSE.attr_value({}, "perm")      # no ranks: no silent None
     m = parse_module(TRANSPOSED, "<t>")
     (t,) = [i for i in m.walk() if i.opname == "transpose"]
     assert attr(t, "perm") == [2, 1, 0] and attr_or_default(t, "perm") == (2, 1, 0)
@@ -264,9 +266,23 @@ def test_each_onnx_operator_has_exactly_one_converter():
 
 
 def test_a_converter_for_an_op_s_onnx_operator_must_be_attached_to_the_op():
-    from swir.frontend.onnx_ops import converter
+    from swir.frontend.onnx_ops import ONNX_IMPORT, converter
     with pytest.raises(ValueError, match="ONNX 'Conv' is op 'conv2d's"):
         converter("Conv")(lambda n: [])
+    with pytest.raises(ValueError, match="two converters for ONNX 'Gemm'"):
+        converter("Gemm")(lambda n: [])
+    # Nothing is registered when one target is refused.
+    with pytest.raises(ValueError, match="ONNX 'Conv' is op 'conv2d's"):
+        converter(TOY_SHRINK, "Conv")(lambda n: [])
+    assert ONNX_IMPORT.of(TOY_SHRINK) is None
+
+
+def test_two_ops_cannot_name_one_onnx_operator():
+    twin = OpDef("relu_twin", "a second op for ONNX Relu", onnx="Relu")
+    with pytest.raises(ValueError, match="op 'relu_twin' names ONNX 'Relu', which op 'relu' "
+                                         "names already"):
+        register(twin)
+    assert lookup("relu_twin") is None
 
 
 def test_an_op_naming_an_onnx_operator_without_a_converter_fails_the_frontend_load():

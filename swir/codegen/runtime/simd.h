@@ -32,7 +32,9 @@
 
 /* GCC notes that a 32-byte vector passed by value without AVX has another ABI
  * than with it; every file of the program is built with the same flags, so
- * the note is moot here (and on the CPE the vector registers are 256 bits). */
+ * the note is moot here (and on the CPE the vector registers are 256 bits).
+ * Off for the rest of each file that includes this header, so code that
+ * passes vectors to its own functions builds under -Werror too. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -43,7 +45,7 @@
 
 typedef float floatv4 __attribute__((vector_size(16)));
 typedef double doublev4 __attribute__((vector_size(32)));
-typedef int intv8 __attribute__((vector_size(32)));
+typedef int intv8 __attribute__((vector_size(32)));    /* declared as the real header does */
 
 /* An aligned access at `p` of a `bytes`-byte vector: anything else is the
  * error the real CPE raises (an unaligned-access exception). */
@@ -58,17 +60,21 @@ SWIR_SIMD_INLINE void swir_simd_aligned(const void *p, unsigned long bytes, cons
     }
 }
 
+/* Each argument is evaluated once, as by the real macros over builtins. */
 #define simd_load(dest, src) __extension__ ({                                  \
-        swir_simd_aligned((src), sizeof(dest), "simd_load");                    \
-        memcpy(&(dest), (src), sizeof(dest));                                   \
+        const void *swir_simd_at = (src);                                       \
+        swir_simd_aligned(swir_simd_at, sizeof(dest), "simd_load");             \
+        memcpy(&(dest), swir_simd_at, sizeof(dest));                            \
         (dest); })
 #define simd_loadu(dest, src) __extension__ ({                                 \
-        memcpy(&(dest), (src), sizeof(dest));                                   \
+        const void *swir_simd_at = (src);                                       \
+        memcpy(&(dest), swir_simd_at, sizeof(dest));                            \
         (dest); })
 #define simd_store(src, dest) __extension__ ({                                 \
         __typeof__(src) swir_simd_value = (src);                                \
-        swir_simd_aligned((dest), sizeof swir_simd_value, "simd_store");        \
-        memcpy((dest), &swir_simd_value, sizeof swir_simd_value); })
+        void *swir_simd_at = (dest);                                            \
+        swir_simd_aligned(swir_simd_at, sizeof swir_simd_value, "simd_store");  \
+        memcpy(swir_simd_at, &swir_simd_value, sizeof swir_simd_value); })
 #define simd_storeu(src, dest) __extension__ ({                                \
         __typeof__(src) swir_simd_value = (src);                                \
         memcpy((dest), &swir_simd_value, sizeof swir_simd_value); })
