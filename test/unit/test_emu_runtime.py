@@ -4,8 +4,10 @@ a generated project builds with `make emu`: strided gets and puts move exactly
 the right bytes (against numpy); the DMA counters in the JSON match the
 dma-stage interpreter's definitions (swir.interp.dma) for a known pattern;
 DMAs are deferred until their wait; every detected error is one line and exit
-status 1; and the runtime is clean under ASan/UBSan and TSan, while TSan does
-report a real race between CPEs."""
+status 1; the 64 CPE threads live from athread_init to athread_halt, their
+__thread_local variables kept between spawns like LDM; and the runtime is clean
+under ASan/UBSan and TSan, while TSan does report a real race between CPEs,
+also in a later spawn."""
 
 from __future__ import annotations
 
@@ -356,24 +358,165 @@ void race_kernel(void *p)
     int *word = p;
     *word = athread_get_id(-1);           /* every CPE stores to the same word */
 }
+
+/* Each CPE stores to its own word: no race. */
+void calm_kernel(void *p)
+{
+    int *words = p;
+    words[athread_get_id(-1)] += 1;
+}
 """
 
 RACE_MAIN = r"""
 #include <stdio.h>
+#include <stdlib.h>
 #include <athread.h>
 #include "mix.h"
 
 extern void SLAVE_FUN(race_kernel)(void *);
-static int word;
+extern void SLAVE_FUN(calm_kernel)(void *);
+static int word, words[64];
 
-int main(void)
+/* argv[1]: spawns of calm_kernel before race_kernel's (default 0). */
+int main(int argc, char **argv)
 {
+    int i, calm = argc > 1 ? atoi(argv[1]) : 0;
     athread_init();
+    for (i = 0; i < calm; i++) {
+        athread_spawn(calm_kernel, words);
+        athread_join();
+    }
     athread_spawn(race_kernel, &word);
     athread_join();
     athread_halt();
     printf("%d\n", word);
     return 0;
+}
+"""
+
+# ---------------------------------------------------------------------------
+# The pool program: the CPE threads live from athread_init to athread_halt.
+# ---------------------------------------------------------------------------
+
+POOL_DEFS = r"""
+#define CPES 64
+#define SPAWNS 20
+struct args { int spawn; long *runs; long *tids; double *ring; };
+"""
+
+POOL_SLAVE = r"""
+#define _GNU_SOURCE
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <slave.h>
+#include "mix.h"
+
+/* LDM: kept by the CPE from one spawn to the next. */
+__thread_local long runs;
+__thread_local double ldm_word;
+__thread_local volatile int reply;
+
+void pool_kernel(void *p)
+{
+    const struct args *a = p;
+    int id = athread_get_id(-1), s = a->spawn;
+    SWIR_LDM_FRAME(&ldm_word, sizeof ldm_word);
+    runs++;
+    a->runs[s * CPES + id] = runs;
+    a->tids[s * CPES + id] = (long)syscall(SYS_gettid);
+    /* Read what the next CPE wrote in the last spawn (join and spawn order
+     * it), write this spawn's slot: clean under TSan. */
+    ldm_word = (s ? a->ring[((s - 1) % 2) * CPES + (id + 1) % CPES] : 0.0) + 1.0;
+    a->ring[(s % 2) * CPES + id] = ldm_word;
+    athread_syn(ARRAY_SCOPE, 0xffff);
+    athread_put(PE_MODE, &ldm_word, a->ring + 2 * CPES + 4 * id, 8, (void *)&reply, 0, 0);
+    SWIR_WAIT(reply, 1);
+}
+
+void trap_kernel(void *p)
+{
+    (void)p;
+    swir_emu_trap("trapped in the second spawn");
+}
+"""
+
+POOL_MAIN = r"""
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <athread.h>
+#include "mix.h"
+
+extern void SLAVE_FUN(pool_kernel)(void *);
+extern void SLAVE_FUN(trap_kernel)(void *);
+static long runs[SPAWNS * CPES], tids[SPAWNS * CPES];
+static double ring[6 * CPES] __attribute__((aligned(64)));
+
+/* Every pthread_create of the program (linked with -Wl,--wrap=pthread_create). */
+static int creates;
+int __real_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *at, void *(*f)(void *), void *arg)
+{
+    creates++;
+    return __real_pthread_create(t, at, f, arg);
+}
+
+/* The threads of this process now. */
+static int threads(void)
+{
+    int n = 0;
+    struct dirent *e;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void spawns(struct args *a, int n)
+{
+    for (a->spawn = 0; a->spawn < n; a->spawn++) {
+        SWIR_KERNEL("pool");
+        athread_spawn(pool_kernel, a);
+        athread_join();
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct args a = {0, runs, tids, ring};
+    int i;
+    if (argc != 2)
+        return 2;
+    SWIR_MEMORY(ring, sizeof ring, "ring");
+    athread_init();
+    if (strcmp(argv[1], "trap") == 0) {
+        spawns(&a, 1);
+        SWIR_KERNEL("second");
+        athread_spawn(trap_kernel, &a);
+        athread_join();
+        return 0;
+    }
+    printf("after_init %d %d\n", creates, threads());
+    spawns(&a, SPAWNS);
+    printf("after_spawns %d %d\n", creates, threads());
+    for (i = 0; i < SPAWNS * CPES; i++)
+        printf("%s%ld", i ? " " : "runs ", runs[i]);
+    for (i = 0; i < SPAWNS * CPES; i++)
+        printf("%s%ld", i ? " " : "\ntids ", tids[i]);
+    for (i = 0; i < 2 * CPES; i++)
+        printf("%s%g", i ? " " : "\nring ", ring[((SPAWNS - 1) % 2) * CPES + i % CPES]);
+    athread_halt();
+    printf("\nafter_halt %d %d\n", creates, threads());
+    athread_init();                       /* new threads: their LDM starts afresh */
+    spawns(&a, 1);
+    athread_halt();
+    printf("again %d %d %ld\n", creates, threads(), runs[0]);
+    return swir_emu_write_stats_to(stdout, 1);
 }
 """
 
@@ -671,3 +814,88 @@ def test_thread_sanitizer_reports_a_race_between_cpes(tmp_path):
     assert r.returncode != 0
     assert "WARNING: ThreadSanitizer: data race" in r.stderr
     assert "race_kernel" in r.stderr
+
+
+def pool_build(d: Path, flags: tuple[str, ...] = ()) -> Path:
+    return build(d, POOL_DEFS, POOL_MAIN, POOL_SLAVE, ("-Wl,--wrap=pthread_create", *flags))
+
+
+def check_pool(prog: Path) -> None:
+    """Run the pool program: 20 spawns of one kernel on threads athread_init
+    started, then athread_halt, then athread_init and one spawn again."""
+    r = run(prog, "reuse")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    spawns = 20
+    # (pthread_create calls so far, threads of the process: the MPE, the CPEs
+    # and under TSan its background thread, which starts with the first thread)
+    creates, threads = zip(*(map(int, lines[k].split())
+                             for k in ("after_init", "after_spawns", "after_halt")))
+    assert creates == (CPES, CPES, CPES)
+    assert threads[0] == threads[1] == threads[2] + CPES   # athread_halt joined them all
+    runs = np.array(lines["runs"].split(), dtype=np.int64).reshape(spawns, CPES)
+    tids = np.array(lines["tids"].split(), dtype=np.int64).reshape(spawns, CPES)
+    # one thread per CPE for all spawns, 64 different ones
+    assert (tids == tids[0]).all() and len(set(tids[0])) == CPES
+    # __thread_local `runs` counts this CPE's spawns: LDM kept between spawns
+    np.testing.assert_array_equal(runs, np.repeat(np.arange(1, spawns + 1)[:, None], CPES, 1))
+    # each spawn read the last one's ring: spawn s holds s + 1
+    assert lines["ring"].split() == [str(spawns)] * (2 * CPES)
+    # after athread_halt and athread_init: 64 new threads, `runs` fresh
+    assert list(map(int, lines["again"].split())) == [2 * CPES, threads[2], 1]
+    stats = json.loads(r.stdout[r.stdout.index("{"):])["functions"]["pool"]
+    assert (stats["spawns"], stats["calls"], stats["puts"], stats["waits"]) == (
+        spawns + 1, (spawns + 1) * CPES, (spawns + 1) * CPES, (spawns + 1) * CPES)
+    assert stats["ldm_peak_cpe"] == [8] * CPES
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory) -> Path:
+    return pool_build(tmp_path_factory.mktemp("pool"))
+
+
+def test_cpe_threads_persist_between_spawns(pool):
+    """athread_init creates the 64 CPE threads (64 pthread_create calls, 64
+    more threads), 20 spawns run on the same 64 threads, each CPE's
+    __thread_local variables keep their values from one spawn to the next
+    (as LDM does), athread_halt joins the threads (none left), and athread_init
+    after it starts 64 new ones, with fresh thread-locals."""
+    check_pool(pool)
+
+
+def test_trap_in_a_later_spawn_is_one_line(pool):
+    """A trap on every CPE of the second spawn, on threads that ran the first:
+    one line naming the second kernel, exit status 1."""
+    r = run(pool, "trap")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert re.fullmatch(r"swir-emu: error: kernel 'second', CPE \d+: trapped in the second "
+                        r"spawn", lines[0]), lines[0]
+
+
+@pytest.mark.parametrize("flag", ["-fsanitize=thread", "-fsanitize=address,undefined"])
+def test_persistent_threads_clean_under_sanitizers(tmp_path, flag):
+    """The pool program (many spawns, halt, init again) under TSan: the
+    wake-ups and joins order the CPEs' accesses across spawns; under ASan and
+    LeakSanitizer: nothing leaks once athread_halt joined the threads."""
+    why = sanitizer_missing(flag, tmp_path)
+    if why:
+        pytest.skip(why)
+    check_pool(pool_build(tmp_path / "p", (flag, "-g")))
+
+
+def test_thread_sanitizer_reports_a_race_in_a_later_spawn(tmp_path):
+    """The threads that ran 5 race-free spawns still race in the sixth: a
+    CPE's wake-up is not ordered after another CPE's kernel of that spawn."""
+    flag = "-fsanitize=thread"
+    why = sanitizer_missing(flag, tmp_path)
+    if why:
+        pytest.skip(why)
+    prog = build(tmp_path / "p", "", RACE_MAIN, RACE_SLAVE, (flag,))
+    r = run(prog, "5")
+    assert r.returncode != 0
+    assert "WARNING: ThreadSanitizer: data race" in r.stderr
+    assert "race_kernel" in r.stderr
+    assert "calm_kernel" not in r.stderr

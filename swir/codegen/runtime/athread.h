@@ -13,18 +13,21 @@
  * slave_ naming. */
 #define SLAVE_FUN(f) f
 
-/* Start f(arg) on all 64 CPEs and return at once. `arg` converts to void *
+/* Wake the 64 CPE threads to run f(arg) and return at once. `arg` converts to void *
  * implicitly, as with the real prototype (no cast: a const pointer is an
  * error, as there). */
 #define athread_spawn(f, arg) swir_emu_spawn(#f, SLAVE_FUN(f), arg)
 
-/* Prepare the CPEs; calling it again is harmless. */
+/* Start the 64 CPE threads (they wait for spawns until athread_halt);
+ * calling it again is harmless. */
 int athread_init(void);
 
-/* Wait until every CPE of the last spawn returned, and record its counters. */
+/* Wait until every CPE of the last spawn returned from it, and record its
+ * counters. The CPE threads stay, waiting for the next spawn. */
 int athread_join(void);
 
-/* Release the CPEs at program end (a spawn must have been joined). */
+/* Stop and join the CPE threads at program end (a spawn must have been
+ * joined); athread_init starts new ones. */
 int athread_halt(void);
 
 #endif /* SWIR_EMU_ATHREAD_H */

@@ -1,12 +1,24 @@
 /* swir's emulation of the Sunway athread runtime on the host: one pthread per
  * CPE, checked and counted DMAs, JSON counters. See swir_emu.h for the model.
  *
+ * Threads: as real CPEs stay alive between spawns, the 64 CPE threads are
+ * created once, by athread_init, and live until athread_halt joins them.
+ * Between spawns each waits on its own slot's condition variable (`wake`,
+ * under the slot's `lock`) for the slot's spawn number `gen` to change;
+ * athread_spawn bumps every slot's `gen` and signals it, and each CPE, after
+ * running the kernel, counts itself in `pool.done` (under `pool.lock`), which
+ * athread_join waits to reach 64. Each CPE's wake-up lock is its own and the
+ * MPE takes those locks only in athread_spawn (before any CPE of the spawn can
+ * have finished) and athread_halt, so no CPE's start is ordered after another
+ * CPE's kernel of the same spawn: ThreadSanitizer still sees the races between
+ * the CPEs of one spawn that it saw when each spawn created its threads.
+ *
  * Threading: the MPE thread owns the kernel table, the main-memory registry
  * and the spawn state, and changes them only while no kernel runs. Each CPE
  * thread touches only its own slot of `cpes` (found through the thread-local
- * `self`); the MPE resets the slots before creating the threads and reads them
- * after joining them, so thread creation and join order every access. One
- * exception: at SWIR_SYN's barrier the last CPE to arrive, holding syn.lock
+ * `self`); the MPE resets the slots before waking the threads and reads them
+ * after they all counted themselves done, so the wake-up and `pool.lock`
+ * order every access. One exception: at SWIR_SYN's barrier the last CPE to arrive, holding syn.lock
  * while the other 63 wait on it and the MPE waits in athread_join (it calls
  * nothing of the emulation between spawn and join), ends the kernel before:
  * it reads and clears every slot and switches the kernel table's entry. */
@@ -99,6 +111,12 @@ struct dma {
 struct cpe {
     int id;
     pthread_t thread;
+    /* The thread's wake-up: `gen` counts the spawns it was woken for, `stop`
+     * asks it to end (athread_halt). Both guarded by `lock`. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    unsigned long gen;
+    int stop;
     struct counters c;
     size_t ldm_peak;
     int framed;                       /* SWIR_LDM_FRAME called in this run */
@@ -148,6 +166,16 @@ static struct {
     void *arg;
     double start;
 } mpe;
+
+/* The CPE threads' end of a spawn: `done` counts the CPEs that finished the
+ * running spawn (guarded by `lock`; athread_join waits on `all_done`).
+ * `started`: athread_init created the threads (MPE only). */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t all_done;
+    int done;
+    int started;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
 
 /* athread_syn's barrier, by hand rather than a pthread_barrier_t so that a
  * CPE returning while others wait for it (a hang on Sunway) is an error, not
@@ -335,13 +363,31 @@ static void counters_add(struct counters *to, const struct counters *from)
  * MPE: init, spawn, join, halt
  * ------------------------------------------------------------------------ */
 
+static void *cpe_main(void *arg);
+
+/* Start the 64 CPE threads, each waiting for its first spawn. */
 int athread_init(void)
 {
+    int i;
     mpe_only("athread_init");
+    if (mpe.initialized)
+        return 0;                     /* called again: the threads are running */
+    for (i = 0; i < SWIR_CPES; i++) {
+        struct cpe *c = &cpes[i];
+        c->id = i;
+        c->gen = 0;
+        c->stop = 0;
+        if (pthread_mutex_init(&c->lock, NULL) != 0 || pthread_cond_init(&c->wake, NULL) != 0)
+            fail(NULL, -1, "cannot create the wake-up of CPE %d", i);
+        if (pthread_create(&c->thread, NULL, cpe_main, c) != 0)
+            fail(NULL, -1, "cannot start the thread of CPE %d", i);
+    }
+    pool.started = 1;
     mpe.initialized = 1;
     return 0;
 }
 
+/* Stop the CPE threads, join them and free what they kept. */
 int athread_halt(void)
 {
     int i;
@@ -349,10 +395,29 @@ int athread_halt(void)
     if (mpe.running)
         fail(mpe.kernel_name, -1, "athread_halt while the kernel is running: "
              "athread_join it first");
+    if (pool.started) {
+        for (i = 0; i < SWIR_CPES; i++) {
+            pthread_mutex_lock(&cpes[i].lock);
+            cpes[i].stop = 1;
+            pthread_cond_signal(&cpes[i].wake);
+            pthread_mutex_unlock(&cpes[i].lock);
+        }
+        for (i = 0; i < SWIR_CPES; i++) {
+            if (pthread_join(cpes[i].thread, NULL) != 0)
+                fail(NULL, -1, "cannot join the thread of CPE %d", i);
+            pthread_cond_destroy(&cpes[i].wake);
+            pthread_mutex_destroy(&cpes[i].lock);
+        }
+        pool.started = 0;
+    }
     for (i = 0; i < SWIR_CPES; i++) {
         free(cpes[i].queue);
         cpes[i].queue = NULL;
         cpes[i].queue_cap = 0;
+        free(cpes[i].written);
+        cpes[i].written = NULL;
+        cpes[i].written_cap = 0;
+        cpes[i].n_written = 0;
     }
     mpe.initialized = 0;
     return 0;
@@ -380,11 +445,10 @@ static size_t kernel_index(const char *name)
     return n_kernels++;
 }
 
-/* A CPE thread: run the kernel, then insist every DMA it issued was waited for. */
-static void *cpe_main(void *arg)
+/* One spawn on CPE `c`: run the kernel, insist every DMA it issued was
+ * waited for, and count the CPE done. */
+static void run_kernel(struct cpe *c)
 {
-    struct cpe *c = arg;
-    self = c;
     mpe.fn(mpe.arg);
     if (c->queued) {
         const struct dma *d = &c->queue[0];
@@ -401,6 +465,35 @@ static void *cpe_main(void *arg)
     if (syn.waiting)
         pthread_cond_broadcast(&syn.cond);
     pthread_mutex_unlock(&syn.lock);
+    /* After this the CPE touches nothing of its slot but the wake-up: the
+     * MPE may already be resetting the slot for the next spawn. */
+    pthread_mutex_lock(&pool.lock);
+    if (++pool.done == SWIR_CPES)
+        pthread_cond_signal(&pool.all_done);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* A CPE thread, from athread_init to athread_halt: wait for a spawn, run it,
+ * wait for the next. The thread-local state (`self`, the program's
+ * __thread_local LDM variables) lives as long as the thread, as a real CPE's
+ * LDM keeps its contents between spawns. */
+static void *cpe_main(void *arg)
+{
+    struct cpe *c = arg;
+    unsigned long seen = 0;
+    self = c;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        while (c->gen == seen && !c->stop)
+            pthread_cond_wait(&c->wake, &c->lock);
+        if (c->stop) {                /* athread_halt, never during a spawn */
+            pthread_mutex_unlock(&c->lock);
+            break;
+        }
+        seen = c->gen;
+        pthread_mutex_unlock(&c->lock);
+        run_kernel(c);
+    }
     self = NULL;
     return NULL;
 }
@@ -446,12 +539,20 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
     mpe.running = 1;
     for (i = 0; i < SWIR_CPES; i++)
         reset_cpe(&cpes[i], i);
+    pthread_mutex_lock(&syn.lock);
     syn.waiting = syn.returned = 0;
     syn.first_returned = -1;
+    pthread_mutex_unlock(&syn.lock);
+    pthread_mutex_lock(&pool.lock);
+    pool.done = 0;
+    pthread_mutex_unlock(&pool.lock);
     mpe.start = now_seconds();
-    for (i = 0; i < SWIR_CPES; i++)
-        if (pthread_create(&cpes[i].thread, NULL, cpe_main, &cpes[i]) != 0)
-            fail(mpe.kernel_name, -1, "cannot start the thread of CPE %d", i);
+    for (i = 0; i < SWIR_CPES; i++) {  /* wake each CPE; none waits for another */
+        pthread_mutex_lock(&cpes[i].lock);
+        cpes[i].gen++;
+        pthread_cond_signal(&cpes[i].wake);
+        pthread_mutex_unlock(&cpes[i].lock);
+    }
     return 0;
 }
 
@@ -481,13 +582,13 @@ static void end_kernel(void)
 
 int athread_join(void)
 {
-    int i;
     mpe_only("athread_join");
     if (!mpe.running)
         fail(NULL, -1, "athread_join without a running athread_spawn");
-    for (i = 0; i < SWIR_CPES; i++)
-        if (pthread_join(cpes[i].thread, NULL) != 0)
-            fail(mpe.kernel_name, -1, "cannot join the thread of CPE %d", i);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.done < SWIR_CPES)
+        pthread_cond_wait(&pool.all_done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
     end_kernel();
     mpe.running = 0;
     return 0;

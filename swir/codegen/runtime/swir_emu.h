@@ -4,7 +4,9 @@
  *
  * The generated project builds for the real machine with sw5cc and, with
  * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: one real
- * thread per CPE, each CPE's `__thread_local` LDM private to its thread, every
+ * thread per CPE, alive from athread_init to athread_halt and woken for each
+ * spawn, each CPE's `__thread_local` LDM private to its thread (and, as real
+ * LDM, keeping its contents from one spawn to the next), every
  * DMA checked and counted the way swir's dma-stage interpreter counts it
  * (swir/interp/dma.py). Without SWIR_EMU the generated layers_mix.h defines
  * the SWIR_* hooks as no-ops and SWIR_WAIT as the hardware spin loop.
@@ -84,7 +86,7 @@ void swir_emu_wait(volatile int *reply, int n);
 int swir_emu_syn(const char *next);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
-/* Start fn(arg) on 64 CPE threads; `cname` is the C name of fn, the kernel's
+/* Run fn(arg) on the 64 CPE threads athread_init started; `cname` is the C name of fn, the kernel's
  * name when SWIR_KERNEL was not called. Used by athread_spawn. */
 int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg);
 
