@@ -37,12 +37,16 @@ class Target:
     write_block: int            # no two CPEs may write one aligned block of this many bytes
     dma_align: int              # DMA blocks and starts stream best at multiples of this
     small_transfer: int         # a DMA under this many bytes counts as small
-    # Assumptions (no public measurement; see docs/cost-model.md): the share of
-    # peak bandwidth large DMA blocks reach, the block that streams at half of
-    # it, and each DMA's start-up latency in cycles.
+    # The DMA curve (docs/cost-model.md, "The DMA curve"): the share of peak
+    # bandwidth large DMAs reach, each contiguous block's overhead in bytes
+    # (a block of this many bytes streams at half the bandwidth), each DMA's
+    # start-up in cycles (per CPE, with every CPE of the core group issuing
+    # DMAs), and the DMA size from which the start-up is paid in full (a
+    # shorter DMA pays its share, bytes / dma_startup_bytes).
     dma_efficiency: float
     dma_half_block: int
     dma_startup_cycles: int
+    dma_startup_bytes: int
     codegen: bool               # whether swir-cg writes code for it
     sources: str                # where the figures come from
 
@@ -88,18 +92,27 @@ SW26010 = Target(
     core_groups=4, cpes=64, cpe_grid=(8, 8), ldm_bytes=64 * 1024, reserve_divisor=16,
     clock_hz=1.45e9, flops_per_cycle=8, vector_bits=256, peak_bandwidth=34.1e9,
     write_block=32, dma_align=32, small_transfer=256,
-    dma_efficiency=0.75, dma_half_block=64, dma_startup_cycles=300,
+    # Fitted to TaihuLight measurements (swCandle, below; bench/dma_calibration.py):
+    # 0.6 x 34.1 = 20.5 GB/s for large DMAs, 330 B per block, 1650 cycles
+    # (1.14 us) per DMA with 64 CPEs issuing, paid in full from 96 B.
+    dma_efficiency=0.6, dma_half_block=330, dma_startup_cycles=1650, dma_startup_bytes=96,
     codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
              "swTVM, 000_ba374e17f4714793.txt Sec. II (34.1 GB/s per core group); "
              "docs/codegen.md 'On a real Sunway machine' (32-byte DMA blocks); "
-             "001_1987d45e91562161.txt Sec. 5 (256-byte transfers)"))
+             "001_1987d45e91562161.txt Sec. 5 (256-byte transfers); "
+             "DMA curve: swCandle (github.com/jameslinsjtu/swCandle, commit f0ee5ca), "
+             "memory/stream_sw PE_CONT and PE_STEP Copy results, 64 CPEs, as tabled in "
+             "../shared/design/sunway-measured.md tables 1a (contiguous) and 1b (strided), "
+             "fitted by bench/dma_calibration.py"))
 
 # The SW26010's, changed where the Pro differs. The same: 64 CPEs in an 8 x 8
 # grid (published) and the LDM reserve rule (swir's). Unknown for this
 # processor, so kept: the DMA rules (write block, alignment, small transfers)
-# and the cost model's DMA assumptions.
+# and the DMA curve: its constants are the SW26010's, fitted to TaihuLight
+# measurements (no Pro measurement is public); only the peak bandwidth they
+# scale is the Pro's, so its large DMAs are modeled at 0.6 x 51.2 GB/s.
 SW26010_PRO = replace(
     SW26010, name="sw26010pro", title="SW26010-Pro",
     core_groups=6, ldm_bytes=256 * 1024,

@@ -350,7 +350,7 @@ def machine_lines(m: Machine, name: str) -> list[str]:
             f"LDM {m.ldm_bytes:,} B per CPE;"),
             (f"  DMA {m.bandwidth / 1e9:,.2f} GB/s achievable ({m.dma_efficiency:.0%} of "
             f"{m.peak_bandwidth / 1e9:g} GB/s peak), half of it with {m.half_block} B blocks, "
-            f"start-up {m.dma_startup_cycles} cycles per DMA")]
+            f"start-up {m.dma_startup_cycles} cycles per DMA (its share below {m.startup_bytes} B)")]
 
 
 def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:

@@ -12,7 +12,9 @@ docs/cost-model.md derives every formula; in short, for one kernel:
 - DMA = sum over blocks of (block bytes + ``half_block``) / bandwidth, the
   aggregate streaming time shared by all CPEs (a block of ``half_block``
   bytes runs at half the bandwidth), plus the DMAs' start-up latency,
-  spread over the busy CPEs;
+  spread over the busy CPEs (a DMA shorter than ``startup_bytes`` pays
+  bytes / ``startup_bytes`` of it); the constants are fitted to TaihuLight
+  measurements (bench/dma_calibration.py, test/unit/test_dma_calibration.py);
 - modeled = max(compute, double-buffered DMA) + the other DMA: gets that
   -insert-dma double-buffered run during the previous tile's compute, the
   rest waits.
@@ -48,33 +50,37 @@ MATMUL_LIKE = ("conv2d", "conv_transpose2d", "matmul")
 @dataclass(frozen=True)
 class Machine:
     """One core group of a target (swir/target.py holds the figures and
-    their sources; the default is the SW26010's). The DMA curve has no public
-    measurement (../shared/design/sunway.md), so its three constants are stated
-    assumptions, and plan comparisons are repeated over :func:`dma_assumptions`."""
+    their sources; the default is the SW26010's). The DMA constants are fitted
+    to swCandle's TaihuLight measurements with 64 CPEs
+    (../shared/design/sunway-measured.md, tables 1a and 1b); what those did
+    not measure (fewer CPEs, GET- or PUT-only, alignment) is covered by
+    repeating plan comparisons over :func:`dma_assumptions`."""
 
     clock_hz: float = DEFAULT_TARGET.clock_hz
     flops_per_cycle: int = DEFAULT_TARGET.flops_per_cycle   # the vector FMA peak per CPE
     cpes: int = DEFAULT_TARGET.cpes
     ldm_bytes: int = DEFAULT_TARGET.ldm_bytes               # LDM per CPE
     peak_bandwidth: float = DEFAULT_TARGET.peak_bandwidth   # per core group, theoretical
-    # Assumption: the share of the theoretical bandwidth DMA achieves with
-    # large blocks (below the peak any real DDR channel falls short of).
+    # Fitted: the share of the theoretical bandwidth large DMAs reach
+    # (0.6: 20.5 GB/s; swCandle Copy measured 20.4 GB/s with 24 KB DMAs).
     dma_efficiency: float = DEFAULT_TARGET.dma_efficiency
-    # Assumption: a contiguous block of this many bytes streams at half the
-    # bandwidth (efficiency b / (b + half_block)). swTVM picks 64-float
-    # (256-byte) tiles because "reading 64 floats per memory access achieves
-    # good bandwidth" (001_1987d45e91562161.txt Sec. 5): 80% at 256 bytes here.
+    # Fitted: each contiguous block's overhead, in bytes of streaming time (a
+    # block of this many bytes streams at half the bandwidth; measured: about
+    # 340 B for blocks of one 24 KB strided DMA).
     half_block: int = DEFAULT_TARGET.dma_half_block
-    # Assumption: each DMA's start-up latency, in cycles; of the order of a
-    # single-word gld / gst from a CPE (sunway.md: about 300+ cycles).
+    # Fitted: each DMA's start-up, in cycles, paid by the CPE that issues it
+    # with all 64 CPEs issuing (about 1 us per blocking DMA under contention).
     dma_startup_cycles: int = DEFAULT_TARGET.dma_startup_cycles
+    # Fitted: a DMA of fewer bytes pays bytes / startup_bytes of the start-up
+    # (measured: 8 and 16 B DMAs cost a third of 128 B ones).
+    startup_bytes: int = DEFAULT_TARGET.dma_startup_bytes
 
     @classmethod
     def for_target(cls, t: Target) -> Machine:
         return cls(clock_hz=t.clock_hz, flops_per_cycle=t.flops_per_cycle, cpes=t.cpes,
                    ldm_bytes=t.ldm_bytes, peak_bandwidth=t.peak_bandwidth,
                    dma_efficiency=t.dma_efficiency, half_block=t.dma_half_block,
-                   dma_startup_cycles=t.dma_startup_cycles)
+                   dma_startup_cycles=t.dma_startup_cycles, startup_bytes=t.dma_startup_bytes)
 
     @property
     def cpe_flops(self) -> float:
@@ -95,18 +101,39 @@ class Machine:
     def dma_startup(self) -> float:
         return self.dma_startup_cycles / self.clock_hz
 
+    def startup_share(self, nbytes: float) -> float:
+        """The share of the start-up a DMA of ``nbytes`` pays: all of it from
+        ``startup_bytes`` on, nbytes / startup_bytes below."""
+        return min(1.0, nbytes / self.startup_bytes) if self.startup_bytes > 0 else 1.0
+
+    def dma_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...],
+                    busy: int = 64) -> float:
+        """Modeled seconds of one DMA moving ``blocks`` ((bytes, how many)
+        contiguous blocks) while ``busy`` CPEs issue DMAs: its streaming, a
+        share of the core group's bandwidth, plus its start-up over the busy
+        CPEs. What :func:`kernel_cost` charges per DMA."""
+        nbytes = sum(b * k for b, k in blocks)
+        stream = sum(k * (b + self.half_block) for b, k in blocks) / self.bandwidth
+        return stream + self.startup_share(nbytes) * self.dma_startup / max(busy, 1)
+
     def with_(self, **changes: Any) -> Machine:
         return Machine(**{**asdict(self), **changes})
 
 
 def dma_assumptions(t: Target = DEFAULT_TARGET) -> dict[str, Machine]:
-    """The range of the assumed DMA constants that plan comparisons are
-    repeated over (sunway.md asks for a range, not one point): pessimistic,
-    the target's own, optimistic."""
+    """The range of DMA constants that plan comparisons are repeated over:
+    pessimistic, the target's own (fitted to 64-CPE Copy measurements),
+    optimistic. The range covers what was not measured (docs/cost-model.md,
+    "What is still assumed"): the optimistic end reaches Triad's 22.3 GB/s
+    (a GET-heavy mix) with the half-block of Triad's curve and an
+    uncontended start-up (fewer busy CPEs); the pessimistic end streams at
+    17 GB/s (below every large-DMA figure measured), with a block overhead
+    that halves 512 B blocks and the whole 2.2 us of a blocking 8 B GET+PUT
+    pair charged to each DMA."""
     m = Machine.for_target(t)
-    return {"pessimistic": m.with_(dma_efficiency=0.5, half_block=256, dma_startup_cycles=1000),
+    return {"pessimistic": m.with_(dma_efficiency=0.5, half_block=512, dma_startup_cycles=3200),
             "default": m,
-            "optimistic": m.with_(dma_efficiency=0.9, half_block=16, dma_startup_cycles=100)}
+            "optimistic": m.with_(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)}
 
 
 DMA_ASSUMPTIONS: dict[str, Machine] = dma_assumptions()
@@ -218,13 +245,9 @@ def cost_report(module: Module, machine: Machine | None = None,
 def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
     busy = max(t.busy_cpes, 1)
     compute = t.flops / (busy * machine.cpe_flops)
-    stream = {True: 0.0, False: 0.0}
-    starts = {True: 0, False: 0}
+    dma = {True: 0.0, False: 0.0}
     for (overlapped, blocks), n in t.transfers_by_shape.items():
-        stream[overlapped] += n * sum(k * (b + machine.half_block) for b, k in blocks) \
-            / machine.bandwidth
-        starts[overlapped] += n
-    dma = {o: stream[o] + starts[o] * machine.dma_startup / busy for o in (True, False)}
+        dma[overlapped] += n * machine.dma_seconds(blocks, busy)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
     runs = (t.spawns + t.barriers) or max(t.calls, 1)
     # At most what it moves: a slice reads part of its input.

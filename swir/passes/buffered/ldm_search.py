@@ -268,15 +268,19 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, flops: int,
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     busy = min(tasks, cpes)
     compute = flops / tasks * math.ceil(tasks / cpes) / m.cpe_flops
-    stream, starts = 0.0, 0
+    stream, starts = 0.0, 0.0
     for t, copies in _copies(nest, order_i, floor):
         if copies is None:
-            # Loaded directly (Constraint 1): a single-word access each time.
-            starts += math.prod(v.extent for v in nest.vars)
+            # Loaded directly (Constraint 1): a single-word access each time,
+            # charged as a one-element DMA.
+            words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
+            stream += words * (word + m.half_block)
+            starts += words * m.startup_share(word)
             continue
         runs = t.segments(tiles)
+        dmas = dmas_per_copy(t, tiles, runs)
         stream += copies * (t.bytes(tiles) + runs * m.half_block)
-        starts += copies * dmas_per_copy(t, tiles, runs)
+        starts += copies * dmas * m.startup_share(t.bytes(tiles) / dmas)
     return compute + stream / m.bandwidth + starts * m.dma_startup / busy
 
 
