@@ -91,27 +91,23 @@ SWIR_SIMD_INLINE doublev4 simd_set_doublev4(double w, double x, double y, double
     return v;
 }
 
+/* A function computing each of the 4 lanes of its result by `lane` (in i). */
+#define SWIR_SIMD_LANEWISE(type, name, params, lane)                             \
+    SWIR_SIMD_INLINE type name params                                            \
+    {                                                                            \
+        type r = {0, 0, 0, 0};                                                   \
+        for (int i = 0; i < 4; i++)                                              \
+            r[i] = (lane);                                                       \
+        return r;                                                                \
+    }
+
 /* Fused multiply-adds, lane by lane: a*b+c, a*b-c, -a*b+c, -a*b-c. */
-SWIR_SIMD_INLINE floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c)
-{
-    floatv4 r = {0, 0, 0, 0};
-    for (int i = 0; i < 4; i++)
-        r[i] = fmaf(a[i], b[i], c[i]);
-    return r;
-}
+SWIR_SIMD_LANEWISE(floatv4, simd_vmas, (floatv4 a, floatv4 b, floatv4 c), fmaf(a[i], b[i], c[i]))
+SWIR_SIMD_LANEWISE(doublev4, simd_vmad, (doublev4 a, doublev4 b, doublev4 c), fma(a[i], b[i], c[i]))
 
 SWIR_SIMD_INLINE floatv4 simd_vmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(a, b, -c); }
 SWIR_SIMD_INLINE floatv4 simd_vnmas(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, c); }
 SWIR_SIMD_INLINE floatv4 simd_vnmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, -c); }
-
-SWIR_SIMD_INLINE doublev4 simd_vmad(doublev4 a, doublev4 b, doublev4 c)
-{
-    doublev4 r = {0, 0, 0, 0};
-    for (int i = 0; i < 4; i++)
-        r[i] = fma(a[i], b[i], c[i]);
-    return r;
-}
-
 SWIR_SIMD_INLINE doublev4 simd_vmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(a, b, -c); }
 SWIR_SIMD_INLINE doublev4 simd_vnmad(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, c); }
 SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, -c); }
@@ -120,28 +116,9 @@ SWIR_SIMD_INLINE float simd_reduc_pluss(floatv4 a) { return ((a[0] + a[1]) + a[2
 SWIR_SIMD_INLINE double simd_reduc_plusd(doublev4 a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
 
 /* Lane-wise max / min (as fmaxf / fminf: a NaN lane gives the other operand). */
-SWIR_SIMD_INLINE floatv4 simd_smaxs(floatv4 a, floatv4 b)
-{
-    return simd_set_floatv4(fmaxf(a[0], b[0]), fmaxf(a[1], b[1]), fmaxf(a[2], b[2]),
-                            fmaxf(a[3], b[3]));
-}
-
-SWIR_SIMD_INLINE floatv4 simd_smins(floatv4 a, floatv4 b)
-{
-    return simd_set_floatv4(fminf(a[0], b[0]), fminf(a[1], b[1]), fminf(a[2], b[2]),
-                            fminf(a[3], b[3]));
-}
-
-SWIR_SIMD_INLINE doublev4 simd_smaxd(doublev4 a, doublev4 b)
-{
-    return simd_set_doublev4(fmax(a[0], b[0]), fmax(a[1], b[1]), fmax(a[2], b[2]),
-                             fmax(a[3], b[3]));
-}
-
-SWIR_SIMD_INLINE doublev4 simd_smind(doublev4 a, doublev4 b)
-{
-    return simd_set_doublev4(fmin(a[0], b[0]), fmin(a[1], b[1]), fmin(a[2], b[2]),
-                             fmin(a[3], b[3]));
-}
+SWIR_SIMD_LANEWISE(floatv4, simd_smaxs, (floatv4 a, floatv4 b), fmaxf(a[i], b[i]))
+SWIR_SIMD_LANEWISE(floatv4, simd_smins, (floatv4 a, floatv4 b), fminf(a[i], b[i]))
+SWIR_SIMD_LANEWISE(doublev4, simd_smaxd, (doublev4 a, doublev4 b), fmax(a[i], b[i]))
+SWIR_SIMD_LANEWISE(doublev4, simd_smind, (doublev4 a, doublev4 b), fmin(a[i], b[i]))
 
 #endif /* SWIR_EMU_SIMD_H */
