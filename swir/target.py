@@ -32,6 +32,12 @@ class Target:
     clock_hz: float             # CPE clock
     flops_per_cycle: int        # per CPE, the double-precision vector FMA peak
     vector_bits: int            # the CPE's SIMD register width
+    vector_registers: int       # the CPE's vector registers (a micro-kernel's block fits them)
+    # The CPE pipeline model of the compute time (docs/cost-model.md,
+    # "Compute"): per cycle one floating-point or vector instruction and one
+    # LDM load or store issue; a floating-point result is usable this many
+    # cycles after its instruction issues. Assumptions, not measurements.
+    fp_latency: int
     peak_bandwidth: float       # main memory, bytes/s per core group, theoretical
     # The DMA rules the emulation enforces (docs/codegen.md, "On a real Sunway machine").
     write_block: int            # no two CPEs may write one aligned block of this many bytes
@@ -90,8 +96,8 @@ class Target:
 SW26010 = Target(
     name="sw26010", title="SW26010",
     core_groups=4, cpes=64, cpe_grid=(8, 8), ldm_bytes=64 * 1024, reserve_divisor=16,
-    clock_hz=1.45e9, flops_per_cycle=8, vector_bits=256, peak_bandwidth=34.1e9,
-    write_block=32, dma_align=32, small_transfer=256,
+    clock_hz=1.45e9, flops_per_cycle=8, vector_bits=256, vector_registers=32,
+    fp_latency=7, peak_bandwidth=34.1e9, write_block=32, dma_align=32, small_transfer=256,
     # Fitted to TaihuLight measurements (swCandle, below; bench/dma_calibration.py):
     # 0.6 x 34.1 = 20.5 GB/s for large DMAs, 330 B per block, 1650 cycles
     # (1.14 us) per DMA with 64 CPEs issuing, paid in full from 96 B.
@@ -99,6 +105,8 @@ SW26010 = Target(
     codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
+             "32 vector registers per CPE: the figure swDNN's register blocking (Fang et al., "
+             "IPDPS 2017) is designed around, no public manual checked; "
              "swTVM, 000_ba374e17f4714793.txt Sec. II (34.1 GB/s per core group); "
              "docs/codegen.md 'On a real Sunway machine' (32-byte DMA blocks); "
              "001_1987d45e91562161.txt Sec. 5 (256-byte transfers); "
@@ -109,7 +117,7 @@ SW26010 = Target(
 
 # The SW26010's, changed where the Pro differs. The same: 64 CPEs in an 8 x 8
 # grid (published) and the LDM reserve rule (swir's). Unknown for this
-# processor, so kept: the DMA rules (write block, alignment, small transfers)
+# processor, so kept: the 32 vector registers, the DMA rules (write block, alignment, small transfers)
 # and the DMA curve: its constants are the SW26010's, fitted to TaihuLight
 # measurements (no Pro measurement is public); only the peak bandwidth they
 # scale is the Pro's, so its large DMAs are modeled at 0.6 x 51.2 GB/s.
