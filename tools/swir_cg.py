@@ -69,6 +69,8 @@ def usage() -> str:
               "  --force                    replace DIR if it exists",
               "  --func NAME                the function the program runs (default: main)",
               "  --print-pipeline           print the passes that will run, with their options",
+              "  --no-simd                  write every CPE loop nest as scalar C (no floatv4 / "
+              "doublev4 micro-kernels)",
               "  --stats                    report each pass's statistics",
               f"  --target NAME              the machine ({DEFAULT_TARGET.name}, the only one swir-cg "
               "writes code for)",
@@ -130,6 +132,7 @@ class Command:
         self.input: str | None = None
         self.output: str | None = None
         self.force = self.print_pipeline = self.stats = self.quiet = False
+        self.simd = True
         self.func = "main"
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
@@ -162,6 +165,8 @@ def parse_args(argv: list[str]) -> Command:
             setattr(c, a[2:].replace("-", "_"), True)
         elif a == "-q":
             c.quiet = True
+        elif a == "--no-simd":
+            c.simd = False
         elif a == "--target" or a.startswith("--target="):
             c.target, after = target_option(PROG, argv, i)
             if not c.target.codegen:
@@ -255,7 +260,7 @@ def main(argv: list[str]) -> int:
     progress.begin("generating C")
     try:
         files = generate(module, CodegenOptions(entry=c.func, source=name,
-                                                ldm_reserve=ldm_reserve(passes)))
+                                                ldm_reserve=ldm_reserve(passes), simd=c.simd))
         assert c.output is not None
         write_project(files, c.output, c.force, keep)
     except WriteError as e:

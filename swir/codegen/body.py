@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from swir.codegen import scalar
+from swir.analysis import vector_plan
 from swir.codegen import c_ast as C
+from swir.codegen import scalar, vector
 from swir.codegen.names import Scope, c_string, display_text
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
@@ -248,6 +249,11 @@ def _store(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _loop(e: BodyEmitter, inst: Instruction) -> None:
+    if e.side == "cpe" and e.project.opt.simd and inst.opname == "for":
+        nest = vector_plan.plan(inst)
+        if nest is not None:
+            vector.emit(e, nest)
+            return
     body = inst.regions[0].blocks[0]
     lo, hi = e.expr(inst.args[0]), e.expr(inst.args[1])  # type: ignore[arg-type]
     step = attr_or_default(inst, "step")

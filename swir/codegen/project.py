@@ -69,6 +69,9 @@ class Options:
     source: str = "<input>"      # the swir file the module came from (comments)
     # LDM bytes the plan left for stack and reply words (None: -ldm-plan's default)
     ldm_reserve: int | None = None
+    # CPE loop nests as vector micro-kernels (swir/codegen/vector.py); False:
+    # every nest scalar, as before (swir-cg --no-simd)
+    simd: bool = True
 
 
 class WriteError(Exception):
@@ -156,6 +159,7 @@ class Project:
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
         self.reply_words = 0
+        self.uses_simd = False      # a kernel has vector code: layers_slave.c includes simd.h
         self._para_copies: list[tuple[str, str]] = []  # (Para type, entry) of each copy
         # CPE run-time error sites (message, function), numbered from 1: a CPE
         # records a site number, the MPE prints its message after the join.
@@ -524,7 +528,8 @@ class Project:
         out = [self.header(f"layers_slave.c: the CPE kernels. Each runs on all {SW26010.cpes} CPEs, "
                            "takes its share of\n * the work by CPE id, and moves data "
                            "between main memory and its LDM by DMA."),
-               "#include <slave.h>", "", '#include "layers_mix.h"', ""]
+               "#include <slave.h>"] + (["#include <simd.h>"] if self.uses_simd else []) + \
+            ["", '#include "layers_mix.h"', ""]
         if self._frames:
             out.append("/* Each CPE's LDM buffers. Kernels run one at a time, so their "
                        "buffers share the\n * space: one struct per kernel, in a union. */")

@@ -412,7 +412,7 @@ layers.o: layers.c layers.h layers_mix.h
 \t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c -o $@
 
 layers_slave.o: layers_slave.c layers_mix.h
-\t$(SW5CC) -slave $(SWSTD) $(SWFLAGS) -c layers_slave.c -o $@
+\t$(SW5CC) -slave -msimd $(SWSTD) $(SWFLAGS) -c layers_slave.c -o $@
 
 run: $(PROGRAM)
 \t$(BSUB) $(BSUBFLAGS) ./$(PROGRAM) $(ARGS)

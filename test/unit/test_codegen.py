@@ -5,7 +5,10 @@ the program's DMA counters against the dma-stage interpreter's, exactly.
 Each op configuration of the -ldm-plan case table (test_ldm_plan.CASES: every
 graph op, awkward extents) runs twice: with the full 64 KB LDM, and with 2 KB so
 that tiles, remainder tiles, strided DMAs and edge branches all occur in C.
-The projects are generated and compiled once per session, two at a time.
+Each is written with vector micro-kernels (swir-cg's default) and, at 64 KB,
+also with scalar loop nests only (--no-simd), so every op's vector and scalar
+C are both checked. The projects are generated and compiled once per session,
+two at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ CASES, build, inputs = _cases.CASES, _cases.build, _cases.inputs
 assert_matches_graph = _cases.assert_matches_graph
 PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]
 LDM_SIZES = [65536, 2048]
+# (LDM size, vector code): every size with vectors, the full LDM also without.
+VARIANTS = [(65536, True), (2048, True), (65536, False)]
 # Ops whose C result is computed by libm in double and rounded, where the
 # reference computes with numpy's own double routines: the two may differ in
 # the last double bit, which can move the rounded result by one unit of the
@@ -52,23 +57,24 @@ def lower(text: str, ldm_size: int):
     return m
 
 
-def _project(root: Path, index: int, case, ldm_size: int):
+def _project(root: Path, index: int, case, ldm_size: int, simd: bool):
     """Generate one case's project (Python: one at a time)."""
     op, types, attrs = case
     text = build(op, types, attrs)
     m = lower(text, ldm_size)
-    out = root / f"case{index}_{ldm_size}"
-    write_project(generate(m, Options(source="<case>")), str(out), force=False)
+    out = root / f"case{index}_{ldm_size}_{'simd' if simd else 'scalar'}"
+    write_project(generate(m, Options(source="<case>", simd=simd)), str(out), force=False)
     return text, print_module(m), out, m.name
 
 
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory):
-    """Every (case, LDM size) generated, then compiled two at a time (make runs
-    in its own process): {(index, ldm_size): future of (graph text, dma text,
-    program)}."""
+    """Every (case, LDM size, vector code) generated, then compiled two at a
+    time (make runs in its own process): {(index, ldm_size, simd): future of
+    (graph text, dma text, program)}."""
     root = tmp_path_factory.mktemp("codegen")
-    made = {(i, s): _project(root, i, c, s) for i, c in enumerate(CASES) for s in LDM_SIZES}
+    made = {(i, s, v): _project(root, i, c, s, v) for i, c in enumerate(CASES)
+            for s, v in VARIANTS}
 
     def compile_one(key):
         text, dma, out, name = made[key]
@@ -85,11 +91,12 @@ def interpreter_counters(dma_text: str, args) -> dict:
     return emulate.dma_counters(interp.stats())   # the same JSON shape as the program's
 
 
-@pytest.mark.parametrize("ldm_size", LDM_SIZES)
+@pytest.mark.parametrize("ldm_size,simd", VARIANTS,
+                         ids=[f"{s}-{'simd' if v else 'scalar'}" for s, v in VARIANTS])
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[c[0] for c in CASES])
-def test_generated_program_computes_the_graph_result(projects, index, ldm_size):
+def test_generated_program_computes_the_graph_result(projects, index, ldm_size, simd):
     op, types, _ = CASES[index]
-    text, dma_text, program = projects[(index, ldm_size)].result()
+    text, dma_text, program = projects[(index, ldm_size, simd)].result()
     g = parse_module(text, "<case>")
     args = inputs(op, types, (op, str(types)))
     want = run_function(g, g.lookup("main"), args)

@@ -93,6 +93,8 @@ def test_generated_program_runs_clean_under_sanitizers(tmp_path, name, target):
     r = subprocess.run([str(Path(sys.executable).with_name("swir-cg")), str(path), "-o", str(out),
                         "--ldm-size=8192"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    # The sanitizers see the vector micro-kernels (docs/codegen.md).
+    assert "simd_vmas(" in (out / "layers_slave.c").read_text()
     program = emulate.build(out, module, target)
     m = parse_module(path.read_text(), str(path))
     args = _inputs(m, name, path.parent)

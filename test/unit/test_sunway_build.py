@@ -65,7 +65,9 @@ def test_the_makefile_states_the_dialect_links_both_libms_and_runs_with_bsub():
     assert "\nSWSTD = -std=gnu99\n" in text
     compiles = re.findall(r"^\t\$\(SW5CC\) -(host|slave) (.*)$", text, re.M)
     assert sorted(side for side, _ in compiles) == ["host", "host", "slave"]
-    assert all(flags.startswith("$(SWSTD) $(SWFLAGS) -c ") for _, flags in compiles)
+    # the CPE code with the vector extensions on (simd.h needs -msimd)
+    assert all(flags.startswith(("-msimd " if side == "slave" else "") + "$(SWSTD) $(SWFLAGS) -c ")
+               for side, flags in compiles)
     assert "\nSWLIBS = -lm -lm_slave\n" in text
     assert "\t$(SW5CC) -hybrid $(SWFLAGS) -o $@ main.o layers.o layers_slave.o $(SWLIBS)\n" \
         in text
@@ -191,6 +193,35 @@ def test_each_side_includes_its_own_header(tmp_path):
     (tmp_path / "s.c").write_text("#include <athread.h>\nint x;\n")
     r = sw5cc(tmp_path, "-slave", "-std=gnu99", "-c", "s.c")
     assert r.returncode == 1 and "athread.h is the MPE header" in r.stderr, r.stderr
+
+
+VECTOR_KERNEL = r"""
+#include <slave.h>
+#include <simd.h>
+float row[8] __attribute__((aligned(32)));
+void k(void)
+{
+    floatv4 acc = simd_set_floatv4(0.0f, 0.0f, 0.0f, 0.0f);
+    floatv4 x;
+    simd_load(x, &row[0]);
+    acc = simd_vmas(x, simd_set_floatv4(row[4], row[4], row[4], row[4]), acc);
+    simd_storeu(acc + x, &row[1]);
+}
+"""
+
+
+def test_simd_h_needs_msimd_and_types_the_vector_code(tmp_path):
+    """The check's simd.h, like the real one, needs -msimd; with it, the
+    vector code the micro-kernels use compiles, and a scalar where a vector
+    is expected does not."""
+    (tmp_path / "v.c").write_text(VECTOR_KERNEL)
+    r = sw5cc(tmp_path, "-slave", "-std=gnu99", "-c", "v.c")
+    assert r.returncode == 1 and "simd.h needs sw5cc -msimd" in r.stderr, r.stderr
+    r = sw5cc(tmp_path, "-slave", "-msimd", "-std=gnu99", "-c", "v.c")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "w.c").write_text(VECTOR_KERNEL.replace("simd_vmas(x,", "simd_vmas(row[0],"))
+    r = sw5cc(tmp_path, "-slave", "-msimd", "-std=gnu99", "-c", "w.c")
+    assert r.returncode == 1 and "simd_vmas" in r.stderr, r.stderr
 
 
 # -- exact prototypes ----------------------------------------------------------------
@@ -350,7 +381,7 @@ def test_generated_projects_pass_the_check(tmp_path, model):
     assert r.returncode == 0, r.stdout + r.stderr
     # MPE and CPE sources compiled separately, each with the dialect; one link.
     assert len(re.findall(r" -host -std=gnu99 .*-c (main|layers)\.c", r.stdout)) == 2
-    assert len(re.findall(r" -slave -std=gnu99 .*-c layers_slave\.c", r.stdout)) == 1
+    assert len(re.findall(r" -slave -msimd -std=gnu99 .*-c layers_slave\.c", r.stdout)) == 1
     assert re.search(r" -hybrid .* -lm -lm_slave$", r.stdout, re.M)
     assert sorted(p.name for p in out.iterdir()) == before          # nothing written
     assert seconds < 30        # about 0.3 s; cheap enough for every generated project

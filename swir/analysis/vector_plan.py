@@ -1,0 +1,451 @@
+"""Which CPE loop nests become vector micro-kernels, and how: the plan
+swir-cg's code generator writes (swir/codegen/vector.py) and the cost model
+charges (swir/analysis/traffic.py, "compute"). One decision serves both, so
+the modeled compute time is that of the code written.
+
+Two shapes of perfect nest (loops directly inside loops, a straight-line body
+of loads, element-wise arithmetic and stores on the kernel's own LDM buffers,
+in one float type) are vectorised; docs/codegen.md, "Vector micro-kernels",
+says what each becomes:
+
+- **reduce**: one store ``Y[s] = Y[s] + e``, each subscript of ``s`` one loop
+  of the nest (P); the other loops (R) reduce. v (the last subscript's loop)
+  gives the 4 lanes and U vectors, m (another loop of P whose iterations
+  reuse a load) is unrolled and jammed M times.
+- **map**: the innermost loop, 4 iterations at a time, every access
+  contiguous in it or independent of it.
+
+Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
+(``+ - * /`` on the vector types); ``max``, ``min`` and ``relu`` are not
+(``simd_smaxs`` is not documented to propagate a NaN, as swir's max does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from swir.ir.affine import Compound, Expr
+from swir.ir.core import Access, Instruction, Region, Result, Value
+from swir.ir.types import LDMType, ScalarType
+from swir.ops.registry import FLOP
+from swir.ops.util import attr_or_default
+from swir.target import DEFAULT_TARGET, Target
+
+LANES = 4                     # floatv4 and doublev4: 4 lanes (sunway.md, "SIMD")
+VECTOR_TYPES = ("f32", "f64")
+BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+UNARY = {"neg": "-"}
+# Registers a block may hold live: the CPE's 32 vector registers less four for
+# addresses the compiler may keep in vector registers and spills of the
+# remainder code (target.vector_registers).
+SPARE_REGISTERS = 4
+
+
+@dataclass
+class Plan:
+    """How one nest is written with vectors."""
+    kind: str                              # "reduce" or "map"
+    loops: list[Instruction]               # the nest, outermost first
+    element: ScalarType
+    v: Value                               # the vector loop's induction variable
+    m: Value | None = None                 # the unrolled-and-jammed loop (reduce)
+    M: int = 1                             # rows of m per block
+    U: int = 1                             # vectors of v per block
+    store: Instruction | None = None       # reduce: the accumulating store
+    acc_load: Instruction | None = None    # reduce: its load of the accumulator
+    fused: Instruction | None = None       # reduce: the mul the add absorbs into an FMA
+    body: list[Instruction] = field(default_factory=list)
+
+    def iv(self, loop: Instruction) -> Value:
+        return loop.regions[0].blocks[0].args[0]
+
+    @property
+    def ivs(self) -> list[Value]:
+        return [self.iv(lp) for lp in self.loops]
+
+    def loop_of(self, iv: Value) -> Instruction:
+        return next(lp for lp in self.loops if self.iv(lp) is iv)
+
+
+# ---------------------------------------------------------------------------
+# Analysis
+# ---------------------------------------------------------------------------
+
+def plan(loop: Instruction) -> Plan | None:
+    """How to vectorise the perfect nest rooted at ``loop``, or None."""
+    loops = _perfect_nest(loop)
+    if loops is None:
+        return None
+    body = list(loops[-1].regions[0].blocks[0].instructions)
+    ivs = [lp.regions[0].blocks[0].args[0] for lp in loops]
+    if any(v in ivs for lp in loops for a in lp.args[:2] for v in Expr.of(a).values()):
+        return None             # a bound depends on the nest: no reordering
+    element = _element_type(body)
+    if element is None:
+        return None
+    return _reduce_plan(loops, body, element) or _map_plan(loops, body, element)
+
+
+def _perfect_nest(loop: Instruction) -> list[Instruction] | None:
+    loops = [loop]
+    while True:
+        lp = loops[-1]
+        if lp.opname != "for" or attr_or_default(lp, "step") != 1 or len(lp.args) < 2:
+            return None
+        inner = lp.regions[0].blocks[0].instructions
+        if len(inner) == 1 and inner[0].opname == "for":
+            loops.append(inner[0])
+            continue
+        if any(i.regions for i in inner):
+            return None
+        return loops
+
+
+def _element_type(body: list[Instruction]) -> ScalarType | None:
+    """The one float type the body computes in (f32 or f64), if it is
+    straight-line code of loads, stores, constants and vectorisable ops."""
+    element = None
+    for inst in body:
+        if inst.opname not in ("load", "store", "const") and inst.opname not in BINARY \
+                and inst.opname not in UNARY:
+            return None
+        if inst.opname in ("load", "store"):
+            acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+            t = acc.base.type if isinstance(acc, Access) else None
+            if not isinstance(t, LDMType) or t.rank == 0 or not _allocated(acc.base) or \
+                    any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
+                return None
+            types = [t.element]
+        else:
+            types = [r.type for r in inst.results] + \
+                [a.type for a in inst.args if isinstance(a, Value)]
+        for ty in types:
+            if not isinstance(ty, ScalarType) or ty.name not in VECTOR_TYPES:
+                return None
+            if element is None:
+                element = ty
+            elif ty != element:
+                return None
+    return element
+
+
+def _allocated(base: object) -> bool:
+    """An LDM buffer of the kernel's own (``ldm_alloc``): distinct from every
+    other, where LDM parameters of a called function may alias."""
+    return isinstance(base, Result) and base.owner.opname == "ldm_alloc"
+
+
+def _coef(e: Expr, v: Value) -> int:
+    return sum(c for a, c in e.terms if a is v)
+
+
+def uses(e: Expr, v: Value) -> bool:
+    return any(a is v for a in e.values())
+
+
+def access_of(inst: Instruction) -> Access:
+    acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+    assert isinstance(acc, Access)
+    return acc
+
+
+def access_kind(acc: Access, v: Value) -> str:
+    """How an access moves with ``v``: "contig" (the last subscript, step 1),
+    "invariant" (not at all) or "gather" (any other way)."""
+    idx: list[Expr] = list(acc.indices)  # type: ignore[arg-type]
+    if not any(uses(i, v) for i in idx):
+        return "invariant"
+    last = idx[-1]
+    if not any(uses(i, v) for i in idx[:-1]) and _coef(last, v) == 1 and \
+            sum(1 for a in last.values() if a is v) == 1:
+        return "contig"
+    return "gather"
+
+
+def trip_count(loop: Instruction) -> int | None:
+    lo, hi = Expr.of(loop.args[0]), Expr.of(loop.args[1])
+    return hi.const - lo.const if lo.is_constant and hi.is_constant else None
+
+
+def most_trips(loop: Instruction) -> int | None:
+    """The most iterations ``loop`` makes: its trip count, or for a tile
+    loop ``lo to min(c, ...)`` with a constant lo, c - lo."""
+    trip = trip_count(loop)
+    lo, hi = Expr.of(loop.args[0]), Expr.of(loop.args[1])
+    if trip is not None or not lo.is_constant or hi.const or len(hi.terms) != 1:
+        return trip
+    atom, coef = hi.terms[0]
+    if coef != 1 or not isinstance(atom, Compound) or atom.kind != "min":
+        return None
+    bounds = [a.const for a in atom.args if a.is_constant]
+    return min(bounds) - lo.const if bounds else None
+
+
+def _reduce_plan(loops: list[Instruction], body: list[Instruction],
+                 element: ScalarType) -> Plan | None:
+    stores = [i for i in body if i.opname == "store"]
+    if len(stores) != 1:
+        return None
+    store = stores[0]
+    target = access_of(store)
+    add = producer(body, store.args[0])
+    if add is None or add.opname != "add":
+        return None
+    acc_load = next((producer(body, a) for a in add.args
+                     if (p := producer(body, a)) is not None and p.opname == "load"
+                     and _same(access_of(p), target)), None)
+    if acc_load is None or len(acc_load.results[0].uses) != 1:
+        return None
+    p = Plan("reduce", loops, element, v=None, store=store,  # type: ignore[arg-type]
+             acc_load=acc_load, body=body)
+    ivs = p.ivs
+    parallel: list[Value] = []
+    for ix in target.indices:
+        used = [x for x in ix.values() if _is_in(x, ivs)]  # type: ignore[union-attr]
+        direct = [a for a, c in ix.terms if _is_in(a, ivs) and c == 1]  # type: ignore[union-attr]
+        if len(used) > 1 or len(direct) != len(used):
+            return None                     # each subscript one loop, step 1
+        parallel += direct
+    if len(set(map(id, parallel))) != len(parallel) or len(parallel) == len(ivs):
+        return None                         # not injective, or nothing reduces
+    last = [a for a, _ in target.indices[-1].terms if _is_in(a, ivs)]  # type: ignore[union-attr]
+    if not last:
+        return None
+    p.v = last[0]
+    loads = [i for i in body if i.opname == "load" and i is not acc_load]
+    if any(access_of(i).base is target.base for i in loads):
+        return None                         # reads the accumulator array elsewhere
+    if trip_count(p.loop_of(p.v)) is not None and trip_count(p.loop_of(p.v)) < LANES:  # type: ignore[operator]
+        return None
+    other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
+    if other is not None and other.opname == "mul" and len(other.results[0].uses) == 1:
+        p.fused = other
+    _choose_block(p, parallel, loads)
+    return p
+
+
+def _same(a: Access, b: Access) -> bool:
+    """The same element of the same buffer."""
+    return a.base is b.base and a.indices == b.indices
+
+
+def _is_in(x: object, values: list[Value]) -> bool:
+    return any(x is v for v in values)
+
+
+def producer(body: list[Instruction], v: object) -> Instruction | None:
+    return next((i for i in body if v in i.results), None)
+
+
+def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> None:
+    """m and the block M x U whose code the cost model (below) charges the
+    fewest cycles per point, among those whose accumulators and operands fit
+    the vector registers; ties go to the bigger block."""
+    budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
+    vectors = max(1, (most_trips(p.loop_of(p.v)) or 64) // LANES)
+    best: tuple = ()
+    for m in [None, *parallel]:
+        if m is p.v or (m is not None and (most_trips(p.loop_of(m)) or 0) < 2):
+            continue
+        rows = most_trips(p.loop_of(m)) if m is not None else 1
+        deps = [(m is not None and any(uses(ix, m) for ix in access_of(i).indices),  # type: ignore[arg-type]
+                 access_kind(access_of(i), p.v)) for i in loads]
+        if m is not None and all(dm for dm, _ in deps):
+            continue                        # nothing reused across rows
+        for M in range(1, min(rows, 8) + 1):  # type: ignore[arg-type]
+            for U in range(1, min(vectors, 8) + 1):
+                live = M * U + sum((M if dm else 1) * (1 if k == "invariant" else U)
+                                   for dm, k in deps)
+                if live > budget:
+                    continue
+                p.m, p.M, p.U = m, M, U
+                key = (-_block_mix_cost(p, DEFAULT_TARGET), M * U, -abs(M - U))
+                if not best or key > best[0]:
+                    best = (key, m, M, U)
+    _, p.m, p.M, p.U = best
+    if p.M == 1:
+        p.m = None            # an ordinary loop around the blocks
+
+
+def _map_plan(loops: list[Instruction], body: list[Instruction],
+              element: ScalarType) -> Plan | None:
+    p = Plan("map", loops, element, v=None, body=body)  # type: ignore[arg-type]
+    p.v = p.iv(loops[-1])
+    trip = trip_count(loops[-1])
+    if trip is not None and trip < LANES:
+        return None
+    stores = [i for i in body if i.opname == "store"]
+    if not stores:
+        return None
+    for s in stores:
+        if access_kind(access_of(s), p.v) != "contig":
+            return None
+    for i in body:
+        if i.opname != "load":
+            continue
+        acc = access_of(i)
+        if access_kind(acc, p.v) == "gather":
+            return None
+        for s in stores:    # a lane must not read what another lane writes
+            if access_of(s).base is acc.base and not _same(access_of(s), acc):
+                return None
+    bases = [access_of(s).base for s in stores]
+    if len(set(map(id, bases))) != len(bases):
+        return None
+    return p
+
+
+# ---------------------------------------------------------------------------
+# What the code written for a body costs (docs/cost-model.md, "Compute")
+# ---------------------------------------------------------------------------
+
+def flops_of(inst: Instruction) -> int:
+    """Floating-point operations one execution of ``inst`` performs: 1 for a
+    scalar element-wise op with a float result (add, mul, max, exp, relu,
+    ...; transcendental functions count 1 too), 0 for anything else
+    (loads, stores, index arithmetic, casts, comparisons)."""
+    d = inst.opdef
+    if d is None or FLOP not in d.traits or len(inst.results) != 1:
+        return 0
+    return 1 if getattr(inst.results[0].type, "is_float", False) else 0
+
+
+@dataclass(frozen=True)
+class PointCost:
+    """One execution of a loop body (one point of its nest) as the CPE runs
+    the code swir-cg writes for it: cycles, and the share of its flops done
+    by vector instructions."""
+    cycles: float
+    vector_flops: float
+
+
+def body_cost(body: list[Instruction], p: Plan | None,
+              target: Target = DEFAULT_TARGET) -> PointCost:
+    """The cost of one point of straight-line ``body``: written by plan ``p``
+    (its innermost body), or scalar (``p`` None). The pipeline model: per
+    cycle one floating-point or vector instruction (P0) and one LDM load or
+    store (P1); a chain of dependent floating-point instructions waits
+    ``target.fp_latency`` cycles per link."""
+    scalar = _scalar_cost(body, target)
+    if p is None:
+        return PointCost(scalar, 0.0)
+    flops = sum(map(flops_of, body))
+    lanes = _lane_share(p)
+    vector = _map_cost(p) / LANES if p.kind == "map" else _block_mix_cost(p, target)
+    return PointCost(lanes * vector + (1 - lanes) * scalar, lanes * flops)
+
+
+def _scalar_cost(body: list[Instruction], target: Target) -> float:
+    fp = sum(map(flops_of, body))
+    mem = sum(1 for i in body if i.opname in ("load", "store"))
+    chain = target.fp_latency if _accumulates(body) else 0
+    return float(max(fp, mem, chain))
+
+
+def _accumulates(body: list[Instruction]) -> bool:
+    """Whether the body adds into the element it loaded (a reduction through
+    memory: each point waits for the previous one's add)."""
+    for s in (i for i in body if i.opname == "store"):
+        add = producer(body, s.args[0])
+        if add is not None and flops_of(add) and any(
+                (x := producer(body, a)) is not None and x.opname == "load"
+                and _same(access_of(x), access_of(s)) for a in add.args):
+            return True
+    return False
+
+
+def _lane_share(p: Plan) -> float:
+    """The share of v's iterations in whole vectors (the rest run scalar)."""
+    n = most_trips(p.loop_of(p.v)) or 64
+    return (n - n % LANES) / n
+
+
+def _row_share(p: Plan) -> float:
+    """The share of m's rows in blocks of M (the rest in blocks of one)."""
+    if p.m is None:
+        return 1.0
+    n = most_trips(p.loop_of(p.m)) or p.M
+    return (n - n % p.M) / n
+
+
+def _block_mix_cost(p: Plan, target: Target) -> float:
+    """Cycles per point of a reduce plan's vector code: M x U blocks, rows
+    beyond the last whole block of M in blocks of one row, vectors beyond the
+    last whole block of U one at a time."""
+    vectors = max(1, (most_trips(p.loop_of(p.v)) or 64) // LANES)
+    cols = (vectors - vectors % p.U) / vectors
+    rows = _row_share(p)
+    return sum(r * c * _reduce_cost(p, M, U, target)
+               for r, M in ((rows, p.M), (1 - rows, 1)) if r
+               for c, U in ((cols, p.U), (1 - cols, 1)) if c)
+
+
+def _map_cost(p: Plan) -> float:
+    """Cycles of one 4-lane step of a map body."""
+    fp = mem = 0
+    for i in p.body:
+        if i.opname == "load":
+            mem += 1
+            fp += access_kind(access_of(i), p.v) == "invariant"     # the broadcast
+        elif i.opname == "store":
+            mem += 1
+        elif i.opname != "const":
+            fp += 1
+    return float(max(fp, mem))
+
+
+def _reduce_cost(p: Plan, M: int, U: int, target: Target) -> float:
+    """Cycles per point of an M x U block: per step of the reduction loops,
+    M x U FMAs and the other ops, the vector and broadcast loads, at least
+    one FP latency (each accumulator's chain); plus the block's zeroing and
+    adding to Y, spread over the reduction loops' points when they are known."""
+    assert p.acc_load is not None and p.store is not None
+    fp = M * U
+    mem = 0
+    add = producer(p.body, p.store.args[0])
+    for i in p.body:
+        if i in (p.acc_load, p.store, add, p.fused) or i.opname == "const":
+            continue
+        dm = p.m is not None and any(uses(ix, p.m) for ix in access_of(i).indices) \
+            if i.opname == "load" else False
+        copies = M if dm else 1
+        if i.opname == "load":
+            kind = access_kind(access_of(i), p.v)
+            if kind == "contig":
+                mem += copies * U
+            elif kind == "invariant":
+                mem += copies
+                fp += copies                        # the broadcast
+            else:
+                mem += copies * U * LANES
+                fp += copies * U                    # lanes into one vector
+        else:
+            fp += M * U
+    step = max(fp, mem, target.fp_latency)
+    inner = [lp for lp in p.loops if not any(uses(ix, p.iv(lp)) for ix in access_of(p.store).indices)]
+    trips = [most_trips(lp) for lp in inner]
+    block = 0.0
+    if trips and all(trips):
+        block = 2 * M * U / math.prod(trips)   # type: ignore[arg-type]  # Y in, Y out
+    return (step + block) / (LANES * M * U)
+
+
+def body_costs(region: Region, vectors: bool = True, target: Target = DEFAULT_TARGET
+               ) -> Iterator[tuple[list[Instruction], PointCost]]:
+    """Every straight-line loop body of ``region`` that stores, with the cost
+    of one execution: the innermost body of each nest :func:`plan` vectorises
+    (``vectors``: a CPE kernel's, as swir-cg writes them) at the plan's cost,
+    the other bodies scalar."""
+    for block in region.blocks:
+        own = [i for i in block.instructions if not i.regions]
+        if any(i.opname == "store" for i in own):
+            yield own, body_cost(own, None, target)
+        for inst in block.instructions:
+            p = plan(inst) if vectors and inst.opname == "for" else None
+            if p is not None:
+                yield p.body, body_cost(p.body, p, target)
+                continue
+            for r in inst.regions:
+                yield from body_costs(r, vectors, target)

@@ -1,0 +1,358 @@
+"""Vector micro-kernels: CPE loop nests written with simd.h's floatv4 / doublev4.
+
+Which nests, and the block each gets, is decided by
+:mod:`swir.analysis.vector_plan` (the cost model charges the same plan); this
+module writes the C (docs/codegen.md, "Vector micro-kernels"):
+
+- a **reduce** plan: the loops of P other than m and v as they were; m in
+  blocks of M rows, then single rows; v in blocks of U vectors, then single
+  vectors, then the scalar nest for the last lanes. A block's M x U
+  accumulators start at zero, take one fused multiply-add per element per
+  step of the reduction loops R (which keep their order), and are added to
+  Y after R (blocked summation);
+- a **map** plan: the innermost loop 4 lanes at a time, then the scalar body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from swir.analysis.vector_plan import (
+    BINARY,
+    LANES,
+    UNARY,
+    Plan,
+    access_kind,
+    access_of,
+    producer,
+    trip_count,
+    uses,
+)
+from swir.codegen import c_ast as C
+from swir.codegen import scalar
+from swir.ir.affine import Expr
+from swir.ir.core import Access, Instruction, Value
+from swir.ir.types import LDMType
+
+if TYPE_CHECKING:
+    from swir.codegen.body import BodyEmitter
+
+VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
+SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
+FMA = {"f32": "simd_vmas", "f64": "simd_vmad"}
+
+
+# ---------------------------------------------------------------------------
+# Emission
+# ---------------------------------------------------------------------------
+
+def emit(e: BodyEmitter, p: Plan) -> None:
+    """The nest's C, in place of the scalar translation."""
+    e.project.uses_simd = True
+    with e.block() as nest:
+        writer = _Writer(e, p)
+        writer.hoist()
+        outer = [lp for lp in p.loops if p.iv(lp) is not p.v and p.iv(lp) is not p.m
+                 and (p.kind == "map" or _in_store(p, p.iv(lp)))]
+        _loops(e, outer, writer.kernel)
+    e.emit(C.Comment(f"vector {'micro-kernel' if p.kind == 'reduce' else 'loop'}: "
+                     f"{_describe(p)}"))
+    e.emit(nest)
+
+
+def _describe(p: Plan) -> str:
+    lanes = f"{LANES} lanes of %{p.v.name}"
+    if p.kind == "map":
+        return lanes
+    rows = f"{p.M} x " if p.m is not None else ""
+    block = f"{rows}{p.U} {VECTOR_TYPE[p.element.name]} accumulators"
+    return block + (f" (%{p.m.name} x {lanes})" if p.m is not None else f" ({lanes})")
+
+
+def _in_store(p: Plan, iv: Value) -> bool:
+    assert p.store is not None
+    return any(uses(ix, iv) for ix in access_of(p.store).indices)  # type: ignore[arg-type]
+
+
+def _runs(trip: int, steps: list[int], step: int) -> bool:
+    """Whether the loop taking ``step`` at a time runs, when loops taking
+    each of ``steps`` in turn (largest first) share ``trip`` iterations."""
+    for n in steps:
+        if n == step:
+            return trip >= n
+        trip %= n
+    raise ValueError(step)
+
+
+def _loops(e: BodyEmitter, loops: list[Instruction], inner: Callable[[], None]) -> None:
+    """``loops`` as C for loops (their own bounds and names), ``inner`` inside."""
+    if not loops:
+        inner()
+        return
+    lp = loops[0]
+    lo, hi = e.expr(lp.args[0]), e.expr(lp.args[1])  # type: ignore[arg-type]
+    with e.scoped():
+        iv = C.Id(e.define(lp.regions[0].blocks[0].args[0], "i"))
+        with e.block() as body:
+            _loops(e, loops[1:], inner)
+        e.emit(C.For(C.Decl(C.LONG, iv.name, lo), C.Binary("<", iv, hi), C.Postfix(iv), body))
+
+
+class _Writer:
+    """The C of one planned nest."""
+
+    def __init__(self, e: BodyEmitter, p: Plan) -> None:
+        self.e, self.p = e, p
+        self.vtype = C.Named(VECTOR_TYPE[p.element.name])
+        self.stype = C.Named(scalar.c_type(p.element), const=True)
+        self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
+
+    # -- names -------------------------------------------------------------
+    def fresh(self, name: str) -> str:
+        return self.e.scope.declare(name, fallback="v")
+
+    def broadcast(self, x: C.Expr) -> C.Expr:
+        return C.call(SET[self.p.element.name], x, x, x, x)
+
+    def hoist(self) -> None:
+        """Broadcasts of the constants and of the values defined outside the
+        nest, once, before it."""
+        body = self.p.body
+        defined = {id(r) for i in body for r in i.results}
+        for inst in body:
+            if inst.opname == "const":
+                self.e.instruction(inst)
+                self.splat[id(inst.results[0])] = self._splat(inst.results[0])
+            for a in inst.args:
+                if isinstance(a, Value) and id(a) not in defined and id(a) not in self.splat:
+                    self.splat[id(a)] = self._splat(a)
+
+    def _splat(self, v: Value) -> str:
+        name = self.fresh(f"{v.name or 'c'}_v")
+        self.e.emit(C.Decl(self.vtype, name, self.broadcast(self.e.var(v))))
+        return name
+
+    # -- the kernel ---------------------------------------------------------
+    def kernel(self) -> None:
+        p, e = self.p, self.e
+        if p.kind == "map":
+            self.lanes(1, [1])
+            return
+        if p.m is None:
+            self.lanes(1, [p.U, 1])
+            return
+        loop = p.loop_of(p.m)
+        m = C.Id(e.define(p.m, "m"))
+        hi = e.expr(loop.args[1])  # type: ignore[arg-type]
+        e.emit(C.Decl(C.LONG, m.name, e.expr(loop.args[0])))  # type: ignore[arg-type]
+        trip = trip_count(loop)
+        for rows in (p.M, 1):       # blocks of M rows, then the rows left one by one
+            if trip is not None and not _runs(trip, [p.M, 1], rows):
+                continue            # never runs (and GCC may warn about its body)
+            with e.block() as blk:
+                self.lanes(rows, [p.U, 1])
+            if rows > 1:
+                cond: C.Expr = C.Binary("<=", C.Binary("+", m, C.Lit(str(rows))), hi)
+                step: C.Expr = C.Assign(m, C.Lit(str(rows)), "+=")
+            else:
+                cond, step = C.Binary("<", m, hi), C.Postfix(m)
+            e.emit(C.For(C.Lit(""), cond, step, blk))
+
+    def lanes(self, rows: int, widths: list[int]) -> None:
+        """v in steps of ``widths[k]`` vectors while whole ones remain, then
+        one by one in the scalar nest."""
+        p, e = self.p, self.e
+        loop = p.loop_of(p.v)
+        hi = e.expr(loop.args[1])  # type: ignore[arg-type]
+        with e.block() as outer:
+            v = C.Id(e.define(p.v, "v"))
+            e.emit(C.Decl(C.LONG, v.name, e.expr(loop.args[0])))  # type: ignore[arg-type]
+            trip = trip_count(loop)
+            steps = [w * LANES for w in dict.fromkeys(widths)] + [1]
+            for n in steps:
+                if trip is not None and not _runs(trip, steps, n):
+                    continue        # never runs (and GCC may warn about its body)
+                with e.block() as blk:
+                    if n == 1:
+                        self.scalar_rest(rows)
+                    elif p.kind == "map":
+                        self.map_block()
+                    else:
+                        self._reduce(rows, n // LANES)
+                if n == 1:
+                    e.emit(C.For(C.Lit(""), C.Binary("<", v, hi), C.Postfix(v), blk))
+                else:
+                    e.emit(C.For(C.Lit(""),
+                                 C.Binary("<=", C.Binary("+", v, C.Lit(str(n))), hi),
+                                 C.Assign(v, C.Lit(str(n)), "+="), blk))
+        e.emit(outer)
+
+    def scalar_rest(self, rows: int) -> None:
+        """The scalar nest for one v: each of the block's rows, every R loop."""
+        p, e = self.p, self.e
+        body = p.loops[-1].regions[0].blocks[0]
+        if p.kind == "map":
+            e.region(body)
+            return
+        inner = [lp for lp in p.loops if not _in_store(p, p.iv(lp))]
+        if p.m is None or rows == 1:
+            _loops(e, inner, lambda: e.region(body))
+            return
+        base = e.var(p.m)
+        with e.scoped():           # the row, by a name of its own in here
+            m = C.Id(e.scope.declare(p.m.name or "m", p.m, "m"))
+            with e.block() as blk:
+                _loops(e, inner, lambda: e.region(body))
+            e.emit(C.For(C.Decl(C.LONG, m.name, base),
+                         C.Binary("<", m, C.Binary("+", base, C.Lit(str(rows)))),
+                         C.Postfix(m), blk))
+
+    # -- one block -------------------------------------------------------------
+    def _reduce(self, rows: int, width: int) -> None:
+        """One block: accumulators from zero over the whole of R, then added
+        to Y once. Blocked summation: an output gathers its terms in R-sized
+        partial sums, so its rounding error grows with R's length plus the
+        number of reduction tiles, not with their product."""
+        p, e = self.p, self.e
+        assert p.store is not None and p.acc_load is not None
+        target = access_of(p.store)
+        zero = self.fresh("vzero")
+        e.emit(C.Decl(self.vtype, zero, self.broadcast(scalar.literal(0, p.element))))
+        accs = {}
+        for i in range(rows):
+            for u in range(width):
+                name = self.fresh(f"acc{i}_{u}" if rows > 1 or width > 1 else "acc")
+                accs[(i, u)] = name
+                e.emit(C.Decl(self.vtype, name, C.Id(zero)))
+        inner = [lp for lp in p.loops if not _in_store(p, p.iv(lp))]
+        _loops(e, inner, lambda: self._update(accs, rows, width))
+        for (i, u), name in accs.items():
+            y = self.fresh("y")
+            e.emit(C.Decl(self.vtype, y))
+            e.emit(self.vector_load(y, target, i, u))
+            e.emit(self.vector_store(C.Binary("+", C.Id(y), C.Id(name)), target, i, u))
+
+    def _update(self, accs: dict, rows: int, width: int) -> None:
+        p = self.p
+        assert p.store is not None and p.acc_load is not None
+        values: dict[tuple[int, int, int], C.Expr] = {}
+        add = producer(p.body, p.store.args[0])
+        assert add is not None
+        skip = {id(p.store), id(p.acc_load), id(add)}
+        if p.fused is not None:
+            skip.add(id(p.fused))
+        self.values = values
+        for inst in p.body:
+            if id(inst) in skip or inst.opname == "const":
+                continue
+            self.vector_op(inst, rows, width)
+        acc_value = p.acc_load.results[0]
+        for (i, u), name in accs.items():
+            acc = C.Id(name)
+            if p.fused is not None:
+                a, b = (self.operand(x, i, u) for x in p.fused.args)
+                new: C.Expr = C.call(FMA[p.element.name], a, b, acc)
+            else:
+                x, y = (acc if a is acc_value else self.operand(a, i, u) for a in add.args)
+                new = C.Binary("+", x, y)
+            self.e.emit(C.Assign(acc, new))
+
+    def map_block(self) -> None:
+        self.values = {}
+        for inst in self.p.body:
+            if inst.opname == "store":
+                self.e.emit(self.vector_store(self.operand(inst.args[0], 0, 0),
+                                              access_of(inst), 0, 0))
+            elif inst.opname != "const":
+                self.vector_op(inst, 1, 1)
+
+    # -- values --------------------------------------------------------------
+    def depends(self, inst: Instruction) -> tuple[bool, bool]:
+        """Whether ``inst``'s value differs along m, along v."""
+        p = self.p
+        if inst.opname == "load":
+            ix = access_of(inst).indices
+            return (p.m is not None and any(uses(i, p.m) for i in ix),  # type: ignore[arg-type]
+                    any(uses(i, p.v) for i in ix))  # type: ignore[arg-type]
+        dm = dv = False
+        for a in inst.args:
+            src = producer(p.body, a)
+            if src is not None and src.opname != "const":
+                m, v = self.depends(src)
+                dm, dv = dm or m, dv or v
+        return dm, dv
+
+    def operand(self, a: object, i: int, u: int) -> C.Expr:
+        if id(a) in self.splat:
+            return C.Id(self.splat[id(a)])
+        src = producer(self.p.body, a)
+        assert src is not None
+        dm, dv = self.depends(src)
+        return self.values[(id(a), i if dm else 0, u if dv else 0)]
+
+    def vector_op(self, inst: Instruction, rows: int, width: int) -> None:
+        dm, dv = self.depends(inst)
+        r = inst.results[0]
+        for i in range(rows if dm else 1):
+            for u in range(width if dv else 1):
+                what = self.e.name(access_of(inst).base) if inst.opname == "load" else r.name
+                name = self.fresh(f"{what or 't'}_v")
+                self.values[(id(r), i, u)] = C.Id(name)
+                if inst.opname == "load":
+                    self._load(name, access_of(inst), i, u)
+                    continue
+                args = [self.operand(a, i, u) for a in inst.args]
+                value = C.Unary(UNARY[inst.opname], args[0]) if inst.opname in UNARY \
+                    else C.Binary(BINARY[inst.opname], args[0], args[1])
+                self.e.emit(C.Decl(self.vtype, name, value))
+
+    def _load(self, name: str, acc: Access, i: int, u: int) -> None:
+        e = self.e
+        kind = access_kind(acc, self.p.v)
+        if kind == "contig":
+            e.emit(C.Decl(self.vtype, name))
+            e.emit(self.vector_load(name, acc, i, u))
+        elif kind == "invariant":
+            s = self.fresh(f"{name}_s")
+            e.emit(C.Decl(self.stype, s, e.element(self._shift(acc, i, u))))
+            e.emit(C.Decl(self.vtype, name, self.broadcast(C.Id(s))))
+        else:                     # 4 elements one by one
+            lanes = [e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
+            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name], *lanes)))
+
+    def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:
+        """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""
+        p = self.p
+        mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (LANES * u + lane)}
+        if p.m is not None and i:
+            mapping[p.m] = Expr.of(p.m) + i
+        return Access(acc.base, tuple(ix.substitute(mapping)  # type: ignore[union-attr]
+                                      for ix in acc.indices))
+
+    def aligned(self, acc: Access) -> bool:
+        """Whether every vector the block reads or writes at ``acc`` starts
+        at a multiple of 4 elements (16 bytes for floatv4, 32 for doublev4):
+        LDM buffers start 32-byte aligned; v is the loop's lower bound plus
+        multiples of 4."""
+        p = self.p
+        t = acc.base.type
+        assert isinstance(t, LDMType)
+        lo = Expr.of(p.loop_of(p.v).args[0])
+        if not lo.is_constant or lo.const % LANES:
+            return False
+        stride, offset = 1, Expr.of(0)
+        for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
+            offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
+            stride *= n
+        return offset.const % LANES == 0 and all(
+            c % LANES == 0 for a, c in offset.terms if a is not p.v)
+
+    def vector_load(self, name: str, acc: Access, i: int, u: int) -> C.Stmt:
+        fn = "simd_load" if self.aligned(acc) else "simd_loadu"
+        return C.ExprStmt(C.call(fn, C.Id(name),
+                                 C.Unary("&", self.e.element(self._shift(acc, i, u)))))
+
+    def vector_store(self, value: C.Expr, acc: Access, i: int, u: int) -> C.Stmt:
+        fn = "simd_store" if self.aligned(acc) else "simd_storeu"
+        return C.ExprStmt(C.call(fn, value, C.Unary("&", self.e.element(self._shift(acc, i, u)))))
