@@ -283,7 +283,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
 # The table
 # ---------------------------------------------------------------------------
 
-COLUMNS = ("#", "kernel", "shape", "flops", "LDM B used / cap", "DMA ops", "DMA bytes",
+COLUMNS = ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap", "DMA ops", "DMA bytes",
            f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB")
 LEFT = {"kernel", "shape"}
 
@@ -301,12 +301,18 @@ def share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
+def percent(x: float, flops: float) -> str:
+    """A share in percent, or '-' for a kernel without flops."""
+    return f"{100 * x:.0f}%" if flops else "-"
+
+
 def ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:,.2f}"
 
 
 def kernel_row(n: int, k: KernelCost, micro: str) -> list[str]:
-    return [str(n), k.name, k.shape, f"{k.flops:,}", f"{k.ldm_bytes:,} / {k.ldm_capacity:,}",
+    return [str(n), k.name, k.shape, f"{k.flops:,}", percent(k.vector_share, k.flops),
+            percent(k.compute_efficiency, k.flops), f"{k.ldm_bytes:,} / {k.ldm_capacity:,}",
             f"{k.dma_ops:,}", f"{k.dma_bytes:,}", f"{100 * k.small_share:.0f}%",
             share(k.blocks_32, k.blocks), f"{k.mem_unaligned:,} / {k.ldm_unaligned:,}",
             seconds(k.modeled_s, micro), f"{100 * k.roofline_share:.1f}%",
@@ -323,7 +329,12 @@ def totals_row(r: CostReport, micro: str) -> list[str]:
     ldm = max((k.ldm_bytes for k in ks), default=0)
     cap = ks[0].ldm_capacity if ks else r.machine.ldm_bytes
     roof = r.total("roofline_s") / r.modeled_s if r.modeled_s else 1.0
-    return ["", f"total ({n_kernels(len(ks))})", "", f"{int(r.total('flops')):,}",
+    flops = r.total("flops")
+    vector = r.total("vector_flops") / flops if flops else 1.0
+    compute = r.total("compute_s")
+    efficiency = r.total("peak_compute_s") / compute if compute else 1.0
+    return ["", f"total ({n_kernels(len(ks))})", "", f"{int(flops):,}",
+            percent(vector, flops), percent(efficiency, flops),
             f"max {ldm:,} / {cap:,}", f"{ops:,}", f"{sum(k.dma_bytes for k in ks):,}",
             f"{100 * small:.0f}%", share(sum(k.blocks_32 for k in ks), sum(k.blocks for k in ks)),
             f"{sum(k.mem_unaligned for k in ks):,} / {sum(k.ldm_unaligned for k in ks):,}",
@@ -360,8 +371,10 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
     rows = [list(COLUMNS)] + [kernel_row(n, k, micro) for n, k in enumerate(r.kernels, 1)]
     table = aligned(rows + [totals_row(r, micro)])
     rule = "-" * max(len(line) for line in table)
-    notes = ["", (f"<{SMALL} B: share of DMA transfers under {SMALL} bytes; roofline: the "
-             "roofline bound as a share of the modeled time;"),
+    notes = ["", ("vector: share of the flops vector instructions do; compute eff.: the flops "
+                  "at the busy CPEs' vector FMA peak over the modeled compute time;"),
+             (f"<{SMALL} B: share of DMA transfers under {SMALL} bytes; roofline: the "
+              "roofline bound as a share of the modeled time;"),
              ("32 B-multiple blocks: share of DMA blocks whose length is a multiple of 32 bytes; "
               "unaligned: transfers whose main-memory / LDM start"),
              "  is not 32-byte aligned in every run (an upper bound: the program's --stats "

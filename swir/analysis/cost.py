@@ -8,7 +8,9 @@ into time with the constants of :class:`Machine`. The model is for comparing
 plans and finding bad kernels; the counts are the ground truth.
 docs/cost-model.md derives every formula; in short, for one kernel:
 
-- compute = flops / (busy CPEs x per-CPE peak);
+- compute = the CPE cycles of the code swir-cg writes (vector micro-kernels
+  where :mod:`swir.analysis.vector_plan` plans them, scalar loops elsewhere;
+  per loop body, on a two-pipeline model of the CPE) / (busy CPEs x clock);
 - DMA = sum over blocks of (block bytes + ``half_block``) / bandwidth, the
   aggregate streaming time shared by all CPEs (a block of ``half_block``
   bytes runs at half the bandwidth), plus the DMAs' start-up latency,
@@ -163,6 +165,8 @@ class KernelCost:
     mem_unaligned: int              # transfers whose main-memory start may not be 32-aligned
     ldm_unaligned: int              # transfers whose LDM start may not be 32-aligned
     compulsory_bytes: int
+    vector_flops: float             # flops done by vector instructions
+    peak_compute_s: float           # the flops at the busy CPEs' vector FMA peak
     compute_s: float
     dma_s: float                    # all DMA time, overlapped or not
     overlapped_dma_s: float         # the double-buffered part of dma_s
@@ -177,6 +181,17 @@ class KernelCost:
     @property
     def dma_bytes(self) -> int:
         return self.bytes_in + self.bytes_out
+
+    @property
+    def vector_share(self) -> float:
+        """The share of the flops vector instructions do (1.0 without flops)."""
+        return self.vector_flops / self.flops if self.flops else 1.0
+
+    @property
+    def compute_efficiency(self) -> float:
+        """The flops at the CPEs' vector FMA peak over the modeled compute
+        time (1.0: every cycle issues a vector FMA)."""
+        return self.peak_compute_s / self.compute_s if self.compute_s else 1.0
 
     @property
     def roofline_share(self) -> float:
@@ -197,6 +212,7 @@ class KernelCost:
     def as_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d.update(dma_ops=self.dma_ops, dma_bytes=self.dma_bytes,
+                 vector_share=self.vector_share, compute_efficiency=self.compute_efficiency,
                  roofline_share=self.roofline_share,
                  traffic_over_bound=self.traffic_over_bound)
         return d
@@ -217,8 +233,8 @@ class CostReport:
         return self.total("modeled_s")
 
     def as_dict(self) -> dict[str, Any]:
-        keys = ("flops", "gets", "puts", "bytes_in", "bytes_out", "compute_s", "dma_s",
-                "modeled_s", "roofline_s")
+        keys = ("flops", "vector_flops", "gets", "puts", "bytes_in", "bytes_out",
+                "peak_compute_s", "compute_s", "dma_s", "modeled_s", "roofline_s")
         return {"function": self.function, "machine": asdict(self.machine),
                 "kernels": [k.as_dict() for k in self.kernels],
                 "totals": {k: self.total(k) for k in keys}}
@@ -244,7 +260,8 @@ def cost_report(module: Module, machine: Machine | None = None,
 
 def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
     busy = max(t.busy_cpes, 1)
-    compute = t.flops / (busy * machine.cpe_flops)
+    peak = t.flops / (busy * machine.cpe_flops)
+    compute = t.compute_cycles / (busy * machine.clock_hz) if t.compute_cycles else peak
     dma = {True: 0.0, False: 0.0}
     for (overlapped, blocks), n in t.transfers_by_shape.items():
         dma[overlapped] += n * machine.dma_seconds(blocks, busy)
@@ -258,7 +275,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         busy_cpes=t.busy_cpes, ldm_bytes=ldm_total(f), ldm_capacity=machine.ldm_bytes,
         gets=t.gets, puts=t.puts, bytes_in=t.bytes_in, bytes_out=t.bytes_out,
         small_share=t.small_share, blocks=t.blocks, blocks_32=t.blocks_32,
-        mem_unaligned=t.mem_unaligned, ldm_unaligned=t.ldm_unaligned, compulsory_bytes=compulsory, compute_s=compute,
+        mem_unaligned=t.mem_unaligned, ldm_unaligned=t.ldm_unaligned, compulsory_bytes=compulsory,
+        vector_flops=t.vector_flops, peak_compute_s=peak, compute_s=compute,
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
         modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine))

@@ -74,7 +74,7 @@ from swir.interp.loop import loop_range
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
-from swir.ops.registry import FLOP
+from swir.analysis.vector_plan import PointCost, body_costs, flops_of
 from swir.ir.core import (
     Access,
     Apply,
@@ -162,6 +162,11 @@ class KernelTraffic(TransferShares):
     flops: int = 0
     muls: int = 0
     busy_cpes: int = 0
+    # CPE cycles of the code swir-cg writes (vector micro-kernels where
+    # swir.analysis.vector_plan plans one, scalar loops elsewhere), summed
+    # over the CPEs, and the flops of it that vector instructions do.
+    compute_cycles: float = 0.0
+    vector_flops: float = 0.0
 
     @property
     def moves_anything(self) -> bool:
@@ -367,23 +372,13 @@ def _always_aligned(side: object, esize: int) -> bool:
     return True
 
 
-def flops_of(inst: Instruction) -> int:
-    """Floating-point operations one execution of ``inst`` performs: 1 for a
-    scalar element-wise op with a float result (add, mul, max, exp, relu,
-    ...; transcendental functions count 1 too), 0 for anything else
-    (loads, stores, index arithmetic, casts, comparisons)."""
-    d = inst.opdef
-    if d is None or FLOP not in d.traits or len(inst.results) != 1:
-        return 0
-    return 1 if getattr(inst.results[0].type, "is_float", False) else 0
-
-
 @dataclass(frozen=True)
 class _Slot:
-    kind: str           # "dma", "wait", "calls", "spawns", "barriers" or "flops"
+    kind: str           # "dma", "wait", "calls", "spawns", "barriers", "flops" or "compute"
     function: str
     dma: _DMA | None = None
     mul: bool = False   # a flop slot that is a multiplication
+    cost: PointCost | None = None   # a compute slot: one execution of a loop body
 
 
 def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
@@ -391,6 +386,11 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     if slot.kind == "flops":
         stats.flops += n
         stats.muls += n if slot.mul else 0
+        return
+    if slot.kind == "compute":
+        assert slot.cost is not None
+        stats.compute_cycles += n * slot.cost.cycles
+        stats.vector_flops += n * slot.cost.vector_flops
         return
     if slot.kind in ("wait", "calls", "spawns", "barriers"):
         key = "waits" if slot.kind == "wait" else slot.kind
@@ -543,6 +543,10 @@ class _Counter:
             elif self.count_compute and flops_of(inst):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
                                                           mul=inst.opname == "mul"))
+        if self.count_compute:
+            for body, cost in body_costs(f.body, vectors=f.target == "cpe"):
+                store = next(i for i in body if i.opname == "store")
+                self.slot_of[id(store)] = self._slot(_Slot("compute", f.name, cost=cost))
 
     def tally(self, counts: list[int]) -> dict[str, KernelTraffic]:
         """Per function, the counters the slot counts make (functions that

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from swir.analysis.cost import DMA_ASSUMPTIONS, Machine, cost_report
-from swir.analysis.traffic import dma_traffic, flops_of
+from swir.analysis.traffic import dma_traffic
+from swir.analysis.vector_plan import flops_of
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
@@ -60,8 +61,18 @@ def test_paper_matmul_modeled_time(paper):
     # 264 DMAs, every one of at least 96 bytes (startup_bytes): a whole
     # start-up each, spread over 8 CPEs.
     startup = 264 * (1650 / 1.45e9) / 8
-    compute = 2_097_152 / (8 * 1.45e9 * 8)
+    # The code (docs/cost-model.md, "Compute"): per y tile a vector zero fill
+    # (one store per 4 columns) and a micro-kernel of 8 vectors (32 columns)
+    # over each k step's 64 terms: per term 8 FMAs and a broadcast of A's
+    # element (9 FP-pipe instructions), 8 vector loads of B's row and A's
+    # scalar (9 memory ones): 9 cycles for 32 points; once per k step the 8
+    # accumulators are added to C (8 loads, 8 stores): 16 / 64 per term.
+    cycles = 1024 * 1024 * (9 + 16 / 64) / 32 + 1024 / 4
+    compute = cycles / (8 * 1.45e9)
     assert paper.compute_s == pytest.approx(compute, rel=1e-12)
+    assert paper.peak_compute_s == pytest.approx(2_097_152 / (8 * 1.45e9 * 8), rel=1e-12)
+    assert paper.vector_share == 1.0
+    assert paper.compute_efficiency == pytest.approx(2_097_152 / 8 / cycles, rel=1e-9)
     assert paper.dma_s == pytest.approx(stream + startup, rel=1e-12)
     assert paper.overlapped_dma_s == 0             # B's doubled tile would not fit
     assert paper.modeled_s == pytest.approx(compute + stream + startup, rel=1e-12)

@@ -120,7 +120,11 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
                 + puts * (512 + HALF_BLOCK))                    # 6,979,408 byte-equivalents
     # Every DMA moves at least STARTUP_BYTES (256, 32,768 or 512): a whole start-up each.
     dma_s = streamed / BANDWIDTH + (gets + puts) * STARTUP / busy
-    compute_s = flops / (busy * CPE_FLOPS)
+    # The vector code (docs/cost-model.md, "Compute"; test_cost.py derives it):
+    # 9.25 cycles per 32 multiply-adds, a quarter cycle per zero-filled column.
+    cycles = macs * (9 + 16 / 64) / 32 + 1024 / 4
+    compute_s = cycles / (busy * 1.45e9)
+    efficiency = flops / (busy * CPE_FLOPS) / compute_s       # 86%
     modeled_s = compute_s + dma_s              # nothing overlaps: max(compute, 0) + dma
     compulsory = 4 * 1024 + 4 * 1024 * 1024 + 4 * 1024         # A, B read; C written: 4,202,496
     roofline_s = max(flops / PEAK, compulsory / BANDWIDTH)      # the DMA side: 205.4 µs
@@ -150,21 +154,23 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
         # puts of 512: all multiples of 32 bytes, all starting 32-byte aligned.
         "blocks": 128 + 128 * 64 + 8, "blocks_32": 128 + 128 * 64 + 8, "mem_unaligned": 0,
         "ldm_unaligned": 0}
-    for key, want in (("compute_s", compute_s), ("dma_s", dma_s), ("overlapped_dma_s", 0.0),
+    for key, want in (("compute_s", compute_s), ("compute_efficiency", efficiency),
+                      ("vector_share", 1.0), ("dma_s", dma_s), ("overlapped_dma_s", 0.0),
                       ("modeled_s", modeled_s), ("roofline_s", roofline_s),
                       ("roofline_share", roofline_s / modeled_s),
                       ("traffic_over_bound", (bytes_in + bytes_out) / bound)):
         assert k[key] == pytest.approx(want, rel=1e-12, abs=1e-18), key
     assert d["totals"]["modeled_s"] == pytest.approx(modeled_s, rel=1e-12)
 
-    # The printed row: 401.27 µs, 51.2% of it the roofline bound, 1.01 x the I/O bound.
+    # The printed row: 404.83 µs, 50.7% of it the roofline bound, 1.01 x the I/O bound.
     rows, total = table(out)
-    assert rows["matmul_0"] == ["1", "matmul_0", "1x1024", "2,097,152", "33,536 / 65,536", "264",
+    assert rows["matmul_0"] == ["1", "matmul_0", "1x1024", "2,097,152", "100%", "86%",
+                                "33,536 / 65,536", "264",
                                 "4,231,168", "0%", "100%", "0 / 0", f"{modeled_s * 1e6:.2f} µs",
                                 f"{100 * roofline_s / modeled_s:.1f}%", "1.01"]
-    assert f"{modeled_s * 1e6:.2f}" == "401.27"
-    assert total == ["total (1 kernel)", "2,097,152", "max 33,536 / 65,536", "264", "4,231,168",
-                     "0%", "100%", "0 / 0", "401.27 µs", "51.2%", "1.01"]
+    assert f"{modeled_s * 1e6:.2f}" == "404.83"
+    assert total == ["total (1 kernel)", "2,097,152", "100%", "86%", "max 33,536 / 65,536", "264",
+                     "4,231,168", "0%", "100%", "0 / 0", "404.83 µs", "50.7%", "1.01"]
     assert "peak 742.4 GFLOPS" in out and "DMA 20.46 GB/s achievable" in out
 
 
@@ -220,13 +226,19 @@ def test_small_conv(tmp_path, capsys):
     for k in want:
         check_row(rows[k.name], k)
     assert number(total[1]) == sum(k.flops for k in want)
-    assert micros(total[8]) == pytest.approx(sum(k.modeled_s for k in want), abs=0.006e-6)
+    assert micros(total[10]) == pytest.approx(sum(k.modeled_s for k in want), abs=0.006e-6)
 
 
 def check_row(row: list[str], k: KernelCost) -> None:
-    _, name, shape, flops, ldm, ops, nbytes, small, b32, unaligned, modeled, roof, over = row
+    _, name, shape, flops, vector, eff, ldm, ops, nbytes, small, b32, unaligned, modeled, roof, \
+        over = row
     assert (name, shape, number(flops), number(ops), number(nbytes)) == \
         (k.name, k.shape, k.flops, k.dma_ops, k.dma_bytes)
+    if k.flops:
+        assert vector == f"{round(100 * k.vector_share)}%"
+        assert eff == f"{round(100 * k.compute_efficiency)}%"
+    else:
+        assert vector == eff == "-"
     assert [number(x) for x in ldm.split(" / ")] == [k.ldm_bytes, k.ldm_capacity]
     assert small == f"{round(100 * k.small_share)}%"
     assert b32 == (f"{round(100 * k.blocks_32 / k.blocks)}%" if k.blocks else "-")
@@ -244,7 +256,7 @@ def test_rows_are_sorted_by_modeled_time(capsys):
     assert code == 0, err
     rows, _ = table(out)
     ordered = sorted(rows.values(), key=lambda r: number(r[0]))
-    times = [micros(r[10]) for r in ordered]
+    times = [micros(r[12]) for r in ordered]
     assert len(times) > 3 and times == sorted(times, reverse=True)
 
 
@@ -384,7 +396,8 @@ def test_plot_key():
             name=f"k{i}", shape="4", spawns=1, barriers=0, flops=0 if i == 3 else 1000 * (i + 1), macs=0,
             busy_cpes=8, ldm_bytes=1024, ldm_capacity=65536, gets=4, puts=4, bytes_in=4096,
             bytes_out=4096, small_share=0.0, blocks=8, blocks_32=8, mem_unaligned=0,
-            ldm_unaligned=0, compulsory_bytes=8192, compute_s=1e-6,
+            ldm_unaligned=0, compulsory_bytes=8192, vector_flops=0, peak_compute_s=1e-6,
+            compute_s=1e-6,
             dma_s=2e-6, overlapped_dma_s=0.0, modeled_s=(50 - i) * 1e-6, roofline_s=1e-6,
             io_lower_bound_bytes=None)
 

@@ -41,7 +41,8 @@ from contextlib import contextmanager
 from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
-from swir.analysis.traffic import CountLimit, TrafficError, flops_of
+from swir.analysis.traffic import CountLimit, TrafficError
+from swir.analysis.vector_plan import flops_of
 from swir.ir.core import Access, Global, Module
 from swir.passes.buffered.ldm_model import (
     SINGLE,

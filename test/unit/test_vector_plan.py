@@ -1,0 +1,141 @@
+"""swir.analysis.vector_plan: which CPE nests become vector micro-kernels, the
+block each gets, and what the cost model charges for the code written
+(docs/codegen.md, "Vector micro-kernels"; docs/cost-model.md, "Compute")."""
+
+from __future__ import annotations
+
+import pytest
+
+from swir.analysis import vector_plan as V
+from swir.analysis.cost import cost_report
+from swir.codegen.project import Options, generate
+from swir.ir.core import Module
+from swir.parser import parse_module
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.target import SW26010
+from swir.verifier import verify
+
+
+def lowered(text: str) -> Module:
+    m = parse_module(text, "<vector>")
+    verify(m)
+    PassManager([pass_class(n)() for n in ("lower-loops", "ldm-plan", "insert-dma")],
+                verify_each=True).run(m)
+    return m
+
+
+def graph(body: str, args: str, result: str) -> str:
+    return f"""module "v"
+stage graph
+func @main({args}) -> {result} {{
+'entry:
+{body}
+}}
+"""
+
+
+CONV = graph("  %y = conv2d %x, %w {pad = [1, 1, 1, 1]} : <1 x 16 x 32 x 32 x f32>\n  return %y",
+             "%x: <1 x 8 x 32 x 32 x f32>, %w: <16 x 8 x 3 x 3 x f32>",
+             "<1 x 16 x 32 x 32 x f32>")
+RELU = graph("  %y = relu %x : <4 x 64 x f32>\n  return %y", "%x: <4 x 64 x f32>",
+             "<4 x 64 x f32>")
+STRIDED = graph("  %y = conv2d %x, %w {stride = [2, 2], pad = [1, 1, 1, 1]} : "
+                "<1 x 8 x 6 x 6 x f32>\n  return %y",
+                "%x: <1 x 4 x 12 x 12 x f32>, %w: <8 x 4 x 3 x 3 x f32>",
+                "<1 x 8 x 6 x 6 x f32>")
+
+
+def plans(m: Module) -> list[V.Plan]:
+    """The outermost planned nest of every loop of every CPE kernel, as
+    swir-cg meets them."""
+    out: list[V.Plan] = []
+
+    def visit(region) -> None:
+        for block in region.blocks:
+            for inst in block.instructions:
+                p = V.plan(inst) if inst.opname == "for" else None
+                if p is not None:
+                    out.append(p)
+                    continue
+                for r in inst.regions:
+                    visit(r)
+    for f in m.functions:
+        if f.target == "cpe":
+            visit(f.body)
+    return out
+
+
+def test_a_conv_gets_a_register_block_that_fits_the_registers():
+    reduce = [p for p in plans(lowered(CONV)) if p.kind == "reduce"]
+    assert reduce
+    for p in reduce:
+        assert p.v.name == "owi"                 # output columns in the lanes
+        assert p.m is not None and p.m.name in ("oci", "ohi") and p.M > 1 and p.U > 1
+        assert p.fused is not None and p.fused.opname == "mul"      # one FMA per term
+        # accumulators + the step's vector loads + broadcasts within 32 - 4
+        assert p.M * p.U + p.U + p.M <= SW26010.vector_registers - V.SPARE_REGISTERS
+
+
+def test_the_vector_micro_kernel_costs_less_than_the_scalar_nest():
+    p = next(p for p in plans(lowered(CONV)) if p.kind == "reduce")
+    scalar = V.body_cost(p.body, None)
+    vector = V.body_cost(p.body, p)
+    # scalar: a load of Y, the input and the weight, a store, a mul and an add
+    # per point, on a chain through Y: the FP latency bounds it
+    assert scalar.cycles == max(2, 4, SW26010.fp_latency)
+    assert scalar.vector_flops == 0
+    assert vector.cycles < scalar.cycles / 4
+    assert vector.vector_flops == 2                # 32 columns: whole vectors only
+
+
+def test_relu_and_a_short_loop_stay_scalar_and_zero_fill_is_a_map():
+    m = lowered(RELU)
+    assert all(p.kind != "reduce" for p in plans(m))
+    relu = m.lookup("relu_0")
+    costs = list(V.body_costs(relu.body))
+    assert costs and all(c.vector_flops == 0 for _, c in costs)
+    conv = plans(lowered(CONV))
+    assert any(p.kind == "map" and [i.opname for i in p.body] == ["store"] for p in conv)
+
+
+def test_a_strided_input_is_gathered():
+    p = next(p for p in plans(lowered(STRIDED)) if p.kind == "reduce")
+    kinds = {V.access_of(i).base.name: V.access_kind(V.access_of(i), p.v)
+             for i in p.body if i.opname == "load" and i is not p.acc_load}
+    assert kinds["P_ldm"] == "gather" and kinds["W_ldm"] == "invariant"
+    # 4 scalar loads per vector: memory bound, but still below the scalar nest
+    assert V.body_cost(p.body, p).cycles < V.body_cost(p.body, None).cycles
+
+
+@pytest.mark.parametrize("text", [CONV, STRIDED, RELU], ids=["conv", "strided", "relu"])
+def test_codegen_writes_what_the_cost_model_charges(text):
+    """Every nest the model charges as a vector micro-kernel or loop is one
+    the C has, and the model's vector flops come from those nests only."""
+    m = lowered(text)
+    c = generate(m, Options(source="<vector>"))["layers_slave.c"].decode()
+    found = plans(m)
+    assert c.count("/* vector micro-kernel") == sum(p.kind == "reduce" for p in found)
+    assert c.count("/* vector loop") == sum(p.kind == "map" for p in found)
+    report = cost_report(m)
+    for k in report.kernels:
+        assert (k.vector_flops > 0) == any(
+            p.kind == "reduce" or any(V.flops_of(i) for i in p.body)
+            for p in plans_of(m, k.name))
+
+
+def plans_of(m: Module, kernel: str) -> list[V.Plan]:
+    return [p for p in plans(m) if _owner(m, p) == kernel]
+
+
+def _owner(m: Module, p: V.Plan) -> str:
+    for f in m.functions:
+        if any(i is p.loops[0] for i in f.walk()):
+            return f.name
+    raise AssertionError("a plan outside every function")
+
+
+def test_no_simd_writes_no_vector_code():
+    m = lowered(CONV)
+    c = generate(m, Options(source="<vector>", simd=False))["layers_slave.c"].decode()
+    assert "floatv4" not in c and "simd.h" not in c
