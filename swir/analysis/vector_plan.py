@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
-from swir.ir.types import LDMType, ScalarType
+from swir.ir.types import LDMType, ScalarType, ShapedType
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import DEFAULT_TARGET, Target
@@ -47,8 +47,10 @@ SPARE_REGISTERS = 4
 class Plan:
     """How one nest is written with vectors."""
     kind: str                              # "reduce" or "map"
-    loops: list[Instruction]               # the nest, outermost first
+    loops: list[Instruction]               # the nest, outermost first (none: a tile's plan)
     element: ScalarType
+    ivs: list[Value]                       # the nest's induction variables, outermost first
+    trips: list[int | None]                # their most iterations (None: unknown)
     v: Value                               # the vector loop's induction variable
     m: Value | None = None                 # the unrolled-and-jammed loop (reduce)
     M: int = 1                             # rows of m per block
@@ -61,9 +63,9 @@ class Plan:
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
 
-    @property
-    def ivs(self) -> list[Value]:
-        return [self.iv(lp) for lp in self.loops]
+    def most(self, iv: Value) -> int | None:
+        """The most iterations of ``iv``'s loop, if known."""
+        return next(t for v, t in zip(self.ivs, self.trips) if v is iv)
 
     def loop_of(self, iv: Value) -> Instruction:
         return next(lp for lp in self.loops if self.iv(lp) is iv)
@@ -85,7 +87,25 @@ def plan(loop: Instruction) -> Plan | None:
     element = _element_type(body)
     if element is None:
         return None
-    return _reduce_plan(loops, body, element) or _map_plan(loops, body, element)
+    return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops])
+
+
+def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int]) -> Plan | None:
+    """The plan swir-cg will make for ``body`` inside loops ``ivs`` (outermost
+    first) of ``trips`` iterations: what the LDM plan search charges a tile
+    before any loop exists (the body's buffers are the main-memory ones its
+    tiles will copy)."""
+    element = _element_type(body, ldm=False)
+    return None if element is None else _plan([], body, element, ivs, list(trips))
+
+
+def _plan(loops: list[Instruction], body: list[Instruction], element: ScalarType,
+          ivs: list[Value], trips: list[int | None]) -> Plan | None:
+    for kind in ("reduce", "map"):
+        p = Plan(kind, loops, element, ivs, trips, v=None, body=body)  # type: ignore[arg-type]
+        if (_reduce_plan if kind == "reduce" else _map_plan)(p):
+            return p
+    return None
 
 
 def _perfect_nest(loop: Instruction) -> list[Instruction] | None:
@@ -103,9 +123,10 @@ def _perfect_nest(loop: Instruction) -> list[Instruction] | None:
         return loops
 
 
-def _element_type(body: list[Instruction]) -> ScalarType | None:
+def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | None:
     """The one float type the body computes in (f32 or f64), if it is
-    straight-line code of loads, stores, constants and vectorisable ops."""
+    straight-line code of loads, stores, constants and vectorisable ops
+    (``ldm``: on the kernel's own LDM buffers)."""
     element = None
     for inst in body:
         if inst.opname not in ("load", "store", "const") and inst.opname not in BINARY \
@@ -114,7 +135,8 @@ def _element_type(body: list[Instruction]) -> ScalarType | None:
         if inst.opname in ("load", "store"):
             acc = inst.args[0] if inst.opname == "load" else inst.args[1]
             t = acc.base.type if isinstance(acc, Access) else None
-            if not isinstance(t, LDMType) or t.rank == 0 or not _allocated(acc.base) or \
+            if not isinstance(t, ShapedType) or t.rank == 0 or \
+                    (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
                     any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
                 return None
             types = [t.element]
@@ -183,47 +205,47 @@ def most_trips(loop: Instruction) -> int | None:
     return min(bounds) - lo.const if bounds else None
 
 
-def _reduce_plan(loops: list[Instruction], body: list[Instruction],
-                 element: ScalarType) -> Plan | None:
+def _reduce_plan(p: Plan) -> bool:
+    """Fill in ``p`` as a reduce plan, if its body is one."""
+    body = p.body
     stores = [i for i in body if i.opname == "store"]
     if len(stores) != 1:
-        return None
+        return False
     store = stores[0]
     target = access_of(store)
     add = producer(body, store.args[0])
     if add is None or add.opname != "add":
-        return None
+        return False
     acc_load = next((producer(body, a) for a in add.args
-                     if (p := producer(body, a)) is not None and p.opname == "load"
-                     and _same(access_of(p), target)), None)
+                     if (x := producer(body, a)) is not None and x.opname == "load"
+                     and _same(access_of(x), target)), None)
     if acc_load is None or len(acc_load.results[0].uses) != 1:
-        return None
-    p = Plan("reduce", loops, element, v=None, store=store,  # type: ignore[arg-type]
-             acc_load=acc_load, body=body)
+        return False
+    p.store, p.acc_load = store, acc_load
     ivs = p.ivs
     parallel: list[Value] = []
     for ix in target.indices:
         used = [x for x in ix.values() if _is_in(x, ivs)]  # type: ignore[union-attr]
         direct = [a for a, c in ix.terms if _is_in(a, ivs) and c == 1]  # type: ignore[union-attr]
         if len(used) > 1 or len(direct) != len(used):
-            return None                     # each subscript one loop, step 1
+            return False                     # each subscript one loop, step 1
         parallel += direct
     if len(set(map(id, parallel))) != len(parallel) or len(parallel) == len(ivs):
-        return None                         # not injective, or nothing reduces
+        return False                         # not injective, or nothing reduces
     last = [a for a, _ in target.indices[-1].terms if _is_in(a, ivs)]  # type: ignore[union-attr]
     if not last:
-        return None
+        return False
     p.v = last[0]
     loads = [i for i in body if i.opname == "load" and i is not acc_load]
     if any(access_of(i).base is target.base for i in loads):
-        return None                         # reads the accumulator array elsewhere
-    if trip_count(p.loop_of(p.v)) is not None and trip_count(p.loop_of(p.v)) < LANES:  # type: ignore[operator]
-        return None
+        return False                         # reads the accumulator array elsewhere
+    if (p.most(p.v) or LANES) < LANES:
+        return False
     other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
     if other is not None and other.opname == "mul" and len(other.results[0].uses) == 1:
         p.fused = other
     _choose_block(p, parallel, loads)
-    return p
+    return True
 
 
 def _same(a: Access, b: Access) -> bool:
@@ -244,24 +266,24 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
     fewest cycles per point, among those whose accumulators and operands fit
     the vector registers; ties go to the bigger block."""
     budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
-    vectors = max(1, (most_trips(p.loop_of(p.v)) or 64) // LANES)
+    vectors = max(1, (p.most(p.v) or 64) // LANES)
     best: tuple = ()
     for m in [None, *parallel]:
-        if m is p.v or (m is not None and (most_trips(p.loop_of(m)) or 0) < 2):
+        if m is p.v or (m is not None and (p.most(m) or 0) < 2):
             continue
-        rows = most_trips(p.loop_of(m)) if m is not None else 1
-        deps = [(m is not None and any(uses(ix, m) for ix in access_of(i).indices),  # type: ignore[arg-type]
-                 access_kind(access_of(i), p.v)) for i in loads]
-        if m is not None and all(dm for dm, _ in deps):
+        rows = p.most(m) if m is not None else 1
+        p.m = m
+        prof = _profile(p)
+        if m is not None and all(dm for dm, _ in prof.loads):
             continue                        # nothing reused across rows
         for M in range(1, min(rows, 8) + 1):  # type: ignore[arg-type]
             for U in range(1, min(vectors, 8) + 1):
                 live = M * U + sum((M if dm else 1) * (1 if k == "invariant" else U)
-                                   for dm, k in deps)
+                                   for dm, k in prof.loads)
                 if live > budget:
                     continue
-                p.m, p.M, p.U = m, M, U
-                key = (-_block_mix_cost(p, DEFAULT_TARGET), M * U, -abs(M - U))
+                p.M, p.U = M, U
+                key = (-_block_mix_cost(p, DEFAULT_TARGET, prof), M * U, -abs(M - U))
                 if not best or key > best[0]:
                     best = (key, m, M, U)
     _, p.m, p.M, p.U = best
@@ -269,32 +291,31 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
         p.m = None            # an ordinary loop around the blocks
 
 
-def _map_plan(loops: list[Instruction], body: list[Instruction],
-              element: ScalarType) -> Plan | None:
-    p = Plan("map", loops, element, v=None, body=body)  # type: ignore[arg-type]
-    p.v = p.iv(loops[-1])
-    trip = trip_count(loops[-1])
-    if trip is not None and trip < LANES:
-        return None
+def _map_plan(p: Plan) -> bool:
+    """Fill in ``p`` as a map plan (the innermost loop in lanes), if it can be one."""
+    body = p.body
+    p.v = p.ivs[-1]
+    if (p.trips[-1] or LANES) < LANES:
+        return False
     stores = [i for i in body if i.opname == "store"]
     if not stores:
-        return None
+        return False
     for s in stores:
         if access_kind(access_of(s), p.v) != "contig":
-            return None
+            return False
     for i in body:
         if i.opname != "load":
             continue
         acc = access_of(i)
         if access_kind(acc, p.v) == "gather":
-            return None
+            return False
         for s in stores:    # a lane must not read what another lane writes
             if access_of(s).base is acc.base and not _same(access_of(s), acc):
-                return None
+                return False
     bases = [access_of(s).base for s in stores]
     if len(set(map(id, bases))) != len(bases):
-        return None
-    return p
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -358,7 +379,7 @@ def _accumulates(body: list[Instruction]) -> bool:
 
 def _lane_share(p: Plan) -> float:
     """The share of v's iterations in whole vectors (the rest run scalar)."""
-    n = most_trips(p.loop_of(p.v)) or 64
+    n = p.most(p.v) or 64
     return (n - n % LANES) / n
 
 
@@ -366,18 +387,19 @@ def _row_share(p: Plan) -> float:
     """The share of m's rows in blocks of M (the rest in blocks of one)."""
     if p.m is None:
         return 1.0
-    n = most_trips(p.loop_of(p.m)) or p.M
+    n = p.most(p.m) or p.M
     return (n - n % p.M) / n
 
 
-def _block_mix_cost(p: Plan, target: Target) -> float:
+def _block_mix_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
     """Cycles per point of a reduce plan's vector code: M x U blocks, rows
     beyond the last whole block of M in blocks of one row, vectors beyond the
     last whole block of U one at a time."""
-    vectors = max(1, (most_trips(p.loop_of(p.v)) or 64) // LANES)
+    prof = prof or _profile(p)
+    vectors = max(1, (p.most(p.v) or 64) // LANES)
     cols = (vectors - vectors % p.U) / vectors
     rows = _row_share(p)
-    return sum(r * c * _reduce_cost(p, M, U, target)
+    return sum(r * c * _reduce_cost(prof, M, U, target)
                for r, M in ((rows, p.M), (1 - rows, 1)) if r
                for c, U in ((cols, p.U), (1 - cols, 1)) if c)
 
@@ -396,39 +418,53 @@ def _map_cost(p: Plan) -> float:
     return float(max(fp, mem))
 
 
-def _reduce_cost(p: Plan, M: int, U: int, target: Target) -> float:
+@dataclass(frozen=True)
+class _Profile:
+    """What a reduce plan's step issues, independent of the block size:
+    per load (other than the accumulator's), whether it moves with m and how
+    with v; per other op, whether it moves with m; the reduction loops' points."""
+    loads: tuple[tuple[bool, str], ...]
+    ops: int
+    reduction_points: int | None
+
+
+def _profile(p: Plan) -> _Profile:
+    assert p.acc_load is not None and p.store is not None
+    add = producer(p.body, p.store.args[0])
+    loads, ops = [], 0
+    for i in p.body:
+        if i in (p.acc_load, p.store, add, p.fused) or i.opname == "const":
+            continue
+        if i.opname == "load":
+            dm = p.m is not None and any(uses(ix, p.m) for ix in access_of(i).indices)  # type: ignore[arg-type]
+            loads.append((dm, access_kind(access_of(i), p.v)))
+        else:
+            ops += 1
+    trips = [t for v, t in zip(p.ivs, p.trips)
+             if not any(uses(ix, v) for ix in access_of(p.store).indices)]  # type: ignore[arg-type]
+    points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
+    return _Profile(tuple(loads), ops, points)
+
+
+def _reduce_cost(prof: _Profile, M: int, U: int, target: Target) -> float:
     """Cycles per point of an M x U block: per step of the reduction loops,
     M x U FMAs and the other ops, the vector and broadcast loads, at least
     one FP latency (each accumulator's chain); plus the block's zeroing and
     adding to Y, spread over the reduction loops' points when they are known."""
-    assert p.acc_load is not None and p.store is not None
-    fp = M * U
+    fp = M * U * (1 + prof.ops)
     mem = 0
-    add = producer(p.body, p.store.args[0])
-    for i in p.body:
-        if i in (p.acc_load, p.store, add, p.fused) or i.opname == "const":
-            continue
-        dm = p.m is not None and any(uses(ix, p.m) for ix in access_of(i).indices) \
-            if i.opname == "load" else False
+    for dm, kind in prof.loads:
         copies = M if dm else 1
-        if i.opname == "load":
-            kind = access_kind(access_of(i), p.v)
-            if kind == "contig":
-                mem += copies * U
-            elif kind == "invariant":
-                mem += copies
-                fp += copies                        # the broadcast
-            else:
-                mem += copies * U * LANES
-                fp += copies * U                    # lanes into one vector
+        if kind == "contig":
+            mem += copies * U
+        elif kind == "invariant":
+            mem += copies
+            fp += copies                        # the broadcast
         else:
-            fp += M * U
+            mem += copies * U * LANES
+            fp += copies * U                    # lanes into one vector
     step = max(fp, mem, target.fp_latency)
-    inner = [lp for lp in p.loops if not any(uses(ix, p.iv(lp)) for ix in access_of(p.store).indices)]
-    trips = [most_trips(lp) for lp in inner]
-    block = 0.0
-    if trips and all(trips):
-        block = 2 * M * U / math.prod(trips)   # type: ignore[arg-type]  # Y in, Y out
+    block = 2 * M * U / prof.reduction_points if prof.reduction_points else 0.0  # Y in, out
     return (step + block) / (LANES * M * U)
 
 

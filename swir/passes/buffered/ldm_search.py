@@ -42,7 +42,7 @@ from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import CountLimit, TrafficError
-from swir.analysis.vector_plan import flops_of
+from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.ir.core import Access, Global, Module
 from swir.passes.buffered.ldm_model import (
     SINGLE,
@@ -55,7 +55,7 @@ from swir.passes.buffered.ldm_model import (
     order_loops,
     share_single_tile,
 )
-from swir.target import DEFAULT_TARGET
+from swir.target import DEFAULT_TARGET, Target
 
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
@@ -96,7 +96,6 @@ class Search:
         for t in nest.tensors:          # re-decided for each other plan (set_tiles)
             if t.direct == SINGLE:
                 t.direct = None
-        self.flops = nest_flops(nest)
         self.options = [tile_options(v.extent, ctx.cpes) for v in nest.vars]
         self.seen: dict[Choice, float] = {}                     # every plan estimated
         self.scored: dict[tuple[int, ...], list[tuple[float, Choice]]] = {}
@@ -148,9 +147,11 @@ class Search:
         search meets the same tilings again)."""
         if tiles not in self.scored:
             out = []
+            with tiled(self.nest, tiles):
+                cycles = nest_cycles(self.nest, self.ctx.target)
             for order in orders(self.nest, tiles):
                 key = (tiles, order)
-                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, self.flops, self.serial,
+                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, cycles, self.serial,
                                           Machine.for_target(self.ctx.target))
                 out.append((self.seen[key], key))
             self.scored[tiles] = out
@@ -245,30 +246,40 @@ def orders(nest: Nest, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-def nest_flops(nest: Nest) -> int:
-    """Floating-point operations of one run of the whole nest."""
+def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
+    """CPE cycles of one run of the whole nest with its current tiles, as
+    swir-cg will write each tile's loops (vector_plan.tile_plan: a vector
+    micro-kernel or loop where the tile allows one, scalar code elsewhere;
+    docs/cost-model.md, "Compute"): the body per point of the nest, the
+    pre and post parts (zero fill, epilogue) per output point."""
     every = math.prod(v.extent for v in nest.vars)
-    per_output = math.prod(v.extent for v in nest.vars if not v.reduction)
-    return sum(map(flops_of, nest.body)) * every + \
-        sum(map(flops_of, nest.pre + nest.post)) * per_output
+    band = [v for v in nest.vars if not v.reduction]
+    per_output = math.prod(v.extent for v in band)
+
+    def per_point(body: list, vs: list[LoopVar]) -> float:
+        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
+        return body_cost(body, p, target).cycles
+    return per_point(nest.body, nest.vars) * every + \
+        sum(per_point(part, band) for part in (nest.pre, nest.post) if part) * per_output
 
 
-def estimate(nest: Nest, choice: Choice, cpes: int, flops: int, serial: frozenset[int],
+def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: frozenset[int],
              m: Machine) -> float:
     """Modeled seconds of the nest with these tiles and tile-loop order, in
-    closed form (full tiles; no double buffering); ``serial``: the indices
-    of the loops that carry a dependence."""
+    closed form (full tiles; no double buffering); ``cycles``: its compute
+    (:func:`nest_cycles` with these tiles); ``serial``: the indices of the
+    loops that carry a dependence."""
     tiles, order_i = choice
     with tiled(nest, tiles):
-        return _estimate(nest, order_i, cpes, flops, serial, m)
+        return _estimate(nest, order_i, cpes, cycles, serial, m)
 
 
-def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, flops: int,
+def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
               serial: frozenset[int], m: Machine) -> float:
     tiles = nest.tiles()
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     busy = min(tasks, cpes)
-    compute = flops / tasks * math.ceil(tasks / cpes) / m.cpe_flops
+    compute = cycles / tasks * math.ceil(tasks / cpes) / m.clock_hz
     stream, starts = 0.0, 0.0
     for t, copies in _copies(nest, order_i, floor):
         if copies is None:
