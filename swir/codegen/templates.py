@@ -390,12 +390,18 @@ BSUBFLAGS = -I -b -q $(QUEUE) -n 1 -cgsp {cpes} -share_size $(SHARE_SIZE) -host_
 ARGS =
 CC = cc
 CFLAGS = -std=c99 -O2 -Wall -Wextra -Werror
+# The emulation on this machine's own instructions: simd.h's fused
+# multiply-adds become one FMA instruction each, not a libm call per lane
+# (the same bits: fmaf rounds once either way). -std=c99 keeps floating-point
+# contraction off, so scalar code rounds as written. Empty it for a portable
+# binary: make emu EMU_ARCH=
+EMU_ARCH = -march=native
 # The LDM per CPE the plan was made for, and the bytes of it the plan left free
 # for the CPE stack and reply words; the emulation fails a kernel whose buffers
 # exceed LDM_BYTES minus LDM_RESERVE.
 LDM_BYTES = {ldm_bytes}
 LDM_RESERVE = {reserve}
-EMU_DEFS = -DSWIR_EMU -DSWIR_LDM_BYTES=$(LDM_BYTES) -DSWIR_LDM_RESERVE=$(LDM_RESERVE) -Iemu
+EMU_DEFS = $(EMU_ARCH) -DSWIR_EMU -DSWIR_LDM_BYTES=$(LDM_BYTES) -DSWIR_LDM_RESERVE=$(LDM_RESERVE) -Iemu
 EMU_SOURCES = main.c layers.c layers_slave.c emu/swir_emu.c
 EMU_DEPS = $(EMU_SOURCES) layers.h layers_mix.h emu/athread.h emu/slave.h emu/simd.h emu/swir_emu.h emu/swir_target.h
 EMU_LIBS = -lpthread -lm
