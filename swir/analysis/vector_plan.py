@@ -67,6 +67,12 @@ class Plan:
         """The most iterations of ``iv``'s loop, if known."""
         return next(t for v, t in zip(self.ivs, self.trips) if v is iv)
 
+    def in_store(self, iv: Value) -> bool:
+        """Whether ``iv`` is a parallel loop of a reduce plan (a subscript of
+        its store); the others reduce."""
+        assert self.store is not None
+        return any(uses(ix, iv) for ix in access_of(self.store).indices)  # type: ignore[arg-type]
+
     def loop_of(self, iv: Value) -> Instruction:
         return next(lp for lp in self.loops if self.iv(lp) is iv)
 
@@ -440,8 +446,7 @@ def _profile(p: Plan) -> _Profile:
             loads.append((dm, access_kind(access_of(i), p.v)))
         else:
             ops += 1
-    trips = [t for v, t in zip(p.ivs, p.trips)
-             if not any(uses(ix, v) for ix in access_of(p.store).indices)]  # type: ignore[arg-type]
+    trips = [t for v, t in zip(p.ivs, p.trips) if not p.in_store(v)]
     points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
     return _Profile(tuple(loads), ops, points)
 

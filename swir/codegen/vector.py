@@ -54,7 +54,7 @@ def emit(e: BodyEmitter, p: Plan) -> None:
         writer = _Writer(e, p)
         writer.hoist()
         outer = [lp for lp in p.loops if p.iv(lp) is not p.v and p.iv(lp) is not p.m
-                 and (p.kind == "map" or _in_store(p, p.iv(lp)))]
+                 and (p.kind == "map" or p.in_store(p.iv(lp)))]
         _loops(e, outer, writer.kernel)
     e.emit(C.Comment(f"vector {'micro-kernel' if p.kind == 'reduce' else 'loop'}: "
                      f"{_describe(p)}"))
@@ -68,11 +68,6 @@ def _describe(p: Plan) -> str:
     rows = f"{p.M} x " if p.m is not None else ""
     block = f"{rows}{p.U} {VECTOR_TYPE[p.element.name]} accumulators"
     return block + (f" (%{p.m.name} x {lanes})" if p.m is not None else f" ({lanes})")
-
-
-def _in_store(p: Plan, iv: Value) -> bool:
-    assert p.store is not None
-    return any(uses(ix, iv) for ix in access_of(p.store).indices)  # type: ignore[arg-type]
 
 
 def _runs(trip: int, steps: list[int], step: int) -> bool:
@@ -107,6 +102,8 @@ class _Writer:
         self.vtype = C.Named(VECTOR_TYPE[p.element.name])
         self.stype = C.Named(scalar.c_type(p.element), const=True)
         self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
+        # the current block's vectors: (id(body value), row, vector) -> C name
+        self.values: dict[tuple[int, int, int], C.Expr] = {}
 
     # -- names -------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -195,7 +192,7 @@ class _Writer:
         if p.kind == "map":
             e.region(body)
             return
-        inner = [lp for lp in p.loops if not _in_store(p, p.iv(lp))]
+        inner = [lp for lp in p.loops if not p.in_store(p.iv(lp))]
         if p.m is None or rows == 1:
             _loops(e, inner, lambda: e.region(body))
             return
@@ -225,7 +222,7 @@ class _Writer:
                 name = self.fresh(f"acc{i}_{u}" if rows > 1 or width > 1 else "acc")
                 accs[(i, u)] = name
                 e.emit(C.Decl(self.vtype, name, C.Id(zero)))
-        inner = [lp for lp in p.loops if not _in_store(p, p.iv(lp))]
+        inner = [lp for lp in p.loops if not p.in_store(p.iv(lp))]
         _loops(e, inner, lambda: self._update(accs, rows, width))
         for (i, u), name in accs.items():
             y = self.fresh("y")
@@ -236,13 +233,12 @@ class _Writer:
     def _update(self, accs: dict, rows: int, width: int) -> None:
         p = self.p
         assert p.store is not None and p.acc_load is not None
-        values: dict[tuple[int, int, int], C.Expr] = {}
         add = producer(p.body, p.store.args[0])
         assert add is not None
         skip = {id(p.store), id(p.acc_load), id(add)}
         if p.fused is not None:
             skip.add(id(p.fused))
-        self.values = values
+        self.values = {}
         for inst in p.body:
             if id(inst) in skip or inst.opname == "const":
                 continue
