@@ -289,7 +289,7 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
                 if live > budget:
                     continue
                 p.M, p.U = M, U
-                key = (-_block_mix_cost(p, DEFAULT_TARGET, prof), M * U, -abs(M - U))
+                key = (-_reduce_point_cost(p, DEFAULT_TARGET, prof), M * U, -abs(M - U))
                 if not best or key > best[0]:
                     best = (key, m, M, U)
     _, p.m, p.M, p.U = best
@@ -319,9 +319,7 @@ def _map_plan(p: Plan) -> bool:
             if access_of(s).base is acc.base and not _same(access_of(s), acc):
                 return False
     bases = [access_of(s).base for s in stores]
-    if len(set(map(id, bases))) != len(bases):
-        return False
-    return True
+    return len(set(map(id, bases))) == len(bases)
 
 
 # ---------------------------------------------------------------------------
@@ -359,9 +357,10 @@ def body_cost(body: list[Instruction], p: Plan | None,
     if p is None:
         return PointCost(scalar, 0.0)
     flops = sum(map(flops_of, body))
+    if p.kind == "reduce":
+        return PointCost(_reduce_point_cost(p, target), flops)
     lanes = _lane_share(p)
-    vector = _map_cost(p) / LANES if p.kind == "map" else _block_mix_cost(p, target)
-    return PointCost(lanes * vector + (1 - lanes) * scalar, lanes * flops)
+    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
 
 
 def _scalar_cost(body: list[Instruction], target: Target) -> float:
@@ -384,7 +383,8 @@ def _accumulates(body: list[Instruction]) -> bool:
 
 
 def _lane_share(p: Plan) -> float:
-    """The share of v's iterations in whole vectors (the rest run scalar)."""
+    """The share of v's iterations in whole vectors (the rest run in a
+    reduce plan's tail block, or scalar in a map plan)."""
     n = p.most(p.v) or 64
     return (n - n % LANES) / n
 
@@ -395,6 +395,28 @@ def _row_share(p: Plan) -> float:
         return 1.0
     n = p.most(p.m) or p.M
     return (n - n % p.M) / n
+
+
+def _reduce_point_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
+    """Cycles per point of a reduce plan's code: whole vectors in blocks,
+    the last columns in a tail block."""
+    prof = prof or _profile(p)
+    lanes = _lane_share(p)
+    tail = _tail_cost(p, target, prof) if lanes < 1 else 0.0
+    return lanes * _block_mix_cost(p, target, prof) + (1 - lanes) * tail
+
+
+def _tail_cost(p: Plan, target: Target, prof: _Profile) -> float:
+    """Cycles per point of the last ``n % 4`` columns (n: v's most
+    iterations): blocks of M rows (then single rows) by one vector whose
+    moving loads are gathered lane by lane, its valid lanes added to Y one
+    by one."""
+    rest = (p.most(p.v) or 64) % LANES
+    gathered = _Profile(tuple((dm, k if k == "invariant" else "gather") for dm, k in prof.loads),
+                        prof.ops, prof.reduction_points)
+    rows = _row_share(p)
+    return sum(r * _reduce_cost(gathered, M, 1, target, rest)
+               for r, M in ((rows, p.M), (1 - rows, 1)) if r)
 
 
 def _block_mix_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
@@ -451,11 +473,15 @@ def _profile(p: Plan) -> _Profile:
     return _Profile(tuple(loads), ops, points)
 
 
-def _reduce_cost(prof: _Profile, M: int, U: int, target: Target) -> float:
-    """Cycles per point of an M x U block: per step of the reduction loops,
-    M x U FMAs and the other ops, the vector and broadcast loads, at least
-    one FP latency (each accumulator's chain); plus the block's zeroing and
-    adding to Y, spread over the reduction loops' points when they are known."""
+def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LANES
+                 ) -> float:
+    """Cycles per point of an M x U block of which ``lanes`` of each vector
+    are columns (fewer than 4: the tail block): per step of the reduction
+    loops, M x U FMAs and the other ops, the vector and broadcast loads and
+    gathers (``lanes`` elements each), at least one FP latency (each
+    accumulator's chain); plus adding the block to Y (a vector load and
+    store, or for the tail a store of the lanes and per lane two loads and
+    a store), spread over the reduction loops' points when they are known."""
     fp = M * U * (1 + prof.ops)
     mem = 0
     for dm, kind in prof.loads:
@@ -466,11 +492,12 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target) -> float:
             mem += copies
             fp += copies                        # the broadcast
         else:
-            mem += copies * U * LANES
+            mem += copies * U * lanes
             fp += copies * U                    # lanes into one vector
     step = max(fp, mem, target.fp_latency)
-    block = 2 * M * U / prof.reduction_points if prof.reduction_points else 0.0  # Y in, out
-    return (step + block) / (LANES * M * U)
+    to_y = 2 * M * U if lanes == LANES else M * (1 + 3 * lanes)
+    block = to_y / prof.reduction_points if prof.reduction_points else 0.0
+    return (step + block) / (lanes * M * U)
 
 
 def body_costs(region: Region, vectors: bool = True, target: Target = DEFAULT_TARGET

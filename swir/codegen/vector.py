@@ -6,10 +6,10 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
 
 - a **reduce** plan: the loops of P other than m and v as they were; m in
   blocks of M rows, then single rows; v in blocks of U vectors, then single
-  vectors, then the scalar nest for the last lanes. A block's M x U
-  accumulators start at zero, take one fused multiply-add per element per
-  step of the reduction loops R (which keep their order), and are added to
-  Y after R (blocked summation);
+  vectors, then a tail block of one vector for the last 1 to 3 columns. A
+  block's M x U accumulators start at zero, take one fused multiply-add per
+  element per step of the reduction loops R (which keep their order), and
+  are added to Y after R (blocked summation);
 - a **map** plan: the innermost loop 4 lanes at a time, then the scalar body.
 """
 
@@ -104,6 +104,8 @@ class _Writer:
         self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
         # the current block's vectors: (id(body value), row, vector) -> C name
         self.values: dict[tuple[int, int, int], C.Expr] = {}
+        # in a tail block: v's C name, its loop's bound, the valid lanes (None: known at run time)
+        self.valid: tuple[C.Id, C.Expr, int | None] | None = None
 
     # -- names -------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -158,7 +160,7 @@ class _Writer:
 
     def lanes(self, rows: int, widths: list[int]) -> None:
         """v in steps of ``widths[k]`` vectors while whole ones remain, then
-        one by one in the scalar nest."""
+        the last columns: a reduce plan's tail block, a map plan's scalar body."""
         p, e = self.p, self.e
         loop = p.loop_of(p.v)
         hi = e.expr(loop.args[1])  # type: ignore[arg-type]
@@ -170,6 +172,9 @@ class _Writer:
             for n in steps:
                 if trip is not None and not _runs(trip, steps, n):
                     continue        # never runs (and GCC may warn about its body)
+                if n == 1 and p.kind == "reduce":
+                    self.tail(rows, v, hi, None if trip is None else trip % LANES)
+                    continue
                 with e.block() as blk:
                     if n == 1:
                         self.scalar_rest(rows)
@@ -186,24 +191,33 @@ class _Writer:
         e.emit(outer)
 
     def scalar_rest(self, rows: int) -> None:
-        """The scalar nest for one v: each of the block's rows, every R loop."""
-        p, e = self.p, self.e
-        body = p.loops[-1].regions[0].blocks[0]
-        if p.kind == "map":
-            e.region(body)
-            return
-        inner = [lp for lp in p.loops if not p.in_store(p.iv(lp))]
-        if p.m is None or rows == 1:
-            _loops(e, inner, lambda: e.region(body))
-            return
-        base = e.var(p.m)
-        with e.scoped():           # the row, by a name of its own in here
-            m = C.Id(e.scope.declare(p.m.name or "m", p.m, "m"))
-            with e.block() as blk:
-                _loops(e, inner, lambda: e.region(body))
-            e.emit(C.For(C.Decl(C.LONG, m.name, base),
-                         C.Binary("<", m, C.Binary("+", base, C.Lit(str(rows)))),
-                         C.Postfix(m), blk))
+        """A map plan's scalar body for one v."""
+        self.e.region(self.p.loops[-1].regions[0].blocks[0])
+
+    def tail(self, rows: int, v: C.Id, hi: C.Expr, rest: int | None) -> None:
+        """The last 1 to 3 columns of a reduce plan: one block of ``rows`` x 1
+        vector whose lanes past the end repeat the first column (so they
+        read only elements the nest reads, and compute nothing lane 0 does
+        not); only the valid lanes reach Y. ``rest``: how many are valid, or
+        None when the loop's bound is known only at run time."""
+        self.valid = (v, hi, rest)
+        with self.e.block() as blk:
+            self._reduce(rows, 1)
+        self.valid = None
+        self.e.emit(C.Comment(f"the last {rest if rest else '1 to 3'} columns, lanes past "
+                              "them repeating the first"))
+        self.e.emit(blk if rest else C.If(C.Binary("<", v, hi), blk))
+
+    def lane_valid(self, lane: int) -> C.Expr | bool:
+        """Whether the tail block's ``lane`` holds a column: True, False or
+        the C condition."""
+        assert self.valid is not None
+        v, hi, rest = self.valid
+        if lane == 0 or rest is not None:
+            return lane < (rest or 1)
+        if lane == LANES - 1:
+            return False
+        return C.Binary("<", C.Binary("+", v, C.Lit(str(lane))), hi)
 
     # -- one block -------------------------------------------------------------
     def _reduce(self, rows: int, width: int) -> None:
@@ -225,10 +239,27 @@ class _Writer:
         inner = [lp for lp in p.loops if not p.in_store(p.iv(lp))]
         _loops(e, inner, lambda: self._update(accs, rows, width))
         for (i, u), name in accs.items():
+            if self.valid is not None:
+                self._add_lanes(name, target, i)
+                continue
             y = self.fresh("y")
             e.emit(C.Decl(self.vtype, y))
             e.emit(self.vector_load(y, target, i, u))
             e.emit(self.vector_store(C.Binary("+", C.Id(y), C.Id(name)), target, i, u))
+
+    def _add_lanes(self, acc: str, target: Access, i: int) -> None:
+        """Y += the tail block's valid lanes of ``acc``, one by one."""
+        e = self.e
+        lanes = self.fresh(f"{acc}_lanes")
+        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
+        e.emit(C.ExprStmt(C.call("simd_storeu", C.Id(acc), C.Id(lanes))))
+        for lane in range(LANES):
+            valid = self.lane_valid(lane)
+            if valid is False:
+                continue
+            add = C.ExprStmt(C.Assign(e.element(self._shift(target, i, 0, lane)),
+                                      C.index(lanes, lane), "+="))
+            e.emit(add if valid is True else C.If(valid, C.Block([add])))
 
     def _update(self, accs: dict, rows: int, width: int) -> None:
         p = self.p
@@ -306,7 +337,10 @@ class _Writer:
     def _load(self, name: str, acc: Access, i: int, u: int) -> None:
         e = self.e
         kind = access_kind(acc, self.p.v)
-        if kind == "contig":
+        if kind != "invariant" and self.valid is not None:
+            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name],
+                                                   *self.tail_lanes(acc, i))))
+        elif kind == "contig":
             e.emit(C.Decl(self.vtype, name))
             e.emit(self.vector_load(name, acc, i, u))
         elif kind == "invariant":
@@ -316,6 +350,17 @@ class _Writer:
         else:                     # 4 elements one by one
             lanes = [e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
             e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name], *lanes)))
+
+    def tail_lanes(self, acc: Access, i: int) -> list[C.Expr]:
+        """The tail block's 4 elements of ``acc``: the valid columns', the
+        first column's in the lanes past them."""
+        first = self.e.element(self._shift(acc, i, 0))
+        out = []
+        for lane in range(LANES):
+            valid = self.lane_valid(lane)
+            here = self.e.element(self._shift(acc, i, 0, lane)) if valid is not False else first
+            out.append(C.Ternary(valid, here, first) if isinstance(valid, C.Expr) else here)
+        return out
 
     def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:
         """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""

@@ -40,6 +40,8 @@ CONV = graph("  %y = conv2d %x, %w {pad = [1, 1, 1, 1]} : <1 x 16 x 32 x 32 x f3
              "<1 x 16 x 32 x 32 x f32>")
 RELU = graph("  %y = relu %x : <4 x 64 x f32>\n  return %y", "%x: <4 x 64 x f32>",
              "<4 x 64 x f32>")
+NARROW = graph("  %c = matmul %a, %b : <8 x 6 x f32>\n  return %c",
+               "%a: <8 x 32 x f32>, %b: <32 x 6 x f32>", "<8 x 6 x f32>")
 STRIDED = graph("  %y = conv2d %x, %w {stride = [2, 2], pad = [1, 1, 1, 1]} : "
                 "<1 x 8 x 6 x 6 x f32>\n  return %y",
                 "%x: <1 x 4 x 12 x 12 x f32>, %w: <8 x 4 x 3 x 3 x f32>",
@@ -89,6 +91,33 @@ def test_the_vector_micro_kernel_costs_less_than_the_scalar_nest():
     assert vector.vector_flops == 2                # 32 columns: whole vectors only
 
 
+def test_the_last_columns_are_a_vector_tail_block():
+    """6 columns: one whole vector, then a tail block for the last 2 (its
+    lanes 2 and 3 repeating column 4): every flop is a vector one, and the
+    model charges the tail's code (docs/cost-model.md, "Compute")."""
+    m = lowered(NARROW)
+    p = next(p for p in plans(m) if p.kind == "reduce")
+    assert (p.v.name, p.m, p.U, p.most(p.v)) == ("yi", None, 1, 6)   # a row per CPE
+    cost = V.body_cost(p.body, p)
+    assert cost.vector_flops == 2
+    # A whole vector, per k (32 steps): the FMA and A's broadcast (P0: 2), A's
+    # load and B's vector load (P1: 2); the FMA's latency (7) bounds the step.
+    # C: a vector load and store per 32 steps. 4 points.
+    whole = (7 + 2 / 32) / 4
+    # The tail: the FMA, A's broadcast and B's 2 elements set into a vector
+    # (P0: 3), A's load and B's 2 elements (P1: 3); the latency again. C: the
+    # lanes stored, then per lane 2 loads and a store (1 + 3 x 2) per 32
+    # steps. 2 points.
+    tail = (7 + 7 / 32) / 2
+    assert cost.cycles == pytest.approx(4 / 6 * whole + 2 / 6 * tail)
+    c = generate(m, Options(source="<vector>"))["layers_slave.c"].decode()
+    assert "/* the last 2 columns, lanes past them repeating the first */" in c
+    assert "simd_set_floatv4(B_ldm[ki][yi], B_ldm[ki][yi + 1], B_ldm[ki][yi], B_ldm[ki][yi])" in c
+    # the only scalar column loops are the zero fill's (a map loop's last 2
+    # columns), one per copy of the double-buffered tile loop's body
+    assert c.count("for (; yi < 6; yi++)") == c.count("/* vector loop") == 2
+
+
 def test_relu_and_a_short_loop_stay_scalar_and_zero_fill_is_a_map():
     m = lowered(RELU)
     assert all(p.kind != "reduce" for p in plans(m))
@@ -108,7 +137,8 @@ def test_a_strided_input_is_gathered():
     assert V.body_cost(p.body, p).cycles < V.body_cost(p.body, None).cycles
 
 
-@pytest.mark.parametrize("text", [CONV, STRIDED, RELU], ids=["conv", "strided", "relu"])
+@pytest.mark.parametrize("text", [CONV, STRIDED, NARROW, RELU],
+                         ids=["conv", "strided", "narrow", "relu"])
 def test_codegen_writes_what_the_cost_model_charges(text):
     """Every nest the model charges as a vector micro-kernel or loop is one
     the C has, and the model's vector flops come from those nests only."""
