@@ -29,3 +29,13 @@ def timed(cmd: list[str]) -> float:
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:2])} failed:\n{r.stderr[-2000:]}")
     return time.perf_counter() - start
+
+
+def print_rows(rows: dict[str, dict[str, str]]) -> None:
+    """A Markdown table: a row per model (the keys), a column per figure
+    (the first row's keys, in order)."""
+    cols = list(next(iter(rows.values())))
+    print("| model | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(row[c] for c in cols) + " |")

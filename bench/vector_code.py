@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import load_zoo, timed
+from common import load_zoo, print_rows, timed
 from zoo import BIN, compile_level, max_diff, onnxruntime_run, prepare
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -131,11 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.models:
             rows[name] = measure(zoo, name, Path(tmp), args.run, args.repeat)
             print(name, rows[name], file=sys.stderr, flush=True)
-    cols = list(next(iter(rows.values())))
-    print("| model | " + " | ".join(cols) + " |")
-    print("|---|" + "---:|" * len(cols))
-    for name, row in rows.items():
-        print(f"| {name} | " + " | ".join(row[c] for c in cols) + " |")
+    print_rows(rows)
     return 0
 
 
