@@ -128,6 +128,9 @@ class Nest:
     output: Value | None
     initialised: bool = False
     double: bool = False      # read-only tiles count twice (double buffering)
+    # The plan search's per-point cycles of body, pre and post by tile sizes
+    # (ldm_search.nest_cycles): planning a tile's vector code is the costly part.
+    point_cycles: dict = field(default_factory=dict, repr=False)
 
     @staticmethod
     def parse(top: Instruction, legal: bool = False) -> tuple[Nest | None, str]:

@@ -256,11 +256,15 @@ def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
     band = [v for v in nest.vars if not v.reduction]
     per_output = math.prod(v.extent for v in band)
 
-    def per_point(body: list, vs: list[LoopVar]) -> float:
-        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
-        return body_cost(body, p, target).cycles
-    return per_point(nest.body, nest.vars) * every + \
-        sum(per_point(part, band) for part in (nest.pre, nest.post) if part) * per_output
+    def per_point(part: str, vs: list[LoopVar]) -> float:
+        key = (part, target.name, tuple(v.tile for v in vs))
+        if key not in nest.point_cycles:
+            body = getattr(nest, part)
+            p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
+            nest.point_cycles[key] = body_cost(body, p, target).cycles
+        return nest.point_cycles[key]
+    return per_point("body", nest.vars) * every + \
+        sum(per_point(part, band) for part in ("pre", "post") if getattr(nest, part)) * per_output
 
 
 def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: frozenset[int],
