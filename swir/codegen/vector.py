@@ -104,8 +104,9 @@ class _Writer:
         self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
         # the current block's vectors: (id(body value), row, vector) -> C name
         self.values: dict[tuple[int, int, int], C.Expr] = {}
-        # in a tail block: v's C name, its loop's bound, the valid lanes (None: known at run time)
-        self.valid: tuple[C.Id, C.Expr, int | None] | None = None
+        # in a tail block: its valid lanes (None: known at run time) and the
+        # run-time flags of lanes 1 and 2
+        self.valid: tuple[int | None, dict[int, C.Id]] | None = None
 
     # -- names -------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -200,24 +201,29 @@ class _Writer:
         read only elements the nest reads, and compute nothing lane 0 does
         not); only the valid lanes reach Y. ``rest``: how many are valid, or
         None when the loop's bound is known only at run time."""
-        self.valid = (v, hi, rest)
         with self.e.block() as blk:
+            flags = {}
+            if rest is None:    # whether lanes 1 and 2 hold columns, once, before R
+                for lane in (1, 2):
+                    flag = self.fresh(f"lane{lane}")
+                    self.e.emit(C.Decl(C.Named("int", const=True), flag,
+                                       C.Binary("<", C.Binary("+", v, C.Lit(str(lane))), hi)))
+                    flags[lane] = C.Id(flag)
+            self.valid = (rest, flags)
             self._reduce(rows, 1)
-        self.valid = None
-        self.e.emit(C.Comment(f"the last {rest if rest else '1 to 3'} columns, lanes past "
-                              "them repeating the first"))
+            self.valid = None
+        what = {None: "1 to 3 columns", 1: "column"}.get(rest, f"{rest} columns")
+        self.e.emit(C.Comment(f"the last {what}, lanes past them repeating the first"))
         self.e.emit(blk if rest else C.If(C.Binary("<", v, hi), blk))
 
     def lane_valid(self, lane: int) -> C.Expr | bool:
         """Whether the tail block's ``lane`` holds a column: True, False or
-        the C condition."""
+        the C flag."""
         assert self.valid is not None
-        v, hi, rest = self.valid
+        rest, flags = self.valid
         if lane == 0 or rest is not None:
             return lane < (rest or 1)
-        if lane == LANES - 1:
-            return False
-        return C.Binary("<", C.Binary("+", v, C.Lit(str(lane))), hi)
+        return flags.get(lane, False)
 
     # -- one block -------------------------------------------------------------
     def _reduce(self, rows: int, width: int) -> None:

@@ -257,7 +257,7 @@ def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
     per_output = math.prod(v.extent for v in band)
 
     def per_point(part: str, vs: list[LoopVar]) -> float:
-        key = (part, target.name, tuple(v.tile for v in vs))
+        key = (part, target, tuple(v.tile for v in vs))
         if key not in nest.point_cycles:
             body = getattr(nest, part)
             p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
