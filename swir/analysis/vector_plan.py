@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
@@ -66,6 +66,12 @@ class Plan:
     def most(self, iv: Value) -> int | None:
         """The most iterations of ``iv``'s loop, if known."""
         return next(t for v, t in zip(self.ivs, self.trips) if v is iv)
+
+    @property
+    def columns(self) -> int:
+        """The vector loop's most iterations (64, a full tile loop's, when
+        not known)."""
+        return self.most(self.v) or 64
 
     def in_store(self, iv: Value) -> bool:
         """Whether ``iv`` is a parallel loop of a reduce plan (a subscript of
@@ -272,7 +278,7 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
     fewest cycles per point, among those whose accumulators and operands fit
     the vector registers; ties go to the bigger block."""
     budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
-    vectors = max(1, (p.most(p.v) or 64) // LANES)
+    vectors = max(1, p.columns // LANES)
     best: tuple = ()
     for m in [None, *parallel]:
         if m is p.v or (m is not None and (p.most(m) or 0) < 2):
@@ -385,7 +391,7 @@ def _accumulates(body: list[Instruction]) -> bool:
 def _lane_share(p: Plan) -> float:
     """The share of v's iterations in whole vectors (the rest run in a
     reduce plan's tail block, or scalar in a map plan)."""
-    n = p.most(p.v) or 64
+    n = p.columns
     return (n - n % LANES) / n
 
 
@@ -411,9 +417,9 @@ def _tail_cost(p: Plan, target: Target, prof: _Profile) -> float:
     iterations): blocks of M rows (then single rows) by one vector whose
     moving loads are gathered lane by lane, its valid lanes added to Y one
     by one."""
-    rest = (p.most(p.v) or 64) % LANES
-    gathered = _Profile(tuple((dm, k if k == "invariant" else "gather") for dm, k in prof.loads),
-                        prof.ops, prof.reduction_points)
+    rest = p.columns % LANES
+    gathered = replace(prof, loads=tuple((dm, k if k == "invariant" else "gather")
+                                         for dm, k in prof.loads))
     rows = _row_share(p)
     return sum(r * _reduce_cost(gathered, M, 1, target, rest)
                for r, M in ((rows, p.M), (1 - rows, 1)) if r)
@@ -424,7 +430,7 @@ def _block_mix_cost(p: Plan, target: Target, prof: _Profile | None = None) -> fl
     beyond the last whole block of M in blocks of one row, vectors beyond the
     last whole block of U one at a time."""
     prof = prof or _profile(p)
-    vectors = max(1, (p.most(p.v) or 64) // LANES)
+    vectors = max(1, p.columns // LANES)
     cols = (vectors - vectors % p.U) / vectors
     rows = _row_share(p)
     return sum(r * c * _reduce_cost(prof, M, U, target)

@@ -177,8 +177,8 @@ class _Writer:
                     self.tail(rows, v, hi, None if trip is None else trip % LANES)
                     continue
                 with e.block() as blk:
-                    if n == 1:
-                        self.scalar_rest(rows)
+                    if n == 1:      # a map plan's scalar body, for one v
+                        e.region(p.loops[-1].regions[0].blocks[0])
                     elif p.kind == "map":
                         self.map_block()
                     else:
@@ -190,10 +190,6 @@ class _Writer:
                                  C.Binary("<=", C.Binary("+", v, C.Lit(str(n))), hi),
                                  C.Assign(v, C.Lit(str(n)), "+="), blk))
         e.emit(outer)
-
-    def scalar_rest(self, rows: int) -> None:
-        """A map plan's scalar body for one v."""
-        self.e.region(self.p.loops[-1].regions[0].blocks[0])
 
     def tail(self, rows: int, v: C.Id, hi: C.Expr, rest: int | None) -> None:
         """The last 1 to 3 columns of a reduce plan: one block of ``rows`` x 1
@@ -343,29 +339,28 @@ class _Writer:
     def _load(self, name: str, acc: Access, i: int, u: int) -> None:
         e = self.e
         kind = access_kind(acc, self.p.v)
-        if kind != "invariant" and self.valid is not None:
-            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name],
-                                                   *self.tail_lanes(acc, i))))
-        elif kind == "contig":
-            e.emit(C.Decl(self.vtype, name))
-            e.emit(self.vector_load(name, acc, i, u))
-        elif kind == "invariant":
+        if kind == "invariant":
             s = self.fresh(f"{name}_s")
             e.emit(C.Decl(self.stype, s, e.element(self._shift(acc, i, u))))
             e.emit(C.Decl(self.vtype, name, self.broadcast(C.Id(s))))
-        else:                     # 4 elements one by one
-            lanes = [e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
-            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name], *lanes)))
+        elif kind == "contig" and self.valid is None:
+            e.emit(C.Decl(self.vtype, name))
+            e.emit(self.vector_load(name, acc, i, u))
+        else:                     # 4 elements one by one: a gather, or a tail block's
+            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name],
+                                                   *self.lane_elements(acc, i, u))))
 
-    def tail_lanes(self, acc: Access, i: int) -> list[C.Expr]:
-        """The tail block's 4 elements of ``acc``: the valid columns', the
-        first column's in the lanes past them."""
-        first = self.e.element(self._shift(acc, i, 0))
-        out = []
-        for lane in range(LANES):
+    def lane_elements(self, acc: Access, i: int, u: int) -> list[C.Expr]:
+        """The 4 elements of ``acc``'s vector; in a tail block, the valid
+        columns' and the first column's in the lanes past them."""
+        elements = [self.e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
+        if self.valid is None:
+            return elements
+        first, out = elements[0], []
+        for lane, here in enumerate(elements):
             valid = self.lane_valid(lane)
-            here = self.e.element(self._shift(acc, i, 0, lane)) if valid is not False else first
-            out.append(C.Ternary(valid, here, first) if isinstance(valid, C.Expr) else here)
+            out.append(C.Ternary(valid, here, first) if isinstance(valid, C.Expr)
+                       else here if valid else first)
         return out
 
     def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:

@@ -128,9 +128,9 @@ class Nest:
     output: Value | None
     initialised: bool = False
     double: bool = False      # read-only tiles count twice (double buffering)
-    # The plan search's per-point cycles of pre and post (and body) by their
-    # loops' tile sizes (ldm_search.nest_cycles): planning a tile's vector code
-    # is costly, and pre and post recur with every reduction tiling.
+    # The plan search's per-point cycles of pre and post by the output loops'
+    # tile sizes (ldm_search.nest_cycles): planning a tile's vector code is
+    # costly, and pre and post recur with every reduction tiling.
     point_cycles: dict = field(default_factory=dict, repr=False)
 
     @staticmethod

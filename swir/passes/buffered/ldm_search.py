@@ -256,15 +256,19 @@ def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
     band = [v for v in nest.vars if not v.reduction]
     per_output = math.prod(v.extent for v in band)
 
-    def per_point(part: str, vs: list[LoopVar]) -> float:
-        key = (part, target, tuple(v.tile for v in vs))
+    def per_point(body: list, vs: list[LoopVar]) -> float:
+        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
+        return body_cost(body, p, target).cycles
+
+    def per_output_point(part: str) -> float:
+        # pre and post recur with every reduction tiling (Search.score has
+        # the body's cost once per tiling already)
+        key = (part, target, tuple(v.tile for v in band))
         if key not in nest.point_cycles:
-            body = getattr(nest, part)
-            p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
-            nest.point_cycles[key] = body_cost(body, p, target).cycles
+            nest.point_cycles[key] = per_point(getattr(nest, part), band)
         return nest.point_cycles[key]
-    return per_point("body", nest.vars) * every + \
-        sum(per_point(part, band) for part in ("pre", "post") if getattr(nest, part)) * per_output
+    return per_point(nest.body, nest.vars) * every + \
+        sum(per_output_point(part) for part in ("pre", "post") if getattr(nest, part)) * per_output
 
 
 def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: frozenset[int],
