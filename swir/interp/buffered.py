@@ -366,6 +366,10 @@ class BufferedInterpreter(LoopInterpreter):
         def fail(message: str) -> None:
             raise Diagnostic(f"CPE {state[0]}: {message} ({text})", inst.loc)
 
+        fill = inst.attrs.get("fill") if inbound else None
+        if fill is not None:
+            return self.padded_copier(inst, f, ranged, fill)
+
         def copy(mem: np.ndarray, buf: LDMBuffer, *vals: int) -> None:
             if buf.owner != state[0]:
                 report_foreign_ldm(buf, state[0], inst)
@@ -380,13 +384,7 @@ class BufferedInterpreter(LoopInterpreter):
                         fail(f"{inst.opname} region of {what} is out of bounds: range #{d} "
                              f"({_index_text(acc.indices[d])}) is [{lo}, {hi}), outside "
                              f"[0, {dim}) of {what} : {mt}")
-                    if hi <= lo:
-                        fail(f"{inst.opname} range #{d} ({_index_text(acc.indices[d])}) is "
-                             f"empty: [{lo}, {hi})")
-                    if hi - lo > ldm_shape[len(extents)]:
-                        fail(f"{inst.opname} range #{d} ({_index_text(acc.indices[d])}) spans "
-                             f"{hi - lo} elements, more than dimension {len(extents)} of "
-                             f"{buf.name} : {lt}")
+                    _check_range(fail, inst, d, lo, hi, len(extents), buf)
                     region.append(slice(lo, hi))
                     extents.append(hi - lo)
                 else:
@@ -420,6 +418,61 @@ class BufferedInterpreter(LoopInterpreter):
                 stats.elements_out += n
                 stats.bytes_out += n * elem_bytes
         return copy
+
+    def padded_copier(self, inst: Instruction, f: Function, ranged: list[bool],
+                      fill: Any) -> Callable[..., None]:
+        """copy_in with ``fill``: the region may reach past the tensor's
+        bounds; what lies outside is set to ``fill`` (a padded tile read from
+        the unpadded tensor, docs/ir.md)."""
+        acc, lv = inst.args[0], inst.args[1]
+        stats, state, hook = self.stats_for(f), self.cpe_state, self.copy_hook
+        shape = tuple(acc.base.type.shape)
+        elem_bytes = lv.type.bytes // lv.type.num_elements
+        text = _copy_text(inst)
+
+        def fail(message: str) -> None:
+            raise Diagnostic(f"CPE {state[0]}: {message} ({text})", inst.loc)
+
+        def copy(mem: np.ndarray, buf: LDMBuffer, *vals: int) -> None:
+            if buf.owner != state[0]:
+                report_foreign_ldm(buf, state[0], inst)
+            inside: list[slice] = []   # the part of the region in the tensor
+            local: list[slice] = []    # the whole region in LDM
+            part: list[slice] = []     # where the part inside lands in LDM
+            k = 0
+            for d, dim in enumerate(shape):
+                lo = vals[k]
+                hi = vals[k + 1] if ranged[d] else lo + 1
+                k += 2 if ranged[d] else 1
+                clo, chi = max(lo, 0), max(min(hi, dim), max(lo, 0))
+                inside.append(slice(clo, chi))
+                if not ranged[d]:
+                    continue
+                _check_range(fail, inst, d, lo, hi, len(local), buf)
+                local.append(slice(0, hi - lo))
+                part.append(slice(clo - lo, chi - lo))
+            if hook is not None:
+                hook(buf, tuple(local), True, fail)
+            main = mem.reshape(shape)[tuple(inside)]
+            buf.array[tuple(local)] = fill
+            if main.size:
+                buf.array[tuple(part)] = main.reshape([s.stop - s.start for s in part])
+            buf.valid[tuple(local)] = 1
+            stats.copies_in += 1
+            stats.elements_in += main.size
+            stats.bytes_in += main.size * elem_bytes
+        return copy
+
+
+def _check_range(fail: Callable[[str], None], inst: Instruction, d: int, lo: int, hi: int,
+                 k: int, buf: LDMBuffer) -> None:
+    """Range #d of a copy, [lo, hi), is not empty and fits LDM dimension k."""
+    ix = _index_text(inst.args[0 if inst.opname == "copy_in" else 1].indices[d])
+    if hi <= lo:
+        fail(f"{inst.opname} range #{d} ({ix}) is empty: [{lo}, {hi})")
+    if hi - lo > buf.type.shape[k]:
+        fail(f"{inst.opname} range #{d} ({ix}) spans {hi - lo} elements, more than dimension "
+             f"{k} of {buf.name} : {buf.type}")
 
 
 def _live_note(buf: LDMBuffer, cpe: int) -> str:

@@ -107,6 +107,9 @@ def _verify_copy(inst: Instruction) -> None:
         raise OpError(f"'{inst.opname}' is written {inst.opname} SRC -> DST")
     if inst.opname == "copy_in":
         _region_fits(inst, 0, 1)
+        fill = inst.attrs.get("fill")
+        if fill is not None and not isinstance(fill, (int, float)):
+            raise OpError(f"copy_in fill must be a number or a boolean, got {fill!r}")
     else:
         _region_fits(inst, 1, 0)
         check_writable(inst, 1)
@@ -208,6 +211,9 @@ register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc :
                pure=False, context="cpe", category=Category.MEMORY))
 register(OpDef("copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+               attrs=(Attr("fill", "any", doc="the region may reach past %A's bounds; the "
+                                              "elements outside get this value (a padded "
+                                              "tile read from the unpadded tensor)"),),
                arrow=True, context="cpe", category=Category.MEMORY))
 register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
                stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,

@@ -37,6 +37,7 @@ from swir.ir.core import Function, Instruction, Module
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers
 from swir.passes.buffered.ldm_search import search
+from swir.passes.buffered.pad_fold import find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
 from swir.target import DEFAULT_TARGET
 
@@ -60,6 +61,9 @@ class LDMPlan(Pass):
     search_budget: float = option(30.0, "seconds of cost-model search per loop nest at most "
                                         "(strategy=search; its bounded rounds end it sooner)",
                                   check=at_least(0))
+    pad_in_load: bool = option(True, "read a padded conv or pool input's tiles from the "
+                                     "unpadded tensor, the halo filled in LDM, instead of "
+                                     "writing a padded copy first")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
 
     def check_options(self) -> list[tuple[str, str]]:
@@ -68,13 +72,22 @@ class LDMPlan(Pass):
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve,
                                                          self.target)
-        nests = [(f, [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")])
-                 for f in module.functions if f.kind == "kernel" and f.body is not None]
+        nests = [(f, _tops(f)) for f in module.functions
+                 if f.kind == "kernel" and f.body is not None]
         self.progress.total(sum(len(tops) for _, tops in nests), "nest")
         for f, tops in nests:
-            for k, inst in enumerate(tops):
-                self.progress.advance(f"@{f.name}")
-                self.plan_nest(f, k, inst, capacity)
+            pads = find_padded_copies(module, f) if self.pad_in_load else []
+            later = {id(n) for pc in pads for n in pc.nests}
+            for inst in [i for i in tops if id(i) not in later]:
+                self.plan_nest(f, inst, capacity)
+            for pc in pads:     # planned only if their reads cannot be folded
+                if fold(module, f, pc):
+                    self.bump("padded copies folded into tile loads")
+                    for _ in pc.nests:
+                        self.progress.advance(f"@{f.name}")
+                    continue
+                for inst in pc.nests:
+                    self.plan_nest(f, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size
         if self.target is DEFAULT_TARGET:         # the default is left implicit
@@ -83,9 +96,11 @@ class LDMPlan(Pass):
             module.attrs["target"] = self.target.name
         return True
 
-    def plan_nest(self, f: Function, index: int, top: Instruction, capacity: int) -> None:
-        """Plan the nest ``top``, the index-th loop at the top of kernel f."""
+    def plan_nest(self, f: Function, top: Instruction, capacity: int) -> None:
+        """Plan the nest ``top``, a loop at the top of kernel f."""
+        self.progress.advance(f"@{f.name}")
         kernel = f.name
+        index = _tops(f).index(top)
         nest, why = Nest.parse(top)
         if nest is not None:
             nest.double = self.double_buffer
@@ -114,3 +129,8 @@ class LDMPlan(Pass):
         if self.remarks:
             print(Diagnostic(text, inst.loc).render().replace("error:", "remark:", 1),
                   file=sys.stderr)
+
+
+def _tops(f: Function) -> list[Instruction]:
+    """The kernel's top-level loop nests, in order."""
+    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]

@@ -63,6 +63,7 @@ from swir.target import DEFAULT_TARGET, target_of
 from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
+MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
 CPES = DEFAULT_TARGET.cpes
 
@@ -212,6 +213,11 @@ class InsertDMA(Pass):
 
     # -- copies → DMA ------------------------------------------------------------------
     def lower_copy(self, inst: Instruction) -> None:
+        if inst.opname == "copy_in" and inst.attrs.get("fill") is not None:
+            PaddedCopy(inst).lower()
+            self.bump("padded tile loads (halo filled in LDM)")
+            inst.erase()
+            return
         get = inst.opname == "copy_in"
         acc: Access = inst.args[0] if get else inst.args[1]
         ldm: Value = inst.args[1] if get else inst.args[0]
@@ -461,6 +467,7 @@ class CopyRegion:
 
     def __init__(self, acc: Access, ldm: Value, get: bool) -> None:
         self.acc, self.ldm, self.get = acc, ldm, get
+        self.offset: dict[int, int] = {}    # LDM start per ranged dimension (padded tiles)
         self.shape = acc.base.type.shape
         self.pitch = [math.prod(self.shape[d + 1:]) for d in range(len(self.shape))]
         self.start = [ix.lo if isinstance(ix, Range) else ix for ix in acc.indices]
@@ -540,9 +547,265 @@ class CopyRegion:
 
     def _local(self, at: dict) -> Value | Access:
         idx = [at.get(("ldm", d)) for d, _, _, _ in self.dims]
-        if all(i is None for i in idx):
+        off = [self.offset.get(d, 0) for d, _, _, _ in self.dims]
+        if all(i is None for i in idx) and not any(off):
             return self.ldm
-        return Access(self.ldm, tuple(i if i is not None else Expr.of(0) for i in idx))
+        return Access(self.ldm, tuple((i if i is not None else Expr.of(0)) + o
+                                      for i, o in zip(idx, off)))
+
+
+class PaddedCopy:
+    """``copy_in %X[region] -> %L {fill = v}`` whose region may reach past
+    %X: per dimension, the tile's start decides how much of it lies before
+    and after %X (its *clips*). Each combination of clips that the start can
+    take is a branch (``if start == s``; the unclipped tiles in the last
+    ``else``) with constant extents: the halo is filled with v by stores on
+    the CPE, the part inside %X comes by the fewest DMAs, placed at its
+    offset in %L, and waited for in the branch."""
+
+    def __init__(self, inst: Instruction) -> None:
+        self.inst = inst
+        self.acc: Access = inst.args[0]
+        self.ldm: Value = inst.args[1]
+        self.fill = inst.attrs["fill"]
+        self.shape = self.acc.base.type.shape
+        # per dimension of %X: start, extent (Expr), LDM dimension or None (fixed)
+        self.dims = []
+        k = 0
+        for ix in self.acc.indices:
+            if isinstance(ix, Range):
+                self.dims.append((ix.lo, ix.hi - ix.lo, k))
+                k += 1
+            else:
+                self.dims.append((ix, Expr.of(1), None))
+
+    def lower(self) -> None:
+        b = Builder(self.inst.parent, before=self.inst)
+        seen: dict = {}
+        for _, ext, _ in self.dims:
+            for atom, _ in ext.terms:
+                if isinstance(atom, Compound):
+                    seen.setdefault(atom.key(), atom)
+        self._extents(b, list(seen.values()), {})
+
+    def _extents(self, b: Builder, todo: list[Compound], values: dict) -> None:
+        """Remainder tiles first, as CopyRegion.emit_cases: a branch per whole
+        / edge value of each varying extent."""
+        if todo:
+            atom, rest = todo[0], todo[1:]
+            full, edge, x = _min_cases(atom)
+            guard = b.create_inst("if", Constraint(x, ">=", Expr.of(full)),
+                                  regions=[Region([Block(None)]), Region([Block(None)])])
+            self._extents(Builder(guard.regions[0].blocks[0]), rest, {**values, atom.key(): full})
+            self._extents(Builder(guard.regions[1].blocks[0]), rest, {**values, atom.key(): edge})
+            return
+        extents = [ext.const + sum(c * values[a.key()] for a, c in ext.terms)
+                   for _, ext, _ in self.dims]
+        self._clips(b, extents, 0, [])
+
+    def _clips(self, b: Builder, extents: list[int], d: int, clips: list) -> None:
+        """Branch on dimension d's start: unclipped starts first (the start
+        stays symbolic, and the guard bounds it for the verifier), then one
+        branch per clipped start (the start is that constant there)."""
+        if d == len(self.dims):
+            self._tile(b, extents, clips)
+            return
+        start, n, e = self.dims[d][0], self.shape[d], extents[d]
+        middle, edges = self._starts(start, e, n, d)
+        if middle is not None:
+            m_lo, m_hi = middle
+            one = m_lo == m_hi and not edges
+            at = Expr.of(m_lo) if one else start
+            if not edges:
+                self._clips(b, extents, d + 1, clips + [(at, 0, 0)])
+                return
+            guard = b.create_inst("if", Constraint(start, ">=", Expr.of(m_lo)),
+                                  Constraint(start, "<=", Expr.of(m_hi)),
+                                  regions=[Region([Block(None)]), Region([Block(None)])])
+            # The clamp changes nothing here; it shows the verifier the bounds
+            # (its guards bound single variables, not sums of them).
+            clamped = Expr.minmax("max", [m_lo, Expr.minmax("min", [start, m_hi])])
+            self._clips(Builder(guard.regions[0].blocks[0]), extents, d + 1,
+                        clips + [(clamped, 0, 0)])
+            b = Builder(guard.regions[1].blocks[0])
+        for k, v in enumerate(edges):
+            clip = (Expr.of(v), max(0, -v), max(0, v + e - n))
+            if k == len(edges) - 1:
+                self._clips(b, extents, d + 1, clips + [clip])
+                return
+            guard = b.create_inst("if", Constraint(start, "==", Expr.of(v)),
+                                  regions=[Region([Block(None)]), Region([Block(None)])])
+            self._clips(Builder(guard.regions[0].blocks[0]), extents, d + 1, clips + [clip])
+            b = Builder(guard.regions[1].blocks[0])
+
+    def _starts(self, start: Expr, e: int, n: int, d: int
+                ) -> tuple[tuple[int, int] | None, list[int]]:
+        """The unclipped starts' range (None if there is none) and the
+        clipped starts, of the values the start can take (its bounds, on the
+        lattice of its coefficients)."""
+        r = _range(start)
+        if r is None:
+            raise PassFailure([Diagnostic(f"-insert-dma: cannot bound the start of dimension "
+                                          f"{d} of a padded copy", self.inst.loc)])
+        g = math.gcd(*(abs(c) for _, c in start.terms)) or 1
+        on = [v for v in range(r[0], r[1] + 1) if (v - start.const) % g == 0] \
+            if r[1] - r[0] < 1 << 16 else None
+        edges = [v for v in on or () if v < 0 or v + e > n]
+        if on is None or len(edges) > 16:
+            raise PassFailure([Diagnostic(f"-insert-dma: a padded copy's dimension {d} has "
+                                          "too many clipped starts", self.inst.loc)])
+        middle = [v for v in on if 0 <= v and v + e <= n]
+        return ((middle[0], middle[-1]) if middle else None), edges
+
+    def _tile(self, b: Builder, extents: list[int], clips: list[tuple]) -> None:
+        """One branch: constant extents and clips (start, before, after). The
+        part inside %X first, directly to its place when one DMA does it,
+        else staged; then the halo is filled."""
+        ranged = [(e, c[1:]) for (_, _, k), e, c in zip(self.dims, extents, clips)
+                  if k is not None]
+        inside = [e - c[1] - c[2] for e, c in zip(extents, clips)]
+        if min(inside) > 0:
+            idx = []
+            for (_, _, k), n_in, (start, before, _) in zip(self.dims, inside, clips):
+                lo = start + before
+                idx.append(Range(lo, lo + n_in) if k is not None else lo)
+            self._inside(b, Access(self.acc.base, tuple(idx)),
+                         {d: c[1] for d, ((_, _, k), c) in enumerate(zip(self.dims, clips))
+                          if k is not None})
+        fill = b.const(self.fill, self.ldm.type.element, "fill")
+        if min(inside) <= 0:
+            self._fill(b, fill, [(0, e) for e, _ in ranged])
+            return
+        for j, (e, (before, after)) in enumerate(ranged):
+            for a, z in ((0, before), (e - after, e)):
+                if a < z:
+                    self._fill(b, fill, [(a, z) if i == j else (0, ee)
+                                         for i, (ee, _) in enumerate(ranged)])
+
+    def _inside(self, b: Builder, acc: Access, offset: dict[int, int]) -> None:
+        """The part inside %X: straight to its place when one DMA does it;
+        else packed at the end of %L by the fewest DMAs (at most
+        MAX_STAGED_DMAS, unrolled), then moved to its place in ascending
+        order (each element moves towards the start of %L, never onto one
+        not yet moved); else, one DMA per row to its place."""
+        direct = CopyRegion(acc, self.ldm, True)
+        direct.offset = offset
+        box = [(d, ix.hi - ix.lo) for d, ix in enumerate(acc.indices) if isinstance(ix, Range)]
+        sizes = [e.const for _, e in box]
+        base = self.ldm.type.num_elements - math.prod(sizes)
+        staged = StagedRegion(acc, self.ldm, base)
+        for region, most in ((direct, 1), (staged, MAX_STAGED_DMAS), (direct, None)):
+            scratch = Block(None)
+            n = region.emit(Builder(scratch), EDGE_REPLY, {})
+            if most is None or n <= most:
+                break
+            _erase_all(scratch)
+        for inst in list(scratch.instructions):
+            b.insert(inst.detach())
+        b.create_inst("dma_wait", attrs={"reply": EDGE_REPLY, "times": n})
+        if isinstance(region, StagedRegion):
+            pitch = [math.prod(sizes[k + 1:]) for k in range(len(sizes))]
+            self._move(b, base, sizes, pitch, [offset[d] for d, _ in box], [])
+
+    def _move(self, b: Builder, base: int, sizes: list[int], pitch: list[int],
+              offset: list[int], at: list[Value]) -> None:
+        if len(at) == len(sizes):
+            flat = Expr.of(base) + sum((Expr.of(iv) * p for iv, p in zip(at, pitch)), Expr.of(0))
+            v = b.create("load", Access(self.ldm, _unflatten(flat, self.ldm.type.shape)),
+                         types=[self.ldm.type.element])
+            b.create_inst("store", v, Access(self.ldm, tuple(Expr.of(iv) + o
+                                                              for iv, o in zip(at, offset))))
+            return
+        with b.loop(0, sizes[len(at)], name="mv") as iv:
+            self._move(b, base, sizes, pitch, offset, [*at, iv])
+
+    def _fill(self, b: Builder, value: Value, box: list[tuple[int, int]], at=()) -> None:
+        if len(at) == len(box):
+            b.create_inst("store", value, Access(self.ldm, tuple(Expr.of(i) for i in at)))
+            return
+        lo, hi = box[len(at)]
+        with b.loop(lo, hi, name="halo") as iv:
+            self._fill(b, value, box, (*at, iv))
+
+
+class StagedRegion(CopyRegion):
+    """A region copied packed into an LDM buffer from flat element ``base``
+    (its LDM side is a box of the region's own extents)."""
+
+    def __init__(self, acc: Access, ldm: Value, base: int) -> None:
+        super().__init__(acc, ldm, True)
+        self.dims = [(d, lo, ext, ext.const) for d, lo, ext, _ in self.dims]
+        self.base = base
+
+    def _loops(self, b: Builder, outer: list, attrs: dict, at: dict) -> int:
+        """Unrolled: each DMA's LDM start is then a constant the verifier
+        can check (a loop's would be a division of the loop variable)."""
+        if not outer:
+            return super()._loops(b, outer, attrs, at)
+        d, lo, e, _ = outer[0]
+        return sum(self._loops(b, outer[1:], attrs, {**at, d: lo + i, ("ldm", d): Expr.of(i)})
+                   for i in range(e))
+
+    def _local(self, at: dict) -> Value | Access:
+        sizes = [m for _, _, _, m in self.dims]
+        flat = Expr.of(self.base)
+        for k, (d, _, _, _) in enumerate(self.dims):
+            flat = flat + Expr.of(at.get(("ldm", d), 0)) * math.prod(sizes[k + 1:])
+        return Access(self.ldm, _unflatten(flat, self.ldm.type.shape))
+
+
+def _unflatten(flat: Expr, shape: tuple[int, ...]) -> tuple[Expr, ...]:
+    """The subscripts of flat element ``flat`` of a buffer of ``shape``."""
+    out = []
+    for k, n in enumerate(shape):
+        q = flat.floordiv(math.prod(shape[k + 1:])) if k < len(shape) - 1 else flat
+        out.append(q.mod(n) if k > 0 else q)
+    return tuple(out)
+
+
+def _erase_all(block: Block) -> None:
+    for inst in reversed(list(block.instructions)):
+        inst.erase()
+
+
+def _range(e: Expr) -> tuple[int, int] | None:
+    """Bounds of an index expression of a CPE kernel: loop variables by
+    their loops, chunk bounds by their extent, floordiv / mod / min / max
+    by their arguments."""
+    lo = hi = e.const
+    for atom, c in e.terms:
+        r = _atom_range(atom)
+        if r is None:
+            return None
+        a, z = sorted((c * r[0], c * r[1]))
+        lo, hi = lo + a, hi + z
+    return lo, hi
+
+
+def _atom_range(atom: object) -> tuple[int, int] | None:
+    if isinstance(atom, Compound):
+        rs = [_range(Expr.of(a)) for a in atom.args]
+        if any(r is None for r in rs):
+            return None
+        if atom.kind == "floordiv":
+            return rs[0][0] // atom.divisor, rs[0][1] // atom.divisor
+        if atom.kind == "mod":
+            inside = 0 <= rs[0][0] and rs[0][1] < atom.divisor
+            return rs[0] if inside else (0, atom.divisor - 1)
+        pick = min if atom.kind == "min" else max
+        return pick(r[0] for r in rs), pick(r[1] for r in rs)
+    owner = getattr(atom, "owner", None)
+    if isinstance(owner, Instruction) and owner.opname == "chunk":
+        return 0, int(owner.attrs["extent"])
+    if isinstance(owner, Instruction) and owner.opname == "cpe_id":
+        return 0, CPES - 1
+    if isinstance(owner, Block) and owner.parent is not None and \
+            isinstance(owner.parent.parent, Instruction) and \
+            owner.parent.parent.opname in ("for", "parallel"):
+        loop = owner.parent.parent
+        lb, ub = _range(Expr.of(loop.args[0])), _range(Expr.of(loop.args[1]))
+        return None if lb is None or ub is None else (lb[0], ub[1] - 1)
+    return None
 
 
 def _min_cases(atom: Compound) -> tuple[int, int, Expr]:
