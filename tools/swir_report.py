@@ -284,7 +284,8 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 COLUMNS = ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap", "DMA ops", "DMA bytes",
-           f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB")
+           f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB",
+           "LB binds")
 LEFT = {"kernel", "shape"}
 
 
@@ -316,7 +317,7 @@ def kernel_row(n: int, k: KernelCost, micro: str) -> list[str]:
             f"{k.dma_ops:,}", f"{k.dma_bytes:,}", f"{100 * k.small_share:.0f}%",
             share(k.blocks_32, k.blocks), f"{k.mem_unaligned:,} / {k.ldm_unaligned:,}",
             seconds(k.modeled_s, micro), f"{100 * k.roofline_share:.1f}%",
-            ratio(k.traffic_over_bound)]
+            ratio(k.traffic_over_bound), k.bound_binds or "-"]
 
 
 def totals_row(r: CostReport, micro: str) -> list[str]:
@@ -338,7 +339,13 @@ def totals_row(r: CostReport, micro: str) -> list[str]:
             f"max {ldm:,} / {cap:,}", f"{ops:,}", f"{sum(k.dma_bytes for k in ks):,}",
             f"{100 * small:.0f}%", share(sum(k.blocks_32 for k in ks), sum(k.blocks for k in ks)),
             f"{sum(k.mem_unaligned for k in ks):,} / {sum(k.ldm_unaligned for k in ks):,}",
-            seconds(r.modeled_s, micro), f"{100 * roof:.1f}%", ratio(over)]
+            seconds(r.modeled_s, micro), f"{100 * roof:.1f}%", ratio(over), binds(bounded)]
+
+
+def binds(bounded: list[KernelCost]) -> str:
+    """How many kernels' lower bound each bound sets: "reads 20, LDM 3"."""
+    n = sum(k.bound_binds == "reads" for k in bounded)
+    return f"reads {n}, LDM {len(bounded) - n}" if bounded else "-"
 
 
 def n_kernels(n: int) -> str:
@@ -379,7 +386,11 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
               "unaligned: transfers whose main-memory / LDM start"),
              "  is not 32-byte aligned in every run (an upper bound: the program's --stats "
              "counts the misaligned ones exactly);",
-             "traffic/LB: DMA bytes over the I/O lower bound (conv / matmul kernels only)."]
+             ("traffic/LB: DMA bytes over the I/O lower bound (conv / matmul kernels only): "
+              "the larger of the bytes it must read and write"),
+             ("  once (only the input elements it reads: strides, slices) and Hong-Kung's "
+              "MACs / (2 sqrt(2 S)) words, S the LDM words tiles"),
+             "  can use; LB binds: which of the two is larger (reads / LDM)."]
     notes += machine_lines(r.machine, info["machine_name"])
     return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + notes) + "\n"
 

@@ -76,13 +76,16 @@ class Machine:
     # Fitted: a DMA of fewer bytes pays bytes / startup_bytes of the start-up
     # (measured: 8 and 16 B DMAs cost a third of 128 B ones).
     startup_bytes: int = DEFAULT_TARGET.dma_startup_bytes
+    # The LDM a plan keeps back: ldm_size // reserve_divisor (swir's rule).
+    reserve_divisor: int = DEFAULT_TARGET.reserve_divisor
 
     @classmethod
     def for_target(cls, t: Target) -> Machine:
         return cls(clock_hz=t.clock_hz, flops_per_cycle=t.flops_per_cycle, cpes=t.cpes,
                    ldm_bytes=t.ldm_bytes, peak_bandwidth=t.peak_bandwidth,
                    dma_efficiency=t.dma_efficiency, half_block=t.dma_half_block,
-                   dma_startup_cycles=t.dma_startup_cycles, startup_bytes=t.dma_startup_bytes)
+                   dma_startup_cycles=t.dma_startup_cycles, startup_bytes=t.dma_startup_bytes,
+                   reserve_divisor=t.reserve_divisor)
 
     @property
     def cpe_flops(self) -> float:
@@ -172,7 +175,16 @@ class KernelCost:
     overlapped_dma_s: float         # the double-buffered part of dma_s
     modeled_s: float
     roofline_s: float
-    io_lower_bound_bytes: int | None  # conv / matmul kernels only
+    io_lower_bound_bytes: int | None  # conv / matmul kernels only: the larger of the two
+    hong_kung_bytes: int | None = None  # MACs over the LDM available (io_lower_bound)
+
+    @property
+    def bound_binds(self) -> str | None:
+        """Which bound is the I/O lower bound: "reads" (the elements the
+        kernel must read and write once) or "LDM" (Hong-Kung)."""
+        if self.io_lower_bound_bytes is None:
+            return None
+        return "LDM" if (self.hong_kung_bytes or 0) > self.compulsory_bytes else "reads"
 
     @property
     def dma_ops(self) -> int:
@@ -214,7 +226,7 @@ class KernelCost:
         d.update(dma_ops=self.dma_ops, dma_bytes=self.dma_bytes,
                  vector_share=self.vector_share, compute_efficiency=self.compute_efficiency,
                  roofline_share=self.roofline_share,
-                 traffic_over_bound=self.traffic_over_bound)
+                 traffic_over_bound=self.traffic_over_bound, bound_binds=self.bound_binds)
         return d
 
 
@@ -279,7 +291,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         vector_flops=t.vector_flops, peak_compute_s=peak, compute_s=compute,
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
         modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
-        io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine))
+        io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine),
+        hong_kung_bytes=hong_kung_bytes(f, t.muls, machine))
 
 
 def is_matmul_like(kernel: str) -> bool:
@@ -289,13 +302,23 @@ def is_matmul_like(kernel: str) -> bool:
 
 
 def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) -> int | None:
-    """Bytes a conv / matmul kernel must move with a fast memory of one LDM:
-    max(compulsory, MACs / (2 sqrt(2 S)) words), S the LDM's words."""
+    """Bytes a conv / matmul kernel must move: the larger of what it must
+    read and write once (``compulsory``: the elements it reads, strides and
+    slices counted, compulsory_bytes) and the Hong-Kung bound."""
+    hk = hong_kung_bytes(f, macs, machine)
+    return None if hk is None else max(compulsory, hk)
+
+
+def hong_kung_bytes(f: Function, macs: int, machine: Machine) -> int | None:
+    """MACs / (2 sqrt(2 S)) words for a conv / matmul kernel, S the words of
+    LDM tiles can use: the module's ldm_size less the target's reserve (the
+    stack's share, which no plan gets)."""
     if not is_matmul_like(f.name) or not macs:
         return None
     word = element_bytes(f)
-    s = machine.ldm_bytes // word
-    return max(compulsory, math.ceil(macs / (2 * math.sqrt(2 * s))) * word)
+    size = f.module.attrs.get("ldm_size", machine.ldm_bytes) if f.module else machine.ldm_bytes
+    s = (size - size // machine.reserve_divisor) // word
+    return math.ceil(macs / (2 * math.sqrt(2 * s))) * word
 
 
 def element_bytes(f: Function) -> int:
@@ -320,11 +343,21 @@ def _dma_buffers(f: Function) -> tuple[set[int], set[int]]:
 
 
 def compulsory_bytes(f: Function) -> int:
-    """One run's compulsory traffic: every buffer parameter it reads, once,
-    and every one it writes, once."""
+    """One run's compulsory traffic: the elements it reads of every buffer
+    parameter it reads, once (all of them, unless -ldm-plan's ``reads``
+    attribute counts fewer: a stride-2 1x1 conv reads a quarter of its
+    input), and every parameter it writes, once."""
     read, written = _dma_buffers(f)
-    return sum(p.type.bytes * ((id(p) in read) + (id(p) in written))
-               for p in f.params if isinstance(p.type, BufType))
+    reads = f.attrs.get("reads") or []
+    total = 0
+    for p in f.params:
+        if not isinstance(p.type, BufType):
+            continue
+        part = reads[p.index] if p.index < len(reads) else -1
+        size = p.type.bytes
+        total += (min(size, part * p.type.element.bytes) if part >= 0 else size) * \
+            (id(p) in read) + size * (id(p) in written)
+    return total
 
 
 def written_shapes(f: Function) -> str:

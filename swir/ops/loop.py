@@ -48,7 +48,12 @@ register(OpDef("for", "Sequential loop: for %i = lb to ub step s { body }.",
                category=Category.LOOP))
 register(OpDef("parallel", "Loop whose iterations are independent; spread over the CPEs.",
                stages=LOOP_AND_LATER, num_args=(2, 2),
-               attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),),
+               attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),
+                                    Attr("reads", "ints",
+                                         doc="per kernel parameter, the distinct elements "
+                                             "the loop's computation reads (-1: all it "
+                                             "holds, or not read); set by -ldm-plan where "
+                                             "a tensor is read in part")),
                verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
                category=Category.LOOP))
 register(OpDef("if", "Guarded region: if c0, c1 { then } else { otherwise }.",

@@ -106,15 +106,44 @@ def test_small_conv_flops_and_bounds():
     macs = 1 * 8 * 8 * 8 * 4 * 3 * 3                # N Co Ho Wo Ci Kh Kw
     conv = [k for k in report.kernels if k.macs]
     assert len(conv) == 1 and conv[0].macs == macs and conv[0].flops == 2 * macs
-    # Every other kernel (the padding copy) computes nothing.
     assert report.total("flops") == 2 * macs
     k = conv[0]
-    assert k.io_lower_bound_bytes == max(k.compulsory_bytes,
-                                         math.ceil(macs / (2 * math.sqrt(2 * 16384))) * 4)
+    # Hong-Kung with the LDM a plan can use: 65,536 bytes less the 1/16 reserve
+    assert k.hong_kung_bytes == math.ceil(macs / (2 * math.sqrt(2 * 61440 // 4))) * 4
+    assert k.io_lower_bound_bytes == max(k.compulsory_bytes, k.hong_kung_bytes)
+    assert k.bound_binds == ("LDM" if k.hong_kung_bytes > k.compulsory_bytes else "reads")
     assert k.roofline_s <= k.modeled_s
     t = dma_traffic(m).counters()
     assert {n: (c["gets"], c["puts"]) for n, c in t.items()} == \
         {k.name: (k.gets, k.puts) for k in report.kernels}
+
+
+STRIDED = """module "strided"
+stage graph
+func @main(%x: <1 x 8 x 16 x 16 x f32>, %w: <16 x 8 x 1 x 1 x f32>) -> <1 x 16 x 8 x 8 x f32> {
+'entry:
+  %y = conv2d %x, %w {stride = [2, 2]} : <1 x 16 x 8 x 8 x f32>
+  return %y
+}
+"""
+
+
+def test_the_io_bound_counts_only_the_input_a_strided_conv_reads():
+    """A stride-2 1x1 conv reads every other row and column: a quarter of
+    its input. -ldm-plan records it (the parallel loop's, then the cpe
+    kernel's ``reads``), and the compulsory bytes count that quarter, the
+    weights and the output, once each."""
+    m = lowered(STRIDED, ["lower-loops", "ldm-plan", "insert-dma"], strategy="greedy")
+    (k,) = [k for k in cost_report(m).kernels if k.macs]
+    f = m.lookup(k.name)
+    reads = dict(zip([p.name for p in f.params], f.attrs["reads"]))
+    assert reads == {"X": 8 * 8 * 8, "W": -1, "Y": -1}
+    x, w, y = 8 * 16 * 16 * 4, 16 * 8 * 4, 16 * 8 * 8 * 4
+    assert k.compulsory_bytes == x // 4 + w + y
+    assert k.io_lower_bound_bytes == max(k.compulsory_bytes, k.hong_kung_bytes)
+    assert k.bound_binds == "reads"
+    # the tiles still move whole rows: more than the true bound
+    assert k.dma_bytes > k.io_lower_bound_bytes
 
 
 def test_counting_compute_leaves_the_dma_counters_alone():

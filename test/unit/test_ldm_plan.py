@@ -356,22 +356,26 @@ def test_planned_hand_written_kernels_keep_their_meaning(name, options):
             np.testing.assert_array_equal(o, w)
 
 
-def test_search_prefers_32_byte_blocks_within_its_slack():
-    """ldm_search.best_measured: the fastest plan measured, unless one at most
-    ALIGN_SLACK slower (and not slower than greedy's, listed first) has a
-    larger share of DMA blocks of whole 32-byte multiples."""
+def test_search_prefers_fewer_bytes_then_32_byte_blocks_within_its_slack():
+    """ldm_search.best_measured over (seconds, 32-byte-block share, bytes):
+    among plans at most ALIGN_SLACK slower than the fastest (and not slower
+    than greedy's, listed first), the fewest DMA bytes, then the larger
+    share of DMA blocks of whole 32-byte multiples, then the faster."""
     from swir.passes.buffered.ldm_search import ALIGN_SLACK, best_measured
     assert ALIGN_SLACK == 0.02
-    g, fast, aligned, slow_aligned = "greedy", "fast", "aligned", "slow-aligned"
-    # within 2% of the fastest and no slower than greedy: the aligned plan wins
-    assert best_measured([(g, (1.00, 0.5)), (fast, (0.99, 0.4)), (aligned, (1.00, 1.0))]) \
-        == aligned
-    # 2% slower than the fastest is too slow, whatever its blocks
-    assert best_measured([(g, (1.10, 0.5)), (fast, (1.00, 0.4)), (aligned, (1.03, 1.0))]) \
-        == fast
+    g, fast, lean, aligned = "greedy", "fast", "lean", "aligned"
+    # within 2% of the fastest and no slower than greedy: fewer bytes win first...
+    assert best_measured([(g, (1.00, 0.5, 100)), (fast, (0.99, 0.4, 100)),
+                          (lean, (1.00, 0.4, 80)), (aligned, (1.00, 1.0, 100))]) == lean
+    # ... then the aligned blocks
+    assert best_measured([(g, (1.00, 0.5, 100)), (fast, (0.99, 0.4, 100)),
+                          (aligned, (1.00, 1.0, 100))]) == aligned
+    # 2% slower than the fastest is too slow, whatever it moves
+    assert best_measured([(g, (1.10, 0.5, 100)), (fast, (1.00, 0.4, 100)),
+                          (lean, (1.03, 1.0, 50))]) == fast
     # never slower than greedy, even inside the slack
-    assert best_measured([(g, (1.00, 0.5)), (fast, (0.99, 0.4)),
-                          (slow_aligned, (1.005, 1.0))]) == g
-    # equal shares: the faster; equal times: greedy
-    assert best_measured([(g, (1.00, 1.0)), (fast, (0.99, 1.0))]) == fast
-    assert best_measured([(g, (1.00, 0.5)), (fast, (1.00, 0.5))]) == g
+    assert best_measured([(g, (1.00, 0.5, 100)), (fast, (0.99, 0.4, 100)),
+                          (lean, (1.005, 1.0, 10))]) == g
+    # equal bytes and shares: the faster; all equal: greedy
+    assert best_measured([(g, (1.00, 1.0, 100)), (fast, (0.99, 1.0, 100))]) == fast
+    assert best_measured([(g, (1.00, 0.5, 100)), (fast, (1.00, 0.5, 100))]) == g

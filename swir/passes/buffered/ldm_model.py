@@ -38,6 +38,9 @@ class SearchContext:
     ldm_size: int
     double: bool        # the -ldm-plan option double-buffer
     target: Target = DEFAULT_TARGET
+    # padded copies to be read from their source (pad-in-load): per scratch
+    # parameter, (its index, the source parameter's index, offsets, fill)
+    pads: tuple = ()
 
 
 # -- the nest model ------------------------------------------------------------------------
@@ -522,8 +525,11 @@ class Plan:
         spread, one task (CPE 0 does the nest) so that LDM stays per CPE."""
         sizes = [v.ntiles for v in self.parallel]
         name = "".join(f"{v.name}" for v in self.parallel) + "o" if self.parallel else "task"
-        with b.loop(0, math.prod(sizes), kind="parallel", name=name,
-                    attrs={"workers": self.cpes}) as p:
+        attrs: dict = {"workers": self.cpes}
+        reads = distinct_reads(self.nest)
+        if reads is not None:
+            attrs["reads"] = reads
+        with b.loop(0, math.prod(sizes), kind="parallel", name=name, attrs=attrs) as p:
             rest = math.prod(sizes)
             for v, n in zip(self.parallel, sizes):
                 rest //= n
@@ -631,6 +637,56 @@ class Plan:
             return Access(ivmap.get(a.base, a.base), tuple(subs))
         local = [e - lo for e, lo, ranged in zip(subs, self.lo[t], self._ranged(t)) if ranged]
         return Access(self.ldm[t], tuple(local))
+
+
+def distinct_reads(nest: Nest) -> tuple[int, ...] | None:
+    """Per parameter of the nest's kernel, the distinct elements its loads
+    read, where that is fewer than the tensor holds (a stride-2 1x1 conv
+    reads a quarter of its input), else -1; None when every tensor is read
+    whole or not at all. A dimension's indices are the values its subscripts
+    take over the loop ranges; the elements, their product over dimensions
+    (exact when no loop variable indexes two dimensions; otherwise the
+    tensor counts as read whole, so the count never exceeds the truth)."""
+    f = nest.top.function
+    extent = {v.iv: v.extent for v in nest.vars}
+    out = [-1] * len(f.params)
+    for p in f.params:
+        loads = [i.args[0] for i in nest.pre + nest.body + nest.post
+                 if i.opname == "load" and i.args[0].base is p]
+        if not loads or not isinstance(p.type, BufType):
+            continue
+        count = 1
+        for d, n in enumerate(p.type.shape):
+            seen: set[int] | None = set()
+            for acc in loads:
+                more = _index_values(acc.indices[d], extent, n)
+                seen = None if more is None or seen is None else seen | more
+            count *= n if seen is None or len(seen) >= n else len(seen)
+        if count < p.type.num_elements and _independent(loads):
+            out[p.index] = count
+    return tuple(out) if any(c >= 0 for c in out) else None
+
+
+def _independent(loads: list[Access]) -> bool:
+    """No loop variable appears in two dimensions of one access."""
+    for acc in loads:
+        used = [a for ix in acc.indices for a in {a for a, _ in ix.terms}]
+        if len(used) != len(set(used)):
+            return False
+    return True
+
+
+def _index_values(e: Expr, extent: dict[Value, int], n: int) -> set[int] | None:
+    """The values of an affine subscript over its loops' ranges; None for
+    all n of its dimension (or too many to list)."""
+    values = {e.const}
+    for atom, c in e.terms:
+        if atom not in extent or len(values) * extent[atom] > max(4 * n, 1 << 16):
+            return None
+        values = {v + c * i for v in values for i in range(extent[atom])}
+        if len(values) >= n:
+            return None
+    return values
 
 
 def share_single_tile(nest: Nest, cpes: int, serial: set[LoopVar]) -> None:

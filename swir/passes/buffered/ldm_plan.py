@@ -33,11 +33,11 @@ import sys
 from dataclasses import dataclass
 
 from swir.diagnostics import Diagnostic
-from swir.ir.core import Function, Instruction, Module
+from swir.ir.core import FuncParam, Function, Instruction, Module
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers
 from swir.passes.buffered.ldm_search import search
-from swir.passes.buffered.pad_fold import find_padded_copies, fold
+from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
 from swir.target import DEFAULT_TARGET
 
@@ -79,7 +79,7 @@ class LDMPlan(Pass):
             pads = find_padded_copies(module, f) if self.pad_in_load else []
             later = {id(n) for pc in pads for n in pc.nests}
             for inst in [i for i in tops if id(i) not in later]:
-                self.plan_nest(f, inst, capacity)
+                self.plan_nest(f, inst, capacity, pads)
             for pc in pads:     # planned only if their reads cannot be folded
                 if fold(module, f, pc):
                     self.bump("padded copies folded into tile loads")
@@ -96,8 +96,10 @@ class LDMPlan(Pass):
             module.attrs["target"] = self.target.name
         return True
 
-    def plan_nest(self, f: Function, top: Instruction, capacity: int) -> None:
-        """Plan the nest ``top``, a loop at the top of kernel f."""
+    def plan_nest(self, f: Function, top: Instruction, capacity: int,
+                  pads: list[PaddedCopy] = ()) -> None:
+        """Plan the nest ``top``, a loop at the top of kernel f (``pads``: the
+        padded copies its tiles will be read through)."""
         self.progress.advance(f"@{f.name}")
         kernel = f.name
         index = _tops(f).index(top)
@@ -111,9 +113,12 @@ class LDMPlan(Pass):
         size_buffers(nest, capacity, self.ldm_init, top)
         order = None
         if self.strategy == "search":
+            padded = tuple((pc.scratch.index, pc.source.index, pc.before, pc.fill)
+                           for pc in pads if isinstance(pc.source, FuncParam))
             order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
                                                            self.search_budget, self.ldm_size,
-                                                           self.double_buffer, self.target))
+                                                           self.double_buffer, self.target,
+                                                           padded))
             self.bump("nests where search beat greedy" if chose else
                       "nests where greedy stayed best")
             if cut:

@@ -55,6 +55,7 @@ from swir.passes.buffered.ldm_model import (
     order_loops,
     share_single_tile,
 )
+from swir.passes.buffered.pad_fold import read_from_source
 from swir.target import DEFAULT_TARGET, Target
 
 ROUNDS = 8          # local-search rounds per start
@@ -370,7 +371,8 @@ def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: l
     whether the deadline cut the measuring short (the best of the plans
     measured by then; greedy's if not even it was measured). The best: the
     fastest, or a plan with a larger share of DMA blocks of whole 32-byte
-    multiples at most ALIGN_SLACK slower and never slower than greedy's."""
+    multiples or fewer bytes at most ALIGN_SLACK slower and never slower than
+    greedy's (best_measured)."""
     text = kernel_text(ctx)
     try:
         base = measure(text, ctx, greedy, serial, greedy_direct, deadline)
@@ -391,21 +393,21 @@ def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: l
     return best_measured(measured), cut
 
 
-def best_measured(measured: list[tuple[Choice, tuple[float, float]]]) -> Choice:
+def best_measured(measured: list[tuple[Choice, tuple[float, float, int]]]) -> Choice:
     """Of plans measured as (modeled seconds, share of 32-byte-multiple DMA
-    blocks), greedy's first: the fastest (greedy's on a tie), unless another
-    at most ALIGN_SLACK slower than it and not slower than greedy's has a
-    larger share of such blocks (the largest wins; the faster on a tie)."""
+    blocks, DMA bytes), greedy's first: among those at most ALIGN_SLACK
+    slower than the fastest and not slower than greedy's, the one moving
+    the fewest bytes (bytes are energy and shared bandwidth on a real
+    machine), then the largest share of such blocks, then the fastest, then
+    greedy's."""
     greedy_time = measured[0][1][0]
-    fastest = measured[0]
-    for c, m in measured[1:]:
-        if m[0] < fastest[1][0] * (1 - 1e-9):
-            fastest = c, m
-    limit = min(fastest[1][0] * (1 + ALIGN_SLACK), greedy_time)
-    best = fastest
+    fastest = min(m[0] for _, m in measured)
+    limit = min(fastest * (1 + ALIGN_SLACK), greedy_time)
+    best = None
     for c, m in measured:
-        if m[0] <= limit and (m[1], -m[0]) > (best[1][1], -best[1][0]):
-            best = c, m
+        key = (m[2], -m[1], m[0])
+        if m[0] <= limit and (best is None or key < best[1]):
+            best = c, key
     return best[0]
 
 
@@ -426,7 +428,7 @@ def kernel_text(ctx: SearchContext) -> str:
 
 def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int],
             direct: list | None = None, deadline: float | None = None
-            ) -> tuple[float, float] | None:
+            ) -> tuple[float, float, int] | None:
     """Modeled seconds of the kernel copy with only this nest, planned as
     ``choice`` (``direct``: its tensors' direct flags, else Constraint 1
     decides) and through -insert-dma, and the share of its DMA blocks whose
@@ -454,6 +456,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
                 t.direct = d
         Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
                   {nest.vars[i] for i in serial}).rewrite()
+        for scratch, source, before, fill in ctx.pads:   # measured as pad-in-load makes it
+            read_from_source(f.params[scratch], f.params[source], before, fill)
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         if ctx.target is DEFAULT_TARGET:
@@ -463,7 +467,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
         PassManager([InsertDMA()], verify_each=False).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)
         blocks = r.total("blocks")
-        return r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0)
+        return (r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0),
+                r.total("dma_bytes"))
     except CountLimit:
         raise
     except (TrafficError, PassFailure, Diagnostic):

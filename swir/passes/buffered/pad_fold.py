@@ -77,19 +77,29 @@ def fold(module: Module, f: Function, pc: PaddedCopy) -> bool:
     """Read %P's tiles from %X if every read of %P left is a tile copy;
     False (nothing changed) otherwise."""
     inside = {id(i) for n in pc.nests for i in n.walk()}
-    users = [u for u in pc.scratch.users if id(u) not in inside]
-    if not users or any(u.opname != "copy_in" or u.args[0].base is not pc.scratch
-                        for u in users):
+    if not read_from_source(pc.scratch, pc.source, pc.before, pc.fill, inside):
+        return False
+    for n in pc.nests:
+        n.erase()
+    _drop_param(module, f, pc.scratch)
+    return True
+
+
+def read_from_source(scratch: Value, source: Value, before: tuple[int, ...], fill: Any,
+                     skip: set[int] = frozenset()) -> bool:
+    """Rewrite every tile copy of ``scratch`` (instructions in ``skip``
+    aside) into a padded copy of ``source``, if those are all its reads;
+    else change nothing and return False. The plan search measures its
+    candidate plans so too (ldm_search.measure)."""
+    users = [u for u in scratch.users if id(u) not in skip]
+    if not users or any(u.opname != "copy_in" or u.args[0].base is not scratch for u in users):
         return False
     for u in users:
         acc = u.args[0]
         idx = tuple(Range(ix.lo - b, ix.hi - b) if isinstance(ix, Range) else ix - b
-                    for ix, b in zip(acc.indices, pc.before))
-        u.set_args([Access(pc.source, idx), u.args[1]])
-        u.attrs["fill"] = pc.fill
-    for n in pc.nests:
-        n.erase()
-    _drop_param(module, f, pc.scratch)
+                    for ix, b in zip(acc.indices, before))
+        u.set_args([Access(source, idx), u.args[1]])
+        u.attrs["fill"] = fill
     return True
 
 
@@ -204,3 +214,8 @@ def _drop_param(module: Module, f: Function, p: FuncParam) -> None:
     f.params.remove(p)
     for i, q in enumerate(f.params):
         q.index = i
+    for inst in f.walk():     # -ldm-plan's per-parameter counts (ldm_model.distinct_reads)
+        if inst.opname == "parallel" and "reads" in inst.attrs:
+            reads = tuple(r for i, r in enumerate(inst.attrs.pop("reads")) if i != k)
+            if any(r >= 0 for r in reads):
+                inst.attrs["reads"] = reads

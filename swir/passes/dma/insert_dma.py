@@ -177,6 +177,8 @@ class InsertDMA(Pass):
         self.place_get_waits(f)
 
     def distribute(self, loop: Instruction, cpe: Value) -> None:
+        if "reads" in loop.attrs:     # the I/O lower bound's input (swir.analysis.cost)
+            loop.function.attrs["reads"] = tuple(loop.attrs["reads"])
         lb, ub = loop.args[0], loop.args[1]
         workers = int(loop.attrs.get("workers", CPES))
         extent = ub - lb
