@@ -142,3 +142,22 @@ def test_zoo_command_line_refuses_unknown_models(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         zoo_bench.parse_args(["--run", "resnet19"], list(siblings.zoo().MODELS))
     assert "no model 'resnet19'" in capsys.readouterr().err
+
+
+def test_plan_traffic_smoke():
+    """bench/plan_traffic.py --smoke (ResNet-18 at 32 x 32, width 4, -O3):
+    no padded copies are left (only the flatten moves data without
+    computing), and no conv / dense kernel moves less than its I/O lower
+    bound, which would make the bound no bound."""
+    r = subprocess.run([sys.executable, str(BENCH / "plan_traffic.py"), "--smoke"],
+                       capture_output=True, text=True, check=False, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    (row,) = [dict(zip(header, (c.strip() for c in ln.strip("|").split("|"))))
+              for ln in lines[2:]]
+    assert row["model"] == "resnet18"
+    assert int(row["no-flop"]) <= 1 < int(row["kernels"])
+    assert float(row["least traffic/LB"]) >= 1.0 and float(row["traffic/LB"]) >= 1.0
+    reads, ldm = (int(x.split()[1]) for x in row["LB binds"].split(", "))
+    assert reads + ldm > 0
