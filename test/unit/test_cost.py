@@ -190,3 +190,31 @@ def test_the_dma_assumptions_bracket_the_default(paper):
     times = {name: cost_report(m, machine).modeled_s for name, machine in DMA_ASSUMPTIONS.items()}
     assert times["optimistic"] < times["default"] < times["pessimistic"]
     assert times["default"] == pytest.approx(paper.modeled_s)
+
+
+SEVERAL_LOADS = """module "loads"
+stage loop
+kernel @k(%A: buf<8 x 16 x f32>, %D: buf<8 x 8 x f32>, %Y: buf<4 x 8 x f32>) {
+  for %i = 0 to 4 {
+    for %j = 0 to 8 {
+      %0 = load %A[2*%i, 2*%j] : f32
+      %1 = load %A[2*%i + 1, 2*%j + 1] : f32
+      %2 = load %D[%j, %j] : f32
+      %3 = add %0, %1 : f32
+      %4 = add %3, %2 : f32
+      store %4, %Y[%i, %j]
+    }
+  }
+}
+"""
+
+
+def test_the_read_counts_never_exceed_the_truth():
+    """The counts feed a lower bound, so they may fall short of the distinct
+    elements read, never exceed them: A's two loads read 32 elements each
+    (64 in all; the product of the per-dimension unions, 8 x 16, would say
+    128: the whole tensor), D's diagonal 8 (a loop variable in two
+    dimensions: the largest projection, not the product 64)."""
+    m = lowered(SEVERAL_LOADS, ["ldm-plan"], strategy="greedy")
+    (loop,) = [i for i in m.lookup("k").walk() if i.opname == "parallel"]
+    assert loop.attrs["reads"] == (32, 8, -1)

@@ -39,7 +39,8 @@ class SearchContext:
     double: bool        # the -ldm-plan option double-buffer
     target: Target = DEFAULT_TARGET
     # padded copies to be read from their source (pad-in-load): per scratch
-    # parameter, (its index, the source parameter's index, offsets, fill)
+    # parameter, (its index, the source's parameter index or global name,
+    # offsets, fill)
     pads: tuple = ()
 
 
@@ -640,13 +641,16 @@ class Plan:
 
 
 def distinct_reads(nest: Nest) -> tuple[int, ...] | None:
-    """Per parameter of the nest's kernel, the distinct elements its loads
-    read, where that is fewer than the tensor holds (a stride-2 1x1 conv
-    reads a quarter of its input), else -1; None when every tensor is read
-    whole or not at all. A dimension's indices are the values its subscripts
-    take over the loop ranges; the elements, their product over dimensions
-    (exact when no loop variable indexes two dimensions; otherwise the
-    tensor counts as read whole, so the count never exceeds the truth)."""
+    """Per parameter of the nest's kernel, a count of the distinct elements
+    its loads read that is never above the truth (it feeds a lower bound),
+    where that is fewer than the tensor holds (a stride-2 1x1 conv reads a
+    quarter of its input); else -1 (counted whole, as before: also a tensor
+    whose subscripts swir cannot list). None when no tensor is read in part.
+    One load reads, per dimension, the values its subscript takes over the
+    loop ranges: their product when no loop variable indexes two dimensions
+    (exact), else the largest of them (a set has at least as many elements
+    as any projection). Several loads read at least as many as the largest
+    of theirs."""
     f = nest.top.function
     extent = {v.iv: v.extent for v in nest.vars}
     out = [-1] * len(f.params)
@@ -655,34 +659,33 @@ def distinct_reads(nest: Nest) -> tuple[int, ...] | None:
                  if i.opname == "load" and i.args[0].base is p]
         if not loads or not isinstance(p.type, BufType):
             continue
-        count = 1
-        for d, n in enumerate(p.type.shape):
-            seen: set[int] | None = set()
-            for acc in loads:
-                more = _index_values(acc.indices[d], extent, n)
-                seen = None if more is None or seen is None else seen | more
-            count *= n if seen is None or len(seen) >= n else len(seen)
-        if count < p.type.num_elements and _independent(loads):
-            out[p.index] = count
+        counts = [_load_count(acc, extent, p.type.shape) for acc in loads]
+        if None not in counts and max(counts) < p.type.num_elements:
+            out[p.index] = max(counts)
     return tuple(out) if any(c >= 0 for c in out) else None
 
 
-def _independent(loads: list[Access]) -> bool:
-    """No loop variable appears in two dimensions of one access."""
-    for acc in loads:
-        used = [a for ix in acc.indices for a in {a for a, _ in ix.terms}]
-        if len(used) != len(set(used)):
-            return False
-    return True
+def _load_count(acc: Access, extent: dict[Value, int], shape: tuple[int, ...]) -> int | None:
+    """Distinct elements one load reads, at most; None if a subscript
+    cannot be listed."""
+    per_dim = []
+    for ix, n in zip(acc.indices, shape):
+        values = _index_values(ix, extent, n)
+        if values is False:
+            return None
+        per_dim.append(n if values is None else len(values))
+    used = [a for ix in acc.indices for a in {a for a, _ in ix.terms}]
+    return math.prod(per_dim) if len(used) == len(set(used)) else max(per_dim)
 
 
-def _index_values(e: Expr, extent: dict[Value, int], n: int) -> set[int] | None:
+def _index_values(e: Expr, extent: dict[Value, int], n: int) -> set[int] | None | bool:
     """The values of an affine subscript over its loops' ranges; None for
-    all n of its dimension (or too many to list)."""
+    all n of its dimension; False when they cannot be listed (not a loop
+    variable, or too many)."""
     values = {e.const}
     for atom, c in e.terms:
         if atom not in extent or len(values) * extent[atom] > max(4 * n, 1 << 16):
-            return None
+            return False
         values = {v + c * i for v in values for i in range(extent[atom])}
         if len(values) >= n:
             return None

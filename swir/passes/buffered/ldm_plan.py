@@ -113,8 +113,8 @@ class LDMPlan(Pass):
         size_buffers(nest, capacity, self.ldm_init, top)
         order = None
         if self.strategy == "search":
-            padded = tuple((pc.scratch.index, pc.source.index, pc.before, pc.fill)
-                           for pc in pads if isinstance(pc.source, FuncParam))
+            padded = tuple((pc.scratch.index, pc.source.index if isinstance(pc.source, FuncParam)
+                            else pc.source.name, pc.before, pc.fill) for pc in pads)
             order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
                                                            self.search_budget, self.ldm_size,
                                                            self.double_buffer, self.target,

@@ -457,7 +457,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
         Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
                   {nest.vars[i] for i in serial}).rewrite()
         for scratch, source, before, fill in ctx.pads:   # measured as pad-in-load makes it
-            read_from_source(f.params[scratch], f.params[source], before, fill)
+            src = f.params[source] if isinstance(source, int) else m.lookup(source)
+            read_from_source(f.params[scratch], src, before, fill)
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         if ctx.target is DEFAULT_TARGET:

@@ -64,6 +64,10 @@ from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
 MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
+# A padded tile's branches per dimension: each start that clips it. Within
+# the padding these are at most the pad's size; remainder tiles' shorter
+# extents add starts no tile takes (branches never run), hence the room.
+MAX_CLIPPED_STARTS = 64
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
 CPES = DEFAULT_TARGET.cpes
 
@@ -646,16 +650,17 @@ class PaddedCopy:
         clipped starts, of the values the start can take (its bounds, on the
         lattice of its coefficients)."""
         r = _range(start)
-        if r is None:
+        if r is None or r[1] - r[0] >= 1 << 20:
             raise PassFailure([Diagnostic(f"-insert-dma: cannot bound the start of dimension "
                                           f"{d} of a padded copy", self.inst.loc)])
         g = math.gcd(*(abs(c) for _, c in start.terms)) or 1
-        on = [v for v in range(r[0], r[1] + 1) if (v - start.const) % g == 0] \
-            if r[1] - r[0] < 1 << 16 else None
-        edges = [v for v in on or () if v < 0 or v + e > n]
-        if on is None or len(edges) > 16:
-            raise PassFailure([Diagnostic(f"-insert-dma: a padded copy's dimension {d} has "
-                                          "too many clipped starts", self.inst.loc)])
+        on = [v for v in range(r[0], r[1] + 1) if (v - start.const) % g == 0]
+        edges = [v for v in on if v < 0 or v + e > n]
+        if len(edges) > MAX_CLIPPED_STARTS:
+            raise PassFailure([Diagnostic(
+                f"-insert-dma: dimension {d} of a padded copy has {len(edges)} starts that "
+                f"clip its tile, more than the {MAX_CLIPPED_STARTS} branches swir writes",
+                self.inst.loc)])
         middle = [v for v in on if 0 <= v and v + e <= n]
         return ((middle[0], middle[-1]) if middle else None), edges
 
@@ -674,34 +679,39 @@ class PaddedCopy:
             self._inside(b, Access(self.acc.base, tuple(idx)),
                          {d: c[1] for d, ((_, _, k), c) in enumerate(zip(self.dims, clips))
                           if k is not None})
-        fill = b.const(self.fill, self.ldm.type.element, "fill")
         if min(inside) <= 0:
-            self._fill(b, fill, [(0, e) for e, _ in ranged])
-            return
-        for j, (e, (before, after)) in enumerate(ranged):
-            for a, z in ((0, before), (e - after, e)):
-                if a < z:
-                    self._fill(b, fill, [(a, z) if i == j else (0, ee)
-                                         for i, (ee, _) in enumerate(ranged)])
+            slabs = [[(0, e) for e, _ in ranged]]
+        else:
+            slabs = [[(a, z) if i == j else (0, ee) for i, (ee, _) in enumerate(ranged)]
+                     for j, (e, (before, after)) in enumerate(ranged)
+                     for a, z in ((0, before), (e - after, e)) if a < z]
+        if slabs:
+            fill = b.const(self.fill, self.ldm.type.element, "fill")
+            for box in slabs:
+                self._fill(b, fill, box)
 
     def _inside(self, b: Builder, acc: Access, offset: dict[int, int]) -> None:
-        """The part inside %X: straight to its place when one DMA does it;
-        else packed at the end of %L by the fewest DMAs (at most
-        MAX_STAGED_DMAS, unrolled), then moved to its place in ascending
-        order (each element moves towards the start of %L, never onto one
-        not yet moved); else, one DMA per row to its place."""
+        """The part inside %X: straight to its place, by one DMA per row
+        where its rows do not fill the LDM rows; or, when that takes fewer
+        DMAs (at most MAX_STAGED_DMAS, unrolled), packed at the end of %L,
+        then moved to its place in ascending order (each element moves
+        towards the start of %L, never onto one not yet moved)."""
         direct = CopyRegion(acc, self.ldm, True)
         direct.offset = offset
         box = [(d, ix.hi - ix.lo) for d, ix in enumerate(acc.indices) if isinstance(ix, Range)]
         sizes = [e.const for _, e in box]
         base = self.ldm.type.num_elements - math.prod(sizes)
-        staged = StagedRegion(acc, self.ldm, base)
-        for region, most in ((direct, 1), (staged, MAX_STAGED_DMAS), (direct, None)):
-            scratch = Block(None)
-            n = region.emit(Builder(scratch), EDGE_REPLY, {})
-            if most is None or n <= most:
-                break
-            _erase_all(scratch)
+        scratch = Block(None)
+        n = direct.emit(Builder(scratch), EDGE_REPLY, {})
+        region = direct
+        if n > 1:
+            staged, trial = StagedRegion(acc, self.ldm, base), Block(None)
+            k = staged.emit(Builder(trial), EDGE_REPLY, {})
+            if k < n and k <= MAX_STAGED_DMAS:
+                _erase_all(scratch)
+                scratch, n, region = trial, k, staged
+            else:
+                _erase_all(trial)
         for inst in list(scratch.instructions):
             b.insert(inst.detach())
         b.create_inst("dma_wait", attrs={"reply": EDGE_REPLY, "times": n})
@@ -791,9 +801,13 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
             return None
         if atom.kind == "floordiv":
             return rs[0][0] // atom.divisor, rs[0][1] // atom.divisor
+        if atom.kind == "ceildiv":
+            return -(-rs[0][0] // atom.divisor), -(-rs[0][1] // atom.divisor)
         if atom.kind == "mod":
             inside = 0 <= rs[0][0] and rs[0][1] < atom.divisor
             return rs[0] if inside else (0, atom.divisor - 1)
+        if atom.kind not in ("min", "max"):
+            return None
         pick = min if atom.kind == "min" else max
         return pick(r[0] for r in rs), pick(r[1] for r in rs)
     owner = getattr(atom, "owner", None)
