@@ -33,6 +33,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import BufType
+from swir.ops.util import attr_or_default
 
 
 @dataclass(eq=False)
@@ -111,7 +112,7 @@ def _perfect(top: Instruction) -> tuple[list[Value], list[int], list[Instruction
     ivs, extents, cur = [], [], top
     while True:
         lb, ub = cur.args[0], cur.args[1]
-        if cur.opname != "for" or cur.attrs.get("step", 1) != 1 or not lb.is_constant \
+        if cur.opname != "for" or attr_or_default(cur, "step") != 1 or not lb.is_constant \
                 or lb.const != 0 or not ub.is_constant:
             return None
         ivs.append(cur.regions[0].blocks[0].args[0])
