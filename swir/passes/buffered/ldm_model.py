@@ -684,7 +684,11 @@ def _index_values(e: Expr, extent: dict[Value, int], n: int) -> set[int] | None 
     variable, or too many)."""
     values = {e.const}
     for atom, c in e.terms:
-        if atom not in extent or len(values) * extent[atom] > max(4 * n, 1 << 16):
+        if atom not in extent:
+            return False
+        if abs(c) == 1 and extent[atom] >= n:
+            return None         # a loop over the whole dimension (however large)
+        if len(values) * extent[atom] > 1 << 16:
             return False
         values = {v + c * i for v in values for i in range(extent[atom])}
         if len(values) >= n:
