@@ -480,36 +480,19 @@ class CopyRegion:
         maxes = iter(ldm.type.shape)
         self.dims = [(d, ix.lo, ix.hi - ix.lo, next(maxes))
                      for d, ix in enumerate(acc.indices) if isinstance(ix, Range)]
-        seen: dict = {}
-        for _, _, ext, _ in self.dims:
-            for atom, _ in ext.terms:
-                if isinstance(atom, Compound):
-                    seen.setdefault(atom.key(), atom)
-        self.compounds = list(seen.values())
+        self.compounds = _varying([ext for _, _, ext, _ in self.dims])
 
     # -- edge tiles ----------------------------------------------------------------------
     def emit_cases(self, b: Builder, todo: list[Compound], values: dict) -> None:
         """One branch per whole / edge choice of each varying extent, each with
         constant extents, so every branch moves exactly what exists."""
-        if not todo:
-            n = self.emit(b, EDGE_REPLY, values)
-            b.create_inst("dma_wait", attrs={"reply": EDGE_REPLY, "times": n})
-            return
-        atom, rest = todo[0], todo[1:]
-        full, edge, x = _min_cases(atom)
-        guard = b.create_inst("if", Constraint(x, ">=", Expr.of(full)),
-                              regions=[Region([Block(None)]), Region([Block(None)])])
-        self.emit_cases(Builder(guard.regions[0].blocks[0]), rest, {**values, atom.key(): full})
-        self.emit_cases(Builder(guard.regions[1].blocks[0]), rest, {**values, atom.key(): edge})
+        def tile(at: Builder, vals: dict) -> None:
+            n = self.emit(at, EDGE_REPLY, vals)
+            at.create_inst("dma_wait", attrs={"reply": EDGE_REPLY, "times": n})
+        _edge_cases(b, todo, values, tile)
 
     def extents(self, values: dict) -> list[int]:
-        out = []
-        for _, _, ext, _ in self.dims:
-            total = ext.const
-            for atom, c in ext.terms:
-                total += c * values[atom.key()]
-            out.append(total)
-        return out
+        return [_extent(ext, values) for _, _, ext, _ in self.dims]
 
     # -- one whole or edge tile ----------------------------------------------------------
     def emit(self, b: Builder, reply: int, values: dict) -> int:
@@ -586,28 +569,11 @@ class PaddedCopy:
                 self.dims.append((ix, Expr.of(1), None))
 
     def lower(self) -> None:
-        b = Builder(self.inst.parent, before=self.inst)
-        seen: dict = {}
-        for _, ext, _ in self.dims:
-            for atom, _ in ext.terms:
-                if isinstance(atom, Compound):
-                    seen.setdefault(atom.key(), atom)
-        self._extents(b, list(seen.values()), {})
-
-    def _extents(self, b: Builder, todo: list[Compound], values: dict) -> None:
-        """Remainder tiles first, as CopyRegion.emit_cases: a branch per whole
-        / edge value of each varying extent."""
-        if todo:
-            atom, rest = todo[0], todo[1:]
-            full, edge, x = _min_cases(atom)
-            guard = b.create_inst("if", Constraint(x, ">=", Expr.of(full)),
-                                  regions=[Region([Block(None)]), Region([Block(None)])])
-            self._extents(Builder(guard.regions[0].blocks[0]), rest, {**values, atom.key(): full})
-            self._extents(Builder(guard.regions[1].blocks[0]), rest, {**values, atom.key(): edge})
-            return
-        extents = [ext.const + sum(c * values[a.key()] for a, c in ext.terms)
-                   for _, ext, _ in self.dims]
-        self._clips(b, extents, 0, [])
+        """Remainder tiles first (a branch per whole / edge value of each
+        varying extent, as CopyRegion.emit_cases), then the clips."""
+        exts = [ext for _, ext, _ in self.dims]
+        _edge_cases(Builder(self.inst.parent, before=self.inst), _varying(exts), {},
+                    lambda b, vals: self._clips(b, [_extent(e, vals) for e in exts], 0, []))
 
     def _clips(self, b: Builder, extents: list[int], d: int, clips: list) -> None:
         """Branch on dimension d's start: unclipped starts first (the start
@@ -822,6 +788,36 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
         lb, ub = _range(Expr.of(loop.args[0])), _range(Expr.of(loop.args[1]))
         return None if lb is None or ub is None else (lb[0], ub[1] - 1)
     return None
+
+
+def _varying(extents: list[Expr]) -> list[Compound]:
+    """The remainder-tile atoms (``min(T, E - T*vo)``) of some extents, once each."""
+    seen: dict = {}
+    for ext in extents:
+        for atom, _ in ext.terms:
+            if isinstance(atom, Compound):
+                seen.setdefault(atom.key(), atom)
+    return list(seen.values())
+
+
+def _extent(ext: Expr, values: dict) -> int:
+    """An extent with its remainder atoms' values (by key) put in."""
+    return ext.const + sum(c * values[a.key()] for a, c in ext.terms)
+
+
+def _edge_cases(b: Builder, todo: list[Compound], values: dict, leaf) -> None:
+    """``if E - T*vo >= T`` per varying extent, whole tiles in the then
+    branch and the edge tile in the else, nested; ``leaf(builder, values)``
+    writes each combination with those values."""
+    if not todo:
+        leaf(b, values)
+        return
+    atom, rest = todo[0], todo[1:]
+    full, edge, x = _min_cases(atom)
+    guard = b.create_inst("if", Constraint(x, ">=", Expr.of(full)),
+                          regions=[Region([Block(None)]), Region([Block(None)])])
+    _edge_cases(Builder(guard.regions[0].blocks[0]), rest, {**values, atom.key(): full}, leaf)
+    _edge_cases(Builder(guard.regions[1].blocks[0]), rest, {**values, atom.key(): edge}, leaf)
 
 
 def _min_cases(atom: Compound) -> tuple[int, int, Expr]:
