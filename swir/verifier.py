@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from swir.analysis.calling import written_params
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
@@ -317,7 +318,21 @@ class _Verifier:
             return
         if self.m.stage != "graph" and len(self.errors) == n_before:
             self.bounds(inst)
+        if inst.opname == "dma_bcast":
+            self.broadcast_source(inst)
         self.nested(inst, d)
+
+    def broadcast_source(self, inst: Instruction) -> None:
+        """A broadcast reads main memory once for every CPE (CPE 0 issues it),
+        so no CPE of the kernel may write what it reads: the interpreter's
+        CPEs, run one after another, would see other data than Sunway's."""
+        base = inst.args[0].base if isinstance(inst.args[0], Access) else inst.args[0]
+        f = self.func
+        if f is None or not isinstance(base, FuncParam) or base.owner is not f:
+            return
+        if base.index in written_params(f):
+            self.op_error(inst, f"broadcasts from %{base.name}, which @{f.name} also writes "
+                                "(every CPE must read what CPE 0 fetched)")
 
     def nested(self, inst: Instruction, d: Any) -> None:
         """Verify regions, tracking loop variable ranges and if-guards."""
@@ -665,7 +680,7 @@ class _Verifier:
             if r[0] < 0 or r[1] >= size:
                 return (f"subscript {dim} of {name} ranges over [{r[0]}, {r[1]}], outside "
                         f"[0, {size - 1}]")
-        if inst.opname in ("dma_get", "dma_put"):
+        if inst.opname in ("dma_get", "dma_put", "dma_bcast"):
             return self._dma_span(acc, inst, t)
         return None
 

@@ -13,7 +13,8 @@ from swir.ir.types import Type
 
 # Operand slots an op writes memory through (its Access's base or the buffer value).
 WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
-                                      "dma_get": (1,), "dma_put": (1,)}
+                                      "dma_get": (1,), "dma_put": (1,),
+                                      "dma_bcast": (1,)}
 
 
 def written_params(f: Function) -> list[int]:

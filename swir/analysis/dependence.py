@@ -176,9 +176,9 @@ def _accesses_of(inst: Instruction) -> list[MemoryAccess]:
         return [acc(inst.args[0], False)]
     if name == "store":
         return [acc(inst.args[1], True)]
-    if name in ("copy_in", "copy_out", "dma_get", "dma_put"):
+    if name in ("copy_in", "copy_out", "dma_get", "dma_put", "dma_bcast"):
         src, dst = inst.args[0], inst.args[1]
-        if name in ("dma_get", "dma_put"):
+        if name in ("dma_get", "dma_put", "dma_bcast"):
             # A DMA's extent (count, blocks, stride) is not modelled: the whole buffer.
             src = src.base if isinstance(src, Access) else src
             dst = dst.base if isinstance(dst, Access) else dst

@@ -104,7 +104,8 @@ def run(program: Path, inputs: list[np.ndarray], input_types: list[Type],
 # The DMA counters the emulation and the dma-stage interpreter both keep, which
 # must agree exactly.
 DMA_COUNTERS = ("spawns", "barriers", "gets", "puts", "bytes_in", "bytes_out", "waits",
-                "size_histogram", "small_transfers", "blocks", "block_histogram", "blocks_32")
+                "size_histogram", "small_transfers", "blocks", "block_histogram", "blocks_32",
+                "bcasts", "bcast_bytes")
 
 
 def dma_counters(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:

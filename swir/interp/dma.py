@@ -183,10 +183,15 @@ class DMAStats(KernelStats, TransferShares):
     blocks: int = 0
     block_histogram: dict[int, int] = field(default_factory=dict)
     blocks_32: int = 0                # of them, those whose length is a multiple of 32 bytes
+    # Broadcast gets (dma_bcast): issued once each (by CPE 0, counted in gets
+    # and bytes_in once), and the bytes they delivered into LDM, per CPE.
+    bcasts: int = 0
+    bcast_bytes: int = 0
 
     def reset(self) -> None:
         super().reset()
         self.spawns = self.barriers = self.gets = self.puts = self.waits = 0
+        self.bcasts = self.bcast_bytes = 0
         self.small_transfers = self.blocks = self.blocks_32 = 0
         self.size_histogram.clear()
         self.block_histogram.clear()
@@ -199,6 +204,7 @@ class DMAStats(KernelStats, TransferShares):
                  size_histogram={str(k): v for k, v in sorted(self.size_histogram.items())},
                  small_transfers=self.small_transfers, small_share=self.small_share,
                  blocks=self.blocks, blocks_32=self.blocks_32,
+                 bcasts=self.bcasts, bcast_bytes=self.bcast_bytes,
                  block_histogram={str(k): v for k, v in sorted(self.block_histogram.items())},
                  ldm_peak_cpe=list(self.ldm_peak_cpe))
         return d
@@ -212,7 +218,7 @@ class DMAStats(KernelStats, TransferShares):
         for s in stats:
             for k in ("calls", "copies_in", "elements_in", "bytes_in", "copies_out",
                       "elements_out", "bytes_out", "spawns", "barriers", "gets", "puts", "waits",
-                      "small_transfers", "blocks", "blocks_32"):
+                      "small_transfers", "blocks", "blocks_32", "bcasts", "bcast_bytes"):
                 setattr(out, k, getattr(out, k) + getattr(s, k))
             for mine, theirs in ((out.size_histogram, s.size_histogram),
                                  (out.block_histogram, s.block_histogram)):
@@ -250,6 +256,10 @@ def _issued_note(t: Transfer) -> tuple[str, Location | None]:
 def _in_flight_text(t: Transfer) -> str:
     return (f"the {t.op} ({_at(t.inst.loc)}) {'writing' if t.get else 'reading'} it has not "
             "been waited for")
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _strides(shape: tuple[int, ...]) -> list[int]:
@@ -299,6 +309,8 @@ class DMAInterpreter(BufferedInterpreter):
         self._seq = itertools.count()
         self._dma_touched: dict[int, set[int]] = {}
         self._spawns: dict[int, bool] = {}
+        # Per CPE, the broadcasts of the kernel run: (inst, start, LDM buffer, LDM start).
+        self.bcast_log: list[list[tuple]] = [[] for _ in range(CPES)]
         self.ns.update(_sp=self.spawned)
 
     # -- results of the last run ----------------------------------------------------
@@ -347,6 +359,8 @@ class DMAInterpreter(BufferedInterpreter):
         """Run a compiled cpe kernel on CPEs 63 .. 0, one after another; each
         must end with every DMA it issued waited for."""
         state, replies = self.cpe_state, self.replies
+        for log in self.bcast_log:
+            log.clear()
         try:
             for cpe in range(CPES - 1, -1, -1):
                 state[0] = cpe
@@ -361,6 +375,34 @@ class DMAInterpreter(BufferedInterpreter):
                     raise
         finally:
             state[0] = 0
+        self._check_broadcasts(kernel, site)
+
+    def _check_broadcasts(self, kernel: Function, site: Instruction | None) -> None:
+        """Every CPE must reach the same broadcasts (each is a barrier, and CPE
+        0's transfer is what every CPE receives): same instruction, main-memory
+        start and LDM place, in the same order."""
+        logs = self.bcast_log
+        ref = logs[0]
+        for cpe in range(1, CPES):
+            mine = logs[cpe]
+            if mine == ref:
+                continue
+            k = next((i for i, (a, b) in enumerate(zip(mine, ref)) if a != b),
+                     min(len(mine), len(ref)))
+            inst = (mine[k] if k < len(mine) else ref[k])[0]
+            notes = [(f"in @{kernel.name}, spawned from here", site.loc)] if site else []
+            if k >= len(mine) or k >= len(ref):
+                raise Diagnostic(
+                    f"CPE {cpe} reaches {len(mine)} broadcast(s) and CPE 0 {len(ref)} in this "
+                    f"run of @{kernel.name}: every CPE must reach each dma_bcast (a barrier; "
+                    f"here the {_ordinal(k + 1)})", inst.loc, notes)
+            a, b = mine[k], ref[k]
+            what = ("another dma_bcast" if a[0] is not b[0] else
+                    f"main-memory element {a[1]}, CPE 0's {b[1]}" if a[1] != b[1] else
+                    f"LDM {a[2]} element {a[3]}, CPE 0's {b[2]} element {b[3]}")
+            raise Diagnostic(f"CPE {cpe}'s {_ordinal(k + 1)} broadcast in this run of "
+                             f"@{kernel.name} differs from CPE 0's ({what}): a broadcast "
+                             "delivers CPE 0's one transfer to every CPE", a[0].loc, notes)
 
     def _unwaited(self, cpe: int, kernel: Function) -> None:
         pending = sorted((t for q in self.replies[cpe].values() for t in q),
@@ -387,8 +429,8 @@ class DMAInterpreter(BufferedInterpreter):
         if out is None:
             out = {id(p) for p in f.params if isinstance(p.type, LDMType)}
             for inst in f.walk():
-                if inst.opname in ("dma_get", "dma_put") and len(inst.args) == 2:
-                    s = inst.args[1 if inst.opname == "dma_get" else 0]
+                if inst.opname in ("dma_get", "dma_put", "dma_bcast") and len(inst.args) == 2:
+                    s = inst.args[0 if inst.opname == "dma_put" else 1]
                     out.add(id(s.base if isinstance(s, Access) else s))
                 elif inst.opname in ("call", "spawn") and inst.args \
                         and isinstance(inst.args[0], Apply):
@@ -456,7 +498,7 @@ class DMAInterpreter(BufferedInterpreter):
         (when the LDM side is an element) the LDM subscripts; also the
         main-memory access and the LDM side of the instruction."""
         op = inst.opname
-        get = op == "dma_get"
+        get, bcast = op != "dma_put", op == "dma_bcast"
         form = (f"{op} %A[i, ...] -> %L {{count, reply}}" if get else
                 f"{op} %L -> %A[i, ...] {{count, reply}}")
         if len(inst.args) != 2:
@@ -490,6 +532,7 @@ class DMAInterpreter(BufferedInterpreter):
                            inst.loc), macc, lside
 
         state, replies, seq, stats = self.cpe_state, self.replies, self._seq, self.stats_for(f)
+        bcast_log = self.bcast_log
         mdims, mstr = tuple(mt.shape), _strides(tuple(mt.shape))
         ldims, lstr = tuple(lt.shape), _strides(tuple(lt.shape))
         mrank = len(mdims)
@@ -557,6 +600,10 @@ class DMAInterpreter(BufferedInterpreter):
                      f"{element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
                      f"({n_ldm} elements)")
             data = buf.data
+            if bcast and replies[cpe].get(reply):
+                fail(f"dma_bcast on reply word {reply} while {len(replies[cpe][reply])} DMA(s) "
+                     f"on it are outstanding: CPE 0 waits for its broadcast alone there",
+                     [_issued_note(replies[cpe][reply][0])])
             if get:
                 if buf.pending:
                     i = buf.busy.find(1, lo, hi)
@@ -574,7 +621,17 @@ class DMAInterpreter(BufferedInterpreter):
                         data[lo + full * bsize:hi] = mem[m0:m0 + rem]
                 else:
                     data[lo:hi] = mem[start:end]
-                buf.okf[lo:hi] = 0
+                if bcast:
+                    # Complete on return; main memory is read once, by CPE 0's
+                    # transfer (every CPE checks that it reaches the same one).
+                    buf.okf[lo:hi] = 1
+                    stats.bcast_bytes += nbytes
+                    bcast_log[cpe].append((inst, start, buf.name, lo))
+                    if cpe != 0:
+                        return
+                    stats.bcasts += 1
+                else:
+                    buf.okf[lo:hi] = 0
                 stats.gets += 1
                 stats.elements_in += count
                 stats.bytes_in += nbytes
@@ -599,13 +656,14 @@ class DMAInterpreter(BufferedInterpreter):
                 stats.puts += 1
                 stats.elements_out += count
                 stats.bytes_out += nbytes
-            buf.busyf[lo:hi] = 1
-            t = Transfer(inst, get, buf, lo, hi, reply, next(seq))
-            buf.pending.append(t)
-            q = replies[cpe].get(reply)
-            if q is None:
-                q = replies[cpe][reply] = []
-            q.append(t)
+            if not bcast:
+                buf.busyf[lo:hi] = 1
+                t = Transfer(inst, get, buf, lo, hi, reply, next(seq))
+                buf.pending.append(t)
+                q = replies[cpe].get(reply)
+                if q is None:
+                    q = replies[cpe][reply] = []
+                q.append(t)
             h = stats.size_histogram
             h[bucket] = h.get(bucket, 0) + 1
             if small:
@@ -757,7 +815,7 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     e.line(f"{ok}[{off}] = 1")
 
 
-@dma_emitter("dma_get", "dma_put")
+@dma_emitter("dma_get", "dma_put", "dma_bcast")
 def _emit_dma(e: Emit, inst: Instruction) -> None:
     fn, macc, lside = _interp(e).transfer(inst, e.function)
     vals = [e.expr(i) for i in macc.indices]

@@ -123,7 +123,7 @@ def _verify_copy(inst: Instruction) -> None:
 def _verify_dma(inst: Instruction) -> None:
     if inst.arrow != 1 or len(inst.args) != 2:
         raise OpError(f"'{inst.opname}' is written {inst.opname} SRC -> DST")
-    mem, ldm = (0, 1) if inst.opname == "dma_get" else (1, 0)
+    mem, ldm = (1, 0) if inst.opname == "dma_put" else (0, 1)
     acc = access_arg(inst, mem, (BufType,))
     if inst.opname == "dma_put":
         check_writable(inst, 1)
@@ -235,6 +235,11 @@ register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages
 register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
                num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
                context="cpe", category=Category.DMA))
+register(OpDef("dma_bcast", "Broadcast DMA into every CPE's LDM (athread_get in BCAST_MODE): "
+               "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
+               "issues one transfer, barriers before and after, complete on return.",
+               stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma,
+               pure=False, arrow=True, context="cpe", category=Category.DMA))
 register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
                stages=DMA_ONLY, num_args=(0, 0),
                attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
