@@ -331,7 +331,7 @@ def _ldm_alloc(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _dma(e: BodyEmitter, inst: Instruction) -> None:
-    get = inst.opname == "dma_get"
+    get = inst.opname != "dma_put"
     mem, local = (inst.args[0], inst.args[1]) if get else (inst.args[1], inst.args[0])
     assert isinstance(mem, Access)
     mt = mem.base.type
@@ -348,12 +348,30 @@ def _dma(e: BodyEmitter, inst: Instruction) -> None:
     e.project.note_reply(reply)
     size_and_reply = (C.as_expr(count * esize), reply_address(reply))
     strides = (C.as_expr(stride * esize), C.as_expr(bsize * esize))
-    if get:
+    if inst.opname == "dma_bcast":
+        _broadcast(e, C.call("athread_get", "BCAST_MODE", mem_ptr, ldm_ptr, *size_and_reply,
+                             C.Lit("(char)0xff"), *strides), reply)
+    elif get:
         e.emit(C.call("athread_get", "PE_MODE", mem_ptr, ldm_ptr, *size_and_reply, 0, *strides))
     else:
         if isinstance(mem.base, Global) and mem.base.kind == "global":
             raise e.fail(f"'dma_put' writes to @{mem.base.name}, a constant global", inst)
         e.emit(C.call("athread_put", "PE_MODE", ldm_ptr, mem_ptr, *size_and_reply, *strides))
+
+
+def _broadcast(e: BodyEmitter, get: C.Expr, reply: int) -> None:
+    """A broadcast get as public Sunway code writes it (docs/codegen.md,
+    "Broadcast DMA"): all 64 CPEs meet at a barrier, CPE 0 issues the get in
+    BCAST_MODE to every row (mask 0xff, a char in athread_get's prototype)
+    and waits for it, and a second
+    barrier holds the others until it has landed in their LDM."""
+    syn = C.call("athread_syn", "ARRAY_SCOPE", C.Lit("0xffff"))
+    e.emit(syn)
+    with e.block() as then:
+        e.emit(get)
+        e.emit(wait(reply))
+    e.emit(C.If(C.Binary("==", C.call("athread_get_id", -1), C.Lit("0")), then))
+    e.emit(syn)
 
 
 def reply_word(reply: int) -> C.Expr:
@@ -469,7 +487,7 @@ def _copy(e: BodyEmitter, inst: Instruction) -> None:
 _STATEMENTS = {
     "const": _const, "load": _load, "store": _store, "for": _loop, "parallel": _loop,
     "if": _if, "dyn_index": _dyn_index, "cpe_id": _cpe_id, "chunk": _chunk,
-    "ldm_alloc": _ldm_alloc, "dma_get": _dma, "dma_put": _dma, "dma_wait": _dma_wait,
+    "ldm_alloc": _ldm_alloc, "dma_get": _dma, "dma_put": _dma, "dma_bcast": _dma, "dma_wait": _dma_wait,
     "call": _call, "spawn": _spawn, "join": _join, "return": _return, "br": _br,
     "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy,
 }

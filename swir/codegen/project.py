@@ -677,7 +677,7 @@ class Project:
                 continue
             seen.add(id(g))
             for inst in g.body.walk():
-                if inst.opname in ("dma_get", "dma_put", "dma_wait"):
+                if inst.opname in ("dma_get", "dma_put", "dma_bcast", "dma_wait"):
                     words.add(inst.attrs["reply"])
                 elif inst.opname == "call":
                     todo.append(self.function(inst.args[0].callee, inst))  # type: ignore[union-attr]

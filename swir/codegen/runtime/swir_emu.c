@@ -68,6 +68,8 @@ struct counters {
     long long blocks;                 /* contiguous main-memory blocks moved */
     long long blocks32;               /* of them, those a multiple of 32 bytes long */
     long long para_gets;              /* gets of the kernel's Para into LDM (not counted above) */
+    long long bcasts;                 /* BCAST_MODE gets (also counted once in gets, bytes_in) */
+    long long bcast_bytes;            /* bytes they delivered, into every CPE's LDM */
     long long mem_misaligned;         /* transfers whose main-memory start is not 32-aligned */
     long long ldm_misaligned;         /* transfers whose LDM start is not 32-aligned */
     long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
@@ -106,6 +108,9 @@ struct dma {
     struct shape s;
     volatile int *reply;
     int para;                         /* the get of the kernel's Para copy */
+    int bcast;                        /* a BCAST_MODE get: `to` is at this offset of every
+                                         CPE's LDM frame */
+    size_t ldm_offset;
 };
 
 struct cpe {
@@ -351,6 +356,8 @@ static void counters_add(struct counters *to, const struct counters *from)
     to->blocks += from->blocks;
     to->blocks32 += from->blocks32;
     to->para_gets += from->para_gets;
+    to->bcasts += from->bcasts;
+    to->bcast_bytes += from->bcast_bytes;
     to->mem_misaligned += from->mem_misaligned;
     to->ldm_misaligned += from->ldm_misaligned;
     for (k = 0; k < BUCKETS; k++) {
@@ -1006,9 +1013,9 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     const void *mem = get ? src : dest, *ldm = get ? dest : src;
     struct dma *d;
     struct shape s;
-    if (mode != PE_MODE)
+    if (mode != PE_MODE && !(get && mode == BCAST_MODE))
         fail(mpe.kernel_name, c->id, "%s in %s is not supported by the emulation (only "
-             "PE_MODE)", op, mode_name(mode));
+             "PE_MODE, and BCAST_MODE for athread_get)", op, mode_name(mode));
     if (len <= 0)
         fail(mpe.kernel_name, c->id, "%s of %d bytes: the length must be positive", op, len);
     if (bsize < 0 || stride < 0)
@@ -1027,6 +1034,13 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
         c->c.para_gets++;             /* the Para copy: not the plan's DMA */
     else
         count(&c->c, get, &s, mem, ldm);
+    if (mode == BCAST_MODE) {
+        if (is_para(c, ldm, s.len))
+            fail(mpe.kernel_name, c->id, "athread_get in BCAST_MODE into the kernel's Para "
+                 "copy: the Para is not in the LDM frame every CPE shares the layout of");
+        c->c.bcasts++;
+        c->c.bcast_bytes += (long long)s.len * SWIR_CPES;
+    }
     if (!get)
         note_written(c, dest, &s);
 
@@ -1040,12 +1054,21 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     d->s = s;
     d->reply = (volatile int *)reply;
     d->para = get && is_para(c, ldm, s.len);
+    d->bcast = mode == BCAST_MODE;
+    d->ldm_offset = (size_t)((const unsigned char *)ldm - c->frame);
 }
 
+/* BCAST_MODE: one CPE issues the get, the data lands at the same LDM address
+ * of every CPE whose row the mask selects (0xff: all 8 rows; the only mask the
+ * emulation supports). The generated code brackets it with athread_syn, so
+ * the other CPEs wait at a barrier while it lands (swir_emu_wait delivers it). */
 int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
                 int stride, int bsize)
 {
-    (void)mask;                       /* selects CPEs in broadcast modes only */
+    if (mode == BCAST_MODE && (unsigned char)mask != 0xff)
+        fail(mpe.kernel_name, cpe_self("athread_get")->id, "athread_get in BCAST_MODE with "
+             "mask 0x%x is not supported by the emulation (only 0xff, every row)",
+             (unsigned)(unsigned char)mask);
     issue(1, mode, src, dest, len, reply, stride, bsize);
     return 0;
 }
@@ -1057,15 +1080,32 @@ int athread_put(dma_mode mode, void *src, void *dest, int len, void *reply, int 
     return 0;
 }
 
-/* Move the data of one DMA and count its completion on its reply word. */
-static void perform(const struct dma *d)
+static void copy_blocks(const struct dma *d, unsigned char *to)
 {
     const struct shape *s = &d->s;
     size_t i;
     for (i = 0; i < s->full; i++)
-        memcpy(d->to + i * d->to_step, d->from + i * d->from_step, s->bsize);
+        memcpy(to + i * d->to_step, d->from + i * d->from_step, s->bsize);
     if (s->rem)
-        memcpy(d->to + s->full * d->to_step, d->from + s->full * d->from_step, s->rem);
+        memcpy(to + s->full * d->to_step, d->from + s->full * d->from_step, s->rem);
+}
+
+/* Move the data of one DMA and count its completion on its reply word. A
+ * broadcast lands at its offset in every CPE's LDM frame: the other CPEs are
+ * waiting at the barrier before it, so none is using its LDM. */
+static void perform(const struct cpe *c, const struct dma *d)
+{
+    int k;
+    if (!d->bcast)
+        copy_blocks(d, d->to);
+    for (k = 0; d->bcast && k < SWIR_CPES; k++) {
+        const struct cpe *o = &cpes[k];
+        if (!o->framed || d->ldm_offset + d->s.len > o->frame_bytes)
+            fail(mpe.kernel_name, c->id, "athread_get in BCAST_MODE of %zu bytes at offset %zu "
+                 "of the LDM frame: CPE %d's frame (%zu bytes) does not hold it", d->s.len,
+                 d->ldm_offset, k, o->framed ? o->frame_bytes : (size_t)0);
+        copy_blocks(d, (unsigned char *)o->frame + d->ldm_offset);
+    }
     (*d->reply)++;
 }
 
@@ -1079,8 +1119,9 @@ void swir_emu_wait(volatile int *reply, int n)
     /* Perform this word's DMAs in issue order; keep the others queued. */
     for (i = 0; i < c->queued; i++) {
         if (c->queue[i].reply == reply) {
-            perform(&c->queue[i]);
-            plan += !c->queue[i].para;
+            perform(c, &c->queue[i]);
+            /* neither the Para copy's wait nor a broadcast's (part of it) is the plan's */
+            plan += !c->queue[i].para && !c->queue[i].bcast;
         } else
             c->queue[kept++] = c->queue[i];
     }
@@ -1174,8 +1215,8 @@ static void json_kernel(FILE *f, const struct kernel *k)
     fprintf(f, ", \"blocks\": %lld, \"block_histogram\": ", c->blocks);
     json_histogram(f, c->block_hist);
     fprintf(f, ", \"blocks_32\": %lld, \"mem_misaligned\": %lld, \"ldm_misaligned\": %lld, "
-            "\"para_gets\": %lld", c->blocks32, c->mem_misaligned, c->ldm_misaligned,
-            c->para_gets);
+            "\"para_gets\": %lld, \"bcasts\": %lld, \"bcast_bytes\": %lld", c->blocks32,
+            c->mem_misaligned, c->ldm_misaligned, c->para_gets, c->bcasts, c->bcast_bytes);
     fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
     for (i = 0; i < SWIR_CPES; i++)
         fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);
