@@ -53,6 +53,13 @@ class Target:
     dma_half_block: int
     dma_startup_cycles: int
     dma_startup_bytes: int
+    # Broadcast DMA (athread_get in BCAST_MODE; docs/cost-model.md, "Broadcast"):
+    # the main-memory bandwidth one CPE's broadcasts reach, the block size at
+    # which a block streams at half of it, and each broadcast's fixed cost
+    # in cycles (issue, completion and the barriers around it).
+    bcast_bandwidth: float
+    bcast_half_block: int
+    bcast_fixed_cycles: int
     codegen: bool               # whether swir-cg writes code for it
     sources: str                # where the figures come from
 
@@ -93,6 +100,15 @@ class Target:
 """
 
 
+
+def stream_seconds(blocks: "list[tuple[int, int]] | tuple[tuple[int, int], ...]",
+                   half_block: float, bandwidth: float) -> float:
+    """Seconds to stream contiguous blocks ((bytes, how many)) of main memory
+    at ``bandwidth`` bytes/s, each block costing ``half_block`` bytes more
+    (a block of that size streams at half the bandwidth): the DMA curve of
+    docs/cost-model.md, for PE_MODE DMAs and broadcasts alike."""
+    return sum(k * (b + half_block) for b, k in blocks) / bandwidth
+
 SW26010 = Target(
     name="sw26010", title="SW26010",
     core_groups=4, cpes=64, cpe_grid=(8, 8), ldm_bytes=64 * 1024, reserve_divisor=16,
@@ -102,6 +118,12 @@ SW26010 = Target(
     # 0.6 x 34.1 = 20.5 GB/s for large DMAs, 330 B per block, 1650 cycles
     # (1.14 us) per DMA with 64 CPEs issuing, paid in full from 96 B.
     dma_efficiency=0.6, dma_half_block=330, dma_startup_cycles=1650, dma_startup_bytes=96,
+    # swCandle BCAST_STEP / BCAST_CONT (sunway-measured.md, 1c and 2): 8.7 GB/s
+    # memory-side for blocks of 512 B and more, half of it at about 45 B blocks;
+    # at most 1.5 us (2175 cycles) per small broadcast, spawn and join
+    # included. The two athread_syn barriers are not measured: not charged
+    # beyond that bound.
+    bcast_bandwidth=8.7e9, bcast_half_block=45, bcast_fixed_cycles=2175,
     codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
@@ -113,7 +135,8 @@ SW26010 = Target(
              "DMA curve: swCandle (github.com/jameslinsjtu/swCandle, commit f0ee5ca), "
              "memory/stream_sw PE_CONT and PE_STEP Copy results, 64 CPEs, as tabled in "
              "../shared/design/sunway-measured.md tables 1a (contiguous) and 1b (strided), "
-             "fitted by bench/dma_calibration.py"))
+             "fitted by bench/dma_calibration.py; broadcast: swCandle BCAST_STEP and "
+             "BCAST_CONT, sunway-measured.md 1c and 2"))
 
 # The SW26010's, changed where the Pro differs. The same: 64 CPEs in an 8 x 8
 # grid (published) and the LDM reserve rule (swir's). Unknown for this

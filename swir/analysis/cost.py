@@ -42,7 +42,7 @@ from swir.analysis.traffic import KernelTraffic, dma_traffic
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
 from swir.passes.dma.insert_dma import ldm_total
-from swir.target import DEFAULT_TARGET, Target, target_of
+from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
 
 # Ops whose kernels are matmul-like (TVM's complex-out-fusable pattern): the
 # I/O lower bound applies to them. Kernel names list the ops they run.
@@ -78,6 +78,11 @@ class Machine:
     startup_bytes: int = DEFAULT_TARGET.dma_startup_bytes
     # The LDM a plan keeps back: ldm_size // reserve_divisor (swir's rule).
     reserve_divisor: int = DEFAULT_TARGET.reserve_divisor
+    # Measured: broadcast gets' main-memory bandwidth, per-block overhead and
+    # fixed cost (swir/target.py gives the sources).
+    bcast_bandwidth: float = DEFAULT_TARGET.bcast_bandwidth
+    bcast_half_block: int = DEFAULT_TARGET.bcast_half_block
+    bcast_fixed_cycles: int = DEFAULT_TARGET.bcast_fixed_cycles
 
     @classmethod
     def for_target(cls, t: Target) -> Machine:
@@ -85,7 +90,8 @@ class Machine:
                    ldm_bytes=t.ldm_bytes, peak_bandwidth=t.peak_bandwidth,
                    dma_efficiency=t.dma_efficiency, half_block=t.dma_half_block,
                    dma_startup_cycles=t.dma_startup_cycles, startup_bytes=t.dma_startup_bytes,
-                   reserve_divisor=t.reserve_divisor)
+                   reserve_divisor=t.reserve_divisor, bcast_bandwidth=t.bcast_bandwidth,
+                   bcast_half_block=t.bcast_half_block, bcast_fixed_cycles=t.bcast_fixed_cycles)
 
     @property
     def cpe_flops(self) -> float:
@@ -118,8 +124,16 @@ class Machine:
         share of the core group's bandwidth, plus its start-up over the busy
         CPEs. What :func:`kernel_cost` charges per DMA."""
         nbytes = sum(b * k for b, k in blocks)
-        stream = sum(k * (b + self.half_block) for b, k in blocks) / self.bandwidth
+        stream = stream_seconds(blocks, self.half_block, self.bandwidth)
         return stream + self.startup_share(nbytes) * self.dma_startup / max(busy, 1)
+
+    def bcast_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
+                      ) -> float:
+        """Modeled seconds of one broadcast get of ``blocks``: CPE 0 streams
+        them at the broadcast bandwidth while every CPE waits (between two
+        barriers), plus its fixed cost."""
+        stream = stream_seconds(blocks, self.bcast_half_block, self.bcast_bandwidth)
+        return stream + self.bcast_fixed_cycles / self.clock_hz
 
     def with_(self, **changes: Any) -> Machine:
         return Machine(**{**asdict(self), **changes})
@@ -277,6 +291,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
     dma = {True: 0.0, False: 0.0}
     for (overlapped, blocks), n in t.transfers_by_shape.items():
         dma[overlapped] += n * machine.dma_seconds(blocks, busy)
+    for blocks, n in t.bcasts_by_shape.items():     # every CPE waits for a broadcast
+        dma[False] += n * machine.bcast_seconds(blocks)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
     runs = (t.spawns + t.barriers) or max(t.calls, 1)
     # At most what it moves: a slice reads part of its input.
@@ -335,10 +351,11 @@ def _dma_buffers(f: Function) -> tuple[set[int], set[int]]:
     read: set[int] = set()
     written: set[int] = set()
     for inst in f.walk():
-        if inst.opname in ("dma_get", "dma_put"):
-            main = inst.args[0] if inst.opname == "dma_get" else inst.args[1]
+        if inst.opname in ("dma_get", "dma_put", "dma_bcast"):
+            get = inst.opname != "dma_put"
+            main = inst.args[0] if get else inst.args[1]
             base = getattr(main, "base", main)
-            (read if inst.opname == "dma_get" else written).add(id(base))
+            (read if get else written).add(id(base))
     return read, written
 
 

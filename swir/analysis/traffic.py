@@ -94,11 +94,11 @@ from swir.ir.types import INDEX, LDMType
 from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
 
-DMA_OPS = ("dma_get", "dma_put")
+DMA_OPS = ("dma_get", "dma_put", "dma_bcast")
 # The reply words of double-buffered gets: they overlap the previous tile's compute.
 DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
 # Ops whose execution counts are what the traffic is made of.
-COUNTED_OPS = ("dma_get", "dma_put", "dma_wait", "spawn")
+COUNTED_OPS = ("dma_get", "dma_put", "dma_bcast", "dma_wait", "spawn")
 # Generated Python nests at most this many `for` statements (CPython allows 20
 # statically nested blocks), and indents at most this deep (CPython allows
 # 100), before a loop or if goes into a function of its own.
@@ -145,6 +145,10 @@ class KernelTraffic(TransferShares):
     blocks: int = 0
     block_histogram: dict[int, int] = field(default_factory=dict)
     blocks_32: int = 0              # of them, those whose length is a multiple of 32 bytes
+    # Broadcast gets (issued once each, also in gets and bytes_in) and the
+    # bytes they delivered into LDM, every CPE's counted.
+    bcasts: int = 0
+    bcast_bytes: int = 0
     # Transfers whose main-memory (LDM) start is not 32-byte aligned in every
     # execution: an upper bound of the program's mem_misaligned (ldm_misaligned).
     mem_unaligned: int = 0
@@ -156,6 +160,8 @@ class KernelTraffic(TransferShares):
     # executions per DMA shape, (double-buffered?, ((block bytes, blocks), ...)).
     transfers_by_shape: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = \
         field(default_factory=dict)
+    # Broadcasts by shape ((block bytes, blocks), ...): each one transfer for all CPEs.
+    bcasts_by_shape: dict[tuple[tuple[int, int], ...], int] = field(default_factory=dict)
     # With count_compute: floating-point operations and multiplications run,
     # and the most CPEs any spawn of the function kept busy (moving data or
     # computing).
@@ -200,8 +206,8 @@ class Traffic:
         out = KernelTraffic("total")
         for k in self.kernels.values():
             for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
-                        "blocks", "blocks_32", "mem_unaligned", "ldm_unaligned", "spawns",
-                        "barriers", "calls"):
+                        "blocks", "blocks_32", "bcasts", "bcast_bytes", "mem_unaligned",
+                        "ldm_unaligned", "spawns", "barriers", "calls"):
                 setattr(out, key, getattr(out, key) + getattr(k, key))
             for mine, theirs in ((out.size_histogram, k.size_histogram),
                                  (out.block_histogram, k.block_histogram)):
@@ -319,12 +325,13 @@ class _DMA:
     blocks_32: int = 0                         # blocks whose length is a multiple of 32 B
     mem_aligned: bool = True                   # main-memory start 32-byte aligned, always
     ldm_aligned: bool = True                   # LDM start 32-byte aligned, always
+    bcast: bool = False                        # a broadcast (dma_bcast)
 
 
 def _dma_facts(inst: Instruction) -> _DMA:
     """As :meth:`DMAInterpreter.transfer` computes them: ``count`` elements of
     the LDM side's element size, in blocks of ``bsize`` when 0 < bsize < count."""
-    get = inst.opname == "dma_get"
+    get = inst.opname != "dma_put"
     lside = inst.args[1] if get else inst.args[0]
     lt = (lside.base if isinstance(lside, Access) else lside).type
     if not isinstance(lt, LDMType):
@@ -343,7 +350,7 @@ def _dma_facts(inst: Instruction) -> _DMA:
     return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
                 blocks_32=sum(k for b, k in exact if b % ALIGN_BYTES == 0),
                 mem_aligned=_always_aligned(mside, esize),
-                ldm_aligned=_always_aligned(lside, esize))
+                ldm_aligned=_always_aligned(lside, esize), bcast=inst.opname == "dma_bcast")
 
 
 def _always_aligned(side: object, esize: int) -> bool:
@@ -398,6 +405,13 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
         return
     d = slot.dma
     assert d is not None
+    if d.bcast:
+        # Every CPE runs it (a run that succeeds: the interpreter checks);
+        # main memory moves once, by CPE 0's transfer.
+        stats.bcast_bytes += n * d.nbytes
+        n //= CPES
+        stats.bcasts += n
+        stats.bcasts_by_shape[d.exact_blocks] = stats.bcasts_by_shape.get(d.exact_blocks, 0) + n
     if d.get:
         stats.gets += n
         stats.bytes_in += n * d.nbytes
@@ -414,8 +428,9 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     stats.ldm_unaligned += 0 if d.ldm_aligned else n
     for b, k in d.block_sizes:
         stats.block_histogram[b] = stats.block_histogram.get(b, 0) + n * k
-    shape = (d.overlapped, d.exact_blocks)
-    stats.transfers_by_shape[shape] = stats.transfers_by_shape.get(shape, 0) + n
+    if not d.bcast:
+        shape = (d.overlapped, d.exact_blocks)
+        stats.transfers_by_shape[shape] = stats.transfers_by_shape.get(shape, 0) + n
 
 
 # ---------------------------------------------------------------------------
@@ -438,6 +453,7 @@ class _Counter:
         self.module = module
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
+        self.bcast_slots: list[int] = []
         # What Emit needs from an interpreter: value names, index constants, fresh names.
         self.names: dict[int, str] = {}
         self.int_consts: dict[int, int] = {}
@@ -538,6 +554,8 @@ class _Counter:
         for inst in f.walk():
             if inst.opname in DMA_OPS:
                 self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
+                if inst.opname == "dma_bcast":
+                    self.bcast_slots.append(self.slot_of[id(inst)])
             elif inst.opname == "dma_wait":
                 self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
             elif self.count_compute and flops_of(inst):
@@ -592,13 +610,16 @@ class _Counter:
             if profile is None:
                 fn = self.function(kernel)
 
+                def work(c: list[int]) -> int:    # a broadcast is no CPE's own work
+                    return sum(c) - sum(c[i] for i in self.bcast_slots)
+
                 def on_every_cpe(c: list[int]) -> None:
                     busy = 0
                     for cpe in range(CPES - 1, -1, -1):
-                        before = sum(c) if self.count_compute else 0
+                        before = work(c) if self.count_compute else 0
                         fn(c, 1, cpe, *args)
                         # (the call itself adds 1: its calls counter)
-                        busy += self.count_compute and sum(c) - before > 1
+                        busy += self.count_compute and work(c) - before > 1
                     self.busy[kernel.name] = max(self.busy.get(kernel.name, 0), busy)
                 profile = cache[args] = self._profile(on_every_cpe)
             for i, n in profile:
