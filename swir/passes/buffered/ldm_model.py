@@ -42,6 +42,7 @@ class SearchContext:
     # parameter, (its index, the source's parameter index or global name,
     # offsets, fill)
     pads: tuple = ()
+    resident: bool = True      # plans keep read-alike tensors whole (Plan.keep_resident)
 
 
 # -- the nest model ------------------------------------------------------------------------
@@ -430,13 +431,18 @@ class Plan:
     cpes: int
     levels: dict[Tensor, int] = field(default_factory=dict)
     out_level: int = 0
+    # Tensors every tile reads alike, kept whole in LDM: copied at the top of
+    # the parallel body, where -insert-dma fetches them once for all CPEs.
+    resident: list[Tensor] = field(default_factory=list)
 
     @staticmethod
     def make(nest: Nest, cpes: int, order: list[LoopVar] | None = None,
-             serial: set[LoopVar] | None = None) -> Plan:
+             serial: set[LoopVar] | None = None, capacity: int | None = None) -> Plan:
         """The plan for the nest's tiles: ``order`` (default Algorithm 2's) and
         the parallel loops it allows; ``serial``: the loops that carry a
-        dependence, if known (else the dependence test decides)."""
+        dependence, if known (else the dependence test decides). With
+        ``capacity`` (LDM bytes), read-only tensors the parallel loop does
+        not move are kept whole in LDM where they fit (:meth:`keep_resident`)."""
         if serial is None:
             serial = {v for v in nest.vars if carried_dependence(v.loop) is not None}
         share_single_tile(nest, cpes, serial)
@@ -459,7 +465,42 @@ class Plan:
         for t in plan.levels:
             if plan._initialised(t):
                 plan.levels[t] = plan.out_level
+        if capacity is not None and math.prod(v.ntiles for v in par) > 1:
+            plan.keep_resident(capacity)
         return plan
+
+    def keep_resident(self, capacity: int) -> None:
+        """A tensor the nest only reads, whose tiles the parallel loops do not
+        move, is read alike by every CPE, tile after tile. Where its whole
+        read region fits the LDM left, keep it: one copy at the top of the
+        parallel body (most copies saved first), which -insert-dma turns into
+        one broadcast for all CPEs."""
+        nest, floor = self.nest, len(self.parallel)
+        tiles, moved = nest.tiles(), {v.iv for v in self.parallel}
+        trips = [v.ntiles for v in self.order]
+        used = self.ldm_bytes()
+        shared = [t for t, lv in self.levels.items()
+                  if lv > floor and t.copied_in and not t.written and not (corr(t) & moved)]
+        for t in sorted(shared, key=lambda t: -executions(self.levels[t], trips) *
+                        t.bytes(tiles)):
+            now = ldm_slot(t.bytes(tiles)) * (2 if nest.double else 1)
+            extra = ldm_slot(t.bytes(self._whole(t))) - now
+            if used + extra <= capacity:
+                used += extra
+                self.resident.append(t)
+                self.levels[t] = floor
+
+    def ldm_bytes(self) -> int:
+        """The LDM its buffers take (Nest.ldm_bytes, with whole tensors whole:
+        fetched once, they are never double-buffered)."""
+        double = self.nest.double
+        return sum(ldm_slot(t.bytes(self._tiles(t))) *
+                   (2 if double and t.read and not t.written and t not in self.resident else 1)
+                   for t in self.nest.buffered())
+
+    def _whole(self, t: Tensor) -> dict[Value, int]:
+        """Tile sizes that cover the whole of t's read region."""
+        return {v.iv: v.extent for v in self.nest.vars}
 
     def copies(self) -> int:
         trips = [v.ntiles for v in self.order]
@@ -471,16 +512,19 @@ class Plan:
         return bool(self.nest.red) and self.nest.initialised and t.base is self.nest.output
 
     def describe(self, kernel: str, capacity: int) -> str:
-        tiles = self.nest.tiles()
         ts = ", ".join(f"{v.name}={v.tile}" for v in self.nest.vars)
-        bufs = "; ".join(
-            f"%{t.name} {_ldm_type(t, tiles)}" if t.direct is None else f"%{t.name} direct ({t.direct})"
-            for t in self.nest.tensors)
+
+        def buffer(t: Tensor) -> str:
+            if t.direct is not None:
+                return f"%{t.name} direct ({t.direct})"
+            whole = " whole (read alike by every tile)" if t in self.resident else ""
+            return f"%{t.name} {_ldm_type(t, self._tiles(t))}{whole}"
+        bufs = "; ".join(buffer(t) for t in self.nest.tensors)
         order = ", ".join(f"{v.name}o" for v in self.order) or "none (one tile)"
         par = "*".join(f"{v.name}o" for v in self.parallel)
         ntasks = math.prod(v.ntiles for v in self.parallel)
         par_text = f"{par} ({ntasks} tiles over {self.cpes} CPEs)" if par else "none"
-        return (f"@{kernel}: tiles {ts}; LDM {self.nest.ldm_bytes()} of {capacity} bytes; "
+        return (f"@{kernel}: tiles {ts}; LDM {self.ldm_bytes()} of {capacity} bytes; "
                 f"tile loops {order}; parallel {par_text}; buffers {bufs}; "
                 f"copies per call {self.copies()}")
 
@@ -544,10 +588,13 @@ class Plan:
         return Expr.minmax("min", [v.tile, Expr.of(v.extent) - self.vo[v.iv] * v.tile])
 
     def _allocate(self, b: Builder) -> None:
-        tiles = self.nest.tiles()
         for t in self.levels:
-            self.ldm[t] = b.create_inst("ldm_alloc", types=[_ldm_type(t, tiles)],
+            self.ldm[t] = b.create_inst("ldm_alloc", types=[_ldm_type(t, self._tiles(t))],
                                         names=[f"{t.name}_ldm"]).results[0]
+
+    def _tiles(self, t: Tensor) -> dict[Value, int]:
+        """The tile sizes t's LDM buffer holds."""
+        return self._whole(t) if t in self.resident else self.nest.tiles()
 
     def _bounds(self, t: Tensor) -> None:
         """The tile's first element and extent per dimension, for the current
@@ -555,12 +602,16 @@ class Plan:
         for a negative coefficient — give the start; at the other end, the
         extent)."""
         los, exts = [], []
+        whole = t in self.resident
         for d, coefs in enumerate(t.coefs):
             lo, ext = Expr.of(t.cmin[d]), Expr.of(1 + t.cmax[d] - t.cmin[d])
             for iv, c in coefs.items():
                 v = self._var(iv)
-                n = self._inner_trip(v)
-                lo = lo + self.vo[iv] * (c * v.tile)
+                if whole:       # from the first tile to the last
+                    n = Expr.of(v.extent)
+                else:
+                    n = self._inner_trip(v)
+                    lo = lo + self.vo[iv] * (c * v.tile)
                 if c < 0:
                     lo = lo + (n - 1) * c
                 ext = ext + (n - 1) * abs(c)
@@ -573,7 +624,7 @@ class Plan:
         return next(v for v in self.nest.vars if v.iv is iv)
 
     def _ranged(self, t: Tensor) -> list[bool]:
-        tiles = self.nest.tiles()
+        tiles = self._tiles(t)
         r = [t.extent(d, tiles) > 1 for d in range(len(t.coefs))]
         if not any(r):
             r[-1] = True

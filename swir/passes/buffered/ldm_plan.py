@@ -61,6 +61,9 @@ class LDMPlan(Pass):
     search_budget: float = option(30.0, "seconds of cost-model search per loop nest at most "
                                         "(strategy=search; its bounded rounds end it sooner)",
                                   check=at_least(0))
+    resident: bool = option(True, "keep a tensor the nest only reads, and that every tile "
+                                  "reads alike, whole in LDM where it fits: copied once at "
+                                  "the top of the parallel loop (-insert-dma broadcasts it)")
     pad_in_load: bool = option(True, "read a padded conv or pool input's tiles from the "
                                      "unpadded tensor, the halo filled in LDM, instead of "
                                      "writing a padded copy first")
@@ -118,12 +121,12 @@ class LDMPlan(Pass):
             order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
                                                            self.search_budget, self.ldm_size,
                                                            self.double_buffer, self.target,
-                                                           padded))
+                                                           padded, self.resident))
             self.bump("nests where search beat greedy" if chose else
                       "nests where greedy stayed best")
             if cut:
                 self.bump("nests whose search the time budget cut short")
-        plan = Plan.make(nest, self.cpes, order)
+        plan = Plan.make(nest, self.cpes, order, capacity=capacity if self.resident else None)
         text = plan.describe(kernel, capacity)
         plan.rewrite()
         self.bump("nests planned")

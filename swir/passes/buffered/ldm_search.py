@@ -455,7 +455,8 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
             for t, d in zip(nest.tensors, direct):
                 t.direct = d
         Plan.make(nest, ctx.cpes, [nest.vars[i] for i in choice[1]],
-                  {nest.vars[i] for i in serial}).rewrite()
+                  {nest.vars[i] for i in serial},
+                  ctx.capacity if ctx.resident else None).rewrite()
         for scratch, source, before, fill in ctx.pads:   # measured as pad-in-load makes it
             src = f.params[source] if isinstance(source, int) else m.lookup(source)
             read_from_source(f.params[scratch], src, before, fill)

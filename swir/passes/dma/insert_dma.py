@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from swir.analysis.calling import written_params
 from swir.analysis.write_blocks import write_grain
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
@@ -49,6 +50,7 @@ from swir.ir.core import (
     Apply,
     Block,
     Constraint,
+    FuncParam,
     Function,
     Instruction,
     Module,
@@ -59,7 +61,7 @@ from swir.ir.core import (
 from swir.ir.types import INDEX
 from swir.ops.util import attr_or_default
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-from swir.target import DEFAULT_TARGET, target_of
+from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
 from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
@@ -69,6 +71,7 @@ MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
 # extents add starts no tile takes (branches never run), hence the room.
 MAX_CLIPPED_STARTS = 64
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
+BCAST_REPLY = 5                  # broadcasts: CPE 0 waits for each alone
 CPES = DEFAULT_TARGET.cpes
 
 
@@ -83,12 +86,18 @@ class InsertDMA(Pass):
     one_spawn: bool = option(True, "run a kernel's loop nests in one spawn, the CPEs meeting "
                                    "at a barrier (athread_syn) between nests, rather than "
                                    "one spawn + join per nest")
+    broadcast: bool = option(True, "fetch a tile every CPE reads alike (a copy_in of the "
+                                   "parallel body that its tile index does not move) once, "
+                                   "by a broadcast DMA into every CPE's LDM before the "
+                                   "CPE's share of the tiles")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        self.broadcasts: set[int] = set()      # ids of the copy_ins to broadcast
         split = {}
         for f in list(module.functions):
             if f.kind == "kernel" and f.body is not None:
                 split[f.name] = self.split_kernel(module, f)
+        self.target_figures = target_of(module.attrs)
         size = module_attr_ldm(module)
         self.capacity = size - target_of(module.attrs).default_reserve(size)
         for f in module.functions:
@@ -205,17 +214,62 @@ class InsertDMA(Pass):
                               types=[INDEX, INDEX], names=["lo", "hi"])
         lo, hi = chunk.results
         body = loop.regions[0]
+        shared = self.shared_copies(loop)
+        busy = min(workers, CPES, -(-extent.const // grain))
+        bcast = [c for c in shared if self.broadcast and busy >= 2 and
+                 _broadcast_pays(c, busy, self.target_figures)]
+        shared = [c for c in shared if c not in bcast]
         # Each CPE runs the kernel once: its LDM buffers (static arrays in
-        # the C code) are allocated once, before its share of the tiles.
+        # the C code) are allocated once, before its share of the tiles; with
+        # broadcasts, before the guard too (every CPE takes part in them).
+        at = Builder(guard.parent, before=guard) if guard is not None and bcast else b
         for alloc in [i for i in body.blocks[0].instructions if i.opname == "ldm_alloc"]:
             alloc.detach()
-            b.insert(alloc)
+            at.insert(alloc)
+        for copy in bcast:
+            at.insert(copy.detach())
+            self.broadcasts.add(id(copy))
+            self.bump("tiles broadcast (fetched once for every CPE)")
+        if shared:          # fetched once by each CPE that has tiles
+            g = b.create_inst("if", Constraint(Expr.of(lo), "<", Expr.of(hi)),
+                              regions=[Region([Block(None)])])
+            for copy in shared:
+                g.regions[0].blocks[0].append(copy.detach())
+                self.bump("tiles every CPE reads alike, fetched once per CPE")
         loop.regions = []
         new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
                             regions=[body])
         body.parent = new
         loop.erase()
         self.bump("parallel loops distributed")
+
+    def shared_copies(self, loop: Instruction) -> list[Instruction]:
+        """The copy_ins at the top of a parallel loop's body that read the
+        same tile in every iteration: their region reads nothing the loop
+        defines, their LDM buffer nothing else writes, their extents are
+        constant and the kernel never writes their source. A CPE needs them
+        once, before its first tile."""
+        block = loop.regions[0].blocks[0]
+        inside = {id(r) for i in loop.walk() for r in i.results} | \
+            {id(a) for a in block.args}
+        written = set(written_params(loop.function))
+        out = []
+        for inst in block.instructions:
+            if inst.opname != "copy_in" or inst.attrs.get("fill") is not None:
+                continue
+            acc, ldm = inst.args[0], inst.args[1]
+            src = acc.base
+            if isinstance(src, FuncParam) and src.index in written:
+                continue
+            if any(id(v) in inside for v in inst.args[0].values()):
+                continue
+            if any(u is not inst and u.opname not in ("load", "copy_out") for u in ldm.users) \
+                    or any(u.opname == "copy_out" and u.args[0] is not ldm for u in ldm.users):
+                continue
+            if CopyRegion(acc, ldm, True).compounds:
+                continue
+            out.append(inst)
+        return out
 
     # -- copies → DMA ------------------------------------------------------------------
     def lower_copy(self, inst: Instruction) -> None:
@@ -229,7 +283,10 @@ class InsertDMA(Pass):
         ldm: Value = inst.args[1] if get else inst.args[0]
         region = CopyRegion(acc, ldm, get)
         b = Builder(inst.parent, before=inst)
-        if region.compounds:
+        if id(inst) in self.broadcasts:     # complete on return: no wait
+            region.op = "dma_bcast"
+            region.emit(b, BCAST_REPLY, {})
+        elif region.compounds:
             region.emit_cases(b, region.compounds, {})
             self.bump("edge-tile branches", 2 ** len(region.compounds) - 1)
         else:
@@ -287,6 +344,31 @@ class InsertDMA(Pass):
         """Gets on reply 0 are waited for once per group, just before the first
         instruction after the group that is not a DMA (the first use)."""
         _wait_groups(f.body.blocks[0])
+
+
+def _broadcast_pays(copy: Instruction, busy: int, target: Target) -> bool:
+    """Whether one broadcast of the copy's tile (every CPE waits while CPE 0
+    streams it at the broadcast bandwidth) is modeled faster than ``busy``
+    CPEs each fetching it (sharing the bandwidth, start-ups in parallel):
+    the cost model's DMA curve and broadcast figures (docs/cost-model.md)."""
+    acc, ldm = copy.args[0], copy.args[1]
+    scratch = Block(None)
+    n = CopyRegion(acc, ldm, True).emit(Builder(scratch), GET_REPLY, {})
+    dma = next(i for i in scratch.walk() if i.opname == "dma_get")
+    esize = ldm.type.element.bytes
+    count, bsize = dma.attrs["count"], attr_or_default(dma, "bsize")
+    if 0 < bsize < count:
+        blocks = [(bsize * esize, count // bsize)] + \
+            ([(count % bsize * esize, 1)] if count % bsize else [])
+    else:
+        blocks = [(count * esize, 1)]
+    _erase_all(scratch)
+    per_cpe = n * (busy * stream_seconds(blocks, target.dma_half_block,
+                                         target.peak_bandwidth * target.dma_efficiency)
+                   + target.dma_startup_cycles / target.clock_hz)
+    broadcast = n * (stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth)
+                     + target.bcast_fixed_cycles / target.clock_hz)
+    return broadcast < per_cpe
 
 
 def _wait_groups(block: Block) -> None:
@@ -473,6 +555,7 @@ class CopyRegion:
 
     def __init__(self, acc: Access, ldm: Value, get: bool) -> None:
         self.acc, self.ldm, self.get = acc, ldm, get
+        self.op = "dma_get" if get else "dma_put"
         self.offset: dict[int, int] = {}    # LDM start per ranged dimension (padded tiles)
         self.shape = acc.base.type.shape
         self.pitch = [math.prod(self.shape[d + 1:]) for d in range(len(self.shape))]
@@ -525,7 +608,7 @@ class CopyRegion:
             mem = Access(self.acc.base, tuple(at.get(d, s) for d, s in enumerate(self.start)))
             local = self._local(at)
             if self.get:
-                b.create_inst("dma_get", mem, local, attrs=dict(attrs), arrow=1)
+                b.create_inst(self.op, mem, local, attrs=dict(attrs), arrow=1)
             else:
                 b.create_inst("dma_put", local, mem, attrs=dict(attrs), arrow=1)
             return 1
