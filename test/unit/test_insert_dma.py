@@ -24,10 +24,11 @@ CASES, build, inputs, assert_matches_graph = (_cases.CASES, _cases.build, _cases
                                               _cases.assert_matches_graph)
 
 
-def to_dma(text: str, ldm_size: int = 65536, double: bool = False):
+def to_dma(text: str, ldm_size: int = 65536, double: bool = False, resident: bool = True,
+           broadcast: bool = True):
     m = parse_module(text, "<case>")
-    for p in (LowerLoops(), LDMPlan(ldm_size=ldm_size, double_buffer=double),
-              InsertDMA(double_buffer=double)):
+    for p in (LowerLoops(), LDMPlan(ldm_size=ldm_size, double_buffer=double, resident=resident),
+              InsertDMA(double_buffer=double, broadcast=broadcast)):
         p.run(m, AnalysisManager())
     verify(m)
     assert print_module(parse_module(print_module(m), "<printed>")) == print_module(m)
@@ -103,8 +104,9 @@ def test_paper_matmul_dma_traffic_is_the_closed_form_of_its_plan():
     get of A's 64 floats and one strided get of B's 64 x 128 tile; per y tile
     one put of C's 128 floats. So 8*16*2 = 256 gets moving 8*16*(64 + 8192)*4
     = 4,227,072 bytes (A read 8 times, B exactly once), and 8 puts of 512
-    bytes = 4,096 bytes; one wait per k step and one per put."""
-    m = to_dma(PAPER)
+    bytes = 4,096 bytes; one wait per k step and one per put. (The paper's
+    plan: resident=false.)"""
+    m = to_dma(PAPER, resident=False)
     interp = DMAInterpreter(m, ".")
     rng = np.random.default_rng(7)
     a = rng.standard_normal((1, 1024)).astype(np.float32)
@@ -120,12 +122,37 @@ def test_paper_matmul_dma_traffic_is_the_closed_form_of_its_plan():
     assert s.ldm_peak_cpe == [33536] * 64
 
 
+@pytest.mark.parametrize("broadcast", [True, False], ids=["broadcast", "per-cpe"])
+def test_paper_matmul_with_a_whole_and_its_closed_form(broadcast):
+    """swir's default plan keeps A whole (4 KB, read alike by all 8 y tiles):
+    one copy at the top of the parallel loop, which -insert-dma makes one
+    broadcast for all 64 CPEs (counted once in gets and bytes_in, 64 times in
+    bcast_bytes; no wait) or, with broadcast=false, one get per CPE that has
+    tiles. B and C move as in the paper's plan; the result is the same."""
+    m = to_dma(PAPER, broadcast=broadcast)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 1024)).astype(np.float32)
+    interp = DMAInterpreter(m, ".")
+    (c,) = interp.call(m.lookup("main"), [a, b])
+    ref = DMAInterpreter(to_dma(PAPER, resident=False), ".")
+    (c0,) = ref.call(ref.module.lookup("main"), [a, b])
+    np.testing.assert_array_equal(c, c0)       # the same sums in the same order
+    s = interp.kernel_stats["matmul_0"]
+    a_gets = 1 if broadcast else 8
+    assert (s.gets, s.puts) == (a_gets + 8 * 16, 8)
+    assert s.bytes_in == a_gets * 4096 + 8 * 16 * 64 * 128 * 4
+    assert s.waits == 8 * 16 + 8 + (0 if broadcast else 8)
+    assert (s.bcasts, s.bcast_bytes) == ((1, 64 * 4096) if broadcast else (0, 0))
+    assert s.ldm_peak_cpe == [4 * (128 + 1024 + 64 * 128)] * 64
+
+
 def test_double_buffering_overlaps_the_next_tile_and_moves_the_same_bytes():
     """With room planned for it, the paper matmul's k loop prefetches tile
     k+1 into a second buffer pair on alternating reply words: the same gets
     and bytes as the single-buffered code of the same plan, the same result,
     and twice the input buffers in LDM."""
-    single, double = to_dma(PAPER), to_dma(PAPER, double=True)
+    single, double = to_dma(PAPER, resident=False), to_dma(PAPER, double=True, resident=False)
     assert "_next" in print_module(double) and "_next" not in print_module(single)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((1, 1024)).astype(np.float32)

@@ -77,17 +77,24 @@ STARTUP_BYTES = 96
 LDM_WORDS = (65536 - 65536 // 16) // 4   # S: f32 words tiles can use (LDM less the 1/16 reserve)
 
 
+BCAST_BANDWIDTH = 8.7e9         # broadcasts: memory-side bandwidth (sunway-measured.md 1c)
+BCAST_HALF_BLOCK = 45           # a broadcast block of 45 bytes streams at half of it
+BCAST_FIXED = 2175 / 1.45e9     # at most 1.5 us per small broadcast (sunway-measured.md 2)
+
+
 def test_the_machine_constants_are_those_used_by_hand():
     m = Machine()
     assert (m.cpe_flops, m.peak_flops, m.bandwidth, m.half_block, m.dma_startup) == \
         pytest.approx((CPE_FLOPS, PEAK, BANDWIDTH, HALF_BLOCK, STARTUP), rel=1e-15)
     assert m.startup_bytes == STARTUP_BYTES
+    assert (m.bcast_bandwidth, m.bcast_half_block, m.bcast_fixed_cycles / m.clock_hz) == \
+        pytest.approx((BCAST_BANDWIDTH, BCAST_HALF_BLOCK, BCAST_FIXED), rel=1e-15)
 
 
-def paper_plan_ir(tmp_path: Path) -> str:
+def paper_plan_ir(tmp_path: Path, resident: bool = False) -> str:
     out = tmp_path / "paper.dma.swir"
-    assert swir_opt.main(["-ldm-plan{strategy=greedy}", "-insert-dma", str(PAPER),
-                          "-o", str(out)]) == 0
+    plan = "-ldm-plan{strategy=greedy" + ("}" if resident else ",resident=false}")
+    assert swir_opt.main([plan, "-insert-dma", str(PAPER), "-o", str(out)]) == 0
     return out.read_text()
 
 
@@ -135,7 +142,8 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
     assert bound == compulsory
 
     path = tmp_path / "paper.json"
-    code, out, err = report(capsys, PAPER, "--strategy=greedy", "--json", path)
+    code, out, err = report(capsys, PAPER, "--strategy=greedy", "--resident=false", "--json",
+                            path)
     assert code == 0, err
     d = json.loads(path.read_text())
     assert d["pipeline"][0].startswith("-ldm-plan{") and "strategy=greedy" in d["pipeline"][0]
@@ -173,6 +181,36 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
                      "4,231,168", "0%", "100%", "0 / 0", "404.83 µs", "50.7%", "1.01",
                      "reads 1, LDM 0"]
     assert "peak 742.4 GFLOPS" in out and "DMA 20.46 GB/s achievable" in out
+
+
+def test_paper_matmul_with_a_broadcast_by_hand(tmp_path, capsys):
+    # swir's default plan keeps A whole (4 KB, read alike by every y tile):
+    # -insert-dma broadcasts it once, before the CPEs' tiles, and every CPE
+    # waits for it. B and C move as in the paper's plan above.
+    ir = paper_plan_ir(tmp_path, resident=True)
+    assert "dma_bcast %A[0, 0] -> %A_ldm {count = 1024, reply = 5}" in ir
+    busy = 8
+    b_gets, puts = 8 * 16, 8
+    gets = 1 + b_gets                          # the broadcast counts once
+    bytes_in = 1024 * 4 + b_gets * 64 * 128 * 4                 # 4,198,400
+    bytes_out = puts * 128 * 4
+    ldm = 4 * (128 + 1024 + 64 * 128)                           # A whole: 37,376
+    streamed = b_gets * 64 * (512 + HALF_BLOCK) + puts * (512 + HALF_BLOCK)
+    bcast_s = (4096 + BCAST_HALF_BLOCK) / BCAST_BANDWIDTH + BCAST_FIXED
+    dma_s = streamed / BANDWIDTH + (b_gets + puts) * STARTUP / busy + bcast_s
+    cycles = 1024 * 1024 * (9 + 16 / 64) / 32 + 1024 / 4
+    modeled_s = cycles / (busy * 1.45e9) + dma_s
+    path = tmp_path / "bcast.json"
+    code, out, err = report(capsys, PAPER, "--strategy=greedy", "--json", path)
+    assert code == 0, err
+    (k,) = json.loads(path.read_text())["kernels"]
+    assert (k["gets"], k["puts"], k["bytes_in"], k["bytes_out"], k["ldm_bytes"],
+            k["busy_cpes"]) == (gets, puts, bytes_in, bytes_out, ldm, busy)
+    assert k["dma_s"] == pytest.approx(dma_s, rel=1e-12)
+    assert k["modeled_s"] == pytest.approx(modeled_s, rel=1e-12)
+    assert f"{modeled_s * 1e6:.2f}" == "384.93"      # against 404.83 µs without it
+    rows, _ = table(out)
+    assert rows["matmul_0"][6:8] == ["37,376 / 65,536", "137"]
 
 
 # ---------------------------------------------------------------------------
