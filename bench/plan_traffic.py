@@ -17,6 +17,7 @@ swir.analysis.cost (the model's figures, not timings):
                 ("reads") and how many Hong-Kung ("LDM")
   busy CPEs     the fewest busy CPEs of a conv / dense kernel with at
                 least 64 output tiles
+  bcasts        broadcast gets per inference (tiles every CPE reads alike)
   modeled ms    the model's time for the whole inference
 
     python bench/plan_traffic.py resnet18 vgg16 mobilenet
@@ -65,6 +66,7 @@ def measure(zoo, name: str, work: Path, bindir: Path, sizes: dict) -> dict[str, 
                             if bounded else "-",
         "LB binds": f"reads {binds.count('reads')}, LDM {binds.count('LDM')}",
         "busy CPEs": str(min(wide)) if wide else "-",
+        "bcasts": str(sum(getattr(k, "bcasts", 0) for k in r.kernels)),
         "modeled ms": f"{r.modeled_s * 1e3:.2f}",
         "-O3 s": f"{seconds:.0f}",
     }

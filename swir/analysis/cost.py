@@ -191,6 +191,7 @@ class KernelCost:
     roofline_s: float
     io_lower_bound_bytes: int | None  # conv / matmul kernels only: the larger of the two
     hong_kung_bytes: int | None = None  # MACs over the LDM available (io_lower_bound)
+    bcasts: int = 0                 # broadcast gets (in gets), each one transfer for all CPEs
 
     @property
     def bound_binds(self) -> str | None:
@@ -308,7 +309,7 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
         modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine),
-        hong_kung_bytes=hong_kung_bytes(f, t.muls, machine))
+        hong_kung_bytes=hong_kung_bytes(f, t.muls, machine), bcasts=t.bcasts)
 
 
 def is_matmul_like(kernel: str) -> bool:

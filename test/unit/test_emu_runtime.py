@@ -278,7 +278,9 @@ void err_kernel(void *p)
     } else if (MODE("swapped")) {
         athread_get(PE_MODE, buf + 256, a->mem, 256, (void *)&reply, 0, 0, 0);
     } else if (MODE("bad_mode")) {
-        athread_get(BCAST_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
+        athread_get(ROW_MODE, a->mem, buf, 256, (void *)&reply, 0, 0, 0);
+    } else if (MODE("bad_mask")) {
+        athread_get(BCAST_MODE, a->mem, buf, 256, (void *)&reply, 0x0f, 0, 0);
     } else if (MODE("shared_block")) {
         /* 8 bytes per CPE side by side: CPEs 0 to 3 write into one 32-byte block */
         athread_put(PE_MODE, buf, a->mem + 8 * athread_get_id(-1), 8, (void *)&reply, 0, 0);
@@ -722,8 +724,10 @@ ERRORS = {
         r"byte 1087, past its end",
     "swapped": r"kernel 'err', CPE \d+: athread_get reads main memory at 0x[0-9a-f]+ \(256 bytes\) "
                r"that overlaps this CPE's LDM frame: are the source and the destination swapped\?",
-    "bad_mode": r"kernel 'err', CPE \d+: athread_get in BCAST_MODE is not supported by the "
-                r"emulation \(only PE_MODE\)",
+    "bad_mode": r"kernel 'err', CPE \d+: athread_get in ROW_MODE is not supported by the "
+                r"emulation \(only PE_MODE, and BCAST_MODE for athread_get\)",
+    "bad_mask": r"kernel 'err', CPE \d+: athread_get in BCAST_MODE with mask 0xf is not "
+                r"supported by the emulation \(only 0xff, every row\)",
     "shared_block": r"kernel 'err', CPE 1: CPEs 0 and 1 both write by DMA into the 32-byte block of "
                     r"main memory at block 'in' bytes 0 to 31 in one spawn; whether a DMA writes "
                     r"part of a block without touching the rest is not known, so no two CPEs may "

