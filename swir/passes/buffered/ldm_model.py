@@ -479,14 +479,23 @@ class Plan:
         tiles, moved = nest.tiles(), {v.iv for v in self.parallel}
         trips = [v.ntiles for v in self.order]
         used = self.ldm_bytes()
+        # The second buffers -insert-dma's double buffering would add (when
+        # the plan did not count them already): a whole tensor must not take
+        # the room they have.
+        second = 0 if nest.double else sum(
+            ldm_slot(t.bytes(tiles)) for t in self.levels
+            if t.read and not t.written and not self._initialised(t))
+        keep = used + second <= capacity
         shared = [t for t, lv in self.levels.items()
                   if lv > floor and t.copied_in and not t.written and not (corr(t) & moved)]
         for t in sorted(shared, key=lambda t: -executions(self.levels[t], trips) *
                         t.bytes(tiles)):
-            now = ldm_slot(t.bytes(tiles)) * (2 if nest.double else 1)
-            extra = ldm_slot(t.bytes(self._whole(t))) - now
-            if used + extra <= capacity:
+            tile = ldm_slot(t.bytes(tiles))
+            extra = ldm_slot(t.bytes(self._whole(t))) - tile * (2 if nest.double else 1)
+            after = second - (0 if nest.double else tile)
+            if used + extra + (after if keep else 0) <= capacity:
                 used += extra
+                second = after
                 self.resident.append(t)
                 self.levels[t] = floor
 
