@@ -30,7 +30,7 @@ from swir.analysis.calling import written_params
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
-from swir.ir.core import (STAGES, Access, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
+from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
 from swir.ir.dtypes import dtype_of
@@ -324,15 +324,25 @@ class _Verifier:
 
     def broadcast_source(self, inst: Instruction) -> None:
         """A broadcast reads main memory once for every CPE (CPE 0 issues it),
-        so no CPE of the kernel may write what it reads: the interpreter's
-        CPEs, run one after another, would see other data than Sunway's."""
+        so no CPE of the kernel run may write what it reads: the
+        interpreter's CPEs, run one after another, would see other data than
+        Sunway's. Written: by the function, by a cpe function that calls it
+        (through the argument it passes), or, for a `buffer` global, by any
+        cpe function."""
         base = inst.args[0].base if isinstance(inst.args[0], Access) else inst.args[0]
         f = self.func
-        if f is None or not isinstance(base, FuncParam) or base.owner is not f:
+        if f is None:
             return
-        if base.index in written_params(f):
-            self.op_error(inst, f"broadcasts from %{base.name}, which @{f.name} also writes "
-                                "(every CPE must read what CPE 0 fetched)")
+        if isinstance(base, Global):
+            if base.kind != "global" and _cpe_writes_global(self.m, base):
+                self.op_error(inst, f"broadcasts from @{base.name}, which a cpe kernel also "
+                                    "writes (every CPE must read what CPE 0 fetched)")
+            return
+        if isinstance(base, FuncParam) and base.owner is f:
+            writer = _param_writer(self.m, f, base.index, set())
+            if writer is not None:
+                self.op_error(inst, f"broadcasts from %{base.name}, which @{writer} also writes "
+                                    "(every CPE must read what CPE 0 fetched)")
 
     def nested(self, inst: Instruction, d: Any) -> None:
         """Verify regions, tracking loop variable ranges and if-guards."""
@@ -756,6 +766,45 @@ def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
     if rel == "<":
         hi = min(hi, -c - 1)
     out[key] = [lo, hi, lin]
+
+
+def _param_writer(m: Module, f: Function, index: int, seen: set[int]) -> str | None:
+    """The name of a function of the kernel run that writes f's parameter
+    ``index``: f itself, or a cpe function calling f that writes (or whose
+    callers write) what it passes there; None if none does."""
+    if index in written_params(f):
+        return f.name
+    seen.add(id(f))
+    for g in m.functions:
+        if g.target != "cpe" or g.body is None or id(g) in seen:
+            continue
+        for call in g.walk():
+            app = call.args[0] if call.opname == "call" and call.args else None
+            if not isinstance(app, Apply) or app.callee != f.name or index >= len(app.args):
+                continue
+            a = app.args[index]
+            if isinstance(a, FuncParam) and a.owner is g:
+                found = _param_writer(m, g, a.index, seen)
+                if found is not None:
+                    return found
+            elif isinstance(a, Global) and a.kind != "global" and _cpe_writes_global(m, a):
+                return g.name
+    return None
+
+
+def _cpe_writes_global(m: Module, g: Global) -> bool:
+    """Whether any cpe function writes the buffer global directly."""
+    for f in m.functions:
+        if f.target != "cpe" or f.body is None:
+            continue
+        for inst in f.walk():
+            slot = {"store": 1, "dma_put": 1, "copy_out": 1}.get(inst.opname)
+            if slot is None or slot >= len(inst.args):
+                continue
+            dst = inst.args[slot]
+            if (dst.base if isinstance(dst, Access) else dst) is g:
+                return True
+    return False
 
 
 def _context_error(context: str | None, f: Function | None, stage: str) -> str | None:

@@ -406,8 +406,12 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     d = slot.dma
     assert d is not None
     if d.bcast:
-        # Every CPE runs it (a run that succeeds: the interpreter checks);
+        # Every CPE runs it (in a run that succeeds: the interpreter checks);
         # main memory moves once, by CPE 0's transfer.
+        if n % CPES:
+            raise TrafficError(f"a dma_bcast of @{slot.function} runs {n} times in all, not "
+                               f"the same number of times on each of the {CPES} CPEs (the "
+                               "run would stop there)")
         stats.bcast_bytes += n * d.nbytes
         n //= CPES
         stats.bcasts += n

@@ -1055,7 +1055,8 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
     d->reply = (volatile int *)reply;
     d->para = get && is_para(c, ldm, s.len);
     d->bcast = mode == BCAST_MODE;
-    d->ldm_offset = (size_t)((const unsigned char *)ldm - c->frame);
+    /* inside the frame (check_ldm; a Para target was refused above) */
+    d->ldm_offset = d->bcast ? (size_t)((const unsigned char *)ldm - c->frame) : 0;
 }
 
 /* BCAST_MODE: one CPE issues the get, the data lands at the same LDM address

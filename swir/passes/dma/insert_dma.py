@@ -52,6 +52,7 @@ from swir.ir.core import (
     Constraint,
     FuncParam,
     Function,
+    Global,
     Instruction,
     Module,
     Range,
@@ -261,6 +262,9 @@ class InsertDMA(Pass):
             src = acc.base
             if isinstance(src, FuncParam) and src.index in written:
                 continue
+            if isinstance(src, Global) and src.kind != "global" and \
+                    _kernels_write(loop.function.module, src):
+                continue
             if any(id(v) in inside for v in inst.args[0].values()):
                 continue
             if any(u is not inst and u.opname not in ("load", "copy_out") for u in ldm.users) \
@@ -346,6 +350,20 @@ class InsertDMA(Pass):
         _wait_groups(f.body.blocks[0])
 
 
+def _kernels_write(module: Module, g: Global) -> bool:
+    """Whether any kernel of the module writes the buffer global g."""
+    for f in module.functions:
+        if f.kind != "kernel" or f.body is None:
+            continue
+        for inst in f.walk():
+            slot = {"store": 1, "copy_out": 1, "dma_put": 1}.get(inst.opname)
+            if slot is not None and slot < len(inst.args):
+                dst = inst.args[slot]
+                if (dst.base if isinstance(dst, Access) else dst) is g:
+                    return True
+    return False
+
+
 def _broadcast_pays(copy: Instruction, busy: int, target: Target) -> bool:
     """Whether one broadcast of the copy's tile (every CPE waits while CPE 0
     streams it at the broadcast bandwidth) is modeled faster than ``busy``
@@ -363,9 +381,11 @@ def _broadcast_pays(copy: Instruction, busy: int, target: Target) -> bool:
     else:
         blocks = [(count * esize, 1)]
     _erase_all(scratch)
+    # a DMA under dma_startup_bytes pays its share of the start-up
+    share = min(1.0, count * esize / target.dma_startup_bytes)
     per_cpe = n * (busy * stream_seconds(blocks, target.dma_half_block,
                                          target.peak_bandwidth * target.dma_efficiency)
-                   + target.dma_startup_cycles / target.clock_hz)
+                   + share * target.dma_startup_cycles / target.clock_hz)
     broadcast = n * (stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth)
                      + target.bcast_fixed_cycles / target.clock_hz)
     return broadcast < per_cpe
