@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swir.analysis.calling import written_params
+from swir.analysis.calling import writes_global, written_params
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
@@ -794,17 +794,7 @@ def _param_writer(m: Module, f: Function, index: int, seen: set[int]) -> str | N
 
 def _cpe_writes_global(m: Module, g: Global) -> bool:
     """Whether any cpe function writes the buffer global directly."""
-    for f in m.functions:
-        if f.target != "cpe" or f.body is None:
-            continue
-        for inst in f.walk():
-            slot = {"store": 1, "dma_put": 1, "copy_out": 1}.get(inst.opname)
-            if slot is None or slot >= len(inst.args):
-                continue
-            dst = inst.args[slot]
-            if (dst.base if isinstance(dst, Access) else dst) is g:
-                return True
-    return False
+    return writes_global((f for f in m.functions if f.target == "cpe"), g)
 
 
 def _context_error(context: str | None, f: Function | None, stage: str) -> str | None:

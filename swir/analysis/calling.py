@@ -5,7 +5,7 @@ returns. The interpreters and the C generator share it (docs/ir.md,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Access, Apply, FuncParam, Function, Instruction, Module, Value
@@ -15,6 +15,20 @@ from swir.ir.types import Type
 WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
                                       "dma_get": (1,), "dma_put": (1,),
                                       "dma_bcast": (1,)}
+
+
+def writes_global(functions: Iterable[Function], g: Value) -> bool:
+    """Whether any of the functions writes the global g directly (a writing
+    op of WRITES with g as its written buffer)."""
+    for f in functions:
+        if f.body is None:
+            continue
+        for inst in f.walk():
+            for slot in WRITES.get(inst.opname, ()):
+                dst = inst.args[slot] if slot < len(inst.args) else None
+                if (dst.base if isinstance(dst, Access) else dst) is g:
+                    return True
+    return False
 
 
 def written_params(f: Function) -> list[int]:

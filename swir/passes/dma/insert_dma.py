@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from swir.analysis.calling import written_params
+from swir.analysis.calling import writes_global, written_params
 from swir.analysis.write_blocks import write_grain
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
@@ -263,7 +263,8 @@ class InsertDMA(Pass):
             if isinstance(src, FuncParam) and src.index in written:
                 continue
             if isinstance(src, Global) and src.kind != "global" and \
-                    _kernels_write(loop.function.module, src):
+                    writes_global((f for f in loop.function.module.functions
+                                   if f.kind == "kernel"), src):
                 continue
             if any(id(v) in inside for v in inst.args[0].values()):
                 continue
@@ -348,20 +349,6 @@ class InsertDMA(Pass):
         """Gets on reply 0 are waited for once per group, just before the first
         instruction after the group that is not a DMA (the first use)."""
         _wait_groups(f.body.blocks[0])
-
-
-def _kernels_write(module: Module, g: Global) -> bool:
-    """Whether any kernel of the module writes the buffer global g."""
-    for f in module.functions:
-        if f.kind != "kernel" or f.body is None:
-            continue
-        for inst in f.walk():
-            slot = {"store": 1, "copy_out": 1, "dma_put": 1}.get(inst.opname)
-            if slot is not None and slot < len(inst.args):
-                dst = inst.args[slot]
-                if (dst.base if isinstance(dst, Access) else dst) is g:
-                    return True
-    return False
 
 
 def _broadcast_pays(copy: Instruction, busy: int, target: Target) -> bool:
