@@ -193,3 +193,63 @@ def test_hand_written_buffered_modules_keep_their_meaning(name, double):
     got = DMAInterpreter(m, ".").call(m.lookup("main"), [x])
     for w, o in zip(want, got):
         np.testing.assert_array_equal(o, w)
+
+
+# Convs and a matmul whose tiles every CPE reads alike: -ldm-plan's search
+# plans them, -insert-dma broadcasts what every CPE reads (padded input tiles,
+# halo filled in LDM, included), and the dma stage, where each CPE is checked
+# to reach the same broadcasts, gives the graph result.
+BROADCAST = [
+    ("conv2d", [T((1, 8, 9, 9)), T((64, 8, 3, 3)), T((64,))], {"pad": [1, 1, 1, 1]}),
+    ("conv2d", [T((1, 8, 12, 12)), T((128, 8, 3, 3))], {"pad": [1, 1, 1, 1],
+                                                         "stride": [2, 2]}),
+    ("matmul", [T((128, 96)), T((96, 48))], {}),
+]
+
+
+@pytest.mark.parametrize("case", BROADCAST, ids=lambda c: f"{c[0]}-{c[1][0].shape}")
+def test_broadcast_plans_compute_the_graph_result(case):
+    op, types, attrs = case
+    text = build(op, types, attrs)
+    args = inputs(op, types, (op, str(types)))
+    g = parse_module(text, "<case>")
+    want = run_function(g, g.lookup("main"), args)
+    m = parse_module(text, "<case>")
+    # resident=false: tensors this small would be kept whole; tiled, as
+    # larger ones are, their tiles are what is broadcast
+    for p in (LowerLoops(), LDMPlan(strategy="search", resident=False), InsertDMA()):
+        p.run(m, AnalysisManager())
+    verify(m)
+    assert any(i.opname == "dma_bcast" for f in m.functions if f.body is not None
+               for i in f.walk())
+    interp = DMAInterpreter(m, ".")
+    got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
+    assert_matches_graph(op, g, args, want, got)
+
+
+@pytest.mark.parametrize("double", [False, True], ids=["single", "double-buffered"])
+def test_lock_step_broadcast_of_a_padded_tile_keeps_its_meaning(double):
+    """A padded conv input tile fetched in each round of a tile loop every
+    CPE runs alike (test/Inputs/insert-dma/lockstep-padded.swir) is
+    broadcast, halo and staged move included, and the dma stage computes
+    what the buffered stage computes (its broadcasts checked per CPE)."""
+    from swir.interp.buffered import BufferedInterpreter
+    text = (REVIEW / "lockstep-padded.swir").read_text()
+    buffered = parse_module(text, "lockstep")
+    m = parse_module(text, "lockstep")
+    insert = InsertDMA(double_buffer=double)
+    insert.run(m, AnalysisManager())
+    verify(m)
+    assert insert.statistics.get("tiles broadcast in lock-step tile loops") == 1
+    loop = next(i for i in m.lookup("conv").walk()
+                if i.opname == "for" and "ico" in (i.regions[0].blocks[0].args[0].name or ""))
+    assert [i.opname for i in loop.walk()].count("dma_bcast") >= 1
+    rng = np.random.default_rng(24)
+    f = buffered.lookup("main")
+    args = [rng.standard_normal(p.type.shape).astype(np.float32) for p in f.params[:2]]
+    want = BufferedInterpreter(buffered, ".").call(f, args)
+    interp = DMAInterpreter(m, ".")
+    got = interp.call(m.lookup("main"), args)
+    assert interp.kernel_stats["conv"].bcasts == 2    # one per round, for all 64 CPEs
+    for w, o in zip(want, got):
+        np.testing.assert_array_equal(o, w)

@@ -29,6 +29,12 @@ the MPE / CPE split).
   ``if`` use reply word 2 and wait at their own end. Puts use reply word 1 and are waited for right after they are
   issued (before the buffer can be overwritten and before the kernel ends).
 
+- **Broadcasts** (issue 24): a tile every CPE reads alike is fetched once
+  for all CPEs (``dma_bcast``) where the cost model finds that faster:
+  before the CPE's tiles when no iteration moves it, or in each round when
+  every CPE runs as many iterations and nothing the parallel loop's
+  variable decides reaches the copy (lock-step broadcasts).
+
 - **Double buffering** (on by default where the second buffers fit): a
   tile loop's gets are issued one tile ahead into a second buffer set on
   alternating reply words, so the transfer of tile t+1 overlaps the compute
@@ -87,13 +93,15 @@ class InsertDMA(Pass):
     one_spawn: bool = option(True, "run a kernel's loop nests in one spawn, the CPEs meeting "
                                    "at a barrier (athread_syn) between nests, rather than "
                                    "one spawn + join per nest")
-    broadcast: bool = option(True, "fetch a tile every CPE reads alike (a copy_in of the "
-                                   "parallel body that its tile index does not move) once, "
-                                   "by a broadcast DMA into every CPE's LDM before the "
-                                   "CPE's share of the tiles")
+    broadcast: bool = option(True, "fetch a tile every CPE reads alike by a broadcast DMA "
+                                   "into every CPE's LDM where that is faster: once before "
+                                   "the CPE's share of the tiles (a copy_in of the parallel "
+                                   "body that its tile index does not move), or in each "
+                                   "round of tiles when every CPE runs as many")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         self.broadcasts: set[int] = set()      # ids of the copy_ins to broadcast
+        self.lockstep: set[int] = set()        # ids of tile-loop copy_ins that may be broadcast
         split = {}
         for f in list(module.functions):
             if f.kind == "kernel" and f.body is not None:
@@ -218,7 +226,7 @@ class InsertDMA(Pass):
         shared = self.shared_copies(loop)
         busy = min(workers, CPES, -(-extent.const // grain))
         bcast = [c for c in shared if self.broadcast and busy >= 2 and
-                 _broadcast_pays(c, busy, self.target_figures)]
+                 _hoisted_pays(c, busy, self.target_figures)]
         shared = [c for c in shared if c not in bcast]
         # Each CPE runs the kernel once: its LDM buffers (static arrays in
         # the C code) are allocated once, before its share of the tiles; with
@@ -237,6 +245,9 @@ class InsertDMA(Pass):
             for copy in shared:
                 g.regions[0].blocks[0].append(copy.detach())
                 self.bump("tiles every CPE reads alike, fetched once per CPE")
+        if self.broadcast and workers == CPES and extent.const % grain == 0 and \
+                extent.const // grain % CPES == 0:
+            self.lockstep |= {id(c) for c in self.lockstep_copies(loop)}
         loop.regions = []
         new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
                             regions=[body])
@@ -256,28 +267,64 @@ class InsertDMA(Pass):
         written = set(written_params(loop.function))
         out = []
         for inst in block.instructions:
-            if inst.opname != "copy_in" or inst.attrs.get("fill") is not None:
+            if inst.opname != "copy_in":
                 continue
             acc, ldm = inst.args[0], inst.args[1]
-            src = acc.base
-            if isinstance(src, FuncParam) and src.index in written:
+            if not _read_alike(inst, written):
                 continue
-            if isinstance(src, Global) and src.kind != "global" and \
-                    writes_global((f for f in loop.function.module.functions
-                                   if f.kind == "kernel"), src):
-                continue
-            if any(id(v) in inside for v in inst.args[0].values()):
-                continue
-            if any(u is not inst and u.opname not in ("load", "copy_out") for u in ldm.users) \
-                    or any(u.opname == "copy_out" and u.args[0] is not ldm for u in ldm.users):
+            if any(id(v) in inside for v in acc.values()):
                 continue
             if CopyRegion(acc, ldm, True).compounds:
                 continue
             out.append(inst)
         return out
 
+    def lockstep_copies(self, loop: Instruction) -> list[Instruction]:
+        """The copy_ins inside a parallel loop's tile loops that every CPE
+        runs alike when every CPE runs as many iterations of the loop (the
+        caller's test): their region, and the bounds of every loop and the
+        conditions of every ``if`` around them, use nothing the parallel
+        loop's variable decides. In each round every CPE fetches the same
+        tile at the same time, so one broadcast can serve all (a broadcast is
+        collective: every CPE must reach it in the same order)."""
+        iv = loop.regions[0].blocks[0].args[0]
+        varying = {id(iv)}                 # values that differ between CPEs
+        out = []
+        written = set(written_params(loop.function))
+        for inst in loop.walk():
+            if inst is loop:
+                continue
+            # a load's value is data: taken as differing between CPEs
+            moved = inst.opname == "load" or any(id(v) in varying for v in inst.operands)
+            if moved:
+                varying |= {id(r) for r in inst.results}
+                varying |= {id(a) for r in inst.regions for b in r.blocks for a in b.args}
+            if inst.opname == "copy_in" and not any(id(v) in varying for v in inst.operands) \
+                    and _read_alike(inst, written) and \
+                    not any(a.opname in ("for", "if") and any(id(v) in varying
+                                                              for v in a.operands)
+                            for a in _ancestors_within(inst, loop)):
+                out.append(inst)
+        return out
+
     # -- copies → DMA ------------------------------------------------------------------
     def lower_copy(self, inst: Instruction) -> None:
+        """Lower a copy; a broadcast (decided, or a lock-step copy whose DMAs
+        make one pay) is lowered as any copy, then its gets made broadcasts."""
+        decided = id(inst) in self.broadcasts
+        if not decided and id(inst) not in self.lockstep:
+            self.lower_copy_once(inst)
+            return
+        block = inst.parent
+        before = {id(i) for i in block.instructions}
+        self.lower_copy_once(inst)
+        new = [i for i in block.instructions if id(i) not in before]
+        if decided or _broadcast_pays(_gets_in(new), CPES, self.target_figures):
+            _to_broadcasts(new)
+            if not decided:
+                self.bump("tiles broadcast in lock-step tile loops")
+
+    def lower_copy_once(self, inst: Instruction) -> None:
         if inst.opname == "copy_in" and inst.attrs.get("fill") is not None:
             PaddedCopy(inst).lower()
             self.bump("padded tile loads (halo filled in LDM)")
@@ -288,10 +335,7 @@ class InsertDMA(Pass):
         ldm: Value = inst.args[1] if get else inst.args[0]
         region = CopyRegion(acc, ldm, get)
         b = Builder(inst.parent, before=inst)
-        if id(inst) in self.broadcasts:     # complete on return: no wait
-            region.op = "dma_bcast"
-            region.emit(b, BCAST_REPLY, {})
-        elif region.compounds:
+        if region.compounds:
             region.emit_cases(b, region.compounds, {})
             self.bump("edge-tile branches", 2 ** len(region.compounds) - 1)
         else:
@@ -351,31 +395,88 @@ class InsertDMA(Pass):
         _wait_groups(f.body.blocks[0])
 
 
-def _broadcast_pays(copy: Instruction, busy: int, target: Target) -> bool:
-    """Whether one broadcast of the copy's tile (every CPE waits while CPE 0
-    streams it at the broadcast bandwidth) is modeled faster than ``busy``
-    CPEs each fetching it (sharing the bandwidth, start-ups in parallel):
-    the cost model's DMA curve and broadcast figures (docs/cost-model.md)."""
-    acc, ldm = copy.args[0], copy.args[1]
+def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target) -> bool:
+    """Whether one broadcast per get (every CPE waits while CPE 0 streams it
+    at the broadcast bandwidth) is modeled faster than ``busy`` CPEs each
+    issuing the gets (sharing the bandwidth, start-ups in parallel): the
+    cost model's DMA curve and broadcast figures (docs/cost-model.md)."""
+    per_cpe = broadcast = 0.0
+    for dma in dmas:
+        esize = (dma.args[1].base if isinstance(dma.args[1], Access)
+                 else dma.args[1]).type.element.bytes
+        count, bsize = dma.attrs["count"], attr_or_default(dma, "bsize")
+        if 0 < bsize < count:
+            blocks = [(bsize * esize, count // bsize)] + \
+                ([(count % bsize * esize, 1)] if count % bsize else [])
+        else:
+            blocks = [(count * esize, 1)]
+        # a DMA under dma_startup_bytes pays its share of the start-up
+        share = min(1.0, count * esize / target.dma_startup_bytes)
+        per_cpe += busy * stream_seconds(blocks, target.dma_half_block,
+                                         target.peak_bandwidth * target.dma_efficiency) \
+            + share * target.dma_startup_cycles / target.clock_hz
+        broadcast += stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth) \
+            + target.bcast_fixed_cycles / target.clock_hz
+    return bool(dmas) and broadcast < per_cpe
+
+
+def _hoisted_pays(copy: Instruction, busy: int, target: Target) -> bool:
+    """_broadcast_pays for a copy_in not yet lowered (a copy of it lowered
+    aside: its DMAs)."""
+    from swir.ir.clone import clone
     scratch = Block(None)
-    n = CopyRegion(acc, ldm, True).emit(Builder(scratch), GET_REPLY, {})
-    dma = next(i for i in scratch.walk() if i.opname == "dma_get")
-    esize = ldm.type.element.bytes
-    count, bsize = dma.attrs["count"], attr_or_default(dma, "bsize")
-    if 0 < bsize < count:
-        blocks = [(bsize * esize, count // bsize)] + \
-            ([(count % bsize * esize, 1)] if count % bsize else [])
+    trial, = clone(Builder(scratch), [copy], {})
+    if trial.attrs.get("fill") is not None:
+        PaddedCopy(trial).lower()
     else:
-        blocks = [(count * esize, 1)]
+        CopyRegion(trial.args[0], trial.args[1], True).emit(
+            Builder(scratch, before=trial), GET_REPLY, {})
+    trial.erase()
+    pays = _broadcast_pays(_gets_in(scratch.instructions), busy, target)
     _erase_all(scratch)
-    # a DMA under dma_startup_bytes pays its share of the start-up
-    share = min(1.0, count * esize / target.dma_startup_bytes)
-    per_cpe = n * (busy * stream_seconds(blocks, target.dma_half_block,
-                                         target.peak_bandwidth * target.dma_efficiency)
-                   + share * target.dma_startup_cycles / target.clock_hz)
-    broadcast = n * (stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth)
-                     + target.bcast_fixed_cycles / target.clock_hz)
-    return broadcast < per_cpe
+    return pays
+
+
+def _gets_in(insts: list[Instruction]) -> list[Instruction]:
+    return [d for i in insts for d in i.walk() if d.opname == "dma_get"]
+
+
+def _read_alike(copy: Instruction, written: set[int]) -> bool:
+    """Whether a copy_in's source is never written by the kernel (nor, for a
+    `buffer` global, by any cpe kernel) and its LDM buffer is written by
+    this copy alone: what a tile every CPE reads alike needs."""
+    acc, ldm = copy.args[0], copy.args[1]
+    src = acc.base
+    if isinstance(src, FuncParam) and src.index in written:
+        return False
+    if isinstance(src, Global) and src.kind != "global" and \
+            writes_global((f for f in copy.function.module.functions if f.kind == "kernel"), src):
+        return False
+    return not (any(u is not copy and u.opname not in ("load", "copy_out") for u in ldm.users)
+                or any(u.opname == "copy_out" and u.args[0] is not ldm for u in ldm.users))
+
+
+def _ancestors_within(inst: Instruction, top: Instruction) -> list[Instruction]:
+    """The instructions whose regions hold ``inst``, up to (without) ``top``."""
+    out = []
+    for a in _ancestors(inst):
+        if a is top:
+            break
+        out.append(a)
+    return out
+
+
+def _to_broadcasts(lowered: list[Instruction]) -> None:
+    """The gets of a lowered copy_in made broadcasts (complete on return:
+    their waits go)."""
+    for top in lowered:
+        for inst in list(top.walk()):
+            if inst.opname == "dma_get":
+                inst.insert_before(Instruction("dma_bcast", list(inst.args), arrow=1,
+                                               attrs={**inst.attrs, "reply": BCAST_REPLY}))
+                inst.erase()
+            elif inst.opname == "dma_wait":
+                inst.erase()
 
 
 def _wait_groups(block: Block) -> None:
@@ -409,14 +510,19 @@ def _double_buffer_plan(loop: Instruction):
     LDM buffers allocated outside it, then their wait: the gets can run one
     tile ahead. The buffers must be written by nothing else in the loop and
     not used after it."""
+    if _varying([Expr.of(a) for a in loop.args[:2]]):
+        return None           # min / max bounds: the guards on t + step could not be bounded
     body = loop.regions[0].blocks[0].instructions
     k = 0
-    while k < len(body) and body[k].opname == "dma_get" and body[k].attrs.get("reply") == 0:
+    while k < len(body) and (body[k].opname == "dma_bcast" or body[k].opname == "dma_get"
+                             and body[k].attrs.get("reply") == 0):
         k += 1
-    if k == 0 or k >= len(body) or body[k].opname != "dma_wait" or \
-            body[k].attrs.get("reply") != GET_REPLY or body[k].attrs.get("times") != k:
+    gets = [i for i in body[:k] if i.opname == "dma_get"]
+    if not gets or k >= len(body) or body[k].opname != "dma_wait" or \
+            body[k].attrs.get("reply") != GET_REPLY or body[k].attrs.get("times") != len(gets):
         return None
-    gets, wait, rest = body[:k], body[k], body[k + 1:]
+    # broadcasts (complete on return) stay in every tile, after the wait
+    wait, rest = body[k], [i for i in body[:k] if i.opname == "dma_bcast"] + body[k + 1:]
     bufs = []
     for g in gets:
         dst = g.args[1]
@@ -535,7 +641,7 @@ def _self_waiting_gets(inst: Instruction) -> bool:
         return False
 
     def ok(i: Instruction) -> bool:
-        if i.opname in ("dma_get", "dma_wait"):
+        if i.opname in ("dma_get", "dma_wait", "dma_bcast"):
             return i.attrs.get("reply") != GET_REPLY
         return i.opname in ("for", "if") and all(
             ok(j) for r in i.regions for b in r.blocks for j in b.instructions)
@@ -547,6 +653,8 @@ def _gets_issued(inst: Instruction) -> int | None:
     loop of gets with a constant trip count)."""
     if inst.opname == "dma_get" and inst.attrs.get("reply") == GET_REPLY:
         return 1
+    if inst.opname == "dma_bcast":      # complete on return: it passes a group
+        return 0
     lb, ub = (Expr.of(a) for a in inst.args[:2]) if inst.opname == "for" else (None, None)
     if inst.opname == "for" and lb.is_constant and ub.is_constant:
         body = inst.regions[0].blocks[0].instructions
