@@ -379,3 +379,67 @@ def test_search_prefers_fewer_bytes_then_32_byte_blocks_within_its_slack():
     # equal bytes and shares: the faster; all equal: greedy
     assert best_measured([(g, (1.00, 1.0, 100)), (fast, (0.99, 1.0, 100))]) == fast
     assert best_measured([(g, (1.00, 0.5, 100)), (fast, (1.00, 0.5, 100))]) == g
+
+
+# A stride-2 conv's output split over the CPEs: 256 channels x 14 x 14 (the
+# shape of ResNet-18's first stride-2 conv of layer 3), 1 x 1 kernel.
+STRIDED = """
+module "strided"
+stage loop
+kernel @conv(%X: buf<64 x 28 x 28 x f32>, %W: buf<256 x 64 x f32>, %Y: buf<256 x 14 x 14 x f32>) {
+  %zero = const 0.0 : f32
+  for %oc = 0 to 256 {
+    for %oh = 0 to 14 {
+      for %ow = 0 to 14 {
+        store %zero, %Y[%oc, %oh, %ow]
+        for %ic = 0 to 64 {
+          %y = load %Y[%oc, %oh, %ow] : f32
+          %x = load %X[%ic, 2*%oh, 2*%ow] : f32
+          %w = load %W[%oc, %ic] : f32
+          %m = mul %x, %w : f32
+          %s = add %y, %m : f32
+          store %s, %Y[%oc, %oh, %ow]
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def _planned_grain(text: str, tiles: tuple[int, ...]) -> tuple[int, int]:
+    """(the search estimate's closed-form grain, -insert-dma's grain) of the
+    first nest of ``text`` planned with these tiles, output loops in order."""
+    from swir.passes.buffered.ldm_search import _tasks, set_tiles, write_grain
+    from swir.passes.dma.insert_dma import InsertDMA
+    from swir.passes.manager import PassManager
+    m = parse_module(text, "<strided>")
+    f = next(f for f in m.functions if f.kind == "kernel")
+    top = next(i for i in f.body.blocks[0].instructions if i.opname == "for")
+    nest, why = Nest.parse(top)
+    assert nest is not None, why
+    set_tiles(nest, tiles)
+    order = tuple(range(len(nest.vars)))
+    _, floor = _tasks(nest, order, 64, frozenset())
+    estimated = write_grain(nest, order, floor)
+    Plan.make(nest, 64, list(nest.vars)).rewrite()
+    m.stage = "buffered"
+    PassManager([InsertDMA()], verify_each=True).run(m)
+    chunk = next(i for i in m.lookup(f.name).walk() if i.opname == "chunk")
+    return estimated, chunk.attrs.get("grain", 1)
+
+
+@pytest.mark.parametrize("tiles, grain", [
+    ((32, 2, 14, 8), 7),    # runs of 2 rows (112 B): only whole 32-plane tiles cut clean
+    ((32, 7, 14, 8), 2),    # 7 rows (392 B): the two halves of the planes together
+    ((4, 14, 14, 8), 1),    # whole planes of 4 channels (3,136 B): every cut is clean
+    ((1, 14, 14, 8), 1),    # one plane (784 B) per task, but 4 per CPE (3,136 B)
+    ((2, 7, 14, 8), 1),     # half planes of 2 channels, 4 per CPE: 2 whole planes
+])
+def test_search_estimate_knows_the_work_split_grain(tiles, grain):
+    """The search's closed-form grain (ldm_search.write_grain) is the grain
+    -insert-dma gives the chunk (swir/analysis/write_blocks.py): the
+    estimate counts on as many busy CPEs as the code gets. (Before, it
+    counted every task as a unit: the first two plans were estimated on 56
+    and 16 CPEs and ran on 8 each.)"""
+    assert _planned_grain(STRIDED, tiles) == (grain, grain)

@@ -287,22 +287,40 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
               serial: frozenset[int], m: Machine) -> float:
     tiles = nest.tiles()
     tasks, floor = _tasks(nest, order_i, cpes, serial)
-    busy = min(tasks, cpes)
-    compute = cycles / tasks * math.ceil(tasks / cpes) / m.clock_hz
-    stream, starts = 0.0, 0.0
+    # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
+    # one 32-byte block): a CPE runs up to grain * ceil(units / cpes) tasks.
+    grain = write_grain(nest, order_i, floor, cpes)
+    units = -(-tasks // grain)
+    busy = min(units, cpes)
+    compute = cycles / tasks * min(tasks, grain * math.ceil(units / cpes)) / m.clock_hz
+    stream, starts, bcast = 0.0, 0.0, 0.0
+    # Every CPE runs as many tasks: a tile no parallel loop moves is fetched
+    # in the same round by every CPE, and -insert-dma may broadcast it.
+    lockstep = units % cpes == 0 and tasks % grain == 0
+    moved = {nest.vars[i].iv for i in order_i[:floor]}
     for t, copies in _copies(nest, order_i, floor):
         if copies is None:
             # Loaded directly (Constraint 1): a single-word access each time,
             # charged as a one-element DMA.
             words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
-            stream += words * (word + m.half_block)
-            starts += words * m.startup_share(word)
+            stream += words * (word + m.half_block) / m.bandwidth
+            starts += words * m.startup_share(word) * m.dma_startup / busy
             continue
         runs = t.segments(tiles)
         dmas = dmas_per_copy(t, tiles, runs)
-        stream += copies * (t.bytes(tiles) + runs * m.half_block)
-        starts += copies * dmas * m.startup_share(t.bytes(tiles) / dmas)
-    return compute + stream / m.bandwidth + starts * m.dma_startup / busy
+        nbytes = t.bytes(tiles)
+        gets = (copies * (nbytes + runs * m.half_block) / m.bandwidth,
+                copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / busy)
+        if lockstep and t.read and not t.written and not corr(t) & moved:
+            # one broadcast per round of copies, every CPE waiting for it
+            once = copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
+                                    + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz)
+            if once < sum(gets):
+                bcast += once
+                continue
+        stream += gets[0]
+        starts += gets[1]
+    return compute + stream + starts + bcast
 
 
 def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
@@ -316,6 +334,86 @@ def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
         tasks *= v.ntiles
         floor += 1
     return tasks, floor
+
+
+def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64) -> int:
+    """The tasks per unit of the work split, in closed form: the fewest
+    consecutive tasks whose written tiles, together, write only whole 32-byte
+    blocks of every buffered output, so a cut between two units never splits
+    a block (-insert-dma's rule, swir.analysis.write_blocks, which finds the
+    exact grain of the plan chosen and may find a finer one). Units group
+    tasks along the innermost parallel loop first, then whole inner loops;
+    all the tasks when no grouping keeps to whole blocks. When the CPEs share
+    the tasks evenly, the cuts fall only between their shares: 1 when those
+    keep to whole blocks."""
+    par = [nest.vars[i] for i in order_i[:floor]]
+    outs = [t for t in nest.buffered() if t.written]
+    tasks = math.prod(v.ntiles for v in par)
+    if tasks <= 1 or not outs:
+        return 1
+    extents = {v.iv: v.extent for v in nest.vars}
+
+    def whole(size: int) -> bool:
+        """Whether groups of ``size`` consecutive tasks keep to whole blocks
+        (False when such a group is not a box of tiles)."""
+        inner = 1
+        for k in reversed(range(len(par))):
+            n = par[k].ntiles
+            if size % inner == 0 and n % (size // inner) == 0:
+                steps = {v.iv: v.tile for v in par[:k]}
+                steps[par[k].iv] = par[k].tile * (size // inner)
+                return all(_whole_blocks(t, steps, extents) for t in outs)
+            inner *= n
+        return False
+    if tasks % cpes == 0 and whole(tasks // cpes):
+        return 1
+    return next((size for size in _group_sizes(par) if whole(size)), tasks)
+
+
+def _group_sizes(par: list[LoopVar]):
+    """Candidate group sizes, ascending: along each parallel loop, innermost
+    first, its divisors up to 64, its powers of two and itself, times the
+    whole loops inside it (a few per loop, whatever its trip count)."""
+    inner = 1
+    for v in reversed(par):
+        n = v.ntiles
+        gs = {g for g in range(1, min(n, 64) + 1) if n % g == 0} | {n}
+        p = 128
+        while p < n and n % p == 0:
+            gs.add(p)
+            p *= 2
+        yield from (inner * g for g in sorted(gs))
+        inner *= n
+
+
+def _whole_blocks(t, steps: dict, extents: dict) -> bool:
+    """Whether every tile of ``t`` that loops stepping by ``steps`` write (the
+    other loops over their whole range; ``extents``: each loop's) starts and
+    ends its contiguous runs on a block boundary (or at the buffer's end)."""
+    block = DEFAULT_TARGET.write_block
+    shape, nbytes = t.shape, t.base.type.element.bytes
+    stride = [nbytes * math.prod(shape[d + 1:]) for d in range(len(shape))]
+    dims = []                      # per dimension: (first index, step or 0, extent)
+    for d, coefs in enumerate(t.coefs):
+        v = next(iter(coefs), None)
+        extent = extents.get(v, 1)
+        step = steps.get(v, 0)
+        dims.append((t.cmin[d], step if step < extent else 0, extent))
+    # the dimensions the tile covers whole, innermost first, merge into runs
+    r = len(dims) - 1
+    while r >= 0 and dims[r] == (0, 0, shape[r]):
+        r -= 1
+    if r < 0:
+        return True
+    for d in range(r):             # outer dimensions: each index starts runs
+        first, step, extent = dims[d]
+        if (extent > 1 or step) and stride[d] % block or first * stride[d] % block:
+            return False
+    first, step, extent = dims[r]
+
+    def boundary(i: int) -> bool:
+        return i * stride[r] % block == 0 or (r == 0 and i == shape[0])
+    return boundary(first) and boundary(step) and boundary(first + extent)
 
 
 def _copies(nest: Nest, order_i: tuple[int, ...], floor: int):
