@@ -393,7 +393,8 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
               "the larger of the bytes it must read and write"),
              ("  once (only the input elements it reads: strides, slices) and Hong-Kung's "
               "MACs / (2 sqrt(2 S)) words, S the LDM words tiles"),
-             "  can use; LB binds: which of the two is larger (reads / LDM)."]
+             "  can use on all the CPEs (a broadcast fills every LDM by one read); LB binds: "
+             "which of the two is larger (reads / LDM)."]
     notes += machine_lines(r.machine, info["machine_name"])
     return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + notes) + "\n"
 

@@ -26,10 +26,11 @@ And two bounds on the same kernel:
 - roofline = max(flops / peak, compulsory bytes / bandwidth), compulsory
   bytes being each buffer the kernel reads or writes moved once;
 - for conv / matmul kernels, the I/O lower bound of Hong and Kung's
-  red-blue pebble game for a fast memory of S words (the LDM one CPE has
-  for tiles): at least MACs / (2 sqrt(2 S)) words must move (Irony, Toledo
-  and Tiskin's constant for matrix multiplication), and never less than the
-  compulsory bytes.
+  red-blue pebble game for a fast memory of S words (the LDM the 64 CPEs
+  have for tiles, together: broadcasts fill all of them by one read): at
+  least MACs / (2 sqrt(2 S)) words must move (Irony, Toledo and Tiskin's
+  constant for matrix multiplication), and never less than the compulsory
+  bytes.
 """
 
 from __future__ import annotations
@@ -328,13 +329,17 @@ def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) ->
 
 def hong_kung_bytes(f: Function, macs: int, machine: Machine) -> int | None:
     """MACs / (2 sqrt(2 S)) words for a conv / matmul kernel, S the words of
-    LDM tiles can use: the module's ldm_size less the target's reserve (the
-    stack's share, which no plan gets)."""
+    LDM tiles can use on all the CPEs together: per CPE the module's
+    ldm_size less the target's reserve (the stack's share, which no plan
+    gets). All of them, because a broadcast fills every LDM by one read of
+    main memory: a run of the kernel is also a run on one fast memory of
+    their size (each broadcast one read; docs/cost-model.md, "Bounds"), so
+    the bound of the one CPE's LDM would not bound main-memory traffic."""
     if not is_matmul_like(f.name) or not macs:
         return None
     word = element_bytes(f)
     size = f.module.attrs.get("ldm_size", machine.ldm_bytes) if f.module else machine.ldm_bytes
-    s = (size - size // machine.reserve_divisor) // word
+    s = machine.cpes * ((size - size // machine.reserve_divisor) // word)
     return math.ceil(macs / (2 * math.sqrt(2 * s))) * word
 
 

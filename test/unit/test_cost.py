@@ -83,10 +83,10 @@ def test_paper_matmul_modeled_time(paper):
     # 2.8 us of peak compute.
     assert paper.roofline_s == pytest.approx(4_202_496 / bw, rel=1e-12)
     assert paper.roofline_share == pytest.approx(paper.roofline_s / paper.modeled_s)
-    # Hong-Kung: 2^20 MACs / (2 sqrt(2 x 16384 words)) = 2,897 words, below
-    # the compulsory bytes, which are the bound.
-    hk = math.ceil(1024 * 1024 / (2 * math.sqrt(2 * 16384))) * 4
-    assert hk == 11_588
+    # Hong-Kung: 2^20 MACs / (2 sqrt(2 x 64 x 15,360 words)) = 374 words, far
+    # below the compulsory bytes, which are the bound.
+    hk = math.ceil(1024 * 1024 / (2 * math.sqrt(2 * 64 * 15360))) * 4
+    assert hk == 1_496 and paper.hong_kung_bytes == hk
     assert paper.io_lower_bound_bytes == 4_202_496
     assert paper.traffic_over_bound == pytest.approx(4_231_168 / 4_202_496)
 
@@ -110,8 +110,9 @@ def test_small_conv_flops_and_bounds():
     assert len(conv) == 1 and conv[0].macs == macs and conv[0].flops == 2 * macs
     assert report.total("flops") == 2 * macs
     k = conv[0]
-    # Hong-Kung with the LDM a plan can use: 65,536 bytes less the 1/16 reserve
-    assert k.hong_kung_bytes == math.ceil(macs / (2 * math.sqrt(2 * 61440 // 4))) * 4
+    # Hong-Kung with the LDM plans can use on the 64 CPEs together: 65,536
+    # bytes each less the 1/16 reserve
+    assert k.hong_kung_bytes == math.ceil(macs / (2 * math.sqrt(2 * 64 * (61440 // 4)))) * 4
     assert k.io_lower_bound_bytes == max(k.compulsory_bytes, k.hong_kung_bytes)
     assert k.bound_binds == ("LDM" if k.hong_kung_bytes > k.compulsory_bytes else "reads")
     assert k.roofline_s <= k.modeled_s
