@@ -28,9 +28,9 @@ And two bounds on the same kernel:
 - for conv / matmul kernels, the I/O lower bound of Hong and Kung's
   red-blue pebble game for a fast memory of S words (the LDM the 64 CPEs
   have for tiles, together: broadcasts fill all of them by one read): at
-  least MACs / (2 sqrt(2 S)) words must move (Irony, Toledo and Tiskin's
-  constant for matrix multiplication), and never less than the compulsory
-  bytes.
+  least MACs / (2 sqrt(2 S)) - S words must move (Irony, Toledo and
+  Tiskin's bound for matrix multiplication), and never less than the
+  compulsory bytes.
 """
 
 from __future__ import annotations
@@ -328,7 +328,9 @@ def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) ->
 
 
 def hong_kung_bytes(f: Function, macs: int, machine: Machine) -> int | None:
-    """MACs / (2 sqrt(2 S)) words for a conv / matmul kernel, S the words of
+    """MACs / (2 sqrt(2 S)) - S words (at least 0) for a conv / matmul
+    kernel (Irony, Toledo and Tiskin: what a fast memory of S words must
+    exchange with slow memory, less the S words it may hold), S the words of
     LDM tiles can use on all the CPEs together: per CPE the module's
     ldm_size less the target's reserve (the stack's share, which no plan
     gets). All of them, because a broadcast fills every LDM by one read of
@@ -340,7 +342,7 @@ def hong_kung_bytes(f: Function, macs: int, machine: Machine) -> int | None:
     word = element_bytes(f)
     size = f.module.attrs.get("ldm_size", machine.ldm_bytes) if f.module else machine.ldm_bytes
     s = machine.cpes * ((size - size // machine.reserve_divisor) // word)
-    return math.ceil(macs / (2 * math.sqrt(2 * s))) * word
+    return max(0, math.ceil(macs / (2 * math.sqrt(2 * s))) - s) * word
 
 
 def element_bytes(f: Function) -> int:

@@ -14,9 +14,11 @@ does, in three steps:
    that order with each output loop moved outermost (which decides the
    loops spread over the CPEs).
 2. **Estimate** (:func:`estimate`, closed form): compute time with the load
-   balance of the parallel tasks, DMA time from each tensor's copies (how
+   balance of the parallel tasks (shared out in units of the write-block
+   grain, :func:`write_grain`), DMA time from each tensor's copies (how
    often Algorithm 2's placement runs them, bytes and contiguous runs per
-   copy) and per-DMA start-up. A local search starts from greedy's tiles and
+   copy), per-DMA start-up, and broadcasts for the tiles every CPE fetches
+   in the same round when all run as many tasks. A local search starts from greedy's tiles and
    from a few seeded random starts, changes one variable's tile at a time to
    the candidate with the best estimate that fits the LDM, and stops when
    nothing improves, after a fixed number of rounds, or at three quarters of
@@ -43,6 +45,7 @@ from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import CountLimit, TrafficError
 from swir.analysis.vector_plan import body_cost, tile_plan
+from swir.analysis.write_blocks import BLOCK
 from swir.ir.core import Access, Global, Module
 from swir.passes.buffered.ldm_model import (
     SINGLE,
@@ -296,7 +299,7 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     stream, starts, bcast = 0.0, 0.0, 0.0
     # Every CPE runs as many tasks: a tile no parallel loop moves is fetched
     # in the same round by every CPE, and -insert-dma may broadcast it.
-    lockstep = units % cpes == 0 and tasks % grain == 0
+    lockstep = cpes == DEFAULT_TARGET.cpes and units % cpes == 0 and tasks % grain == 0
     moved = {nest.vars[i].iv for i in order_i[:floor]}
     for t, copies in _copies(nest, order_i, floor):
         if copies is None:
@@ -341,7 +344,8 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64
     consecutive tasks whose written tiles, together, write only whole 32-byte
     blocks of every buffered output, so a cut between two units never splits
     a block (-insert-dma's rule, swir.analysis.write_blocks, which finds the
-    exact grain of the plan chosen and may find a finer one). Units group
+    exact grain of the plan chosen: finer where its block-exact check sees
+    cuts this cannot, never coarser than what this returns). Units group
     tasks along the innermost parallel loop first, then whole inner loops;
     all the tasks when no grouping keeps to whole blocks. When the CPEs share
     the tasks evenly, the cuts fall only between their shares: 1 when those
@@ -367,7 +371,10 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64
         return False
     if tasks % cpes == 0 and whole(tasks // cpes):
         return 1
-    return next((size for size in _group_sizes(par) if whole(size)), tasks)
+    size = next((size for size in _group_sizes(par) if whole(size)), tasks)
+    # -insert-dma tries the grains 1..64 and 128 x 2^k only: another size
+    # may not be found there, so count on none (one CPE) rather than more
+    return size if size <= 2 * BLOCK or size & (size - 1) == 0 else tasks
 
 
 def _group_sizes(par: list[LoopVar]):
