@@ -54,9 +54,11 @@ CASES = [
     ("conv3x3-8k", "conv2d", (1, 8, 8, 8), (16, 8, 3, 3), True,
      {"pad": [1, 1, 1, 1]}, 8192, None),
     ("conv-unchanged-8k", "conv2d", (2, 6, 7, 7), (10, 6, 3, 3), False, {}, 8192, None),
-    # The same convolution as conv3x3-8k without its bias: OIHW is (one of) the cheapest.
+    # The same convolution as conv3x3-8k without its bias. Since broadcasts
+    # (issue 24) its trial lowering in HWIO moves 2,048 bytes fewer than in
+    # OIHW (in 299 more DMAs: bytes decide).
     ("conv3x3-nobias-8k", "conv2d", (1, 8, 8, 8), (16, 8, 3, 3), False,
-     {"pad": [1, 1, 1, 1]}, 8192, None),
+     {"pad": [1, 1, 1, 1]}, 8192, "HWIO"),
     ("deconv-s2-8k", "conv_transpose2d", (1, 8, 4, 4), (8, 8, 4, 4), False,
      {"stride": [2, 2], "pad": [1, 1, 1, 1]}, 8192, None),
     ("deconv-8k", "conv_transpose2d", (1, 16, 5, 5), (16, 8, 3, 3), False,
