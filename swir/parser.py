@@ -23,6 +23,7 @@ from typing import Any
 import lark
 from lark import Token, v_args
 
+from swir.cache import user_directory
 from swir.diagnostics import SOURCES, Diagnostic, Location
 from swir.ir.affine import Expr, NonAffine
 from swir.ir.core import (STAGES, Access, Apply, Block, Constraint, Dense, DenseSlot,
@@ -49,8 +50,13 @@ def grammar_text() -> str:
 
 @lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
+    # Lark keeps its LALR tables in a file of the user's cache, checked against
+    # a hash of the grammar, options and Lark's version and rebuilt when it is
+    # missing, stale or unreadable: 0.4 s of every tool's start-up otherwise.
+    folder = user_directory()
+    tables = str(folder / f"lark-{lark.__version__}.tables") if folder else False
     return lark.Lark(grammar_text(), parser="lalr", lexer=SwirLexer,
-                     transformer=_SyntaxBuilder(), maybe_placeholders=True)
+                     transformer=_SyntaxBuilder(), maybe_placeholders=True, cache=tables)
 
 
 # --------------------------------------------------------------------------

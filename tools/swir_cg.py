@@ -4,8 +4,8 @@
             [--PASS-OPTION=VALUE ...]
 
 The module may be at any stage; swir-cg runs what is left of the default
-pipeline (graph clean-up, -lower-loops, -ldm-plan, -insert-dma), verifying after
-every pass, then writes DIR: main.c, layers.h, layers.c, layers_mix.h,
+pipeline (graph clean-up, -lower-loops, -ldm-plan, -insert-dma), verifying the
+result (after every pass with --verify-each), then writes DIR: main.c, layers.h, layers.c, layers_mix.h,
 layers_slave.c, Makefile, weights.bin and the emulation runtime in emu/.
 ``make -C DIR`` builds for Sunway with sw5cc, ``make -C DIR emu`` for this
 machine. DIR is written completely or not at all; an existing DIR is replaced
@@ -37,7 +37,7 @@ from swir.passes.pipelines import (
 from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, Target, target_of
-from swir.verifier import verify
+from swir.verifier import VerificationError, verify
 
 from .driver import UsageError, command_line_error, opt_level, run_tool
 from .swir_opt import (
@@ -45,6 +45,7 @@ from .swir_opt import (
     build_passes,
     field_type,
     global_option,
+    print_pass_times,
     print_statistics,
     target_option,
 )
@@ -72,6 +73,9 @@ def usage() -> str:
               "  --no-simd                  write every CPE loop nest as scalar C (no floatv4 / "
               "doublev4 micro-kernels)",
               "  --stats                    report each pass's statistics",
+              "  --time-passes              report the time each pass took",
+              "  --verify-each              verify the IR after every pass, not only at the end "
+              "(finds the pass that broke it)",
               f"  --target NAME              the machine ({DEFAULT_TARGET.name}, the only one swir-cg "
               "writes code for)",
               "  -q, --quiet                no progress bar (drawn only on a terminal) and no "
@@ -132,6 +136,7 @@ class Command:
         self.input: str | None = None
         self.output: str | None = None
         self.force = self.print_pipeline = self.stats = self.quiet = False
+        self.time_passes = self.verify_each = False
         self.simd = True
         self.func = "main"
         self.level = DEFAULT_LEVEL
@@ -161,7 +166,8 @@ def parse_args(argv: list[str]) -> Command:
             continue
         if a.startswith("-O"):
             c.level = opt_level(PROG, argv, i)
-        elif a in ("--force", "--print-pipeline", "--stats", "--quiet"):
+        elif a in ("--force", "--print-pipeline", "--stats", "--quiet", "--time-passes",
+                   "--verify-each"):
             setattr(c, a[2:].replace("-", "_"), True)
         elif a == "-q":
             c.quiet = True
@@ -252,9 +258,19 @@ def main(argv: list[str]) -> int:
         if c.output is None:
             return 0
     progress = for_terminal(c.quiet)
-    manager = PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
-                          progress=progress)
+    # Verifying after every pass costs more than some passes; the result is
+    # verified, and a pass that broke it is found by running again (below).
+    manager = PassManager(passes, verify_each=c.verify_each, input_name=name, dump=sys.stderr,
+                          progress=progress, source=text)
     manager.run(module)
+    if not c.verify_each:
+        try:
+            verify(module)
+        except VerificationError:
+            find_faulty_pass(text, name, c, argv)
+            raise
+    if c.time_passes:
+        print_pass_times(manager, PROG)
     if c.stats:
         print_statistics(manager)
     progress.begin("generating C")
@@ -270,6 +286,15 @@ def main(argv: list[str]) -> int:
     if not c.quiet:
         print(done_line(c.output, module), file=sys.stderr)
     return 0
+
+
+def find_faulty_pass(text: str, name: str, c: Command, argv: list[str]) -> None:
+    """The pipeline left invalid IR behind (its input was valid): run it
+    again, verifying after every pass, so the pass at fault is reported as
+    an internal error with the IR it was given saved (PassBug)."""
+    module = parse_module(text, name)
+    PassManager(pipeline(module.stage, c, argv), verify_each=True, input_name=name,
+                dump=sys.stderr).run(module)
 
 
 def done_line(out: str, module: Module) -> str:

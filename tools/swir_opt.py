@@ -310,17 +310,22 @@ def process(text: str, name: str, passes: list[Pass], o: Options,
 def _report(manager: PassManager, o: Options) -> None:
     sys.stdout.flush()
     if o.flags.get("time-passes"):
-        total = sum(r.seconds for r in manager.records)
-        print("===-- swir-opt pass timing --===", file=sys.stderr)
-        print(f"  {'seconds':>9}  {'%':>6}  {'changed':<7}  pass", file=sys.stderr)
-        for r in manager.records:
-            pct = 100 * r.seconds / total if total else 0.0
-            print(f"  {r.seconds:9.4f}  {pct:5.1f}%  {'yes' if r.changed else 'no':<7}  -{r.name}",
-                  file=sys.stderr)
-        print(f"  {total:9.4f}  100.0%           total", file=sys.stderr)
+        print_pass_times(manager, "swir-opt")
     if o.flags.get("stats"):
         print("===-- swir-opt statistics --===", file=sys.stderr)
         print_statistics(manager)
+
+
+def print_pass_times(manager: PassManager, prog: str) -> None:
+    """Each pass's seconds, share and whether it changed the IR, to stderr."""
+    total = sum(r.seconds for r in manager.records)
+    print(f"===-- {prog} pass timing --===", file=sys.stderr)
+    print(f"  {'seconds':>9}  {'%':>6}  {'changed':<7}  pass", file=sys.stderr)
+    for r in manager.records:
+        pct = 100 * r.seconds / total if total else 0.0
+        print(f"  {r.seconds:9.4f}  {pct:5.1f}%  {'yes' if r.changed else 'no':<7}  -{r.name}",
+              file=sys.stderr)
+    print(f"  {total:9.4f}  100.0%           total", file=sys.stderr)
 
 
 def print_statistics(manager: PassManager) -> None:

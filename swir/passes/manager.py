@@ -189,6 +189,9 @@ class PassManager:
     dump: TextIO | None = None  # where IR dumps go (stderr in swir-opt)
     records: list[PassRecord] = field(default_factory=list)
     progress: Progress = QUIET  # a bar per pass (on a terminal: swir.progress)
+    # The input's text, if the caller has it: what a crash report rebuilds the
+    # IR from when passes are not verified (else printed when they are).
+    source: str | None = None
 
     def run(self, module: Module) -> Module:
         try:
@@ -199,7 +202,8 @@ class PassManager:
     def _run(self, module: Module) -> Module:
         analyses = AnalysisManager()
         # The input, kept to rebuild the IR a buggy pass was given (see _bug).
-        source = print_module(module) if self.verify_each else None
+        source = self.source if self.source is not None else \
+            print_module(module) if self.verify_each else None
         for index, p in enumerate(self.passes):
             self.progress.begin(f"-{p.name} ({index + 1}/{len(self.passes)})")
             p.progress = self.progress

@@ -29,14 +29,17 @@ Choices where the paper is ambiguous are in docs/passes.md.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 
+from swir import cache
 from swir.diagnostics import Diagnostic
 from swir.ir.core import FuncParam, Function, Instruction, Module
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers
-from swir.passes.buffered.ldm_search import search
+from swir.passes.buffered.ldm_search import Decision, apply, fits_nest, search, search_key
+from swir.passes.buffered.parallel_search import default_jobs, search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
 from swir.target import DEFAULT_TARGET
@@ -68,6 +71,8 @@ class LDMPlan(Pass):
                                      "unpadded tensor, the halo filled in LDM, instead of "
                                      "writing a padded copy first")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
+    jobs: int = option(0, "processes searching loop nests at once (strategy=search; 0: one per "
+                          "core); the plans are the same for any number", check=at_least(0))
 
     def check_options(self) -> list[tuple[str, str]]:
         return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
@@ -78,6 +83,8 @@ class LDMPlan(Pass):
         nests = [(f, _tops(f)) for f in module.functions
                  if f.kind == "kernel" and f.body is not None]
         self.progress.total(sum(len(tops) for _, tops in nests), "nest")
+        if self.strategy == "search":
+            self.search_ahead(module, nests, capacity)
         for f, tops in nests:
             pads = find_padded_copies(module, f) if self.pad_in_load else []
             later = {id(n) for pc in pads for n in pc.nests}
@@ -116,15 +123,11 @@ class LDMPlan(Pass):
         size_buffers(nest, capacity, self.ldm_init, top)
         order = None
         if self.strategy == "search":
-            padded = tuple((pc.scratch.index, pc.source.index if isinstance(pc.source, FuncParam)
-                            else pc.source.name, pc.before, pc.fill) for pc in pads)
-            order, chose, cut = search(nest, SearchContext(f, index, capacity, self.cpes,
-                                                           self.search_budget, self.ldm_size,
-                                                           self.double_buffer, self.target,
-                                                           padded, self.resident))
-            self.bump("nests where search beat greedy" if chose else
+            d = self.decide(nest, self.search_context(f, index, capacity, pads))
+            order = apply(nest, d)
+            self.bump("nests where search beat greedy" if d.chose else
                       "nests where greedy stayed best")
-            if cut:
+            if d.cut:
                 self.bump("nests whose search the time budget cut short")
         plan = Plan.make(nest, self.cpes, order, capacity=capacity if self.resident else None)
         text = plan.describe(kernel, capacity)
@@ -133,10 +136,71 @@ class LDMPlan(Pass):
         self.bump("copies per kernel call", plan.copies())
         self.remark(top, text)
 
+    def search_context(self, f: Function, index: int, capacity: int,
+                       pads: list[PaddedCopy] = ()) -> SearchContext:
+        padded = tuple((pc.scratch.index, pc.source.index if isinstance(pc.source, FuncParam)
+                        else pc.source.name, pc.before, pc.fill) for pc in pads)
+        return SearchContext(f, index, capacity, self.cpes, self.search_budget, self.ldm_size,
+                             self.double_buffer, self.target, padded, self.resident)
+
+    def decide(self, nest: Nest, ctx: SearchContext) -> Decision:
+        """The search's decision for the nest: remembered by what decides it
+        (:func:`search_key`) for the rest of the process, and in the compile
+        cache (swir.cache) when one is in use; searched when neither has it."""
+        key = json.dumps(search_key(ctx, self.ldm_init))
+        d = _DECISIONS.get(key)
+        if d is not None:
+            return d
+        store = cache.current()
+        value = store.get(CACHE_KIND, key, lambda v: fits_nest(nest, v, ctx.capacity)) \
+            if store else None
+        if value is not None:
+            d = Decision.from_json(value)
+        else:
+            d = search(nest, ctx)
+            if store and not d.cut:
+                store.put(CACHE_KIND, key, d.to_json())
+        if not d.cut:             # a search cut short depends on the clock
+            _DECISIONS[key] = d
+        return d
+
+    def search_ahead(self, module: Module, nests: list, capacity: int) -> None:
+        """Search the nests :meth:`decide` does not know yet in ``jobs``
+        processes at once (the nests read through a padded copy are left to
+        the loop: whether they are planned at all depends on the fold)."""
+        jobs = self.jobs or default_jobs()
+        if jobs < 2:
+            return
+        work: dict[str, tuple] = {}
+        for f, tops in nests:
+            pads = find_padded_copies(module, f) if self.pad_in_load else []
+            later = {id(n) for pc in pads for n in pc.nests}
+            for index, top in enumerate(tops):
+                if id(top) in later:
+                    continue
+                ctx = self.search_context(f, index, capacity, pads)
+                key = json.dumps(search_key(ctx, self.ldm_init))
+                if key not in _DECISIONS and key not in work:
+                    work[key] = (top, ctx)
+        if len(work) < 2:
+            return
+        store = cache.current()
+        for key, d in search_all(list(work.items()), self.ldm_init, self.double_buffer, jobs):
+            if d is None or d.cut:
+                continue            # searched again in the loop, where its error is reported
+            _DECISIONS[key] = d
+            if store:
+                store.put(CACHE_KIND, key, d.to_json())
+
     def remark(self, inst: Instruction, text: str) -> None:
         if self.remarks:
             print(Diagnostic(text, inst.loc).render().replace("error:", "remark:", 1),
                   file=sys.stderr)
+
+
+# Decisions by search key, for the process (a repeated layer, a second pass).
+_DECISIONS: dict[str, Decision] = {}
+CACHE_KIND = "ldm-search"
 
 
 def _tops(f: Function) -> list[Instruction]:

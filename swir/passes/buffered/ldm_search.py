@@ -39,6 +39,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
@@ -46,7 +47,9 @@ from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import CountLimit, TrafficError
 from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.analysis.write_blocks import BLOCK
-from swir.ir.core import Access, Global, Module
+from swir.ir.builder import Builder
+from swir.ir.clone import clone
+from swir.ir.core import Access, Function, Global, Instruction, Module, Value
 from swir.passes.buffered.ldm_model import (
     SINGLE,
     LoopVar,
@@ -77,11 +80,77 @@ ROUNDS_SHARE = 0.75  # of the time budget, for the local search (the rest: exact
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
 
 
-def search(nest: Nest, ctx: SearchContext) -> tuple[list[LoopVar], bool, bool]:
-    """Set the nest's tiles to the fastest plan found and return its loop
-    order, whether it beat greedy's plan (whose tiles the nest holds on
-    entry), and whether the time budget cut the search short."""
-    return Search(nest, ctx).run()
+@dataclass(frozen=True)
+class Decision:
+    """What a nest's search decided, all :func:`apply` needs to plan it: the
+    winner's tile per variable, its tile-loop order (variable indices), each
+    tensor's Constraint-1 reason (None: buffered), whether it beat greedy's
+    plan and whether the time budget cut the search short."""
+
+    tiles: tuple[int, ...]
+    order: tuple[int, ...]
+    direct: tuple[str | None, ...]
+    chose: bool
+    cut: bool
+
+    def to_json(self) -> dict:
+        return {"tiles": list(self.tiles), "order": list(self.order),
+                "direct": list(self.direct), "chose": self.chose}
+
+    @staticmethod
+    def from_json(value: dict) -> Decision:
+        return Decision(tuple(value["tiles"]), tuple(value["order"]), tuple(value["direct"]),
+                        bool(value["chose"]), False)
+
+
+def search(nest: Nest, ctx: SearchContext) -> Decision:
+    """Search the nest's plan (greedy's tiles on entry; the winner's after)."""
+    order, chose, cut = Search(nest, ctx).run()
+    return Decision(tuple(v.tile for v in nest.vars), tuple(nest.vars.index(v) for v in order),
+                    tuple(t.direct for t in nest.tensors), chose, cut)
+
+
+def apply(nest: Nest, d: Decision) -> list[LoopVar]:
+    """Give the nest the decision's tiles and direct flags; its loop order."""
+    for v, t in zip(nest.vars, d.tiles):
+        v.tile = t
+    for t, why in zip(nest.tensors, d.direct):
+        t.direct = why
+    return [nest.vars[i] for i in d.order]
+
+
+def fits_nest(nest: Nest, value: object, capacity: int) -> bool:
+    """Whether ``value`` (a cached decision's JSON) is a plan of this nest:
+    a tile in 1..extent per variable, an order of all of them, a direct
+    flag per tensor that keeps the nest's own reasons (only a single-element
+    tile may add one), and tiles that fit the LDM. A cached answer that is
+    not is recomputed (swir.cache)."""
+    try:
+        d = Decision.from_json(value)  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return False
+    n = len(nest.vars)
+    if len(d.tiles) != n or sorted(d.order) != list(range(n)) or \
+            len(d.direct) != len(nest.tensors):
+        return False
+    if not all(type(t) is int and 1 <= t <= v.extent for t, v in zip(d.tiles, nest.vars)):
+        return False
+    if not all(why is None or isinstance(why, str) for why in d.direct):
+        return False
+    with tiled(nest, d.tiles):
+        tiles = nest.tiles()
+        for t, why in zip(nest.tensors, d.direct):
+            own = t.direct if t.direct != SINGLE else None
+            if why != own and not (why == SINGLE and t.elements(tiles) == 1):
+                return False
+        old = [t.direct for t in nest.tensors]
+        for t, why in zip(nest.tensors, d.direct):
+            t.direct = why
+        try:
+            return nest.ldm_bytes() <= capacity
+        finally:
+            for t, why in zip(nest.tensors, old):
+                t.direct = why
 
 
 class Search:
@@ -478,9 +547,8 @@ def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: l
     fastest, or a plan with a larger share of DMA blocks of whole 32-byte
     multiples or fewer bytes at most ALIGN_SLACK slower and never slower than
     greedy's (best_measured)."""
-    text = kernel_text(ctx)
     try:
-        base = measure(text, ctx, greedy, serial, greedy_direct, deadline)
+        base = measure(ctx, greedy, serial, greedy_direct, deadline)
     except CountLimit:
         return greedy, True
     if base is None:
@@ -489,7 +557,7 @@ def choose(ctx: SearchContext, greedy: Choice, greedy_direct: list, finalists: l
     cut = False
     for c in finalists:
         try:
-            m = measure(text, ctx, c, serial, deadline=deadline)
+            m = measure(ctx, c, serial, deadline=deadline)
         except CountLimit:
             cut = True
             break
@@ -516,22 +584,67 @@ def best_measured(measured: list[tuple[Choice, tuple[float, float, int]]]) -> Ch
     return best[0]
 
 
-def kernel_text(ctx: SearchContext) -> str:
-    """The kernel as a module's text, to be parsed into copies: the globals
-    it reads (declared without their data) and the kernel."""
+def kernel_copy(ctx: SearchContext) -> tuple[Module, Function]:
+    """A module holding a copy of the kernel with only this nest (its other
+    top-level loops left out) and declarations of the globals it reads, their
+    data left behind: what an exact check plans and lowers, in memory."""
+    k = ctx.kernel
+    top = _tops(k)[ctx.index]
+    body = [i for i in k.body.blocks[0].instructions
+            if i is top or i.opname not in ("for", "parallel")]
+    m = Module("search", stage="loop")
+    mapping: dict = {}
+    for inst in body:
+        for i in inst.walk():
+            for a in i.args:
+                base = a.base if isinstance(a, Access) else a
+                if isinstance(base, Global) and base not in mapping:
+                    mapping[base] = Builder.global_(m, base.name, base.type, kind=base.kind)
+    f, b = Builder.function(m, k.name, [p.type for p in k.params], k.result_types,
+                            kind=k.kind, target=k.target, param_names=[p.name for p in k.params])
+    f.attrs = dict(k.attrs)
+    mapping.update(zip(k.params, f.params))
+    clone(b, body, mapping)
+    return m, f
+
+
+def search_key(ctx: SearchContext, ldm_init: int) -> list:
+    """What decides a nest's search, as JSON: the kernel with only this nest,
+    printed with every name replaced by its position (so a layer repeated
+    under other names, or at another place, has the same key), and the
+    options. The loop variables' names stay in it: they seed the random
+    starts. The time budget is left out: a search it cut short is not kept
+    (ldm_plan)."""
     from swir.printer import print_module
-    used: dict[str, Global] = {}
-    for inst in ctx.kernel.walk():
-        for a in inst.args:
-            base = a.base if isinstance(a, Access) else a
-            if isinstance(base, Global):
-                used[base.name] = Global(base.name, base.type, base.kind)
-    shell = Module("search", stage="loop")
-    shell.items = [*used.values(), ctx.kernel]   # printed, not adopted
-    return print_module(shell)
+    m, f = kernel_copy(ctx)
+    loops = [_loop_name(i) for i in f.walk() if i.opname in ("for", "parallel")]
+    globals_ = {g.name: f"g{k}" for k, g in enumerate(m.globals)}
+    for g in m.globals:
+        g.name = globals_[g.name]
+    f.name = "kernel"
+    n = 0
+    for v in [*f.params, *(x for i in f.walk() for x in _defined(i))]:
+        v.name, n = f"v{n}", n + 1
+    pads = [[scratch, globals_.get(source, source) if isinstance(source, str) else source,
+             list(before), fill] for scratch, source, before, fill in ctx.pads]
+    return [print_module(m), loops, pads, ctx.capacity, ctx.cpes, ctx.ldm_size, ctx.double,
+            ctx.target.name, ctx.resident, ldm_init]
 
 
-def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int],
+def _defined(inst: Instruction) -> list[Value]:
+    """The values ``inst`` defines: its results, its regions' block arguments."""
+    return [*inst.results, *(a for r in inst.regions for blk in r.blocks for a in blk.args)]
+
+
+def _loop_name(loop: Instruction) -> str | None:
+    return loop.regions[0].blocks[0].args[0].name
+
+
+def _tops(f: Function) -> list[Instruction]:
+    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+
+
+def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
             direct: list | None = None, deadline: float | None = None
             ) -> tuple[float, float, int] | None:
     """Modeled seconds of the kernel copy with only this nest, planned as
@@ -541,17 +654,11 @@ def measure(text: str, ctx: SearchContext, choice: Choice, serial: frozenset[int
     plan is then not chosen). Raises CountLimit when counting runs past
     ``deadline`` or over its work limit."""
     from swir.diagnostics import Diagnostic
-    from swir.parser import parse_module
     from swir.passes.dma.insert_dma import InsertDMA
     from swir.passes.manager import PassFailure, PassManager
     try:
-        m = parse_module(text, "<search>")
-        f = m.lookup(ctx.kernel.name)
-        tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
-        for k, other in enumerate(tops):
-            if k != ctx.index:
-                other.erase()
-        nest, _ = Nest.parse(tops[ctx.index], legal=True)
+        m, f = kernel_copy(ctx)
+        nest, _ = Nest.parse(_tops(f)[0], legal=True)
         if nest is None:
             return None
         nest.double = ctx.double
