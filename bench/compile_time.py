@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Compile time, swir against Apache TVM, from the same ONNX file.
 
-ResNet-18 and ResNet-50 of bench/models/zoo.py at the paper's size (batch 1,
-1x3x224x224, seeded random weights, external data), each compiled by:
+ResNet-18, ResNet-50 and BERT-base of bench/models/zoo.py at the paper's size
+(batch 1; 1x3x224x224, or 128 tokens; seeded random weights, external data),
+each compiled by:
 
-  swir   swir-import MODEL.onnx -o m.swir, then swir-cg -O m.swir -o DIR: ONNX
-         to the athread C project, at -O0 (lowering, LDM planning, DMA
-         insertion, C) and at swir-cg's default -O3 (graph passes with trial
-         lowerings, fusion, then LDM planning by cost-model search)
   TVM    tvm.relax.frontend.onnx.from_onnx(onnx.load(MODEL.onnx)) (weights
          become constants), then tvm.compile(mod, target) with its defaults:
          the "default" Relax pipeline (legalize, no fusion, VM memory planning)
          and the "default" TIR pipeline, under the default PassContext
          (opt_level as the table note says), no tuning; for target "llvm"
-         (native code in memory) and "c" (C source in memory)
+         (native code) then export_library to a shared object (the file a
+         user deploys; linked by the host compiler), and with --tvm-c target
+         "c" (C source in memory)
+  swir   swir-import MODEL.onnx -o m.swir, then swir-cg -O m.swir -o DIR: ONNX
+         to the athread C project, at -O0 (lowering, LDM planning, DMA
+         insertion, C), at swir-cg's default -O3 (graph passes with trial
+         lowerings, fusion, then LDM planning by cost-model search, on every
+         core: -j's default) with no compile cache, and at -O3 with a warm
+         cache (--cache-dir, filled by one compile before those measured)
 
-Every measurement runs in a fresh Python process, and is shown two ways:
+Every measurement runs in a fresh Python process, and is shown three ways:
 
   import, build, total      in process: the calls alone, timed inside that
                             process after `import onnx` and the compiler's
@@ -26,8 +31,13 @@ Every measurement runs in a fresh Python process, and is shown two ways:
   wall                      the whole command, Python start-up and imports
                             included: for swir the two CLI commands (import,
                             cg and their total); for TVM one process running
-                            import + from_onnx + tvm.compile, so only a total
-  TVM / swir                TVM's total over swir's at -O3 (the default), in process and wall
+                            import + from_onnx + tvm.compile (+ export), so
+                            only a total
+  CPU                       user + system time of those commands and every
+                            process they start (swir-cg's planning workers,
+                            TVM's linker)
+  swir / TVM                each swir row's wall and CPU time over TVM's llvm
+                            build of the same model
   vs onnxruntime            a TVM build, in one more process, run on one
                             seeded input against onnxruntime without graph
                             optimisations: the largest absolute difference and
@@ -39,7 +49,7 @@ Each row's figures are those of its fastest run (by wall time) of --repeat.
 If a TVM target cannot build a model, its row shows TVM's error, one line,
 instead of times; if the build does not run, the check's cell does.
 
-    python bench/compile_time.py                    # resnet18 resnet50
+    python bench/compile_time.py                    # resnet18 resnet50 bert
     python bench/compile_time.py resnet50 --repeat 1 --work /tmp/ct
     python bench/compile_time.py --smoke            # resnet18 at 32x32, width/4, llvm
 
@@ -51,6 +61,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -65,11 +77,13 @@ from common import load_zoo
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
-MODELS = ("resnet18", "resnet50")
+MODELS = ("resnet18", "resnet50", "bert")
 TARGETS = ("llvm", "c")
-# swir without graph optimisation and at swir-cg's default (the TVM / swir
-# ratios are against the default).
-SWIR_LEVELS = ("O0", "O3")
+DEFAULT_TARGETS = ("llvm",)
+# swir without graph optimisation, at swir-cg's default (the TVM / swir
+# ratios are against it), and at the default with a warm compile cache (a
+# --cache-dir filled by one compile before the measured ones).
+SWIR_LEVELS = ("O0", "O3", "O3 warm")
 # The smoke model: ResNet-18's every layer at 32x32 with a quarter of the
 # channels (test/unit/test_zoo_e2e.py's reduced size).
 SMOKE = ("resnet18", {"batch": 1, "resolution": 32, "width": 4})
@@ -81,11 +95,11 @@ import json, sys, time
 import onnx  # noqa: F401  (swir-import reads the model with it)
 from swir.tools import swir_cg, swir_import
 from swir.tools.driver import run_tool
-model, module, project, level = sys.argv[1:]
+model, module, project, *cg = sys.argv[1:]
 t0 = time.perf_counter()
 status = run_tool("swir-import", swir_import.main, [model, "-o", module])
 t1 = time.perf_counter()
-status = status or run_tool("swir-cg", swir_cg.main, [level, module, "-o", project])
+status = status or run_tool("swir-cg", swir_cg.main, [*cg, module, "-o", project])
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "build": t2 - t1}))
 sys.exit(status)
@@ -96,11 +110,13 @@ import json, sys, time
 import onnx
 import tvm
 from tvm.relax.frontend.onnx import from_onnx
-model, target = sys.argv[1:]
+model, target, lib = sys.argv[1:]
 t0 = time.perf_counter()
 mod = from_onnx(onnx.load(model))
 t1 = time.perf_counter()
-tvm.compile(mod, target=target)
+ex = tvm.compile(mod, target=target)
+if target == "llvm":      # the shared library a user deploys (links with the host compiler)
+    ex.export_library(lib)
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "build": t2 - t1,
                   "opt_level": tvm.transform.PassContext.current().opt_level}))
@@ -127,6 +143,9 @@ print(json.dumps({"diff": diff, "rel": diff / scale}))
 """
 
 
+CPU_SECONDS = 0.0
+
+
 class Failed(Exception):
     """A measured command failed; the message is one line for the table."""
 
@@ -142,13 +161,18 @@ def error_line(stderr: str) -> str:
 
 
 def run(cmd: list[str]) -> tuple[float, str]:
-    """Wall time and stdout of one command; Failed if it fails."""
+    """Wall time and stdout of one command; Failed if it fails. Its CPU time
+    (user + system, its children included) is added to CPU_SECONDS."""
+    global CPU_SECONDS
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         raise Failed(f"timed out after {TIMEOUT} s") from None
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS += after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if r.returncode != 0:
         raise Failed(error_line(r.stderr))
     return wall, r.stdout
@@ -184,16 +208,26 @@ def fastest(measure, repeat: int) -> dict[str, float]:
 
 def measure_swir(onnx_path: Path, d: Path, repeat: int, level: str) -> Row:
     row = Row(onnx_path.stem, "swir", f"C (athread), -{level}")
-    module, project = d / "m.swir", d / "project"
+    module, project, cache = d / "m.swir", d / "project", d / "cache"
+    flags = [f"-{level.split()[0]}"]
+    if level.endswith("warm"):
+        flags += ["--cache-dir", str(cache)]
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(project, ignore_errors=True)
+        run([str(BIN / "swir-import"), str(onnx_path), "-o", str(module)])
+        run([str(BIN / "swir-cg"), *flags, str(module), "-o", str(project)])   # fills it
+        shutil.rmtree(project)
 
     def once() -> dict[str, float]:
+        global CPU_SECONDS
         shutil.rmtree(project, ignore_errors=True)
+        CPU_SECONDS = 0.0
         imp, _ = run([str(BIN / "swir-import"), str(onnx_path), "-o", str(module)])
-        cg, _ = run([str(BIN / "swir-cg"), f"-{level}", str(module), "-o", str(project)])
+        cg, _ = run([str(BIN / "swir-cg"), *flags, str(module), "-o", str(project)])
+        cpu = CPU_SECONDS
         shutil.rmtree(project)
-        _, inner = python(SWIR_IN_PROCESS, str(onnx_path), str(module), str(project),
-                          f"-{level}")
-        return {**inner, "wall import": imp, "wall build": cg, "wall": imp + cg}
+        _, inner = python(SWIR_IN_PROCESS, str(onnx_path), str(module), str(project), *flags)
+        return {**inner, "wall import": imp, "wall build": cg, "wall": imp + cg, "cpu": cpu}
 
     try:
         row.figures = fastest(once, repeat)
@@ -206,8 +240,10 @@ def measure_tvm(onnx_path: Path, data: Path, target: str, repeat: int) -> Row:
     row = Row(onnx_path.stem, "TVM", target)
 
     def once() -> dict[str, float]:
-        wall, inner = python(TVM_BUILD, str(onnx_path), target)
-        return {**inner, "wall": wall}
+        global CPU_SECONDS
+        CPU_SECONDS = 0.0
+        wall, inner = python(TVM_BUILD, str(onnx_path), target, str(onnx_path.parent / "m.so"))
+        return {**inner, "wall": wall, "cpu": CPU_SECONDS}
 
     try:
         row.figures = fastest(once, repeat)
@@ -246,44 +282,45 @@ def measure_model(zoo, name: str, sizes: dict, targets: tuple[str, ...], work: P
     zoo.save(model, onnx_path, external_data=True)
     reference(zoo, model, onnx_path, data)
     rows = []
+    for target in targets:          # first: the swir rows' ratios are against it
+        rows.append(measure_tvm(onnx_path, data, target, repeat))
+        print(table(rows).splitlines()[-1], file=sys.stderr, flush=True)
     for level in SWIR_LEVELS:
         rows.append(measure_swir(onnx_path, d, repeat, level))
-        print(table(rows).splitlines()[-1], file=sys.stderr, flush=True)
-    for target in targets:
-        rows.append(measure_tvm(onnx_path, data, target, repeat))
         print(table(rows).splitlines()[-1], file=sys.stderr, flush=True)
     return rows
 
 
 COLUMNS = ["model", "compiler", "target", "import", "build", "total", "import, wall",
-           "build, wall", "total, wall", "TVM / swir", "TVM / swir, wall", "vs onnxruntime"]
+           "build, wall", "total, wall", "total, CPU", "swir / TVM, wall", "swir / TVM, CPU",
+           "vs onnxruntime"]
 
 
 def seconds(f: dict[str, float], key: str) -> str:
     return f"{f[key]:.2f} s" if key in f else "–"
 
 
-def cells(r: Row, swir: Row | None) -> list[str]:
+def cells(r: Row, tvm: Row | None) -> list[str]:
     head = [r.model, r.compiler, r.target]
     if r.error:
         return head + [f"error: {r.error}"] + ["–"] * (len(COLUMNS) - 4)
     f = r.figures
     ratios = ["–", "–"]
-    if r.compiler != "swir" and swir is not None and not swir.error:
-        ratios = [f"{r.total / swir.total:.2f}x", f"{f['wall'] / swir.figures['wall']:.2f}x"]
+    if r.compiler == "swir" and tvm is not None and not tvm.error:
+        ratios = [f"{f['wall'] / tvm.figures['wall']:.2f}x",
+                  f"{f['cpu'] / tvm.figures['cpu']:.2f}x"]
     return head + [seconds(f, "import"), seconds(f, "build"), f"{r.total:.2f} s",
                    seconds(f, "wall import"), seconds(f, "wall build"), seconds(f, "wall"),
-                   *ratios, r.check]
+                   seconds(f, "cpu"), *ratios, r.check]
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---|" + "---:|" * 8 + "---|"]
-    from swir.passes.pipelines import DEFAULT_LEVEL
-    swir = None
+    """The rows; each swir row's ratios are against TVM's llvm build of its
+    model (whole commands: wall time, and CPU time of all their processes)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---|" + "---:|" * 9 + "---|"]
+    tvm = {r.model: r for r in rows if r.compiler == "TVM" and r.target == "llvm"}
     for r in rows:
-        if r.compiler == "swir" and r.target.endswith(f"-{DEFAULT_LEVEL}"):
-            swir = r
-        lines.append("| " + " | ".join(cells(r, swir)) + " |")
+        lines.append("| " + " | ".join(cells(r, tvm.get(r.model))) + " |")
     return "\n".join(lines)
 
 
@@ -293,8 +330,9 @@ def note(rows: list[Row], repeat: int) -> str:
     return (f"swir {version('swir')} (swir-cg -{DEFAULT_LEVEL}); Apache TVM "
             f"{version('apache-tvm')}, tvm.compile defaults, PassContext opt_level "
             f"{'/'.join(levels) or '?'}; onnx {version('onnx')}, onnxruntime "
-            f"{version('onnxruntime')}; fastest of {repeat} run(s). import / build / total: "
-            "in process, imports of the compiler excluded; wall: whole commands.")
+            f"{version('onnxruntime')}; fastest of {repeat} run(s) by wall time. import / build / "
+            "total: in process, imports of the compiler excluded; wall, CPU: whole commands "
+            f"(CPU: user + system of all their processes); {os.cpu_count()} cores.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"{SMOKE[0]} at a reduced size, target llvm only, one run")
     p.add_argument("--repeat", type=int, default=3,
                    help="runs per measurement, the fastest kept (default 3)")
+    p.add_argument("--tvm-c", action="store_true",
+                   help="also TVM's target c (C source in memory)")
     p.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     a = p.parse_args(argv)
     zoo = load_zoo()
@@ -319,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         plan, targets, repeat = [SMOKE], ("llvm",), 1
     else:
         plan = [(n, zoo.PAPER_SIZES[n]) for n in a.models or MODELS]
-        targets, repeat = TARGETS, a.repeat
+        targets, repeat = (TARGETS if a.tvm_c else DEFAULT_TARGETS), a.repeat
     work = a.work or Path(tempfile.mkdtemp(prefix="swir-compile-time-"))
     rows = []
     for name, sizes in plan:

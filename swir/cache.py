@@ -25,6 +25,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,16 @@ def use_directory(path: str | os.PathLike | None) -> None:
     _directory, _configured = (Path(path) if path else None), True
 
 
+def usable(path: str) -> str | None:
+    """Why ``path`` cannot hold the cache (None when it can): created if
+    missing; it must be a writable directory."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None if os.access(path, os.W_OK | os.X_OK) else "not writable"
+
+
 def current() -> Cache | None:
     """The cache in use, or None."""
     if not _configured:
@@ -52,13 +63,16 @@ def build_id() -> str:
     """swir's version and a digest of its source files: what makes a cached
     answer stale when swir itself changes (a plan search's constants, a
     pass's rules), not only at releases."""
-    from swir import __version__
+    try:
+        release = metadata.version("swir")
+    except metadata.PackageNotFoundError:     # run from a source tree
+        release = "source"
     root = Path(__file__).resolve().parent
-    h = hashlib.sha256(__version__.encode())
+    h = hashlib.sha256(release.encode())
     for p in sorted(root.rglob("*.py")) + sorted(root.rglob("*.lark")):
         h.update(str(p.relative_to(root)).encode())
         h.update(p.read_bytes())
-    return f"{__version__}+{h.hexdigest()[:16]}"
+    return f"{release}+{h.hexdigest()[:16]}"
 
 
 class Cache:

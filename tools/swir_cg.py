@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from swir import __version__
+from swir import __version__, cache
 from swir.codegen.names import file_stem
 from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, check_project_dir, generate, write_project
@@ -73,6 +73,10 @@ def usage() -> str:
               "  --no-simd                  write every CPE loop nest as scalar C (no floatv4 / "
               "doublev4 micro-kernels)",
               "  --stats                    report each pass's statistics",
+              "  -j N, --jobs N             processes planning loop nests at once (default: "
+              "the cores; the C is the same for any N)",
+              "  --cache-dir DIR            keep plan searches and trial measurements in DIR "
+              f"for later compiles (default: ${cache.ENV}, else none; safe to delete)",
               "  --time-passes              report the time each pass took",
               "  --verify-each              verify the IR after every pass, not only at the end "
               "(finds the pass that broke it)",
@@ -137,6 +141,7 @@ class Command:
         self.output: str | None = None
         self.force = self.print_pipeline = self.stats = self.quiet = False
         self.time_passes = self.verify_each = False
+        self.cache_dir: str | None = None
         self.simd = True
         self.func = "main"
         self.level = DEFAULT_LEVEL
@@ -155,14 +160,26 @@ def parse_args(argv: list[str]) -> Command:
         if a == "--version":
             print(f"{PROG} {__version__}")
             raise SystemExit(0)
-        if a in ("-o", "--output", "--func"):
+        if a in ("-o", "--output", "--func", "-j", "--jobs", "--cache-dir"):
             if i + 1 >= len(argv):
                 raise command_line_error(PROG, argv, i, f"'{a}' needs a value")
             if a == "--func":
                 c.func = argv[i + 1]
+            elif a in ("-j", "--jobs"):
+                c.globals["jobs"] = (argv[i + 1], i + 1)
+            elif a == "--cache-dir":
+                c.cache_dir = argv[i + 1]
             else:
                 c.output = argv[i + 1]
             i += 2
+            continue
+        if a.startswith("-j") and a[2:].isdigit():
+            c.globals["jobs"] = (a[2:], i)
+            i += 1
+            continue
+        if a.startswith("--cache-dir="):
+            c.cache_dir = a.partition("=")[2]
+            i += 1
             continue
         if a.startswith("-O"):
             c.level = opt_level(PROG, argv, i)
@@ -241,6 +258,11 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     assert c.input is not None
+    if c.cache_dir is not None:
+        why = cache.usable(c.cache_dir) if c.cache_dir else None
+        if why is not None:
+            raise UsageError(f"cannot keep the cache in '{c.cache_dir}': {why}")
+        cache.use_directory(c.cache_dir)
     text = read_source(c.input)
     name = "<stdin>" if c.input == "-" else c.input
     module = parse_module(text, name)

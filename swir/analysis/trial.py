@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from swir import cache
 from swir.analysis.traffic import TrafficError, dma_traffic
 from swir.diagnostics import Diagnostic
 from swir.interp.pycode import function_values
@@ -42,6 +43,7 @@ class Cost:
 TRIAL_FAILURES = (PassFailure, VerificationError, TrafficError, Diagnostic, OpError)
 PLAN_OPTIONS = ("ldm_size", "ldm_reserve", "ldm_init", "cpes", "double_buffer")
 _CACHE: dict[tuple, Cost | None] = {}
+CACHE_KIND = "trial"
 
 
 def plan_options(p: Pass) -> dict:
@@ -67,8 +69,28 @@ def measure(module: Module, plan: dict) -> Cost | None:
     and count its DMA statically; None if a pass refuses."""
     key = (print_module(module), tuple(sorted(plan.items())))
     if key not in _CACHE:
-        _CACHE[key] = _measure(module, plan)
+        _CACHE[key] = _stored(key, lambda: _measure(module, plan))
     return _CACHE[key]
+
+
+def _stored(key: tuple, measure_now) -> Cost | None:
+    """The measurement from the compile cache (swir.cache) if one is in use
+    and holds it, else measured now (and stored)."""
+    store = cache.current()
+    if store is None:
+        return measure_now()
+    value = store.get(CACHE_KIND, list(key), _valid)
+    if value is not None:
+        return None if value["cost"] is None else Cost(*value["cost"])
+    cost = measure_now()
+    store.put(CACHE_KIND, list(key),
+              {"cost": None if cost is None else [cost.bytes, cost.ops, cost.tasks]})
+    return cost
+
+
+def _valid(value) -> bool:
+    cost = value["cost"]
+    return cost is None or (len(cost) == 3 and all(type(x) is int and x >= 0 for x in cost))
 
 
 def _trial_module(ops: list[Instruction], fused: bool) -> Module:

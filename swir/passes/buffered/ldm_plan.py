@@ -83,6 +83,7 @@ class LDMPlan(Pass):
         nests = [(f, _tops(f)) for f in module.functions
                  if f.kind == "kernel" and f.body is not None]
         self.progress.total(sum(len(tops) for _, tops in nests), "nest")
+        self.ahead: set[str] = set()
         if self.strategy == "search":
             self.search_ahead(module, nests, capacity)
         for f, tops in nests:
@@ -150,11 +151,16 @@ class LDMPlan(Pass):
         key = json.dumps(search_key(ctx, self.ldm_init))
         d = _DECISIONS.get(key)
         if d is not None:
+            if key in self.ahead:          # searched for this nest, in a worker
+                self.ahead.discard(key)
+            else:
+                self.bump("nest searches known from an identical nest")
             return d
         store = cache.current()
         value = store.get(CACHE_KIND, key, lambda v: fits_nest(nest, v, ctx.capacity)) \
             if store else None
         if value is not None:
+            self.bump("nest searches read from the compile cache")
             d = Decision.from_json(value)
         else:
             d = search(nest, ctx)
@@ -172,6 +178,7 @@ class LDMPlan(Pass):
         if jobs < 2:
             return
         work: dict[str, tuple] = {}
+        store = cache.current()
         for f, tops in nests:
             pads = find_padded_copies(module, f) if self.pad_in_load else []
             later = {id(n) for pc in pads for n in pc.nests}
@@ -180,15 +187,16 @@ class LDMPlan(Pass):
                     continue
                 ctx = self.search_context(f, index, capacity, pads)
                 key = json.dumps(search_key(ctx, self.ldm_init))
-                if key not in _DECISIONS and key not in work:
-                    work[key] = (top, ctx)
+                if key not in _DECISIONS and key not in work and \
+                        not (store and store.get(CACHE_KIND, key) is not None):
+                    work[key] = (top, ctx)   # (decide checks a cached answer)
         if len(work) < 2:
             return
-        store = cache.current()
         for key, d in search_all(list(work.items()), self.ldm_init, self.double_buffer, jobs):
             if d is None or d.cut:
                 continue            # searched again in the loop, where its error is reported
             _DECISIONS[key] = d
+            self.ahead.add(key)
             if store:
                 store.put(CACHE_KIND, key, d.to_json())
 

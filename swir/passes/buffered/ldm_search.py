@@ -121,7 +121,7 @@ def apply(nest: Nest, d: Decision) -> list[LoopVar]:
 
 def fits_nest(nest: Nest, value: object, capacity: int) -> bool:
     """Whether ``value`` (a cached decision's JSON) is a plan of this nest:
-    a tile in 1..extent per variable, an order of all of them, a direct
+    a tile in 1..extent per variable, an order of some of them, a direct
     flag per tensor that keeps the nest's own reasons (only a single-element
     tile may add one), and tiles that fit the LDM. A cached answer that is
     not is recomputed (swir.cache)."""
@@ -130,7 +130,8 @@ def fits_nest(nest: Nest, value: object, capacity: int) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     n = len(nest.vars)
-    if len(d.tiles) != n or sorted(d.order) != list(range(n)) or \
+    if len(d.tiles) != n or len(set(d.order)) != len(d.order) or \
+            not all(type(i) is int and 0 <= i < n for i in d.order) or \
             len(d.direct) != len(nest.tensors):
         return False
     if not all(type(t) is int and 1 <= t <= v.extent for t, v in zip(d.tiles, nest.vars)):

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 
 from swir.analysis.vector_plan import trip_count
-from swir.passes.buffered.ldm_model import Nest, SearchContext, size_buffers
+from swir.passes.buffered.ldm_model import Nest, size_buffers
 from swir.passes.buffered.ldm_search import Decision, search
 
 # What the forked workers search: (top loop, context) per nest, set before
