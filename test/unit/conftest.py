@@ -48,3 +48,12 @@ def interpretable_example(tmp_path):
         spec.loader.exec_module(gen)
         return gen.write(tmp_path, size=8)[0]
     return choose
+
+
+@pytest.fixture(autouse=True)
+def _fresh_search_decisions(monkeypatch):
+    """Each test starts with no -ldm-plan search decisions remembered from
+    earlier tests in the process (ldm_plan._DECISIONS): a test that patches
+    the search's insides (test_pass_bugs) must see the search run."""
+    from swir.passes.buffered import ldm_plan
+    monkeypatch.setattr(ldm_plan, "_DECISIONS", {})

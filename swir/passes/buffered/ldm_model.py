@@ -264,6 +264,11 @@ def _writes_with(body: list[Instruction], output: Value | None,
                for i in body)
 
 
+def top_loops(f: Function) -> list[Instruction]:
+    """The kernel's top-level loop nests, in order (what -ldm-plan plans)."""
+    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+
+
 def _name(loop: Instruction) -> str:
     return loop.regions[0].blocks[0].args[0].name or "i"
 

@@ -37,7 +37,7 @@ from swir import cache
 from swir.diagnostics import Diagnostic
 from swir.ir.core import FuncParam, Function, Instruction, Module
 from swir.passes import options
-from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers
+from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers, top_loops
 from swir.passes.buffered.ldm_search import Decision, apply, fits_nest, search, search_key
 from swir.passes.buffered.parallel_search import default_jobs, search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
@@ -80,10 +80,12 @@ class LDMPlan(Pass):
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve,
                                                          self.target)
-        nests = [(f, _tops(f)) for f in module.functions
+        nests = [(f, top_loops(f)) for f in module.functions
                  if f.kind == "kernel" and f.body is not None]
         self.progress.total(sum(len(tops) for _, tops in nests), "nest")
         self.ahead: set[str] = set()
+        # (search key, cache entry) per nest, found by search_ahead for decide
+        self.looked_up: dict[int, tuple[str, object]] = {}
         if self.strategy == "search":
             self.search_ahead(module, nests, capacity)
         for f, tops in nests:
@@ -113,7 +115,7 @@ class LDMPlan(Pass):
         padded copies its tiles will be read through)."""
         self.progress.advance(f"@{f.name}")
         kernel = f.name
-        index = _tops(f).index(top)
+        index = top_loops(f).index(top)
         nest, why = Nest.parse(top)
         if nest is not None:
             nest.double = self.double_buffer
@@ -124,7 +126,7 @@ class LDMPlan(Pass):
         size_buffers(nest, capacity, self.ldm_init, top)
         order = None
         if self.strategy == "search":
-            d = self.decide(nest, self.search_context(f, index, capacity, pads))
+            d = self.decide(nest, top, self.search_context(f, index, capacity, pads))
             order = apply(nest, d)
             self.bump("nests where search beat greedy" if d.chose else
                       "nests where greedy stayed best")
@@ -144,11 +146,12 @@ class LDMPlan(Pass):
         return SearchContext(f, index, capacity, self.cpes, self.search_budget, self.ldm_size,
                              self.double_buffer, self.target, padded, self.resident)
 
-    def decide(self, nest: Nest, ctx: SearchContext) -> Decision:
-        """The search's decision for the nest: remembered by what decides it
-        (:func:`search_key`) for the rest of the process, and in the compile
-        cache (swir.cache) when one is in use; searched when neither has it."""
-        key = json.dumps(search_key(ctx, self.ldm_init))
+    def decide(self, nest: Nest, top: Instruction, ctx: SearchContext) -> Decision:
+        """The search's decision for the nest ``top``: remembered by what
+        decides it (:func:`search_key`) for the rest of the process, and in
+        the compile cache (swir.cache) when one is in use; searched when
+        neither has it."""
+        key, value = self.looked_up.pop(id(top), None) or self.look_up(ctx)
         d = _DECISIONS.get(key)
         if d is not None:
             if key in self.ahead:          # searched for this nest, in a worker
@@ -157,9 +160,7 @@ class LDMPlan(Pass):
                 self.bump("nest searches known from an identical nest")
             return d
         store = cache.current()
-        value = store.get(CACHE_KIND, key, lambda v: fits_nest(nest, v, ctx.capacity)) \
-            if store else None
-        if value is not None:
+        if value is not None and fits_nest(nest, value, ctx.capacity):
             self.bump("nest searches read from the compile cache")
             d = Decision.from_json(value)
         else:
@@ -170,6 +171,13 @@ class LDMPlan(Pass):
             _DECISIONS[key] = d
         return d
 
+    def look_up(self, ctx: SearchContext) -> tuple[str, object]:
+        """The nest's search key and its compile-cache entry (None: none, or
+        no cache), not yet checked against the nest (decide does that)."""
+        key = json.dumps(search_key(ctx, self.ldm_init))
+        store = cache.current()
+        return key, store.get(CACHE_KIND, key) if store and key not in _DECISIONS else None
+
     def search_ahead(self, module: Module, nests: list, capacity: int) -> None:
         """Search the nests :meth:`decide` does not know yet in ``jobs``
         processes at once (the nests read through a padded copy are left to
@@ -178,7 +186,6 @@ class LDMPlan(Pass):
         if jobs < 2:
             return
         work: dict[str, tuple] = {}
-        store = cache.current()
         for f, tops in nests:
             pads = find_padded_copies(module, f) if self.pad_in_load else []
             later = {id(n) for pc in pads for n in pc.nests}
@@ -186,12 +193,12 @@ class LDMPlan(Pass):
                 if id(top) in later:
                     continue
                 ctx = self.search_context(f, index, capacity, pads)
-                key = json.dumps(search_key(ctx, self.ldm_init))
-                if key not in _DECISIONS and key not in work and \
-                        not (store and store.get(CACHE_KIND, key) is not None):
+                key, value = self.looked_up[id(top)] = self.look_up(ctx)
+                if key not in _DECISIONS and key not in work and value is None:
                     work[key] = (top, ctx)   # (decide checks a cached answer)
         if len(work) < 2:
             return
+        store = cache.current()
         for key, d in search_all(list(work.items()), self.ldm_init, self.double_buffer, jobs):
             if d is None or d.cut:
                 continue            # searched again in the loop, where its error is reported
@@ -211,6 +218,3 @@ _DECISIONS: dict[str, Decision] = {}
 CACHE_KIND = "ldm-search"
 
 
-def _tops(f: Function) -> list[Instruction]:
-    """The kernel's top-level loop nests, in order."""
-    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]

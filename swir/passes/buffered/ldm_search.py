@@ -60,6 +60,7 @@ from swir.passes.buffered.ldm_model import (
     load_single_elements_directly,
     order_loops,
     share_single_tile,
+    top_loops,
 )
 from swir.passes.buffered.pad_fold import read_from_source
 from swir.target import DEFAULT_TARGET, Target
@@ -590,7 +591,7 @@ def kernel_copy(ctx: SearchContext) -> tuple[Module, Function]:
     top-level loops left out) and declarations of the globals it reads, their
     data left behind: what an exact check plans and lowers, in memory."""
     k = ctx.kernel
-    top = _tops(k)[ctx.index]
+    top = top_loops(k)[ctx.index]
     body = [i for i in k.body.blocks[0].instructions
             if i is top or i.opname not in ("for", "parallel")]
     m = Module("search", stage="loop")
@@ -641,10 +642,6 @@ def _loop_name(loop: Instruction) -> str | None:
     return loop.regions[0].blocks[0].args[0].name
 
 
-def _tops(f: Function) -> list[Instruction]:
-    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
-
-
 def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
             direct: list | None = None, deadline: float | None = None
             ) -> tuple[float, float, int] | None:
@@ -659,7 +656,7 @@ def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
     from swir.passes.manager import PassFailure, PassManager
     try:
         m, f = kernel_copy(ctx)
-        nest, _ = Nest.parse(_tops(f)[0], legal=True)
+        nest, _ = Nest.parse(top_loops(f)[0], legal=True)
         if nest is None:
             return None
         nest.double = ctx.double
