@@ -23,8 +23,10 @@ Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
@@ -59,6 +61,9 @@ class Plan:
     acc_load: Instruction | None = None    # reduce: its load of the accumulator
     fused: Instruction | None = None       # reduce: the mul the add absorbs into an FMA
     body: list[Instruction] = field(default_factory=list)
+    # What does not depend on the trip counts, found once for the plans of
+    # one caller that asks again with other trips (tile_plan's memo).
+    memo: dict = field(default_factory=dict, repr=False)
 
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
@@ -102,22 +107,40 @@ def plan(loop: Instruction) -> Plan | None:
     return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops])
 
 
-def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int]) -> Plan | None:
+def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
+              memo: dict | None = None) -> Plan | None:
     """The plan swir-cg will make for ``body`` inside loops ``ivs`` (outermost
     first) of ``trips`` iterations: what the LDM plan search charges a tile
     before any loop exists (the body's buffers are the main-memory ones its
-    tiles will copy)."""
-    element = _element_type(body, ldm=False)
-    return None if element is None else _plan([], body, element, ivs, list(trips))
+    tiles will copy). ``memo``: a dict the caller keeps for as long as the
+    body and loops do not change, asking with other trips (the search asks
+    for thousands of tilings): what does not depend on the trips is found
+    once in it."""
+    memo = {} if memo is None else memo
+    key = ("element", tuple(body))
+    if key not in memo:
+        memo[key] = _element_type(body, ldm=False)
+    element = memo[key]
+    return None if element is None else _plan([], body, element, ivs, list(trips), memo)
 
 
 def _plan(loops: list[Instruction], body: list[Instruction], element: ScalarType,
-          ivs: list[Value], trips: list[int | None]) -> Plan | None:
+          ivs: list[Value], trips: list[int | None], memo: dict | None = None
+          ) -> Plan | None:
     for kind in ("reduce", "map"):
         p = Plan(kind, loops, element, ivs, trips, v=None, body=body)  # type: ignore[arg-type]
+        if memo is not None:
+            p.memo = memo
         if (_reduce_plan if kind == "reduce" else _map_plan)(p):
             return p
     return None
+
+
+def _memo(p: Plan, key: tuple, find):
+    """``find()``, kept in the plan's memo under ``key``."""
+    if key not in p.memo:
+        p.memo[key] = find()
+    return p.memo[key]
 
 
 def _perfect_nest(loop: Instruction) -> list[Instruction] | None:
@@ -219,45 +242,56 @@ def most_trips(loop: Instruction) -> int | None:
 
 def _reduce_plan(p: Plan) -> bool:
     """Fill in ``p`` as a reduce plan, if its body is one."""
+    shape = _memo(p, ("reduce", tuple(p.body), tuple(p.ivs)), lambda: _reduce_shape(p))
+    if shape is None:
+        return False
+    p.store, p.acc_load, parallel, p.v, loads, fused = shape
+    if (p.most(p.v) or LANES) < LANES:
+        return False
+    p.fused = fused
+    _choose_block(p, list(parallel), list(loads))
+    return True
+
+
+def _reduce_shape(p: Plan) -> tuple | None:
+    """What makes ``p``'s body a reduce plan, whatever the trip counts: the
+    store, the accumulator's load, the parallel loops (the store's
+    subscripts), v, the other loads and the mul an FMA fuses; None if it is
+    not one."""
     body = p.body
     stores = [i for i in body if i.opname == "store"]
     if len(stores) != 1:
-        return False
+        return None
     store = stores[0]
     target = access_of(store)
     add = producer(body, store.args[0])
     if add is None or add.opname != "add":
-        return False
+        return None
     acc_load = next((producer(body, a) for a in add.args
                      if (x := producer(body, a)) is not None and x.opname == "load"
                      and _same(access_of(x), target)), None)
     if acc_load is None or len(acc_load.results[0].uses) != 1:
-        return False
-    p.store, p.acc_load = store, acc_load
+        return None
     ivs = p.ivs
     parallel: list[Value] = []
     for ix in target.indices:
         used = [x for x in ix.values() if _is_in(x, ivs)]  # type: ignore[union-attr]
         direct = [a for a, c in ix.terms if _is_in(a, ivs) and c == 1]  # type: ignore[union-attr]
         if len(used) > 1 or len(direct) != len(used):
-            return False                     # each subscript one loop, step 1
+            return None                      # each subscript one loop, step 1
         parallel += direct
     if len(set(map(id, parallel))) != len(parallel) or len(parallel) == len(ivs):
-        return False                         # not injective, or nothing reduces
+        return None                          # not injective, or nothing reduces
     last = [a for a, _ in target.indices[-1].terms if _is_in(a, ivs)]  # type: ignore[union-attr]
     if not last:
-        return False
-    p.v = last[0]
+        return None
     loads = [i for i in body if i.opname == "load" and i is not acc_load]
     if any(access_of(i).base is target.base for i in loads):
-        return False                         # reads the accumulator array elsewhere
-    if (p.most(p.v) or LANES) < LANES:
-        return False
+        return None                          # reads the accumulator array elsewhere
     other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
-    if other is not None and other.opname == "mul" and len(other.results[0].uses) == 1:
-        p.fused = other
-    _choose_block(p, parallel, loads)
-    return True
+    fused = other if other is not None and other.opname == "mul" and \
+        len(other.results[0].uses) == 1 else None
+    return store, acc_load, tuple(parallel), last[0], tuple(loads), fused
 
 
 def _same(a: Access, b: Access) -> bool:
@@ -277,30 +311,46 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
     """m and the block M x U whose code the cost model (below) charges the
     fewest cycles per point, among those whose accumulators and operands fit
     the vector registers; ties go to the bigger block."""
-    budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
-    vectors = max(1, p.columns // LANES)
-    best: tuple = ()
+    candidates = []                          # (m, its rows, the step's profile with it)
     for m in [None, *parallel]:
         if m is p.v or (m is not None and (p.most(m) or 0) < 2):
             continue
-        rows = p.most(m) if m is not None else 1
         p.m = m
         prof = _profile(p)
         if m is not None and all(dm for dm, _ in prof.loads):
             continue                        # nothing reused across rows
-        for M in range(1, min(rows, 8) + 1):  # type: ignore[arg-type]
-            for U in range(1, min(vectors, 8) + 1):
-                live = M * U + sum((M if dm else 1) * (1 if k == "invariant" else U)
-                                   for dm, k in prof.loads)
-                if live > budget:
-                    continue
-                p.M, p.U = M, U
-                key = (-_reduce_point_cost(p, DEFAULT_TARGET, prof), M * U, -abs(M - U))
-                if not best or key > best[0]:
-                    best = (key, m, M, U)
-    _, p.m, p.M, p.U = best
+        candidates.append((m, p.most(m) if m is not None else None, prof))
+    k, p.M, p.U = _best_block(tuple((rows, prof) for _, rows, prof in candidates), p.columns)
+    p.m = candidates[k][0]
     if p.M == 1:
         p.m = None            # an ordinary loop around the blocks
+
+
+@lru_cache(maxsize=1 << 12)
+def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: int
+                ) -> tuple[int, int, int]:
+    """:func:`_choose_block`'s choice from what decides it: per candidate m,
+    its rows (None: no m) and the step's profile; ``columns``: v's most
+    iterations. The index of the best candidate, M and U. Kept: the LDM plan
+    search asks the same for many tilings."""
+    budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
+    vectors = max(1, columns // LANES)
+    best: tuple = ()
+    for k, (rows, prof) in enumerate(candidates):
+        # registers live: M x U accumulators, and per load M (moving with m)
+        # or 1 times U (a vector per column block) or 1 (a broadcast)
+        per = Counter((dm, kind == "invariant") for dm, kind in prof.loads)
+        for M in range(1, min(rows or 1, 8) + 1):
+            for U in range(1, min(vectors, 8) + 1):
+                live = M * U + per[True, False] * M * U + per[True, True] * M + \
+                    per[False, False] * U + per[False, True]
+                if live > budget:
+                    continue
+                cost = _block_point_cost(prof, columns, rows, M, U, DEFAULT_TARGET)
+                key = (-cost, M * U, -abs(M - U))
+                if not best or key > best[0]:
+                    best = (key, k, M, U)
+    return best[1:]
 
 
 def _map_plan(p: Plan) -> bool:
@@ -359,14 +409,25 @@ def body_cost(body: list[Instruction], p: Plan | None,
     cycle one floating-point or vector instruction (P0) and one LDM load or
     store (P1); a chain of dependent floating-point instructions waits
     ``target.fp_latency`` cycles per link."""
-    scalar = _scalar_cost(body, target)
     if p is None:
-        return PointCost(scalar, 0.0)
-    flops = sum(map(flops_of, body))
+        return PointCost(_scalar_cost(body, target), 0.0)
+    scalar, flops = _memo(p, ("counts", tuple(body), target), lambda: (
+        _scalar_cost(body, target), sum(map(flops_of, body))))
     if p.kind == "reduce":
         return PointCost(_reduce_point_cost(p, target), flops)
     lanes = _lane_share(p)
     return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
+
+
+def point_cycles_floor(body: list[Instruction], target: Target = DEFAULT_TARGET) -> float:
+    """A lower bound of ``body_cost(body, p).cycles`` over every plan ``p``
+    (None included) that :func:`tile_plan` may make for any trip counts: the
+    scalar code's, or the arithmetic in 4 lanes (a reduce plan issues at
+    least one vector instruction per op less the add and the mul it fuses,
+    and at least one; a map plan at least one per op). What the LDM plan
+    search prunes with (ldm_search.lower_bound)."""
+    arith = sum(1 for i in body if i.opname not in ("load", "store", "const"))
+    return min(_scalar_cost(body, target), max(1, arith - 1) / LANES)
 
 
 def _scalar_cost(body: list[Instruction], target: Target) -> float:
@@ -395,47 +456,54 @@ def _lane_share(p: Plan) -> float:
     return (n - n % LANES) / n
 
 
-def _row_share(p: Plan) -> float:
-    """The share of m's rows in blocks of M (the rest in blocks of one)."""
-    if p.m is None:
-        return 1.0
-    n = p.most(p.m) or p.M
-    return (n - n % p.M) / n
+def _row_share(rows: int | None, M: int) -> float:
+    """The share of m's ``rows`` in blocks of M (the rest in blocks of one;
+    None: no m)."""
+    return 1.0 if rows is None else (rows - rows % M) / rows
 
 
 def _reduce_point_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
     """Cycles per point of a reduce plan's code: whole vectors in blocks,
     the last columns in a tail block."""
-    prof = prof or _profile(p)
-    lanes = _lane_share(p)
-    tail = _tail_cost(p, target, prof) if lanes < 1 else 0.0
-    return lanes * _block_mix_cost(p, target, prof) + (1 - lanes) * tail
+    rows = (p.most(p.m) or p.M) if p.m is not None else None
+    return _block_point_cost(prof or _profile(p), p.columns, rows, p.M, p.U, target)
 
 
-def _tail_cost(p: Plan, target: Target, prof: _Profile) -> float:
-    """Cycles per point of the last ``n % 4`` columns (n: v's most
-    iterations): blocks of M rows (then single rows) by one vector whose
-    moving loads are gathered lane by lane, its valid lanes added to Y one
-    by one."""
-    rest = p.columns % LANES
+@lru_cache(maxsize=1 << 16)
+def _block_point_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: int,
+                      target: Target) -> float:
+    """:func:`_reduce_point_cost` from what decides it (``columns``: v's most
+    iterations; ``rows``: m's, None without m). Kept: the LDM plan search
+    asks the same blocks for every tiling it weighs."""
+    lanes = (columns - columns % LANES) / columns
+    tail = _tail_cost(prof, columns, rows, M, target) if lanes < 1 else 0.0
+    return lanes * _block_mix_cost(prof, columns, rows, M, U, target) + (1 - lanes) * tail
+
+
+def _tail_cost(prof: _Profile, columns: int, rows: int | None, M: int, target: Target
+               ) -> float:
+    """Cycles per point of the last ``columns % 4`` columns: blocks of M rows
+    (then single rows) by one vector whose moving loads are gathered lane by
+    lane, its valid lanes added to Y one by one."""
+    rest = columns % LANES
     gathered = replace(prof, loads=tuple((dm, k if k == "invariant" else "gather")
                                          for dm, k in prof.loads))
-    rows = _row_share(p)
-    return sum(r * _reduce_cost(gathered, M, 1, target, rest)
-               for r, M in ((rows, p.M), (1 - rows, 1)) if r)
+    share = _row_share(rows, M)
+    return sum(r * _reduce_cost(gathered, m, 1, target, rest)
+               for r, m in ((share, M), (1 - share, 1)) if r)
 
 
-def _block_mix_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
+def _block_mix_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: int,
+                    target: Target) -> float:
     """Cycles per point of a reduce plan's vector code: M x U blocks, rows
     beyond the last whole block of M in blocks of one row, vectors beyond the
     last whole block of U one at a time."""
-    prof = prof or _profile(p)
-    vectors = max(1, p.columns // LANES)
-    cols = (vectors - vectors % p.U) / vectors
-    rows = _row_share(p)
-    return sum(r * c * _reduce_cost(prof, M, U, target)
-               for r, M in ((rows, p.M), (1 - rows, 1)) if r
-               for c, U in ((cols, p.U), (1 - cols, 1)) if c)
+    vectors = max(1, columns // LANES)
+    cols = (vectors - vectors % U) / vectors
+    share = _row_share(rows, M)
+    return sum(r * c * _reduce_cost(prof, m, u, target)
+               for r, m in ((share, M), (1 - share, 1)) if r
+               for c, u in ((cols, U), (1 - cols, 1)) if c)
 
 
 def _map_cost(p: Plan) -> float:
@@ -464,19 +532,31 @@ class _Profile:
 
 def _profile(p: Plan) -> _Profile:
     assert p.acc_load is not None and p.store is not None
-    add = producer(p.body, p.store.args[0])
+    loads, ops, stored = _memo(p, ("step", tuple(p.body), p.m, p.v), lambda: _step(
+        p.body, p.acc_load, p.store, p.fused, p.m, p.v))
+    trips = [t for v, t in zip(p.ivs, p.trips) if v not in stored]
+    points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
+    return _Profile(loads, ops, points)
+
+
+def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
+          fused: Instruction | None, m: Value | None, v: Value
+          ) -> tuple[tuple[tuple[bool, str], ...], int, frozenset[Value]]:
+    """The parts of a reduce plan's profile its trip counts do not change:
+    per load, whether it moves with m and how with v; the other ops; the
+    values the store's subscripts use (its parallel loops)."""
+    add = producer(body, store.args[0])
     loads, ops = [], 0
-    for i in p.body:
-        if i in (p.acc_load, p.store, add, p.fused) or i.opname == "const":
+    for i in body:
+        if i in (acc_load, store, add, fused) or i.opname == "const":
             continue
         if i.opname == "load":
-            dm = p.m is not None and any(uses(ix, p.m) for ix in access_of(i).indices)  # type: ignore[arg-type]
-            loads.append((dm, access_kind(access_of(i), p.v)))
+            dm = m is not None and any(uses(ix, m) for ix in access_of(i).indices)  # type: ignore[arg-type]
+            loads.append((dm, access_kind(access_of(i), v)))
         else:
             ops += 1
-    trips = [t for v, t in zip(p.ivs, p.trips) if not p.in_store(v)]
-    points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
-    return _Profile(tuple(loads), ops, points)
+    stored = frozenset(x for ix in access_of(store).indices for x in ix.values())  # type: ignore[union-attr]
+    return tuple(loads), ops, stored
 
 
 def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LANES

@@ -57,3 +57,4 @@ def _fresh_search_decisions(monkeypatch):
     the search's insides (test_pass_bugs) must see the search run."""
     from swir.passes.buffered import ldm_plan
     monkeypatch.setattr(ldm_plan, "_DECISIONS", {})
+    monkeypatch.setattr(ldm_plan, "_DEPENDENCES", {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from swir.analysis.correlation import COMP, SIZE, Classification, correlation
 from swir.analysis.dependence import carried_dependence, nest_dependences
@@ -43,6 +44,9 @@ class SearchContext:
     # offsets, fill)
     pads: tuple = ()
     resident: bool = True      # plans keep read-alike tensors whole (Plan.keep_resident)
+    # the indices of the loops that carry a dependence, when known
+    # (Nest.dependences; None: the search asks the dependence test)
+    serial: frozenset[int] | None = None
 
 
 # -- the nest model ------------------------------------------------------------------------
@@ -98,26 +102,44 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         return self.base.type.shape
 
+    @cached_property
+    def _terms(self) -> list[tuple[int, list[tuple[Value, int]]]]:
+        """Per dimension, the tile extent's constant part and (variable,
+        |coefficient|) terms (the plan search asks for extents millions of
+        times; coefs and offsets are final once the nest is parsed)."""
+        return [(1 + hi - lo, [(v, abs(c)) for v, c in coefs.items()])
+                for coefs, lo, hi in zip(self.coefs, self.cmin, self.cmax)]
+
     def extent(self, d: int, tiles: dict[Value, int]) -> int:
-        return sum(abs(c) * (tiles[v] - 1) for v, c in self.coefs[d].items()) + 1 + \
-            self.cmax[d] - self.cmin[d]
+        const, terms = self._terms[d]
+        return const + sum(c * (tiles[v] - 1) for v, c in terms)
+
+    def extents(self, tiles: dict[Value, int]) -> list[int]:
+        """The tile's extent in each dimension, outermost first."""
+        return [const + sum(c * (tiles[v] - 1) for v, c in terms)
+                for const, terms in self._terms]
 
     def elements(self, tiles: dict[Value, int]) -> int:
-        return math.prod(self.extent(d, tiles) for d in range(len(self.coefs)))
+        return math.prod(self.extents(tiles))
 
     def bytes(self, tiles: dict[Value, int]) -> int:
         return self.elements(tiles) * self.base.type.element.bytes
 
     def segments(self, tiles: dict[Value, int]) -> int:
         """Contiguous runs in one copy of the tile (the DMAs it takes)."""
-        runs = 1
-        whole = True
-        for d in reversed(range(len(self.coefs))):
-            ext = self.extent(d, tiles)
-            if not whole:
-                runs *= ext
-            whole = whole and ext >= self.shape[d]
-        return runs
+        return runs_of(self.extents(tiles), self.shape)
+
+
+def runs_of(ext: list[int], shape: tuple[int, ...]) -> int:
+    """Contiguous runs in a tile of extents ``ext`` of a row-major array of
+    ``shape``: the dimensions outside the innermost partial one multiply."""
+    runs = 1
+    whole = True
+    for d in reversed(range(len(ext))):
+        if not whole:
+            runs *= ext[d]
+        whole = whole and ext[d] >= shape[d]
+    return runs
 
 
 @dataclass(eq=False)
@@ -133,10 +155,11 @@ class Nest:
     output: Value | None
     initialised: bool = False
     double: bool = False      # read-only tiles count twice (double buffering)
-    # The plan search's per-point cycles of pre and post by the output loops'
-    # tile sizes (ldm_search.nest_cycles): planning a tile's vector code is
-    # costly, and pre and post recur with every reduction tiling.
-    point_cycles: dict = field(default_factory=dict, repr=False)
+    # The plan search's answers that depend on a few of the tiles, kept for
+    # the tilings that share them (ldm_search): the per-point cycles of pre
+    # and post by the output loops' tiles (planning a tile's vector code is
+    # costly), the write grain by the parallel loops and their tiles.
+    memo: dict = field(default_factory=dict, repr=False)
 
     @staticmethod
     def parse(top: Instruction, legal: bool = False) -> tuple[Nest | None, str]:
@@ -197,6 +220,17 @@ class Nest:
         nest.initialised = any(i.opname == "store" and i.args[1].base is output for i in pre)
         return nest, ""
 
+    def dependences(self) -> tuple[str, frozenset[int]]:
+        """What the dependence test says of the nest (parsed with
+        ``legal=True``): why tiling it is illegal ("" when legal) and, when
+        legal, the indices of its loops that carry a dependence (never spread
+        over the CPEs)."""
+        why = _illegal(self.band, self.red, self.output)
+        if why:
+            return why, frozenset()
+        return "", frozenset(i for i, v in enumerate(self.vars)
+                             if carried_dependence(v.loop) is not None)
+
     def buffered(self) -> list[Tensor]:
         return [t for t in self.tensors if t.direct is None]
 
@@ -205,10 +239,13 @@ class Nest:
 
     def ldm_bytes(self) -> int:
         tiles = self.tiles()
-        # each buffer starts LDM_ALIGN-aligned: it occupies its bytes rounded up
-        return sum(ldm_slot(t.bytes(tiles)) * (2 if self.double and t.read and not t.written
-                                               else 1)
-                   for t in self.buffered())
+        return sum(self.slot_bytes(t, t.bytes(tiles)) for t in self.buffered())
+
+    def slot_bytes(self, t: Tensor, nbytes: int) -> int:
+        """The LDM a buffer of ``nbytes`` for ``t``'s tile occupies: each
+        starts LDM_ALIGN-aligned, and read-only tiles count twice when
+        double-buffered."""
+        return ldm_slot(nbytes) * (2 if self.double and t.read and not t.written else 1)
 
 
 def _needed(pre: list[Instruction], stmts: list[Instruction], writers: list[Instruction]
@@ -818,12 +855,13 @@ def order_loops(nest: Nest) -> list[LoopVar]:
     reduction (initialised and finalised once per tile)."""
     groups = [[v for v in nest.vars if v.ntiles > 1 and not v.reduction],
               [v for v in nest.vars if v.ntiles > 1 and v.reduction]]
+    weights = _dma_weights(nest)
     order: list[LoopVar] = []
     for group in groups:
         rest = list(group)
         while rest:
-            best = min(rest, key=lambda v: (dma_count(nest, order + [v] + [r for r in rest
-                                                                            if r is not v]),
+            best = min(rest, key=lambda v: (_dma_count(weights, order + [v] + [r for r in rest
+                                                                                if r is not v]),
                                             rest.index(v)))
             order.append(best)
             rest.remove(best)
@@ -834,16 +872,26 @@ def dma_count(nest: Nest, order: list[LoopVar]) -> int:
     """DMA instructions per kernel call for a tile-loop order: each tensor's
     copies run once per iteration of the loops enclosing its copy level, each
     as many DMAs as its tile has contiguous runs."""
+    return _dma_count(_dma_weights(nest), order)
+
+
+def _dma_weights(nest: Nest) -> list[tuple[set[Value], int]]:
+    """Per buffered tensor, the loops it depends on and the DMAs one
+    execution of its copies makes (runs times copies in and out): what
+    :func:`dma_count` needs of the tiles, whatever the order."""
     tiles = nest.tiles()
-    outer = [v.iv for v in order]
-    trips = [v.ntiles for v in order]
-    total = 0
+    out = []
     for t in nest.buffered():
-        lv = copy_level(corr(t), outer)
         init = bool(nest.red) and nest.initialised and t.base is nest.output
         n = (t.copied_in and not init) + t.written
-        total += executions(lv, trips) * t.segments(tiles) * n
-    return total
+        out.append((corr(t), t.segments(tiles) * n))
+    return out
+
+
+def _dma_count(weights: list[tuple[set[Value], int]], order: list[LoopVar]) -> int:
+    outer = [v.iv for v in order]
+    trips = [v.ntiles for v in order]
+    return sum(executions(copy_level(deps, outer), trips) * w for deps, w in weights)
 
 
 def plan_summary(nest: Nest) -> dict[str, int]:

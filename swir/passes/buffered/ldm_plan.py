@@ -31,14 +31,21 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swir import cache
 from swir.diagnostics import Diagnostic
 from swir.ir.core import FuncParam, Function, Instruction, Module
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers, top_loops
-from swir.passes.buffered.ldm_search import Decision, apply, fits_nest, search, search_key
+from swir.passes.buffered.ldm_search import (
+    Decision,
+    apply,
+    canonical_kernel,
+    fits_nest,
+    search,
+    search_key,
+)
 from swir.passes.buffered.parallel_search import default_jobs, search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
@@ -116,7 +123,11 @@ class LDMPlan(Pass):
         self.progress.advance(f"@{f.name}")
         kernel = f.name
         index = top_loops(f).index(top)
-        nest, why = Nest.parse(top)
+        nest, why = Nest.parse(top, legal=True)
+        serial: frozenset[int] = frozenset()
+        if nest is not None:
+            why, serial = dependences(f, index, nest)
+            nest = None if why else nest
         if nest is not None:
             nest.double = self.double_buffer
         if nest is None:
@@ -126,13 +137,15 @@ class LDMPlan(Pass):
         size_buffers(nest, capacity, self.ldm_init, top)
         order = None
         if self.strategy == "search":
-            d = self.decide(nest, top, self.search_context(f, index, capacity, pads))
+            ctx = replace(self.search_context(f, index, capacity, pads), serial=serial)
+            d = self.decide(nest, top, ctx)
             order = apply(nest, d)
             self.bump("nests where search beat greedy" if d.chose else
                       "nests where greedy stayed best")
             if d.cut:
                 self.bump("nests whose search the time budget cut short")
-        plan = Plan.make(nest, self.cpes, order, capacity=capacity if self.resident else None)
+        plan = Plan.make(nest, self.cpes, order, {nest.vars[i] for i in serial},
+                         capacity if self.resident else None)
         text = plan.describe(kernel, capacity)
         plan.rewrite()
         self.bump("nests planned")
@@ -195,7 +208,11 @@ class LDMPlan(Pass):
                 ctx = self.search_context(f, index, capacity, pads)
                 key, value = self.looked_up[id(top)] = self.look_up(ctx)
                 if key not in _DECISIONS and key not in work and value is None:
-                    work[key] = (top, ctx)   # (decide checks a cached answer)
+                    nest, _ = Nest.parse(top, legal=True)
+                    if nest is None or dependences(f, index, nest)[0]:
+                        continue             # not planned (plan_nest says why)
+                    # the workers, forked, find the dependences known
+                    work[key] = (top, replace(ctx, serial=dependences(f, index, nest)[1]))
         if len(work) < 2:
             return
         store = cache.current()
@@ -213,8 +230,21 @@ class LDMPlan(Pass):
                   file=sys.stderr)
 
 
+def dependences(f: Function, index: int, nest: Nest) -> tuple[str, frozenset[int]]:
+    """:meth:`Nest.dependences` of kernel f's top-level loop ``index``,
+    remembered for the process by the kernel's canonical text (the answer
+    depends on nothing else): a nest repeated under other names, in a
+    trial lowering or a later pass is tested once."""
+    key = canonical_kernel(f, index)[0]
+    if key not in _DEPENDENCES:
+        _DEPENDENCES[key] = nest.dependences()
+    return _DEPENDENCES[key]
+
+
 # Decisions by search key, for the process (a repeated layer, a second pass).
 _DECISIONS: dict[str, Decision] = {}
+# Nest.dependences by canonical kernel text, for the process.
+_DEPENDENCES: dict[str, tuple[str, frozenset[int]]] = {}
 CACHE_KIND = "ldm-search"
 
 

@@ -34,6 +34,7 @@ does, in three steps:
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import time
@@ -45,7 +46,7 @@ from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
 from swir.analysis.traffic import CountLimit, TrafficError
-from swir.analysis.vector_plan import body_cost, tile_plan
+from swir.analysis.vector_plan import body_cost, point_cycles_floor, tile_plan
 from swir.analysis.write_blocks import BLOCK
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
@@ -56,9 +57,11 @@ from swir.passes.buffered.ldm_model import (
     Nest,
     Plan,
     SearchContext,
+    Tensor,
     corr,
     load_single_elements_directly,
     order_loops,
+    runs_of,
     share_single_tile,
     top_loops,
 )
@@ -160,8 +163,8 @@ class Search:
         self.nest, self.ctx = nest, ctx
         # Loops that carry a dependence are never spread over the CPEs (asked
         # once: the dependence test is costly).
-        self.serial = frozenset(i for i, v in enumerate(nest.vars)
-                                if carried_dependence(v.loop) is not None)
+        self.serial = ctx.serial if ctx.serial is not None else frozenset(
+            i for i, v in enumerate(nest.vars) if carried_dependence(v.loop) is not None)
         share_single_tile(nest, ctx.cpes, {nest.vars[i] for i in self.serial})
         # Greedy's plan exactly as Plan.make would make it, with its
         # Constraint-1 decisions (restored if it stays best).
@@ -173,7 +176,15 @@ class Search:
                 t.direct = None
         self.options = [tile_options(v.extent, ctx.cpes) for v in nest.vars]
         self.seen: dict[Choice, float] = {}                     # every plan estimated
+        # The ALIGNED_SCAN best estimates but greedy's (negated: a max-heap),
+        # every finalist among them: a tiling whose bound is above the worst
+        # of them cannot be a finalist (lower_bound).
+        self.best_seen: list[float] = []
+        self.floor = nest_cycles_floor(nest, ctx.target)
+        self.machine = Machine.for_target(ctx.target)
+        self.pruned = 0
         self.scored: dict[tuple[int, ...], list[tuple[float, Choice]]] = {}
+        self.shapes: dict[tuple[int, ...], dict] = {}          # tile_shapes per tiling
 
     def run(self) -> tuple[list[LoopVar], bool, bool]:
         """(the winner's loop order, whether it is not greedy's, whether the
@@ -222,19 +233,33 @@ class Search:
         search meets the same tilings again)."""
         if tiles not in self.scored:
             out = []
+            shapes = self.shapes_of(tiles)
             with tiled(self.nest, tiles):
                 cycles = nest_cycles(self.nest, self.ctx.target)
-            for order in orders(self.nest, tiles):
-                key = (tiles, order)
-                self.seen[key] = estimate(self.nest, key, self.ctx.cpes, cycles, self.serial,
-                                          Machine.for_target(self.ctx.target))
-                out.append((self.seen[key], key))
+                for order in _orders(self.nest):
+                    key = (tiles, order)
+                    self.seen[key] = _estimate(self.nest, order, self.ctx.cpes, cycles,
+                                               self.serial, self.machine, shapes)
+                    out.append((self.seen[key], key))
+                    if key != self.greedy:
+                        heapq.heappush(self.best_seen, -self.seen[key])
+                        if len(self.best_seen) > ALIGNED_SCAN:
+                            heapq.heappop(self.best_seen)
             self.scored[tiles] = out
         return self.scored[tiles]
 
+    def shapes_of(self, tiles: tuple[int, ...]) -> dict:
+        if tiles not in self.shapes:
+            with tiled(self.nest, tiles):
+                self.shapes[tiles] = tile_shapes(self.nest)
+        return self.shapes[tiles]
+
     def fits(self, tiles: tuple[int, ...]) -> bool:
-        return fits(self.nest, tiles, self.ctx.capacity,
-                    self.serial if self.ctx.cpes > 1 else None)
+        """:func:`fits`, from the tiling's shapes."""
+        nest = self.nest
+        ldm = sum(nest.slot_bytes(t, nbytes) for t, (nbytes, *_) in self.shapes_of(tiles).items())
+        return ldm <= self.ctx.capacity and not (self.ctx.cpes > 1 and one_task(
+            nest, tiles, self.serial))
 
     def improve(self, best: tuple[float, Choice]) -> tuple[float, Choice] | None:
         """The best plan differing from ``best`` in one variable's tile, if it
@@ -246,9 +271,23 @@ class Search:
                 break
             for t in opts:
                 trial = tuple(tiles[:i] + [t] + tiles[i + 1:])
-                if t != tiles[i] and self.fits(trial):
+                if t != tiles[i] and self.fits(trial) and not self.hopeless(trial, cur[0]):
                     cur = min([cur] + self.score(trial))
         return cur if cur < best else None
+
+    def hopeless(self, tiles: tuple[int, ...], best: float) -> bool:
+        """Whether no plan with these tiles can change the search's result:
+        each is slower by its estimate than ``best`` (so the step would not
+        take it) and than the ALIGNED_SCAN best seen so far (so it would be
+        no finalist), as the tiles' lower bound shows without estimating."""
+        if tiles in self.scored or len(self.best_seen) < ALIGNED_SCAN:
+            return False
+        bound = lower_bound(self.nest, tiles, self.shapes_of(tiles), self.ctx.cpes,
+                            self.floor, self.serial, self.machine)
+        if bound > max(best, -self.best_seen[0]):
+            self.pruned += 1
+            return True
+        return False
 
     def random_starts(self) -> list[tuple[int, ...]]:
         """Seeded random tilings that fit (the same for the same nest)."""
@@ -303,17 +342,27 @@ def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
     ``serial``: the loops that cannot be split, None when there is one CPE
     and one task is fine)."""
     with tiled(nest, tiles):
-        outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
-        one_task = serial is not None and all(v.ntiles == 1 for _, v in outputs) and any(
-            v.extent > 1 and i not in serial for i, v in outputs)
-        return nest.ldm_bytes() <= capacity and not one_task
+        return nest.ldm_bytes() <= capacity and not (
+            serial is not None and one_task(nest, tiles, serial))
+
+
+def one_task(nest: Nest, tiles: tuple[int, ...], serial: frozenset[int]) -> bool:
+    """Whether the tiles leave one task where an output loop (not in
+    ``serial``) could be split."""
+    outputs = [(i, v, t) for (i, v), t in zip(enumerate(nest.vars), tiles) if not v.reduction]
+    return all(t >= v.extent for _, v, t in outputs) and any(
+        v.extent > 1 and i not in serial for i, v, _ in outputs)
 
 
 def orders(nest: Nest, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Algorithm 2's tile-loop order for these tiles, and the same order with
     each other output loop moved outermost."""
     with tiled(nest, tiles):
-        base = [nest.vars.index(v) for v in order_loops(nest)]
+        return _orders(nest)
+
+
+def _orders(nest: Nest) -> list[tuple[int, ...]]:
+    base = [nest.vars.index(v) for v in order_loops(nest)]
     out = [tuple(base)]
     outputs = [i for i in base if not nest.vars[i].reduction]
     for i in outputs[1:]:
@@ -332,18 +381,60 @@ def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
     per_output = math.prod(v.extent for v in band)
 
     def per_point(body: list, vs: list[LoopVar]) -> float:
-        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs])
+        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs], nest.memo)
         return body_cost(body, p, target).cycles
 
     def per_output_point(part: str) -> float:
         # pre and post recur with every reduction tiling (Search.score has
         # the body's cost once per tiling already)
         key = (part, target, tuple(v.tile for v in band))
-        if key not in nest.point_cycles:
-            nest.point_cycles[key] = per_point(getattr(nest, part), band)
-        return nest.point_cycles[key]
+        if key not in nest.memo:
+            nest.memo[key] = per_point(getattr(nest, part), band)
+        return nest.memo[key]
     return per_point(nest.body, nest.vars) * every + \
         sum(per_output_point(part) for part in ("pre", "post") if getattr(nest, part)) * per_output
+
+
+def nest_cycles_floor(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
+    """A lower bound of :func:`nest_cycles` for any tiles
+    (vector_plan.point_cycles_floor of each part)."""
+    every = math.prod(v.extent for v in nest.vars)
+    per_output = math.prod(v.extent for v in nest.vars if not v.reduction)
+    return point_cycles_floor(nest.body, target) * every + sum(
+        point_cycles_floor(part, target) for part in (nest.pre, nest.post) if part) * per_output
+
+
+def lower_bound(nest: Nest, tiles: tuple[int, ...], shapes: dict, cpes: int, floor: float,
+                serial: frozenset[int], m: Machine) -> float:
+    """A lower bound of :func:`estimate` for these tiles (``shapes``: their
+    :func:`tile_shapes`) over every tile-loop order, without ordering the
+    loops or costing the vector code (``floor``: :func:`nest_cycles_floor`):
+    the compute spread over as many CPEs as the loops that may run in
+    parallel give tasks, and each tensor copied once per tile of the loops
+    it depends on (every order's copies enclose those loops), as many CPEs
+    as there are starting DMAs, a broadcast wherever one could be cheaper."""
+    ntiles = [-(-v.extent // t) for v, t in zip(nest.vars, tiles)]
+    tasks = math.prod(n for i, (v, n) in enumerate(zip(nest.vars, ntiles))
+                      if not v.reduction and i not in serial)
+    total = floor / min(cpes, tasks) / m.clock_hz
+    for t, (nbytes, runs, dmas, single) in shapes.items():
+        if t.read and not t.written and single:
+            words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
+            total += words * (word + m.half_block) / m.bandwidth + \
+                words * m.startup_share(word) * m.dma_startup / cpes
+            continue
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
+        moves = (t.copied_in and not init) + t.written
+        deps = corr(t)
+        copies = moves * math.prod(n for v, n in zip(nest.vars, ntiles)
+                                   if v.iv in deps and not (init and v.reduction))
+        gets = copies * (nbytes + runs * m.half_block) / m.bandwidth + \
+            copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / cpes
+        if cpes == DEFAULT_TARGET.cpes and t.read and not t.written:
+            gets = min(gets, copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
+                                              + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz))
+        total += gets
+    return total
 
 
 def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: frozenset[int],
@@ -357,13 +448,34 @@ def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: froze
         return _estimate(nest, order_i, cpes, cycles, serial, m)
 
 
-def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
-              serial: frozenset[int], m: Machine) -> float:
+def tile_shapes(nest: Nest) -> dict[Tensor, tuple[int, int, int, bool]]:
+    """Per buffered tensor, its tile's bytes, contiguous runs and DMAs per
+    copy with the nest's tiles, and whether the tile is one element: what
+    every order's estimate needs of the tiles."""
     tiles = nest.tiles()
+    out = {}
+    for t in nest.buffered():
+        ext = t.extents(tiles)
+        elements = math.prod(ext)
+        runs = runs_of(ext, t.shape)
+        out[t] = (elements * t.base.type.element.bytes, runs, _dmas(ext, t.shape, runs),
+                  elements == 1)
+    return out
+
+
+def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
+              serial: frozenset[int], m: Machine,
+              shapes: dict[Tensor, tuple[int, int, int, bool]] | None = None) -> float:
+    shapes = shapes or tile_shapes(nest)
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
     # one 32-byte block): a CPE runs up to grain * ceil(units / cpes) tasks.
-    grain = write_grain(nest, order_i, floor, cpes)
+    par = order_i[:floor]
+    key = ("grain", par, tuple(nest.vars[i].tile for i in par), cpes,
+           tuple(t.direct is None for t in nest.tensors if t.written))
+    if key not in nest.memo:
+        nest.memo[key] = write_grain(nest, order_i, floor, cpes)
+    grain = nest.memo[key]
     units = -(-tasks // grain)
     busy = min(units, cpes)
     compute = cycles / tasks * min(tasks, grain * math.ceil(units / cpes)) / m.clock_hz
@@ -372,7 +484,7 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     # in the same round by every CPE, and -insert-dma may broadcast it.
     lockstep = cpes == DEFAULT_TARGET.cpes and units % cpes == 0 and tasks % grain == 0
     moved = {nest.vars[i].iv for i in order_i[:floor]}
-    for t, copies in _copies(nest, order_i, floor):
+    for t, copies in _copies(nest, order_i, floor, shapes):
         if copies is None:
             # Loaded directly (Constraint 1): a single-word access each time,
             # charged as a one-element DMA.
@@ -380,9 +492,7 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
             stream += words * (word + m.half_block) / m.bandwidth
             starts += words * m.startup_share(word) * m.dma_startup / busy
             continue
-        runs = t.segments(tiles)
-        dmas = dmas_per_copy(t, tiles, runs)
-        nbytes = t.bytes(tiles)
+        nbytes, runs, dmas, _ = shapes[t]
         gets = (copies * (nbytes + runs * m.half_block) / m.bandwidth,
                 copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / busy)
         if lockstep and t.read and not t.written and not corr(t) & moved:
@@ -494,16 +604,16 @@ def _whole_blocks(t, steps: dict, extents: dict) -> bool:
     return boundary(first) and boundary(step) and boundary(first + extent)
 
 
-def _copies(nest: Nest, order_i: tuple[int, ...], floor: int):
+def _copies(nest: Nest, order_i: tuple[int, ...], floor: int,
+            shapes: dict[Tensor, tuple[int, int, int, bool]]):
     """Each buffered tensor and the copies of its tile one run of the nest
     makes (Algorithm 2's placement), None for one loaded directly."""
     order = [nest.vars[i] for i in order_i]
-    tiles = nest.tiles()
     trips = [v.ntiles for v in order]
     out_level = max(floor, sum(1 for v in order if not v.reduction))
     outer = [v.iv for v in order]
     for t in nest.buffered():
-        if t.read and not t.written and t.elements(tiles) == 1:
+        if t.read and not t.written and shapes[t][3]:
             yield t, None
             continue
         init = bool(nest.red) and nest.initialised and t.base is nest.output
@@ -520,7 +630,7 @@ def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int])
         tiles = nest.tiles()
         _, floor = _tasks(nest, order_i, cpes, serial)
         total = aligned = 0
-        for t, copies in _copies(nest, order_i, floor):
+        for t, copies in _copies(nest, order_i, floor, tile_shapes(nest)):
             if copies is None:
                 continue
             runs = t.segments(tiles)
@@ -533,9 +643,13 @@ def dmas_per_copy(t, tiles, runs: int) -> int:
     """DMA instructions one copy of the tile takes: runs with one pitch share
     a strided DMA (the runs across the dimension outside the innermost
     partial one)."""
-    for d in reversed(range(len(t.coefs))):
-        if t.extent(d, tiles) < t.shape[d]:
-            return max(1, runs // t.extent(d - 1, tiles)) if d > 0 else 1
+    return _dmas(t.extents(tiles), t.shape, runs)
+
+
+def _dmas(ext: list[int], shape: tuple[int, ...], runs: int) -> int:
+    for d in reversed(range(len(ext))):
+        if ext[d] < shape[d]:
+            return max(1, runs // ext[d - 1]) if d > 0 else 1
     return 1
 
 
@@ -586,12 +700,12 @@ def best_measured(measured: list[tuple[Choice, tuple[float, float, int]]]) -> Ch
     return best[0]
 
 
-def kernel_copy(ctx: SearchContext) -> tuple[Module, Function]:
-    """A module holding a copy of the kernel with only this nest (its other
-    top-level loops left out) and declarations of the globals it reads, their
-    data left behind: what an exact check plans and lowers, in memory."""
-    k = ctx.kernel
-    top = top_loops(k)[ctx.index]
+def kernel_copy(k: Function, index: int) -> tuple[Module, Function]:
+    """A module holding a copy of kernel ``k`` with only its top-level loop
+    ``index`` (the other top-level loops left out) and declarations of the
+    globals it reads, their data left behind: what an exact check plans and
+    lowers, in memory."""
+    top = top_loops(k)[index]
     body = [i for i in k.body.blocks[0].instructions
             if i is top or i.opname not in ("for", "parallel")]
     m = Module("search", stage="loop")
@@ -617,20 +731,29 @@ def search_key(ctx: SearchContext, ldm_init: int) -> list:
     options. The loop variables' names stay in it: they seed the random
     starts. The time budget is left out: a search it cut short is not kept
     (ldm_plan)."""
+    text, loops, globals_ = canonical_kernel(ctx.kernel, ctx.index)
+    pads = [[scratch, globals_.get(source, source) if isinstance(source, str) else source,
+             list(before), fill] for scratch, source, before, fill in ctx.pads]
+    return [text, loops, pads, ctx.capacity, ctx.cpes, ctx.ldm_size, ctx.double,
+            ctx.target.name, ctx.resident, ldm_init]
+
+
+def canonical_kernel(k: Function, index: int) -> tuple[str, list[str | None], dict[str, str]]:
+    """The :func:`kernel_copy` of kernel ``k`` with its top-level loop
+    ``index``, printed with every name replaced by its position (the same
+    text for the same nest under other names, in another kernel or another
+    module); the loop variables' names, in order; the globals' new names."""
     from swir.printer import print_module
-    m, f = kernel_copy(ctx)
+    m, f = kernel_copy(k, index)
     loops = [_loop_name(i) for i in f.walk() if i.opname in ("for", "parallel")]
-    globals_ = {g.name: f"g{k}" for k, g in enumerate(m.globals)}
+    globals_ = {g.name: f"g{n}" for n, g in enumerate(m.globals)}
     for g in m.globals:
         g.name = globals_[g.name]
     f.name = "kernel"
     n = 0
     for v in [*f.params, *(x for i in f.walk() for x in _defined(i))]:
         v.name, n = f"v{n}", n + 1
-    pads = [[scratch, globals_.get(source, source) if isinstance(source, str) else source,
-             list(before), fill] for scratch, source, before, fill in ctx.pads]
-    return [print_module(m), loops, pads, ctx.capacity, ctx.cpes, ctx.ldm_size, ctx.double,
-            ctx.target.name, ctx.resident, ldm_init]
+    return print_module(m), loops, globals_
 
 
 def _defined(inst: Instruction) -> list[Value]:
@@ -655,7 +778,7 @@ def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
     from swir.passes.dma.insert_dma import InsertDMA
     from swir.passes.manager import PassFailure, PassManager
     try:
-        m, f = kernel_copy(ctx)
+        m, f = kernel_copy(ctx.kernel, ctx.index)
         nest, _ = Nest.parse(top_loops(f)[0], legal=True)
         if nest is None:
             return None

@@ -57,7 +57,7 @@ def _search_one(i: int) -> tuple[int, Decision | None]:
     top, ctx = _WORK[i]
     ldm_init, double = _OPTIONS
     try:
-        nest, _ = Nest.parse(top)
+        nest, _ = Nest.parse(top, legal=ctx.serial is not None)
         if nest is None:
             return i, None
         nest.double = double

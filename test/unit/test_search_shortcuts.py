@@ -1,0 +1,231 @@
+"""The plan search's shortcuts change no answer (issue 25, item 4): the lower
+bound it prunes with is below every estimate it skips, pruning leaves the
+result and the finalists as they were, the vector plan's memo gives the
+plans a fresh analysis gives, and the dependence test remembered by a
+kernel's canonical text answers as the test itself does."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from swir.analysis.cost import Machine
+from swir.analysis.vector_plan import body_cost, tile_plan
+from swir.ir.core import Module
+from swir.parser import parse_module
+from swir.passes.buffered import ldm_plan, ldm_search
+from swir.passes.buffered.ldm_model import Nest, SearchContext, size_buffers, top_loops
+from swir.passes.buffered.ldm_search import (
+    ALIGNED_SCAN,
+    Search,
+    _estimate,
+    _orders,
+    lower_bound,
+    nest_cycles,
+    nest_cycles_floor,
+    tile_options,
+    tile_shapes,
+    tiled,
+)
+from swir.passes.loop.lower_loops import LowerLoops
+from swir.passes.manager import AnalysisManager
+
+# A 3 x 3 conv with bias (a zero-fill and an epilogue around its reduction)
+# and a stride-2 1 x 1 conv: 7 and 5 loops, thousands of tilings.
+GRAPH = """
+module "convs"
+stage graph
+
+func @main(%x: <1 x 16 x 14 x 14 x f32>, %w: <32 x 16 x 3 x 3 x f32>, %b: <32 x f32>, \
+%v: <24 x 32 x 1 x 1 x f32>) -> <1 x 24 x 7 x 7 x f32> {
+'entry:
+  %y = conv2d %x, %w, %b {pad = [1, 1, 1, 1]} : <1 x 32 x 14 x 14 x f32>
+  %z = conv2d %y, %v {stride = [2, 2]} : <1 x 24 x 7 x 7 x f32>
+  return %z
+}
+"""
+
+
+def conv_kernels() -> Module:
+    m = parse_module(GRAPH, "<convs>")
+    LowerLoops().run(m, AnalysisManager())
+    return m
+
+
+def nests() -> list[tuple[Nest, SearchContext]]:
+    out = []
+    for f in conv_kernels().functions:
+        if f.kind != "kernel":
+            continue
+        for index, top in enumerate(top_loops(f)):
+            nest, _ = Nest.parse(top)
+            if nest is None or len(nest.vars) < 5:
+                continue
+            size_buffers(nest, 48 * 1024, 64, top)
+            out.append((nest, SearchContext(f, index, 48 * 1024, 64, 30.0, 64 * 1024, False)))
+    assert len(out) == 2
+    return out
+
+
+def sample_tilings(nest: Nest, n: int = 150) -> list[tuple[int, ...]]:
+    """n tilings drawn from the search's candidates (seeded), and the
+    smallest and largest."""
+    options = [tile_options(v.extent, 64) for v in nest.vars]
+    rng = random.Random(n)
+    return [tuple(o[0] for o in options), tuple(o[-1] for o in options)] + \
+        [tuple(rng.choice(o) for o in options) for _ in range(n)]
+
+
+@pytest.mark.parametrize("cpes", [64, 8, 1])
+def test_lower_bound_is_below_every_orders_estimate(cpes):
+    """For every sampled tiling and every order the search weighs,
+    lower_bound <= the estimate, with the serial loops as the search has
+    them; nest_cycles_floor <= nest_cycles. A bound above an estimate would
+    let the search skip a plan it would have chosen."""
+    m = Machine()
+    checked = 0
+    for nest, _ in nests():
+        floor = nest_cycles_floor(nest)
+        for tiles in sample_tilings(nest):
+            for serial in (frozenset(), frozenset({1})):
+                with tiled(nest, tiles):
+                    cycles = nest_cycles(nest)
+                    assert floor <= cycles
+                    shapes = tile_shapes(nest)
+                    bound = lower_bound(nest, tiles, shapes, cpes, floor, serial, m)
+                    for order in _orders(nest):
+                        assert bound <= _estimate(nest, order, cpes, cycles, serial, m, shapes), \
+                            (tiles, order, serial)
+                        checked += 1
+    assert checked > 500
+
+
+def test_pruning_changes_neither_the_plan_nor_the_finalists(monkeypatch):
+    """A search that prunes and one that scores every tiling choose the same
+    plan from the same best ALIGNED_SCAN estimates (where the finalists come
+    from); the pruning skipped some tilings."""
+    runs = []
+    for prune in (True, False):
+        if not prune:
+            monkeypatch.setattr(Search, "hopeless", lambda self, tiles, best: False)
+        out = []
+        for nest, ctx in nests():
+            s = Search(nest, ctx)
+            order, chose, _ = s.run()
+            ranked = sorted((v, k) for k, v in s.seen.items() if k != s.greedy)
+            out.append(([v.tile for v in nest.vars], [nest.vars.index(v) for v in order],
+                        chose, ranked[:ALIGNED_SCAN], s.pruned, len(s.scored)))
+        runs.append(out)
+    for pruned, every in zip(*runs):
+        assert pruned[:4] == every[:4]
+        assert every[4] == 0
+    assert sum(r[4] for r in runs[0]) > 0
+    assert sum(r[5] for r in runs[0]) < sum(r[5] for r in runs[1])
+
+
+def test_vector_plan_memo_gives_the_plans_of_a_fresh_analysis():
+    """tile_plan with the search's memo, asked for many trip counts in a row,
+    makes the plan (kind, v, m, block) and cost that a call without a memo
+    makes."""
+    nest, _ = nests()[0]
+    memo: dict = {}
+    ivs = [v.iv for v in nest.vars]
+    compared = 0
+    for tiles in sample_tilings(nest, 300):
+        kept = tile_plan(nest.body, ivs, list(tiles), memo)
+        fresh = tile_plan(nest.body, ivs, list(tiles))
+        assert (kept is None) == (fresh is None)
+        if kept is None:
+            continue
+        assert (kept.kind, kept.v, kept.m, kept.M, kept.U, kept.fused) == \
+            (fresh.kind, fresh.v, fresh.m, fresh.M, fresh.U, fresh.fused)
+        assert body_cost(nest.body, kept) == body_cost(nest.body, fresh)
+        compared += 1
+    assert compared > 100
+    assert any(key[0] == "reduce" for key in memo)
+
+
+RENAMED = """
+module "deps"
+stage loop
+kernel @copy(%A: buf<64 x f32>, %B: buf<64 x f32>) {
+  for %i = 0 to 64 {
+    %a = load %A[%i] : f32
+    store %a, %B[%i]
+  }
+}
+kernel @again(%P: buf<64 x f32>, %Q: buf<64 x f32>) {
+  for %j = 0 to 64 {
+    %c = load %P[%j] : f32
+    store %c, %Q[%j]
+  }
+}
+kernel @scan(%B: buf<64 x f32>, %C: buf<64 x f32>) {
+  for %k = 0 to 63 {
+    %p = load %B[%k] : f32
+    %q = load %B[%k + 1] : f32
+    %s = add %p, %q : f32
+    store %s, %B[%k + 1]
+  }
+}
+"""
+
+
+def test_dependences_are_remembered_by_canonical_text(monkeypatch):
+    """The first two kernels differ only in names: the dependence test runs
+    once for both. The third (a running sum over %B) is another text; its
+    answer is the test's own (it is illegal to tile), as Nest.parse without
+    the memo says."""
+    runs = []
+    real = Nest.dependences
+    monkeypatch.setattr(Nest, "dependences", lambda self: runs.append(1) or real(self))
+    kernels = parse_module(RENAMED, "<deps>").functions
+    answers = []
+    for f in kernels:
+        top = top_loops(f)[0]
+        nest, why = Nest.parse(top, legal=True)
+        assert nest is not None, why
+        answers.append(ldm_plan.dependences(f, 0, nest))
+        _, why_unmemoised = Nest.parse(top)
+        assert answers[-1][0] == why_unmemoised
+    assert len(runs) == 2
+    assert answers[0] == answers[1] == ("", frozenset())
+    assert answers[2][0].startswith("a dependence crosses its output loops")
+    texts = [ldm_search.canonical_kernel(f, 0) for f in kernels]
+    assert texts[0][0] == texts[1][0] != texts[2][0]
+    assert (texts[0][1], texts[1][1]) == (["i"], ["j"])
+
+
+def test_carried_loops_come_from_the_remembered_test():
+    """A reduction over %j carries a dependence: the remembered answer marks
+    loop 1 serial, as carried_dependence does, and -ldm-plan plans the
+    kernel the same with a cold and a warm memo (one entry: the pass found
+    the answer the test had asked for)."""
+    text = """
+module "red"
+stage loop
+kernel @k(%A: buf<32 x 64 x f32>, %Y: buf<32 x f32>) {
+  %zero = const 0.0 : f32
+  for %i = 0 to 32 {
+    store %zero, %Y[%i]
+    for %j = 0 to 64 {
+      %y = load %Y[%i] : f32
+      %a = load %A[%i, %j] : f32
+      %s = add %y, %a : f32
+      store %s, %Y[%i]
+    }
+  }
+}
+"""
+    from swir.printer import print_module
+    outs = []
+    for _ in range(2):
+        m = parse_module(text, "<red>")
+        f = m.functions[0]
+        nest, _ = Nest.parse(top_loops(f)[0], legal=True)
+        assert ldm_plan.dependences(f, 0, nest) == ("", frozenset({1}))
+        ldm_plan.LDMPlan(ldm_size=4096, strategy="search").run(m, AnalysisManager())
+        outs.append(print_module(m))
+    assert outs[0] == outs[1]
+    assert len(ldm_plan._DEPENDENCES) == 1
