@@ -930,6 +930,21 @@ def test_solver_never_misses_a_solution(eqs, ineqs):
     assert says or not brute
 
 
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(-3, 3),
+                          st.integers(-6, 6)), min_size=1, max_size=6))
+def test_solver_kept_answers_are_the_eliminations(ineqs):
+    """_fourier_motzkin keeps its answers by the system's value (issue 25):
+    asked again, with each form's terms in another order, it answers as the
+    elimination run afresh does."""
+    from swir.analysis.dependence import _eliminate_inequalities
+    forward = [Lin({0: a, 1: b, 2: c}, k) for a, b, c, k in ineqs]
+    backward = [Lin({2: c, 1: b, 0: a}, k) for a, b, c, k in ineqs]
+    fresh = _eliminate_inequalities(forward, 400)
+    assert _fourier_motzkin(forward) == fresh
+    assert _fourier_motzkin(backward) == fresh
+
+
 def test_memory_accesses_lists_reads_and_writes():
     m = parse(MATMUL)
     accs = memory_accesses(loop(m, "x"))
