@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swir.analysis.calling import writes_global, written_params
+from swir.analysis.calling import all_written_params, writes_global
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
@@ -94,6 +94,9 @@ class _Verifier:
         self.guards: list[dict[tuple, list[int]]] = []
         self._substituted: set[int] = set()  # symbols being bounded through a guard
         self.func: Function | None = None
+        # each function's written parameters (calling.all_written_params), found
+        # at the first broadcast from a parameter
+        self.written: dict[int, set[int]] | None = None
         ldm = module_attr_ldm(module)
         self.ldm_bytes = ldm
 
@@ -339,7 +342,9 @@ class _Verifier:
                                     "writes (every CPE must read what CPE 0 fetched)")
             return
         if isinstance(base, FuncParam) and base.owner is f:
-            writer = _param_writer(self.m, f, base.index, set())
+            if self.written is None:        # asked once per module: a fixpoint over it
+                self.written = all_written_params(self.m)
+            writer = _param_writer(self.m, f, base.index, set(), self.written)
             if writer is not None:
                 self.op_error(inst, f"broadcasts from %{base.name}, which @{writer} also writes "
                                     "(every CPE must read what CPE 0 fetched)")
@@ -768,11 +773,13 @@ def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
     out[key] = [lo, hi, lin]
 
 
-def _param_writer(m: Module, f: Function, index: int, seen: set[int]) -> str | None:
+def _param_writer(m: Module, f: Function, index: int, seen: set[int],
+                  written: dict[int, set[int]]) -> str | None:
     """The name of a function of the kernel run that writes f's parameter
     ``index``: f itself, or a cpe function calling f that writes (or whose
-    callers write) what it passes there; None if none does."""
-    if index in written_params(f):
+    callers write) what it passes there; None if none does (``written``:
+    calling.all_written_params of the module)."""
+    if index in written.get(id(f), set()):
         return f.name
     seen.add(id(f))
     for g in m.functions:
@@ -784,7 +791,7 @@ def _param_writer(m: Module, f: Function, index: int, seen: set[int]) -> str | N
                 continue
             a = app.args[index]
             if isinstance(a, FuncParam) and a.owner is g:
-                found = _param_writer(m, g, a.index, seen)
+                found = _param_writer(m, g, a.index, seen, written)
                 if found is not None:
                     return found
             elif isinstance(a, Global) and a.kind != "global" and _cpe_writes_global(m, a):

@@ -33,23 +33,48 @@ def writes_global(functions: Iterable[Function], g: Value) -> bool:
 
 def written_params(f: Function) -> list[int]:
     """Indices of the buffer parameters f writes: through a writing op (WRITES),
-    or by passing them to a function that writes the corresponding parameter."""
-    return sorted(written_by_function(f.module, [f]).get(id(f), set()))
+    or by passing them to a function that writes the corresponding parameter
+    (the fixpoint over f and the functions it calls, directly or not)."""
+    funcs = _call_closure(f) if f.module is not None else [f]
+    return sorted(_fixpoint(f.module, funcs).get(id(f), set()))
+
+
+def _call_closure(f: Function) -> list[Function]:
+    """f and every function of its module it calls or spawns, transitively."""
+    assert f.module is not None
+    found: dict[int, Function] = {id(f): f}
+    work = [f]
+    while work:
+        g = work.pop()
+        for inst in g.walk():
+            if inst.opname not in ("call", "spawn"):
+                continue
+            for app in inst.args:
+                callee = f.module.lookup(app.callee) if isinstance(app, Apply) else None
+                if isinstance(callee, Function) and id(callee) not in found:
+                    found[id(callee)] = callee
+                    work.append(callee)
+    return list(found.values())
 
 
 def all_written_params(module: Module) -> dict[int, set[int]]:
     """:func:`written_params` of every function of ``module``, by ``id`` of
-    the function, computed at once (one call of written_params costs as
-    much as this: ask once when asking for many functions)."""
+    the function, computed at once (a call of written_params walks its
+    function and their callees; this, every function once or more: ask
+    once when asking for many functions)."""
     return written_by_function(module, [])
 
 
 def written_by_function(module: Module | None, fallback: list[Function]) -> dict[int, set[int]]:
     """The written parameters of every function of the module (of ``fallback``
     without a module), by id."""
+    return _fixpoint(module, module.functions if module is not None else fallback)
+
+
+def _fixpoint(module: Module | None, funcs: list[Function]) -> dict[int, set[int]]:
+    """The written parameters of ``funcs`` (closed under calls), by id."""
     memo: dict[int, set[int]] = {}
     # Fixpoint over the call graph (recursion allowed): start from nothing written.
-    funcs = module.functions if module is not None else fallback
     for g in funcs:
         memo[id(g)] = set()
     changed = True
