@@ -229,3 +229,41 @@ kernel @k(%A: buf<32 x 64 x f32>, %Y: buf<32 x f32>) {
         outs.append(print_module(m))
     assert outs[0] == outs[1]
     assert len(ldm_plan._DEPENDENCES) == 1
+
+
+def test_searches_in_two_threads_at_once_each_get_their_own_nests(monkeypatch):
+    """Two threads of one process planning different kernels with forked
+    searches at once (the ONNX tests compile two models in threads): each
+    gets the plans a lone, one-process search makes. Before, the workers
+    read their nests from a module global that the other thread could
+    overwrite before the fork, and planned the wrong nests."""
+    import threading
+
+    from swir.passes.buffered import parallel_search
+    from swir.printer import print_module
+
+    def planned(jobs: int, ldm: int) -> str:
+        m = conv_kernels()
+        ldm_plan.LDMPlan(ldm_size=ldm, strategy="search", jobs=jobs).run(m, AnalysisManager())
+        return print_module(m)
+
+    sizes = (16 * 1024, 64 * 1024)
+    alone = {ldm: planned(1, ldm) for ldm in sizes}
+    forked = []
+    real = ldm_plan.search_all
+    monkeypatch.setattr(ldm_plan, "search_all",
+                        lambda work, *a: forked.append(len(work)) or real(work, *a))
+    sentinel = [("not", "this")]
+    monkeypatch.setattr(parallel_search, "_WORK", sentinel)
+    for _ in range(3):
+        ldm_plan._DECISIONS.clear()         # searched again, in forked workers
+        got: dict[int, str] = {}
+        threads = [threading.Thread(target=lambda ldm=ldm: got.update({ldm: planned(2, ldm)}))
+                   for ldm in sizes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == alone
+    assert len(forked) == 6 and min(forked) >= 2
+    assert parallel_search._WORK is sentinel   # the parent's global is not the workers' input

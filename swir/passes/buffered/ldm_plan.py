@@ -209,10 +209,11 @@ class LDMPlan(Pass):
                 key, value = self.looked_up[id(top)] = self.look_up(ctx)
                 if key not in _DECISIONS and key not in work and value is None:
                     nest, _ = Nest.parse(top, legal=True)
-                    if nest is None or dependences(f, index, nest)[0]:
+                    why, serial = dependences(f, index, nest) if nest else ("", frozenset())
+                    if nest is None or why:
                         continue             # not planned (plan_nest says why)
                     # the workers, forked, find the dependences known
-                    work[key] = (top, replace(ctx, serial=dependences(f, index, nest)[1]))
+                    work[key] = (top, replace(ctx, serial=serial))
         if len(work) < 2:
             return
         store = cache.current()
@@ -236,9 +237,10 @@ def dependences(f: Function, index: int, nest: Nest) -> tuple[str, frozenset[int
     depends on nothing else): a nest repeated under other names, in a
     trial lowering or a later pass is tested once."""
     key = canonical_kernel(f, index)[0]
-    if key not in _DEPENDENCES:
-        _DEPENDENCES[key] = nest.dependences()
-    return _DEPENDENCES[key]
+    found = _DEPENDENCES.get(key)
+    if found is None:
+        found = _DEPENDENCES[key] = nest.dependences()
+    return found
 
 
 # Decisions by search key, for the process (a repeated layer, a second pass).

@@ -21,8 +21,8 @@ from swir.analysis.vector_plan import trip_count
 from swir.passes.buffered.ldm_model import Nest, size_buffers
 from swir.passes.buffered.ldm_search import Decision, search
 
-# What the forked workers search: (top loop, context) per nest, set before
-# the pool starts (a fork copies it; nothing is pickled but the result).
+# What a forked worker searches: (top loop, context) per nest, set as it
+# starts (_start; nothing is pickled but the result).
 _WORK: list[tuple] = []
 _OPTIONS: tuple[int, bool] = (64, False)
 
@@ -40,17 +40,23 @@ def search_all(work: list[tuple[str, tuple]], ldm_init: int, double: bool, jobs:
     (key, its decision), None where the nest could not be searched (the
     caller searches it again, and reports why). Serial where fork is not
     available."""
-    global _WORK, _OPTIONS
     if "fork" not in multiprocessing.get_all_start_methods():
         return
     order = sorted(range(len(work)), key=lambda i: -_size(work[i][1][0]))
-    _WORK, _OPTIONS = [item for _, item in work], (ldm_init, double)
-    try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(work))) as pool:
-            for i, d in pool.imap_unordered(_search_one, order):
-                yield work[i][0], d
-    finally:
-        _WORK = []
+    # Each worker is handed the work as it starts (forked: nothing pickled),
+    # not through a global set here: two threads of one process may search
+    # at once, and a worker must not see the other's nests.
+    items = [item for _, item in work]
+    with multiprocessing.get_context("fork").Pool(
+            min(jobs, len(work)), initializer=_start, initargs=(items, (ldm_init, double))
+    ) as pool:
+        for i, d in pool.imap_unordered(_search_one, order):
+            yield work[i][0], d
+
+
+def _start(work: list[tuple], options: tuple[int, bool]) -> None:
+    global _WORK, _OPTIONS
+    _WORK, _OPTIONS = work, options
 
 
 def _search_one(i: int) -> tuple[int, Decision | None]:
