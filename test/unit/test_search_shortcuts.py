@@ -19,11 +19,11 @@ from swir.passes.buffered.ldm_model import Nest, SearchContext, size_buffers, to
 from swir.passes.buffered.ldm_search import (
     ALIGNED_SCAN,
     Search,
-    _estimate,
-    _orders,
+    estimate,
     lower_bound,
     nest_cycles,
     nest_cycles_floor,
+    orders,
     tile_options,
     tile_shapes,
     tiled,
@@ -94,8 +94,8 @@ def test_lower_bound_is_below_every_orders_estimate(cpes):
                     assert floor <= cycles
                     shapes = tile_shapes(nest)
                     bound = lower_bound(nest, tiles, shapes, cpes, floor, serial, m)
-                    for order in _orders(nest):
-                        assert bound <= _estimate(nest, order, cpes, cycles, serial, m, shapes), \
+                    for order in orders(nest):
+                        assert bound <= estimate(nest, order, cpes, cycles, serial, m, shapes), \
                             (tiles, order, serial)
                         checked += 1
     assert checked > 500

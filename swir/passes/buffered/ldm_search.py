@@ -236,10 +236,10 @@ class Search:
             shapes = self.shapes_of(tiles)
             with tiled(self.nest, tiles):
                 cycles = nest_cycles(self.nest, self.ctx.target)
-                for order in _orders(self.nest):
+                for order in orders(self.nest):
                     key = (tiles, order)
-                    self.seen[key] = _estimate(self.nest, order, self.ctx.cpes, cycles,
-                                               self.serial, self.machine, shapes)
+                    self.seen[key] = estimate(self.nest, order, self.ctx.cpes, cycles,
+                                              self.serial, self.machine, shapes)
                     out.append((self.seen[key], key))
                     if key != self.greedy:
                         heapq.heappush(self.best_seen, -self.seen[key])
@@ -255,7 +255,9 @@ class Search:
         return self.shapes[tiles]
 
     def fits(self, tiles: tuple[int, ...]) -> bool:
-        """:func:`fits`, from the tiling's shapes."""
+        """Whether the tiles fit the LDM and leave the CPEs more than one task
+        where an output loop can be split (what Plan.make would otherwise
+        force; one task is fine with one CPE)."""
         nest = self.nest
         ldm = sum(nest.slot_bytes(t, nbytes) for t, (nbytes, *_) in self.shapes_of(tiles).items())
         return ldm <= self.ctx.capacity and not (self.ctx.cpes > 1 and one_task(
@@ -335,17 +337,6 @@ def tiled(nest: Nest, tiles: tuple[int, ...]) -> Iterator[None]:
             v.tile = t
 
 
-def fits(nest: Nest, tiles: tuple[int, ...], capacity: int,
-         serial: frozenset[int] | None = frozenset()) -> bool:
-    """Whether the tiles fit the LDM and leave the CPEs more than one task
-    where an output loop can be split (what Plan.make would otherwise force;
-    ``serial``: the loops that cannot be split, None when there is one CPE
-    and one task is fine)."""
-    with tiled(nest, tiles):
-        return nest.ldm_bytes() <= capacity and not (
-            serial is not None and one_task(nest, tiles, serial))
-
-
 def one_task(nest: Nest, tiles: tuple[int, ...], serial: frozenset[int]) -> bool:
     """Whether the tiles leave one task where an output loop (not in
     ``serial``) could be split."""
@@ -354,14 +345,9 @@ def one_task(nest: Nest, tiles: tuple[int, ...], serial: frozenset[int]) -> bool
         v.extent > 1 and i not in serial for i, v, _ in outputs)
 
 
-def orders(nest: Nest, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Algorithm 2's tile-loop order for these tiles, and the same order with
-    each other output loop moved outermost."""
-    with tiled(nest, tiles):
-        return _orders(nest)
-
-
-def _orders(nest: Nest) -> list[tuple[int, ...]]:
+def orders(nest: Nest) -> list[tuple[int, ...]]:
+    """Algorithm 2's tile-loop order for the nest's tiles, and the same order
+    with each other output loop moved outermost."""
     base = [nest.vars.index(v) for v in order_loops(nest)]
     out = [tuple(base)]
     outputs = [i for i in base if not nest.vars[i].reduction]
@@ -419,33 +405,18 @@ def lower_bound(nest: Nest, tiles: tuple[int, ...], shapes: dict, cpes: int, flo
     total = floor / min(cpes, tasks) / m.clock_hz
     for t, (nbytes, runs, dmas, single) in shapes.items():
         if t.read and not t.written and single:
-            words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
-            total += words * (word + m.half_block) / m.bandwidth + \
-                words * m.startup_share(word) * m.dma_startup / cpes
+            total += sum(_direct(nest, t, m, cpes))
             continue
         init = bool(nest.red) and nest.initialised and t.base is nest.output
         moves = (t.copied_in and not init) + t.written
         deps = corr(t)
         copies = moves * math.prod(n for v, n in zip(nest.vars, ntiles)
                                    if v.iv in deps and not (init and v.reduction))
-        gets = copies * (nbytes + runs * m.half_block) / m.bandwidth + \
-            copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / cpes
+        gets = sum(_gets(m, copies, nbytes, runs, dmas, cpes))
         if cpes == DEFAULT_TARGET.cpes and t.read and not t.written:
-            gets = min(gets, copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
-                                              + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz))
+            gets = min(gets, _broadcasts(m, copies, cpes, nbytes, runs, dmas))
         total += gets
     return total
-
-
-def estimate(nest: Nest, choice: Choice, cpes: int, cycles: float, serial: frozenset[int],
-             m: Machine) -> float:
-    """Modeled seconds of the nest with these tiles and tile-loop order, in
-    closed form (full tiles; no double buffering); ``cycles``: its compute
-    (:func:`nest_cycles` with these tiles); ``serial``: the indices of the
-    loops that carry a dependence."""
-    tiles, order_i = choice
-    with tiled(nest, tiles):
-        return _estimate(nest, order_i, cpes, cycles, serial, m)
 
 
 def tile_shapes(nest: Nest) -> dict[Tensor, tuple[int, int, int, bool]]:
@@ -458,14 +429,18 @@ def tile_shapes(nest: Nest) -> dict[Tensor, tuple[int, int, int, bool]]:
         ext = t.extents(tiles)
         elements = math.prod(ext)
         runs = runs_of(ext, t.shape)
-        out[t] = (elements * t.base.type.element.bytes, runs, _dmas(ext, t.shape, runs),
+        out[t] = (elements * t.base.type.element.bytes, runs, dmas_per_copy(ext, t.shape, runs),
                   elements == 1)
     return out
 
 
-def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
-              serial: frozenset[int], m: Machine,
-              shapes: dict[Tensor, tuple[int, int, int, bool]] | None = None) -> float:
+def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
+             serial: frozenset[int], m: Machine,
+             shapes: dict[Tensor, tuple[int, int, int, bool]] | None = None) -> float:
+    """Modeled seconds of the nest with its tiles and this tile-loop order, in
+    closed form (full tiles; no double buffering); ``cycles``: its compute
+    (:func:`nest_cycles`); ``serial``: the indices of the loops that carry a
+    dependence; ``shapes``: its :func:`tile_shapes`, if known."""
     shapes = shapes or tile_shapes(nest)
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
@@ -486,25 +461,46 @@ def _estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     moved = {nest.vars[i].iv for i in order_i[:floor]}
     for t, copies in _copies(nest, order_i, floor, shapes):
         if copies is None:
-            # Loaded directly (Constraint 1): a single-word access each time,
-            # charged as a one-element DMA.
-            words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
-            stream += words * (word + m.half_block) / m.bandwidth
-            starts += words * m.startup_share(word) * m.dma_startup / busy
+            direct = _direct(nest, t, m, busy)
+            stream += direct[0]
+            starts += direct[1]
             continue
         nbytes, runs, dmas, _ = shapes[t]
-        gets = (copies * (nbytes + runs * m.half_block) / m.bandwidth,
-                copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / busy)
+        gets = _gets(m, copies, nbytes, runs, dmas, busy)
         if lockstep and t.read and not t.written and not corr(t) & moved:
-            # one broadcast per round of copies, every CPE waiting for it
-            once = copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
-                                    + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz)
+            once = _broadcasts(m, copies, cpes, nbytes, runs, dmas)
             if once < sum(gets):
                 bcast += once
                 continue
         stream += gets[0]
         starts += gets[1]
     return compute + stream + starts + bcast
+
+
+def _direct(nest: Nest, t: Tensor, m: Machine, busy: int) -> tuple[float, float]:
+    """Streaming and start-up seconds of a tensor loaded directly
+    (Constraint 1): a single-word access each time, charged as a one-element
+    DMA, the start-ups spread over ``busy`` CPEs."""
+    words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
+    return (words * (word + m.half_block) / m.bandwidth,
+            words * m.startup_share(word) * m.dma_startup / busy)
+
+
+def _gets(m: Machine, copies: int, nbytes: int, runs: int, dmas: int, busy: int
+          ) -> tuple[float, float]:
+    """Streaming and start-up seconds of ``copies`` copies of a tile (its
+    bytes, contiguous runs and DMAs per copy), the start-ups spread over
+    ``busy`` CPEs."""
+    return (copies * (nbytes + runs * m.half_block) / m.bandwidth,
+            copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / busy)
+
+
+def _broadcasts(m: Machine, copies: int, cpes: int, nbytes: int, runs: int, dmas: int
+                ) -> float:
+    """Seconds of the same copies as broadcasts: one per round of copies,
+    every CPE waiting for it."""
+    return copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
+                            + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz)
 
 
 def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
@@ -639,14 +635,10 @@ def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int])
     return aligned / total if total else 1.0
 
 
-def dmas_per_copy(t, tiles, runs: int) -> int:
-    """DMA instructions one copy of the tile takes: runs with one pitch share
-    a strided DMA (the runs across the dimension outside the innermost
-    partial one)."""
-    return _dmas(t.extents(tiles), t.shape, runs)
-
-
-def _dmas(ext: list[int], shape: tuple[int, ...], runs: int) -> int:
+def dmas_per_copy(ext: list[int], shape: tuple[int, ...], runs: int) -> int:
+    """DMA instructions one copy of a tile of extents ``ext`` takes: runs with
+    one pitch share a strided DMA (the runs across the dimension outside the
+    innermost partial one)."""
     for d in reversed(range(len(ext))):
         if ext[d] < shape[d]:
             return max(1, runs // ext[d - 1]) if d > 0 else 1
