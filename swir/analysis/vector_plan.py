@@ -425,7 +425,7 @@ def point_cycles_floor(body: list[Instruction], target: Target = DEFAULT_TARGET)
     scalar code's, or the arithmetic in 4 lanes (a reduce plan issues at
     least one vector instruction per op less the add and the mul it fuses,
     and at least one; a map plan at least one per op). What the LDM plan
-    search prunes with (ldm_search.lower_bound)."""
+    search prunes with (closed_forms.Tilings.lower_bounds)."""
     arith = sum(1 for i in body if i.opname not in ("load", "store", "const"))
     return min(_scalar_cost(body, target), max(1, arith - 1) / LANES)
 

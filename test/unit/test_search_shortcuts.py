@@ -15,17 +15,22 @@ from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.ir.core import Module
 from swir.parser import parse_module
 from swir.passes.buffered import ldm_plan, ldm_search
-from swir.passes.buffered.ldm_model import Nest, SearchContext, size_buffers, top_loops
+from swir.passes.buffered.closed_forms import Tilings
+from swir.passes.buffered.ldm_model import (
+    Nest,
+    SearchContext,
+    runs_of,
+    size_buffers,
+    top_loops,
+)
 from swir.passes.buffered.ldm_search import (
     ALIGNED_SCAN,
     Search,
     estimate,
-    lower_bound,
     nest_cycles,
     nest_cycles_floor,
     orders,
     tile_options,
-    tile_shapes,
     tiled,
 )
 from swir.passes.loop.lower_loops import LowerLoops
@@ -79,26 +84,54 @@ def sample_tilings(nest: Nest, n: int = 150) -> list[tuple[int, ...]]:
 
 @pytest.mark.parametrize("cpes", [64, 8, 1])
 def test_lower_bound_is_below_every_orders_estimate(cpes):
-    """For every sampled tiling and every order the search weighs,
-    lower_bound <= the estimate, with the serial loops as the search has
-    them; nest_cycles_floor <= nest_cycles. A bound above an estimate would
-    let the search skip a plan it would have chosen."""
+    """For every sampled tiling and every order the search weighs, the
+    tiling's lower bound (Tilings.lower_bounds, all tilings in one array) <=
+    the estimate, with the serial loops as the search has them;
+    nest_cycles_floor <= nest_cycles. A bound above an estimate would let
+    the search skip a plan it would have chosen."""
     m = Machine()
     checked = 0
     for nest, _ in nests():
         floor = nest_cycles_floor(nest)
-        for tiles in sample_tilings(nest):
-            for serial in (frozenset(), frozenset({1})):
+        tilings = sample_tilings(nest)
+        forms = Tilings(nest, tilings)
+        for serial in (frozenset(), frozenset({1})):
+            bounds = forms.lower_bounds(cpes, floor, serial, m)
+            for k, tiles in enumerate(tilings):
                 with tiled(nest, tiles):
                     cycles = nest_cycles(nest)
                     assert floor <= cycles
-                    shapes = tile_shapes(nest)
-                    bound = lower_bound(nest, tiles, shapes, cpes, floor, serial, m)
                     for order in orders(nest):
-                        assert bound <= estimate(nest, order, cpes, cycles, serial, m, shapes), \
-                            (tiles, order, serial)
+                        assert bounds[k] <= estimate(nest, order, cpes, cycles, serial, m,
+                                                     forms.row(k)), (tiles, order, serial)
                         checked += 1
     assert checked > 500
+
+
+def test_tilings_arrays_equal_the_scalar_forms():
+    """The numpy forms over many tilings at once give, for each tiling, the
+    tile bytes, runs, single-element flag and LDM use that the nest's scalar
+    methods give (Tensor.bytes, Tensor.segments, Nest.ldm_bytes), and DMAs
+    per copy between 1 and the runs; the one-task flag is Plan.make's rule."""
+    for nest, ctx in nests():
+        for double in (False, True):
+            nest.double = double
+            tilings = sample_tilings(nest)
+            forms = Tilings(nest, tilings)
+            ldm = forms.ldm_bytes()
+            one = forms.one_task(frozenset())
+            for k, tiles in enumerate(tilings):
+                with tiled(nest, tiles):
+                    scalar = nest.tiles()
+                    for t, (nbytes, runs, dmas, single) in forms.row(k).items():
+                        assert nbytes == t.bytes(scalar)
+                        assert runs == t.segments(scalar) == runs_of(t.extents(scalar), t.shape)
+                        assert 1 <= dmas <= runs
+                        assert single == (t.elements(scalar) == 1)
+                    assert ldm[k] == nest.ldm_bytes()
+                    outputs = [v for v in nest.vars if not v.reduction]
+                    assert one[k] == all(v.tile >= v.extent for v in outputs)
+        nest.double = False
 
 
 def test_pruning_changes_neither_the_plan_nor_the_finalists(monkeypatch):
@@ -108,7 +141,7 @@ def test_pruning_changes_neither_the_plan_nor_the_finalists(monkeypatch):
     runs = []
     for prune in (True, False):
         if not prune:
-            monkeypatch.setattr(Search, "hopeless", lambda self, tiles, best: False)
+            monkeypatch.setattr(Search, "hopeless", lambda self, bound, best: False)
         out = []
         for nest, ctx in nests():
             s = Search(nest, ctx)

@@ -38,9 +38,11 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+import numpy as np
 
 from swir.analysis.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
@@ -61,9 +63,14 @@ from swir.passes.buffered.ldm_model import (
     corr,
     load_single_elements_directly,
     order_loops,
-    runs_of,
     share_single_tile,
     top_loops,
+)
+from swir.passes.buffered.closed_forms import (
+    Tilings,
+    broadcast_seconds,
+    direct_seconds,
+    get_seconds,
 )
 from swir.passes.buffered.pad_fold import read_from_source
 from swir.target import DEFAULT_TARGET, Target
@@ -178,13 +185,12 @@ class Search:
         self.seen: dict[Choice, float] = {}                     # every plan estimated
         # The ALIGNED_SCAN best estimates but greedy's (negated: a max-heap),
         # every finalist among them: a tiling whose bound is above the worst
-        # of them cannot be a finalist (lower_bound).
+        # of them cannot be a finalist (Tilings.lower_bounds).
         self.best_seen: list[float] = []
         self.floor = nest_cycles_floor(nest, ctx.target)
         self.machine = Machine.for_target(ctx.target)
         self.pruned = 0
         self.scored: dict[tuple[int, ...], list[tuple[float, Choice]]] = {}
-        self.shapes: dict[tuple[int, ...], dict] = {}          # tile_shapes per tiling
 
     def run(self) -> tuple[list[LoopVar], bool, bool]:
         """(the winner's loop order, whether it is not greedy's, whether the
@@ -228,12 +234,14 @@ class Search:
             self.out_of_time = True
         return not self.out_of_time
 
-    def score(self, tiles: tuple[int, ...]) -> list[tuple[float, Choice]]:
-        """Each loop order's estimate for these tiles (both kept: the local
-        search meets the same tilings again)."""
+    def score(self, tiles: tuple[int, ...], shapes: dict | None = None
+              ) -> list[tuple[float, Choice]]:
+        """Each loop order's estimate for these tiles (``shapes``: their tile
+        shapes, Tilings.row; both kept: the local search meets the same
+        tilings again)."""
         if tiles not in self.scored:
             out = []
-            shapes = self.shapes_of(tiles)
+            shapes = shapes or Tilings(self.nest, [tiles]).row(0)
             with tiled(self.nest, tiles):
                 cycles = nest_cycles(self.nest, self.ctx.target)
                 for order in orders(self.nest):
@@ -248,44 +256,45 @@ class Search:
             self.scored[tiles] = out
         return self.scored[tiles]
 
-    def shapes_of(self, tiles: tuple[int, ...]) -> dict:
-        if tiles not in self.shapes:
-            with tiled(self.nest, tiles):
-                self.shapes[tiles] = tile_shapes(self.nest)
-        return self.shapes[tiles]
-
-    def fits(self, tiles: tuple[int, ...]) -> bool:
-        """Whether the tiles fit the LDM and leave the CPEs more than one task
+    def fitting(self, forms: Tilings) -> np.ndarray:
+        """Which tilings fit the LDM and leave the CPEs more than one task
         where an output loop can be split (what Plan.make would otherwise
         force; one task is fine with one CPE)."""
-        nest = self.nest
-        ldm = sum(nest.slot_bytes(t, nbytes) for t, (nbytes, *_) in self.shapes_of(tiles).items())
-        return ldm <= self.ctx.capacity and not (self.ctx.cpes > 1 and one_task(
-            nest, tiles, self.serial))
+        fits = forms.ldm_bytes() <= self.ctx.capacity
+        if self.ctx.cpes > 1:
+            fits &= ~forms.one_task(self.serial)
+        return fits
 
     def improve(self, best: tuple[float, Choice]) -> tuple[float, Choice] | None:
         """The best plan differing from ``best`` in one variable's tile, if it
-        is faster by the estimate."""
+        is faster by the estimate. The closed forms that need no order (fit,
+        lower bound) are evaluated for all of a variable's candidates at once."""
         cur = best
         tiles = list(best[1][0])
         for i, opts in enumerate(self.options):
             if not self.time_left():
                 break
-            for t in opts:
-                trial = tuple(tiles[:i] + [t] + tiles[i + 1:])
-                if t != tiles[i] and self.fits(trial) and not self.hopeless(trial, cur[0]):
-                    cur = min([cur] + self.score(trial))
+            trials = [tuple(tiles[:i] + [t] + tiles[i + 1:]) for t in opts if t != tiles[i]]
+            if not trials:
+                continue
+            forms = Tilings(self.nest, trials)
+            bounds = None
+            for k in np.flatnonzero(self.fitting(forms)).tolist():
+                trial = trials[k]
+                if trial not in self.scored and len(self.best_seen) == ALIGNED_SCAN:
+                    if bounds is None:
+                        bounds = forms.lower_bounds(self.ctx.cpes, self.floor, self.serial,
+                                                    self.machine).tolist()
+                    if self.hopeless(bounds[k], cur[0]):
+                        continue
+                cur = min([cur] + self.score(trial, forms.row(k)))
         return cur if cur < best else None
 
-    def hopeless(self, tiles: tuple[int, ...], best: float) -> bool:
-        """Whether no plan with these tiles can change the search's result:
-        each is slower by its estimate than ``best`` (so the step would not
-        take it) and than the ALIGNED_SCAN best seen so far (so it would be
-        no finalist), as the tiles' lower bound shows without estimating."""
-        if tiles in self.scored or len(self.best_seen) < ALIGNED_SCAN:
-            return False
-        bound = lower_bound(self.nest, tiles, self.shapes_of(tiles), self.ctx.cpes,
-                            self.floor, self.serial, self.machine)
+    def hopeless(self, bound: float, best: float) -> bool:
+        """Whether no plan of a tiling whose estimates are all at least
+        ``bound`` (Tilings.lower_bounds) can change the search's result: each
+        is slower than ``best`` (so the step would not take it) and than the
+        ALIGNED_SCAN best seen so far (so it would be no finalist)."""
         if bound > max(best, -self.best_seen[0]):
             self.pruned += 1
             return True
@@ -294,14 +303,10 @@ class Search:
     def random_starts(self) -> list[tuple[int, ...]]:
         """Seeded random tilings that fit (the same for the same nest)."""
         rng = random.Random(repr([(v.name, v.extent) for v in self.nest.vars]))
-        out = []
-        for _ in range(RANDOM_STARTS * 8):
-            tiles = tuple(rng.choice(opts) for opts in self.options)
-            if self.fits(tiles):
-                out.append(tiles)
-                if len(out) == RANDOM_STARTS:
-                    break
-        return out
+        drawn = [tuple(rng.choice(opts) for opts in self.options)
+                 for _ in range(RANDOM_STARTS * 8)]
+        fits = self.fitting(Tilings(self.nest, drawn))
+        return [tiles for tiles, ok in zip(drawn, fits) if ok][:RANDOM_STARTS]
 
 
 def tile_options(extent: int, cpes: int) -> list[int]:
@@ -335,14 +340,6 @@ def tiled(nest: Nest, tiles: tuple[int, ...]) -> Iterator[None]:
     finally:
         for v, t in zip(nest.vars, old):
             v.tile = t
-
-
-def one_task(nest: Nest, tiles: tuple[int, ...], serial: frozenset[int]) -> bool:
-    """Whether the tiles leave one task where an output loop (not in
-    ``serial``) could be split."""
-    outputs = [(i, v, t) for (i, v), t in zip(enumerate(nest.vars), tiles) if not v.reduction]
-    return all(t >= v.extent for _, v, t in outputs) and any(
-        v.extent > 1 and i not in serial for i, v, _ in outputs)
 
 
 def orders(nest: Nest) -> list[tuple[int, ...]]:
@@ -390,58 +387,14 @@ def nest_cycles_floor(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
         point_cycles_floor(part, target) for part in (nest.pre, nest.post) if part) * per_output
 
 
-def lower_bound(nest: Nest, tiles: tuple[int, ...], shapes: dict, cpes: int, floor: float,
-                serial: frozenset[int], m: Machine) -> float:
-    """A lower bound of :func:`estimate` for these tiles (``shapes``: their
-    :func:`tile_shapes`) over every tile-loop order, without ordering the
-    loops or costing the vector code (``floor``: :func:`nest_cycles_floor`):
-    the compute spread over as many CPEs as the loops that may run in
-    parallel give tasks, and each tensor copied once per tile of the loops
-    it depends on (every order's copies enclose those loops), as many CPEs
-    as there are starting DMAs, a broadcast wherever one could be cheaper."""
-    ntiles = [-(-v.extent // t) for v, t in zip(nest.vars, tiles)]
-    tasks = math.prod(n for i, (v, n) in enumerate(zip(nest.vars, ntiles))
-                      if not v.reduction and i not in serial)
-    total = floor / min(cpes, tasks) / m.clock_hz
-    for t, (nbytes, runs, dmas, single) in shapes.items():
-        if t.read and not t.written and single:
-            total += sum(_direct(nest, t, m, cpes))
-            continue
-        init = bool(nest.red) and nest.initialised and t.base is nest.output
-        moves = (t.copied_in and not init) + t.written
-        deps = corr(t)
-        copies = moves * math.prod(n for v, n in zip(nest.vars, ntiles)
-                                   if v.iv in deps and not (init and v.reduction))
-        gets = sum(_gets(m, copies, nbytes, runs, dmas, cpes))
-        if cpes == DEFAULT_TARGET.cpes and t.read and not t.written:
-            gets = min(gets, _broadcasts(m, copies, cpes, nbytes, runs, dmas))
-        total += gets
-    return total
-
-
-def tile_shapes(nest: Nest) -> dict[Tensor, tuple[int, int, int, bool]]:
-    """Per buffered tensor, its tile's bytes, contiguous runs and DMAs per
-    copy with the nest's tiles, and whether the tile is one element: what
-    every order's estimate needs of the tiles."""
-    tiles = nest.tiles()
-    out = {}
-    for t in nest.buffered():
-        ext = t.extents(tiles)
-        elements = math.prod(ext)
-        runs = runs_of(ext, t.shape)
-        out[t] = (elements * t.base.type.element.bytes, runs, dmas_per_copy(ext, t.shape, runs),
-                  elements == 1)
-    return out
-
-
 def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
              serial: frozenset[int], m: Machine,
              shapes: dict[Tensor, tuple[int, int, int, bool]] | None = None) -> float:
     """Modeled seconds of the nest with its tiles and this tile-loop order, in
     closed form (full tiles; no double buffering); ``cycles``: its compute
     (:func:`nest_cycles`); ``serial``: the indices of the loops that carry a
-    dependence; ``shapes``: its :func:`tile_shapes`, if known."""
-    shapes = shapes or tile_shapes(nest)
+    dependence; ``shapes``: its tile shapes (Tilings.row), if known."""
+    shapes = shapes or Tilings(nest, [tuple(v.tile for v in nest.vars)]).row(0)
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
     # one 32-byte block): a CPE runs up to grain * ceil(units / cpes) tasks.
@@ -459,48 +412,22 @@ def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     # in the same round by every CPE, and -insert-dma may broadcast it.
     lockstep = cpes == DEFAULT_TARGET.cpes and units % cpes == 0 and tasks % grain == 0
     moved = {nest.vars[i].iv for i in order_i[:floor]}
-    for t, copies in _copies(nest, order_i, floor, shapes):
+    for t, copies in _copies(nest, order_i, floor, lambda t: shapes[t][3]):
         if copies is None:
-            direct = _direct(nest, t, m, busy)
+            direct = direct_seconds(nest, t, m, busy)
             stream += direct[0]
             starts += direct[1]
             continue
         nbytes, runs, dmas, _ = shapes[t]
-        gets = _gets(m, copies, nbytes, runs, dmas, busy)
+        gets = get_seconds(m, copies, nbytes, runs, dmas, busy)
         if lockstep and t.read and not t.written and not corr(t) & moved:
-            once = _broadcasts(m, copies, cpes, nbytes, runs, dmas)
+            once = broadcast_seconds(m, copies, cpes, nbytes, runs, dmas)
             if once < sum(gets):
                 bcast += once
                 continue
         stream += gets[0]
         starts += gets[1]
     return compute + stream + starts + bcast
-
-
-def _direct(nest: Nest, t: Tensor, m: Machine, busy: int) -> tuple[float, float]:
-    """Streaming and start-up seconds of a tensor loaded directly
-    (Constraint 1): a single-word access each time, charged as a one-element
-    DMA, the start-ups spread over ``busy`` CPEs."""
-    words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
-    return (words * (word + m.half_block) / m.bandwidth,
-            words * m.startup_share(word) * m.dma_startup / busy)
-
-
-def _gets(m: Machine, copies: int, nbytes: int, runs: int, dmas: int, busy: int
-          ) -> tuple[float, float]:
-    """Streaming and start-up seconds of ``copies`` copies of a tile (its
-    bytes, contiguous runs and DMAs per copy), the start-ups spread over
-    ``busy`` CPEs."""
-    return (copies * (nbytes + runs * m.half_block) / m.bandwidth,
-            copies * dmas * m.startup_share(nbytes / dmas) * m.dma_startup / busy)
-
-
-def _broadcasts(m: Machine, copies: int, cpes: int, nbytes: int, runs: int, dmas: int
-                ) -> float:
-    """Seconds of the same copies as broadcasts: one per round of copies,
-    every CPE waiting for it."""
-    return copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
-                            + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz)
 
 
 def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
@@ -601,15 +528,16 @@ def _whole_blocks(t, steps: dict, extents: dict) -> bool:
 
 
 def _copies(nest: Nest, order_i: tuple[int, ...], floor: int,
-            shapes: dict[Tensor, tuple[int, int, int, bool]]):
+            single: Callable[[Tensor], bool]):
     """Each buffered tensor and the copies of its tile one run of the nest
-    makes (Algorithm 2's placement), None for one loaded directly."""
+    makes (Algorithm 2's placement), None for one loaded directly (read only,
+    and ``single``: its tile is one element)."""
     order = [nest.vars[i] for i in order_i]
     trips = [v.ntiles for v in order]
     out_level = max(floor, sum(1 for v in order if not v.reduction))
     outer = [v.iv for v in order]
     for t in nest.buffered():
-        if t.read and not t.written and shapes[t][3]:
+        if t.read and not t.written and single(t):
             yield t, None
             continue
         init = bool(nest.red) and nest.initialised and t.base is nest.output
@@ -626,23 +554,14 @@ def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int])
         tiles = nest.tiles()
         _, floor = _tasks(nest, order_i, cpes, serial)
         total = aligned = 0
-        for t, copies in _copies(nest, order_i, floor, tile_shapes(nest)):
+        shapes = Tilings(nest, [tiles_]).row(0)
+        for t, copies in _copies(nest, order_i, floor, lambda t: shapes[t][3]):
             if copies is None:
                 continue
             runs = t.segments(tiles)
             total += copies * runs
             aligned += copies * runs * (t.bytes(tiles) // runs % ALIGN_BYTES == 0)
     return aligned / total if total else 1.0
-
-
-def dmas_per_copy(ext: list[int], shape: tuple[int, ...], runs: int) -> int:
-    """DMA instructions one copy of a tile of extents ``ext`` takes: runs with
-    one pitch share a strided DMA (the runs across the dimension outside the
-    innermost partial one)."""
-    for d in reversed(range(len(ext))):
-        if ext[d] < shape[d]:
-            return max(1, runs // ext[d - 1]) if d > 0 else 1
-    return 1
 
 
 # -- the exact check ------------------------------------------------------------------
