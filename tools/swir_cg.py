@@ -73,8 +73,8 @@ def usage() -> str:
               "  --no-simd                  write every CPE loop nest as scalar C (no floatv4 / "
               "doublev4 micro-kernels)",
               "  --stats                    report each pass's statistics",
-              "  -j N, --jobs N             processes planning loop nests at once (default: "
-              "the cores; the C is the same for any N)",
+              "  -j N, --jobs N             processes planning loop nests and measuring "
+              "trial lowerings at once (default: the cores; the C is the same for any N)",
               "  --cache-dir DIR            keep plan searches and trial measurements in DIR "
               f"for later compiles (default: ${cache.ENV}, else none; safe to delete)",
               "  --time-passes              report the time each pass took",

@@ -23,6 +23,7 @@ from swir.ir.core import Instruction, Module
 from swir.ir.fused import group, outside_values
 from swir.ops.registry import OpError
 from swir.ops.util import attr_or_default
+from swir.parallel import fork_map
 from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
 from swir.verifier import VerificationError
@@ -61,31 +62,69 @@ def traffic_of(ops: list[Instruction], plan: dict | None = None,
     trial module's values are named by position (not as in ``ops``), so ops
     that differ only in their names (the same layer repeated) share one
     measurement."""
-    return measure(_trial_module(ops, fused), plan or {})
+    return measure(ops_module(ops, fused), plan or {})
 
 
 def measure(module: Module, plan: dict) -> Cost | None:
     """Lower a graph module as swir-cg would (``plan``: -ldm-plan options)
     and count its DMA statically; None if a pass refuses."""
-    key = (print_module(module), tuple(sorted(plan.items())))
-    if key not in _CACHE:
-        _CACHE[key] = _stored(key, lambda: _measure(module, plan))
+    key = _key(module, plan)
+    if key not in _CACHE and not _from_store(key):
+        _CACHE[key] = _measure(module, plan)
+        _to_store(key)
     return _CACHE[key]
 
 
-def _stored(key: tuple, measure_now) -> Cost | None:
-    """The measurement from the compile cache (swir.cache) if one is in use
-    and holds it, else measured now (and stored)."""
+def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> None:
+    """Measure the trial modules :func:`measure` will be asked for, in up to
+    ``jobs`` forked processes at once (swir.parallel): a pass asks for its
+    trials one at a time, in an order its decisions set, but the
+    measurements need nothing of each other. The answers are kept where
+    :func:`measure` finds them, and are the ones it would find itself; a
+    trial a worker could not measure is measured again when asked."""
+    if jobs < 2:
+        return
+    todo: dict[tuple, Module] = {}
+    for m in modules:
+        key = _key(m, plan)
+        if key not in _CACHE and key not in todo and not _from_store(key):
+            todo[key] = m
+    if len(todo) < 2:
+        return
+    keys = list(todo)
+    for i, (ok, cost) in fork_map(_measure_item, [(todo[k], plan) for k in keys], jobs):
+        if ok:
+            _CACHE[keys[i]] = cost
+            _to_store(keys[i])
+
+
+def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:
+    try:
+        return True, _measure(*item)
+    except Exception:       # measured again in the parent, which reports the error
+        return False, None
+
+
+def _key(module: Module, plan: dict) -> tuple:
+    return (print_module(module), tuple(sorted(plan.items())))
+
+
+def _from_store(key: tuple) -> bool:
+    """Whether the compile cache (swir.cache), if one is in use, holds the
+    measurement: then it is kept in this process's too."""
     store = cache.current()
-    if store is None:
-        return measure_now()
-    value = store.get(CACHE_KIND, list(key), _valid)
+    value = store.get(CACHE_KIND, list(key), _valid) if store else None
     if value is not None:
-        return None if value["cost"] is None else Cost(*value["cost"])
-    cost = measure_now()
-    store.put(CACHE_KIND, list(key),
-              {"cost": None if cost is None else [cost.bytes, cost.ops, cost.tasks]})
-    return cost
+        _CACHE[key] = None if value["cost"] is None else Cost(*value["cost"])
+    return value is not None
+
+
+def _to_store(key: tuple) -> None:
+    store = cache.current()
+    if store is not None:
+        cost = _CACHE[key]
+        store.put(CACHE_KIND, list(key),
+                  {"cost": None if cost is None else [cost.bytes, cost.ops, cost.tasks]})
 
 
 def _valid(value) -> bool:
@@ -93,7 +132,8 @@ def _valid(value) -> bool:
     return cost is None or (len(cost) == 3 and all(type(x) is int and x >= 0 for x in cost))
 
 
-def _trial_module(ops: list[Instruction], fused: bool) -> Module:
+def ops_module(ops: list[Instruction], fused: bool = False) -> Module:
+    """The trial module :func:`traffic_of` measures for ``ops``."""
     members = {id(i) for i in ops}
     inputs = outside_values(ops)
     outputs = [r for i in ops for r in i.results

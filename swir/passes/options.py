@@ -38,6 +38,11 @@ def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
     return option(MAX_CPES, help, check=in_range(1, MAX_CPES), target="cpes")
 
 
+def jobs(help: str = "processes measuring trial lowerings at once (0: one per core); the "
+                     "decisions are the same for any number") -> Any:
+    return option(0, help, check=at_least(0))
+
+
 def reserve_bytes(size: int, reserve: int, target: Target = DEFAULT_TARGET) -> int:
     """The LDM bytes kept back: ``reserve``, or for -1 the target's default
     (ldm-size / 16 on both targets)."""

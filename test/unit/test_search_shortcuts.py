@@ -272,7 +272,7 @@ def test_searches_in_two_threads_at_once_each_get_their_own_nests(monkeypatch):
     overwrite before the fork, and planned the wrong nests."""
     import threading
 
-    from swir.passes.buffered import parallel_search
+    from swir import parallel
     from swir.printer import print_module
 
     def planned(jobs: int, ldm: int) -> str:
@@ -287,7 +287,7 @@ def test_searches_in_two_threads_at_once_each_get_their_own_nests(monkeypatch):
     monkeypatch.setattr(ldm_plan, "search_all",
                         lambda work, *a: forked.append(len(work)) or real(work, *a))
     sentinel = [("not", "this")]
-    monkeypatch.setattr(parallel_search, "_WORK", sentinel)
+    monkeypatch.setattr(parallel, "_ITEMS", sentinel)
     for _ in range(3):
         ldm_plan._DECISIONS.clear()         # searched again, in forked workers
         got: dict[int, str] = {}
@@ -299,4 +299,4 @@ def test_searches_in_two_threads_at_once_each_get_their_own_nests(monkeypatch):
             t.join()
         assert got == alone
     assert len(forked) == 6 and min(forked) >= 2
-    assert parallel_search._WORK is sentinel   # the parent's global is not the workers' input
+    assert parallel._ITEMS is sentinel   # the parent's global is not the workers' input

@@ -46,7 +46,8 @@ from swir.passes.buffered.ldm_search import (
     search,
     search_key,
 )
-from swir.passes.buffered.parallel_search import default_jobs, search_all
+from swir.parallel import default_jobs
+from swir.passes.buffered.parallel_search import search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
 from swir.target import DEFAULT_TARGET
@@ -78,8 +79,8 @@ class LDMPlan(Pass):
                                      "unpadded tensor, the halo filled in LDM, instead of "
                                      "writing a padded copy first")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
-    jobs: int = option(0, "processes searching loop nests at once (strategy=search; 0: one per "
-                          "core); the plans are the same for any number", check=at_least(0))
+    jobs: int = options.jobs("processes searching loop nests at once (strategy=search; 0: one "
+                             "per core); the plans are the same for any number")
 
     def check_options(self) -> list[tuple[str, str]]:
         return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swir.analysis.trial import plan_options, traffic_of
+from swir.analysis.trial import measure_ahead, ops_module, plan_options, traffic_of
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, is_constant
@@ -30,6 +30,7 @@ from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
 from swir.ops.util import attr
+from swir.parallel import default_jobs
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
@@ -47,10 +48,12 @@ class FoldBatchNorm(Pass):
     check_traffic: bool = option(True, "fold only where the folded op moves no more DMA "
                                        "bytes than the two ops (measured by trial lowering)")
     ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
+    jobs: int = options.jobs()
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         folded = 0
         norms = [i for i in module.walk() if i.opname == "batch_norm"]
+        self._measure_ahead(module, norms)
         self.progress.total(len(norms), "batch norm")
         for bn in norms:
             self.progress.advance()
@@ -86,21 +89,48 @@ class FoldBatchNorm(Pass):
     def _producer(self, bn: Instruction) -> Instruction | None:
         """The conv / matmul that bn can be folded into, or None (counted when
         the pattern matches but a condition fails)."""
-        p = bn.args[0]
-        producer = getattr(p, "owner", None)
-        if not isinstance(producer, Instruction) or producer.opname not in PRODUCERS:
-            return None
-        if producer.opname == "matmul" and not _is_matrix_product(producer):
-            self.bump("not folded: matmul not rank 2")
-            return None
-        if len(p.uses) != 1:  # the other users need the value before the batch_norm
-            self.bump("not folded: producer has other uses")
-            return None
-        if not all(isinstance(v, Value) and is_constant(v)
-                   for v in producer.args[1:] + bn.args[1:]):
-            self.bump("not folded: operands not constant")
-            return None
+        producer, why = producer_of(bn)
+        if why:
+            self.bump(f"not folded: {why}")
         return producer
+
+    def _measure_ahead(self, module: Module, norms: list[Instruction]) -> None:
+        """Measure the trial kernels of every fold, before and after, in
+        ``jobs`` processes at once (trial.measure_ahead), before the folds
+        are decided one by one. A trial depends on the new weight's type
+        only, so each fold is made with zeros for its weight and bias, its
+        trial module built, and undone."""
+        jobs = self.jobs or default_jobs()
+        if not self.check_traffic or jobs < 2:
+            return
+        modules = []
+        for bn in norms:
+            producer, _ = producer_of(bn)
+            if producer is None:
+                continue
+            w = producer.args[1].type
+            made = _rewrite(module, bn, producer, np.zeros(w.shape, dtype_of(w)),
+                            np.zeros(bn.args[3].type.shape, dtype_of(w)))
+            modules += [ops_module(made), ops_module([producer, bn])]
+            _undo(module, bn, made)
+        measure_ahead(modules, plan_options(self), jobs)
+
+
+def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:
+    """The conv / matmul that bn can be folded into, or None and, when the
+    pattern matches but a condition fails, why not."""
+    p = bn.args[0]
+    producer = getattr(p, "owner", None)
+    if not isinstance(producer, Instruction) or producer.opname not in PRODUCERS:
+        return None, None
+    if producer.opname == "matmul" and not _is_matrix_product(producer):
+        return None, "matmul not rank 2"
+    if len(p.uses) != 1:  # the other users need the value before the batch_norm
+        return None, "producer has other uses"
+    if not all(isinstance(v, Value) and is_constant(v)
+               for v in producer.args[1:] + bn.args[1:]):
+        return None, "operands not constant"
+    return producer, None
 
 
 def _is_matrix_product(mm: Instruction) -> bool:

@@ -45,11 +45,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swir.analysis.trial import plan_options, traffic_of
+from swir.analysis.trial import measure_ahead, ops_module, plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
 from swir.ops.registry import INLINABLE, SCALAR_FORM, Category
+from swir.parallel import default_jobs
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, option
 
@@ -91,6 +92,7 @@ class Fuse(Pass):
     check_traffic: bool = option(True, "keep a group unfused where fusing would move more "
                                        "DMA bytes (measured by trial lowering)")
     ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
+    jobs: int = options.jobs()
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         changed = False
@@ -119,6 +121,10 @@ class Fuse(Pass):
             for op in g.ops:
                 of[id(op)] = g
         candidates = [g for g in groups if len(g.ops) > 1]
+        jobs = self.jobs or default_jobs()
+        if self.check_traffic and jobs > 1:   # each whole group fused and not, at once
+            measure_ahead([ops_module(g.ops, fused) for g in candidates for fused in (True, False)],
+                          plan_options(self), jobs)
         self.progress.total(len(candidates), "group")
         fused = []
         for g in candidates:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from swir.analysis.trial import TRIAL_FAILURES, Cost, measure, plan_options
+from swir.analysis.trial import TRIAL_FAILURES, Cost, measure, measure_ahead, plan_options
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, is_constant
@@ -62,6 +62,7 @@ from swir.ir.fused import group
 from swir.ir.types import TensorType
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
+from swir.parallel import default_jobs
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
 # op -> (the weight's axes as the op reads them, the other layouts tried).
@@ -99,6 +100,7 @@ class Layout(Pass):
     ldm_init: int = options.ldm_init("initial buffer size in elements (as -ldm-plan's)")
     cpes: int = options.cpes("CPEs to spread the parallel loop over (as -ldm-plan's)")
     double_buffer: bool = option(False, "as -ldm-plan's: count every read-only tile twice")
+    jobs: int = options.jobs()
 
     def check_options(self) -> list[tuple[str, str]]:
         return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
@@ -108,6 +110,7 @@ class Layout(Pass):
         copies = _Copies(module)
         candidates = [i for f in module.functions if f.body is not None
                       for b in f.body.blocks for i in b.instructions if _candidate(i)]
+        self._measure_ahead(candidates)
         self.progress.total(len(candidates), "weight")
         for op in candidates:
             self.progress.advance(op.opname)
@@ -122,8 +125,28 @@ class Layout(Pass):
             self.bump("weights re-laid-out", copies.made)
         return copies.made > 0
 
+    def _measure_ahead(self, candidates: list[Instruction]) -> None:
+        """Measure every layout's trial kernel of every distinct candidate in
+        ``jobs`` processes at once (trial.measure_ahead); :meth:`_measure`
+        then finds them measured."""
+        jobs = self.jobs or default_jobs()
+        if jobs < 2:
+            return
+        modules, seen = [], set()
+        for op in candidates:
+            if _key(op) in seen:
+                continue
+            seen.add(_key(op))
+            axes, others = LAYOUTS[op.opname]
+            for perm in [None, *(permutation(axes, layout) for layout in others)]:
+                try:
+                    modules.append(trial_module(op, perm))
+                except TRIAL_FAILURES:
+                    pass            # reported when _cost meets it
+        measure_ahead(modules, plan_options(self), jobs)
+
     def _decide(self, op: Instruction, decisions: dict[tuple, Decision]) -> Decision:
-        key = (op.opname, tuple(str(v.type) for v in op.operands), _attributes(op))
+        key = _key(op)
         if key not in decisions:
             decisions[key] = self._measure(op)
             self.bump("kernels measured")
@@ -165,6 +188,11 @@ def _candidate(inst: Instruction) -> bool:
     w = inst.args[WEIGHT]
     return isinstance(w, Value) and isinstance(w.type, TensorType) and is_constant(w) \
         and w.type.rank == len(LAYOUTS[inst.opname][0])
+
+
+def _key(op: Instruction) -> tuple:
+    """What decides ``op``'s layout: its op, operand types and attributes."""
+    return (op.opname, tuple(str(v.type) for v in op.operands), _attributes(op))
 
 
 def _attributes(op: Instruction) -> tuple:

@@ -1,0 +1,53 @@
+"""Independent work shared out over forked processes, one per core: the plan
+search of many loop nests (-ldm-plan) and the trial lowerings of the graph
+passes (swir.analysis.trial) are pure Python, and no item needs another's.
+
+The workers are forked, so they start with the compiler's objects in memory;
+they are handed the items as they start (the Pool initializer: nothing is
+pickled but the results), never through a global set before the fork, since
+two threads of one process may share work out at once. Results are the same
+as one process's, so the output does not depend on the number of processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+_FN: Callable[[Any], Any] | None = None
+_ITEMS: list = []
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def fork_map(fn: Callable[[Any], Any], items: list, jobs: int,
+             order: Iterable[int] | None = None) -> Iterator[tuple[int, Any]]:
+    """``(i, fn(items[i]))`` for each item, in up to ``jobs`` forked
+    processes, as they finish (``order``: the indices in the order to start
+    them). Nothing where fork is not available: the caller does the work."""
+    if not can_fork() or not items:
+        return
+    with multiprocessing.get_context("fork").Pool(
+            min(jobs, len(items)), initializer=_start, initargs=(fn, items)) as pool:
+        yield from pool.imap_unordered(_run, range(len(items)) if order is None else order)
+
+
+def _start(fn: Callable[[Any], Any], items: list) -> None:
+    global _FN, _ITEMS
+    _FN, _ITEMS = fn, items
+
+
+def _run(i: int) -> tuple[int, Any]:
+    assert _FN is not None
+    return i, _FN(_ITEMS[i])

@@ -1,0 +1,66 @@
+"""-fold-batchnorm, -layout and -fuse measure their trial lowerings in
+forked processes (issue 25, item 5: trial.measure_ahead), then decide one
+by one as before: the module, the statistics and every measurement are the
+same as one process's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swir.analysis import trial
+from swir.parser import parse_module
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.printer import print_module
+
+RESNET = Path(__file__).parents[2] / "examples" / "resnet.swir"
+PASSES = ["fold-batchnorm", "layout", "cse", "dce", "fuse"]
+
+
+def compile_graph(jobs: int, monkeypatch) -> tuple[str, list[dict], dict, int]:
+    """The example ResNet after the passes (trials measured in ``jobs``
+    processes, none remembered before), their statistics, every trial's
+    measurement, and how many trials this process lowered itself."""
+    monkeypatch.setattr(trial, "_CACHE", {})
+    lowered = []
+    real = trial._measure
+    monkeypatch.setattr(trial, "_measure", lambda m, plan: lowered.append(1) or real(m, plan))
+    m = parse_module(RESNET.read_text(), str(RESNET))
+    passes = [pass_class(n)(jobs=jobs) if n in ("fold-batchnorm", "layout", "fuse")
+              else pass_class(n)() for n in PASSES]
+    pm = PassManager(passes, verify_each=True)
+    pm.run(m)
+    return print_module(m), [p.statistics for p in passes], dict(trial._CACHE), len(lowered)
+
+
+def test_trials_measured_ahead_decide_as_one_process(monkeypatch):
+    text1, stats1, costs1, lowered1 = compile_graph(1, monkeypatch)
+    text2, stats2, costs2, lowered2 = compile_graph(2, monkeypatch)
+    assert text2 == text1 and stats2 == stats1
+    # every trial asked for has the measurement one process makes; ahead of
+    # time, more were measured (a layout whose base trial fails, ...) but
+    # none differs
+    assert costs1.items() <= costs2.items()
+    assert stats1[0].get("batch norms folded") and stats1[1].get("kernels measured")
+    assert lowered1 == len(costs1)
+    # most were lowered by the workers, not by this process
+    assert lowered2 < lowered1 / 3
+
+
+def test_a_worker_that_fails_leaves_the_trial_to_this_process(monkeypatch):
+    """A trial a worker could not measure (here: every one) is measured when
+    the pass asks, and the decisions are those of one process."""
+    text1, stats1, _, _ = compile_graph(1, monkeypatch)
+    monkeypatch.setattr(trial, "_measure_item", lambda item: (False, None))
+    text2, stats2, _, lowered = compile_graph(2, monkeypatch)
+    assert (text2, stats2) == (text1, stats1) and lowered > 0
+
+
+@pytest.mark.parametrize("name", ["fold-batchnorm", "layout", "fuse"])
+def test_jobs_must_not_be_negative(name):
+    p = pass_class(name)
+    assert p(jobs=0).option_errors() == []
+    ((flag, message),) = p(jobs=-1).option_errors()
+    assert "jobs" in flag and "at least 0" in message
