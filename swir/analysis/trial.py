@@ -75,27 +75,29 @@ def measure(module: Module, plan: dict) -> Cost | None:
     return _CACHE[key]
 
 
-def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> None:
-    """Measure the trial modules :func:`measure` will be asked for, in up to
-    ``jobs`` forked processes at once (swir.parallel): a pass asks for its
-    trials one at a time, in an order its decisions set, but the
-    measurements need nothing of each other. The answers are kept where
-    :func:`measure` finds them, and are the ones it would find itself; a
-    trial a worker could not measure is measured again when asked."""
-    if jobs < 2:
-        return
+def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> dict[int, Cost | None]:
+    """What :func:`measure` answers for each of ``modules`` (by position),
+    those not known yet measured in up to ``jobs`` forked processes at once
+    (swir.parallel): a pass asks for its trials one at a time, in an order
+    its decisions set, but the measurements need nothing of each other. The
+    answers are also kept where :func:`measure` finds them. A trial a worker
+    could not measure is left out (measured, and its error reported, when
+    the pass asks)."""
+    keys = [_key(m, plan) for m in modules]
     todo: dict[tuple, Module] = {}
-    for m in modules:
-        key = _key(m, plan)
+    for key, m in zip(keys, modules):
         if key not in _CACHE and key not in todo and not _from_store(key):
             todo[key] = m
-    if len(todo) < 2:
-        return
-    keys = list(todo)
-    for i, (ok, cost) in fork_map(_measure_item, [(todo[k], plan) for k in keys], jobs):
-        if ok:
-            _CACHE[keys[i]] = cost
-            _to_store(keys[i])
+    if jobs > 1 and len(todo) > 1:
+        work = list(todo)
+        for i, (ok, cost) in fork_map(_measure_item, [(todo[k], plan) for k in work], jobs):
+            if ok:
+                _CACHE[work[i]] = cost
+                _to_store(work[i])
+    else:
+        for key, m in todo.items():
+            measure(m, plan)
+    return {i: _CACHE[key] for i, key in enumerate(keys) if key in _CACHE}
 
 
 def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:

@@ -18,11 +18,11 @@ bytes; ``check-traffic=false`` folds regardless.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from swir.analysis.trial import measure_ahead, ops_module, plan_options, traffic_of
+from swir.analysis.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, is_constant
@@ -49,6 +49,9 @@ class FoldBatchNorm(Pass):
                                        "bytes than the two ops (measured by trial lowering)")
     ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
     jobs: int = options.jobs()
+    # Trial costs measured ahead, by (id(bn), id(its producer), folded) (_measure_ahead).
+    _known: dict[tuple, Cost | None] = field(default_factory=dict, init=False, repr=False,
+                                             compare=False)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         folded = 0
@@ -70,7 +73,7 @@ class FoldBatchNorm(Pass):
                 self.bump("not folded: folded values not finite")
                 continue
             made = _rewrite(module, bn, producer, weight, bias)
-            if self.check_traffic and not self._no_more_traffic(made, [producer, bn]):
+            if self.check_traffic and not self._no_more_traffic(bn, producer, made):
                 _undo(module, bn, made)
                 self.bump("not folded: more DMA traffic")
                 continue
@@ -81,10 +84,21 @@ class FoldBatchNorm(Pass):
             self.bump("batch norms folded", folded)
         return folded > 0
 
-    def _no_more_traffic(self, after: list[Instruction], before: list[Instruction]) -> bool:
-        new = traffic_of(after, plan_options(self))
-        old = traffic_of(before, plan_options(self))
+    def _no_more_traffic(self, bn: Instruction, producer: Instruction,
+                         made: list[Instruction]) -> bool:
+        """Whether the folded op (``made``) moves no more DMA bytes than
+        ``producer`` and ``bn``."""
+        new = self._traffic(bn, producer, made, True)
+        old = self._traffic(bn, producer, made, False)
         return new is not None and (old is None or new.bytes <= old.bytes)
+
+    def _traffic(self, bn: Instruction, producer: Instruction, made: list[Instruction],
+                 folded: bool) -> Cost | None:
+        """The trial's cost, folded or not: measured ahead, else now."""
+        key = (id(bn), id(producer), folded)
+        if key in self._known:
+            return self._known[key]
+        return traffic_of(made if folded else [producer, bn], plan_options(self))
 
     def _producer(self, bn: Instruction) -> Instruction | None:
         """The conv / matmul that bn can be folded into, or None (counted when
@@ -100,10 +114,11 @@ class FoldBatchNorm(Pass):
         are decided one by one. A trial depends on the new weight's type
         only, so each fold is made with zeros for its weight and bias, its
         trial module built, and undone."""
+        self._known = {}
         jobs = self.jobs or default_jobs()
         if not self.check_traffic or jobs < 2:
             return
-        modules = []
+        trials, modules = [], []
         for bn in norms:
             producer, _ = producer_of(bn)
             if producer is None:
@@ -113,7 +128,9 @@ class FoldBatchNorm(Pass):
                             np.zeros(bn.args[3].type.shape, dtype_of(w)))
             modules += [ops_module(made), ops_module([producer, bn])]
             _undo(module, bn, made)
-        measure_ahead(modules, plan_options(self), jobs)
+            trials += [(id(bn), id(producer), True), (id(bn), id(producer), False)]
+        for i, cost in measure_ahead(modules, plan_options(self), jobs).items():
+            self._known[trials[i]] = cost
 
 
 def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:

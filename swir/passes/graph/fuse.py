@@ -43,9 +43,9 @@ other reader's kernel). Groups of one op are left as plain ops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from swir.analysis.trial import measure_ahead, ops_module, plan_options, traffic_of
+from swir.analysis.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
@@ -93,6 +93,9 @@ class Fuse(Pass):
                                        "DMA bytes (measured by trial lowering)")
     ldm_size: int = options.ldm_size("LDM bytes per CPE, for the trial lowering")
     jobs: int = options.jobs()
+    # Trial costs measured ahead, by (ids of the ops, fused) (_block).
+    _known: dict[tuple, Cost | None] = field(default_factory=dict, init=False, repr=False,
+                                             compare=False)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         changed = False
@@ -121,10 +124,13 @@ class Fuse(Pass):
             for op in g.ops:
                 of[id(op)] = g
         candidates = [g for g in groups if len(g.ops) > 1]
+        self._known = {}
         jobs = self.jobs or default_jobs()
         if self.check_traffic and jobs > 1:   # each whole group fused and not, at once
-            measure_ahead([ops_module(g.ops, fused) for g in candidates for fused in (True, False)],
-                          plan_options(self), jobs)
+            trials = [(g.ops, fused) for g in candidates for fused in (True, False)]
+            costs = measure_ahead([ops_module(ops, fused) for ops, fused in trials],
+                                  plan_options(self), jobs)
+            self._known = {(_ids(trials[i][0]), trials[i][1]): c for i, c in costs.items()}
         self.progress.total(len(candidates), "group")
         fused = []
         for g in candidates:
@@ -153,9 +159,15 @@ class Fuse(Pass):
         return []
 
     def _no_more_traffic(self, ops: list[Instruction]) -> bool:
-        fused = traffic_of(ops, plan_options(self), fused=True)
-        plain = traffic_of(ops, plan_options(self))
+        fused, plain = self._traffic(ops, True), self._traffic(ops, False)
         return fused is not None and (plain is None or fused.bytes <= plain.bytes)
+
+    def _traffic(self, ops: list[Instruction], fused: bool) -> Cost | None:
+        """The trial's cost: measured ahead (the block's ops are unchanged
+        until every group is decided), else now."""
+        known = (_ids(ops), fused)
+        return self._known[known] if known in self._known else \
+            traffic_of(ops, plan_options(self), fused=fused)
 
     def _join(self, inst: Instruction, kind: str, of: dict[int, Group],
               position: dict[int, int]) -> Group | None:
@@ -201,6 +213,10 @@ class Fuse(Pass):
                 continue
             found.append(g)
         return found
+
+
+def _ids(ops: list[Instruction]) -> tuple[int, ...]:
+    return tuple(map(id, ops))
 
 
 def _inlinable(inst: Instruction) -> bool:

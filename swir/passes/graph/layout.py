@@ -101,6 +101,9 @@ class Layout(Pass):
     cpes: int = options.cpes("CPEs to spread the parallel loop over (as -ldm-plan's)")
     double_buffer: bool = option(False, "as -ldm-plan's: count every read-only tile twice")
     jobs: int = options.jobs()
+    # Trial costs measured ahead, by (_key(op), perm) (_measure_ahead).
+    _known: dict[tuple, Cost | None] = field(default_factory=dict, init=False, repr=False,
+                                             compare=False)
 
     def check_options(self) -> list[tuple[str, str]]:
         return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
@@ -127,23 +130,24 @@ class Layout(Pass):
 
     def _measure_ahead(self, candidates: list[Instruction]) -> None:
         """Measure every layout's trial kernel of every distinct candidate in
-        ``jobs`` processes at once (trial.measure_ahead); :meth:`_measure`
-        then finds them measured."""
+        ``jobs`` processes at once (trial.measure_ahead); :meth:`_cost` then
+        takes the answers from ``self._known``."""
+        self._known = {}
         jobs = self.jobs or default_jobs()
         if jobs < 2:
             return
-        modules, seen = [], set()
+        trials: dict[tuple, Module] = {}
         for op in candidates:
-            if _key(op) in seen:
-                continue
-            seen.add(_key(op))
             axes, others = LAYOUTS[op.opname]
             for perm in [None, *(permutation(axes, layout) for layout in others)]:
-                try:
-                    modules.append(trial_module(op, perm))
-                except TRIAL_FAILURES:
-                    pass            # reported when _cost meets it
-        measure_ahead(modules, plan_options(self), jobs)
+                if (_key(op), perm) not in trials:
+                    try:
+                        trials[_key(op), perm] = trial_module(op, perm)
+                    except TRIAL_FAILURES:
+                        pass            # reported when _cost meets it
+        keys = list(trials)
+        for i, cost in measure_ahead(list(trials.values()), plan_options(self), jobs).items():
+            self._known[keys[i]] = cost
 
     def _decide(self, op: Instruction, decisions: dict[tuple, Decision]) -> Decision:
         key = _key(op)
@@ -171,7 +175,9 @@ class Layout(Pass):
     def _cost(self, op: Instruction, perm: tuple[int, ...] | None) -> Cost | None:
         """The DMA of ``op``'s kernel with its weight stored as ``W.transpose(perm)``."""
         try:
-            c = measure(trial_module(op, perm), plan_options(self))
+            known = (_key(op), perm)
+            c = self._known[known] if known in self._known else \
+                measure(trial_module(op, perm), plan_options(self))
         except TRIAL_FAILURES:
             c = None
         if c is None:
