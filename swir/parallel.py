@@ -7,6 +7,10 @@ they are handed the items as they start (the Pool initializer: nothing is
 pickled but the results), never through a global set before the fork, since
 two threads of one process may share work out at once. Results are the same
 as one process's, so the output does not depend on the number of processes.
+
+What a worker learns in a process-wide :func:`memo` (the dependence answers
+by kernel text, say) comes back with each result and is merged into the
+parent's, so the parent, and workers forked later, do not learn it again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,15 @@ from typing import Any
 
 _FN: Callable[[Any], Any] | None = None
 _ITEMS: list = []
+_MEMOS: dict[str, dict] = {}
+_KNOWN: dict[str, int] = {}     # in a worker: each memo's entries already sent back
+
+
+def memo(name: str) -> dict:
+    """The process-wide memo ``name``: a dict of picklable keys and values,
+    entries only ever added, whose entries forked workers learn come back
+    to the parent (:func:`fork_map`)."""
+    return _MEMOS.setdefault(name, {})
 
 
 def default_jobs() -> int:
@@ -40,14 +53,26 @@ def fork_map(fn: Callable[[Any], Any], items: list, jobs: int,
         return
     with multiprocessing.get_context("fork").Pool(
             min(jobs, len(items)), initializer=_start, initargs=(fn, items)) as pool:
-        yield from pool.imap_unordered(_run, range(len(items)) if order is None else order)
+        for i, result, learned in pool.imap_unordered(
+                _run, range(len(items)) if order is None else order):
+            for name, entries in learned.items():
+                memo(name).update(entries)
+            yield i, result
 
 
 def _start(fn: Callable[[Any], Any], items: list) -> None:
-    global _FN, _ITEMS
+    global _FN, _ITEMS, _KNOWN
     _FN, _ITEMS = fn, items
+    _KNOWN = {name: len(entries) for name, entries in _MEMOS.items()}
 
 
-def _run(i: int) -> tuple[int, Any]:
+def _run(i: int) -> tuple[int, Any, dict[str, list]]:
     assert _FN is not None
-    return i, _FN(_ITEMS[i])
+    result = _FN(_ITEMS[i])
+    learned = {}
+    for name, entries in _MEMOS.items():
+        known = _KNOWN.get(name, 0)
+        if len(entries) > known:
+            learned[name] = list(entries.items())[known:]
+            _KNOWN[name] = len(entries)
+    return i, result, learned

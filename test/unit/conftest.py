@@ -55,6 +55,7 @@ def _fresh_search_decisions(monkeypatch):
     """Each test starts with no -ldm-plan search decisions remembered from
     earlier tests in the process (ldm_plan._DECISIONS): a test that patches
     the search's insides (test_pass_bugs) must see the search run."""
+    from swir import parallel
     from swir.passes.buffered import ldm_plan
     monkeypatch.setattr(ldm_plan, "_DECISIONS", {})
-    monkeypatch.setattr(ldm_plan, "_DEPENDENCES", {})
+    monkeypatch.setattr(parallel, "_MEMOS", {})     # the dependence answers, ...

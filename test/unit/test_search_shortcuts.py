@@ -14,6 +14,7 @@ from swir.analysis.cost import Machine
 from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.ir.core import Module
 from swir.parser import parse_module
+from swir.parallel import memo
 from swir.passes.buffered import ldm_plan, ldm_search
 from swir.passes.buffered.closed_forms import Tilings
 from swir.passes.buffered.ldm_model import (
@@ -261,7 +262,7 @@ kernel @k(%A: buf<32 x 64 x f32>, %Y: buf<32 x f32>) {
         ldm_plan.LDMPlan(ldm_size=4096, strategy="search").run(m, AnalysisManager())
         outs.append(print_module(m))
     assert outs[0] == outs[1]
-    assert len(ldm_plan._DEPENDENCES) == 1
+    assert len(memo(ldm_plan.DEPENDENCES)) == 1
 
 
 def test_searches_in_two_threads_at_once_each_get_their_own_nests(monkeypatch):

@@ -1,7 +1,8 @@
 """-fold-batchnorm, -layout and -fuse measure their trial lowerings in
 forked processes (issue 25, item 5: trial.measure_ahead), then decide one
 by one as before: the module, the statistics and every measurement are the
-same as one process's."""
+same as one process's; what the workers learn (the dependence answers)
+comes back to the parent (swir.parallel.memo)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from swir import parallel
 from swir.analysis import trial
 from swir.parser import parse_module
 from swir.passes import pass_class
@@ -24,6 +26,7 @@ def compile_graph(jobs: int, monkeypatch) -> tuple[str, list[dict], dict, int]:
     processes, none remembered before), their statistics, every trial's
     measurement, and how many trials this process lowered itself."""
     monkeypatch.setattr(trial, "_CACHE", {})
+    monkeypatch.setattr(parallel, "_MEMOS", {})
     lowered = []
     real = trial._measure
     monkeypatch.setattr(trial, "_measure", lambda m, plan: lowered.append(1) or real(m, plan))
@@ -36,8 +39,12 @@ def compile_graph(jobs: int, monkeypatch) -> tuple[str, list[dict], dict, int]:
 
 
 def test_trials_measured_ahead_decide_as_one_process(monkeypatch):
+    from swir.passes.buffered.ldm_plan import DEPENDENCES
     text1, stats1, costs1, lowered1 = compile_graph(1, monkeypatch)
+    tested1 = dict(parallel.memo(DEPENDENCES))
     text2, stats2, costs2, lowered2 = compile_graph(2, monkeypatch)
+    # the nests the workers tested are known here, with the same answers
+    assert tested1 and tested1.items() <= parallel.memo(DEPENDENCES).items()
     assert text2 == text1 and stats2 == stats1
     # every trial asked for has the measurement one process makes; ahead of
     # time, more were measured (a layout whose base trial fails, ...) but
@@ -56,6 +63,20 @@ def test_a_worker_that_fails_leaves_the_trial_to_this_process(monkeypatch):
     monkeypatch.setattr(trial, "_measure_item", lambda item: (False, None))
     text2, stats2, _, lowered = compile_graph(2, monkeypatch)
     assert (text2, stats2) == (text1, stats1) and lowered > 0
+
+
+def test_what_forked_workers_learn_comes_back(monkeypatch):
+    monkeypatch.setattr(parallel, "_MEMOS", {})
+    parallel.memo("squares")[0] = 0
+
+    def learn(n: int) -> int:
+        parallel.memo("squares")[n] = n * n
+        parallel.memo("cubes")[n] = n ** 3     # a memo the parent has not made
+        return -n
+    got = sorted(parallel.fork_map(learn, [1, 2, 3, 4, 5], 2))
+    assert got == [(0, -1), (1, -2), (2, -3), (3, -4), (4, -5)]
+    assert parallel.memo("squares") == {n: n * n for n in range(6)}
+    assert parallel.memo("cubes") == {n: n ** 3 for n in range(1, 6)}
 
 
 @pytest.mark.parametrize("name", ["fold-batchnorm", "layout", "fuse"])

@@ -46,7 +46,7 @@ from swir.passes.buffered.ldm_search import (
     search,
     search_key,
 )
-from swir.parallel import default_jobs
+from swir.parallel import default_jobs, memo
 from swir.passes.buffered.parallel_search import search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
@@ -236,18 +236,19 @@ def dependences(f: Function, index: int, nest: Nest) -> tuple[str, frozenset[int
     """:meth:`Nest.dependences` of kernel f's top-level loop ``index``,
     remembered for the process by the kernel's canonical text (the answer
     depends on nothing else): a nest repeated under other names, in a
-    trial lowering or a later pass is tested once."""
+    trial lowering or a later pass is tested once (and what forked workers
+    learn comes back: trial lowerings run -ldm-plan there)."""
     key = canonical_kernel(f, index)[0]
-    found = _DEPENDENCES.get(key)
+    known = memo(DEPENDENCES)
+    found = known.get(key)
     if found is None:
-        found = _DEPENDENCES[key] = nest.dependences()
+        found = known[key] = nest.dependences()
     return found
 
 
 # Decisions by search key, for the process (a repeated layer, a second pass).
 _DECISIONS: dict[str, Decision] = {}
-# Nest.dependences by canonical kernel text, for the process.
-_DEPENDENCES: dict[str, tuple[str, frozenset[int]]] = {}
 CACHE_KIND = "ldm-search"
+DEPENDENCES = "nest-dependences"   # swir.parallel.memo: Nest.dependences by kernel text
 
 

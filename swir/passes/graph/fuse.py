@@ -124,13 +124,7 @@ class Fuse(Pass):
             for op in g.ops:
                 of[id(op)] = g
         candidates = [g for g in groups if len(g.ops) > 1]
-        self._known = {}
-        jobs = self.jobs or default_jobs()
-        if self.check_traffic and jobs > 1:   # each whole group fused and not, at once
-            trials = [(g.ops, fused) for g in candidates for fused in (True, False)]
-            costs = measure_ahead([ops_module(ops, fused) for ops, fused in trials],
-                                  plan_options(self), jobs)
-            self._known = {(_ids(trials[i][0]), trials[i][1]): c for i, c in costs.items()}
+        self._measure_ahead(candidates)
         self.progress.total(len(candidates), "group")
         fused = []
         for g in candidates:
@@ -157,6 +151,26 @@ class Fuse(Pass):
                 return ops
         self.bump("groups left unfused (traffic)")
         return []
+
+    def _measure_ahead(self, candidates: list[Group]) -> None:
+        """Measure the groups' trials in ``jobs`` processes at once
+        (trial.measure_ahead) for :meth:`_profitable` to find: each whole
+        group fused and not, then every shorter cut of the groups that
+        fused whole would move more bytes."""
+        self._known = {}
+        jobs = self.jobs or default_jobs()
+        if not self.check_traffic or jobs < 2:
+            return
+        self._measure_all([g.ops for g in candidates], jobs)
+        refused = [g for g in candidates if not self._no_more_traffic(g.ops)]
+        self._measure_all([g.ops[:cut] for g in refused
+                           for cut in range(len(g.ops) - 1, max(g.master, 1), -1)], jobs)
+
+    def _measure_all(self, parts: list[list[Instruction]], jobs: int) -> None:
+        trials = [(ops, fused) for ops in parts for fused in (True, False)]
+        costs = measure_ahead([ops_module(ops, fused) for ops, fused in trials],
+                              plan_options(self), jobs)
+        self._known.update(((_ids(trials[i][0]), trials[i][1]), c) for i, c in costs.items())
 
     def _no_more_traffic(self, ops: list[Instruction]) -> bool:
         fused, plain = self._traffic(ops, True), self._traffic(ops, False)
