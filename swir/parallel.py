@@ -18,12 +18,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 _FN: Callable[[Any], Any] | None = None
 _ITEMS: list = []
 _MEMOS: dict[str, dict] = {}
-_KNOWN: dict[str, int] = {}     # in a worker: each memo's entries already sent back
+_SENT: dict[str, int] = {}      # in a worker: each memo's entries already sent back
 
 
 def memo(name: str) -> dict:
@@ -48,22 +50,34 @@ def fork_map(fn: Callable[[Any], Any], items: list, jobs: int,
              order: Iterable[int] | None = None) -> Iterator[tuple[int, Any]]:
     """``(i, fn(items[i]))`` for each item, in up to ``jobs`` forked
     processes, as they finish (``order``: the indices in the order to start
-    them). Nothing where fork is not available: the caller does the work."""
+    them). The caller does itself the work of any item not yielded: none
+    where fork or a process pool is not available, the rest when a worker
+    dies (killed, out of memory)."""
     if not can_fork() or not items:
         return
-    with multiprocessing.get_context("fork").Pool(
-            min(jobs, len(items)), initializer=_start, initargs=(fn, items)) as pool:
-        for i, result, learned in pool.imap_unordered(
-                _run, range(len(items)) if order is None else order):
+    try:
+        pool = ProcessPoolExecutor(min(jobs, len(items)),
+                                   mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_start, initargs=(fn, items))
+    except (OSError, ImportError, NotImplementedError):
+        return
+    try:
+        futures = [pool.submit(_run, i) for i in (range(len(items)) if order is None else order)]
+        for done in as_completed(futures):
+            i, result, learned = done.result()
             for name, entries in learned.items():
                 memo(name).update(entries)
             yield i, result
+    except BrokenProcessPool:
+        return
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _start(fn: Callable[[Any], Any], items: list) -> None:
-    global _FN, _ITEMS, _KNOWN
+    global _FN, _ITEMS, _SENT
     _FN, _ITEMS = fn, items
-    _KNOWN = {name: len(entries) for name, entries in _MEMOS.items()}
+    _SENT = {name: len(entries) for name, entries in _MEMOS.items()}
 
 
 def _run(i: int) -> tuple[int, Any, dict[str, list]]:
@@ -71,8 +85,8 @@ def _run(i: int) -> tuple[int, Any, dict[str, list]]:
     result = _FN(_ITEMS[i])
     learned = {}
     for name, entries in _MEMOS.items():
-        known = _KNOWN.get(name, 0)
-        if len(entries) > known:
-            learned[name] = list(entries.items())[known:]
-            _KNOWN[name] = len(entries)
+        sent = _SENT.get(name, 0)
+        if len(entries) > sent:
+            learned[name] = list(entries.items())[sent:]
+            _SENT[name] = len(entries)
     return i, result, learned

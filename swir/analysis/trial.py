@@ -88,22 +88,25 @@ def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> dict[int, Cos
     for key, m in zip(keys, modules):
         if key not in _CACHE and key not in todo and not _from_store(key):
             todo[key] = m
-    if jobs > 1 and len(todo) > 1:
-        work = list(todo)
-        for i, (ok, cost) in fork_map(_measure_item, [(todo[k], plan) for k in work], jobs):
-            if ok:
-                _CACHE[work[i]] = cost
-                _to_store(work[i])
-    else:
-        for key, m in todo.items():
-            measure(m, plan)
+    work = list(todo)
+    items = [(todo[k], plan) for k in work]
+    done = fork_map(_measure_item, items, jobs) if jobs > 1 and len(work) > 1 else \
+        ((i, _measure_item(item)) for i, item in enumerate(items))
+    for i, (ok, cost) in done:
+        if ok:
+            _CACHE[work[i]] = cost
+            _to_store(work[i])
     return {i: _CACHE[key] for i, key in enumerate(keys) if key in _CACHE}
 
 
 def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:
+    """(True, the trial's cost), or (False, None) when measuring it fails
+    other than by a refusal: a trial measured ahead may be one the pass
+    never asks for, and one it asks for is measured again then, where the
+    error is reported."""
     try:
         return True, _measure(*item)
-    except Exception:       # measured again in the parent, which reports the error
+    except Exception:
         return False, None
 
 

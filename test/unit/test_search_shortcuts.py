@@ -6,6 +6,7 @@ kernel's canonical text answers as the test itself does."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -13,13 +14,19 @@ import pytest
 from swir.analysis.cost import Machine
 from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.ir.core import Module
-from swir.parser import parse_module
 from swir.parallel import memo
+from swir.parser import parse_module
 from swir.passes.buffered import ldm_plan, ldm_search
-from swir.passes.buffered.closed_forms import Tilings
+from swir.passes.buffered.closed_forms import (
+    Tilings,
+    broadcast_seconds,
+    direct_seconds,
+    get_seconds,
+)
 from swir.passes.buffered.ldm_model import (
     Nest,
     SearchContext,
+    corr,
     runs_of,
     size_buffers,
     top_loops,
@@ -89,7 +96,8 @@ def test_lower_bound_is_below_every_orders_estimate(cpes):
     tiling's lower bound (Tilings.lower_bounds, all tilings in one array) <=
     the estimate, with the serial loops as the search has them;
     nest_cycles_floor <= nest_cycles. A bound above an estimate would let
-    the search skip a plan it would have chosen."""
+    the search skip a plan it would have chosen. The array's bound is the
+    scalar formula's, to the last bit."""
     m = Machine()
     checked = 0
     for nest, _ in nests():
@@ -99,6 +107,8 @@ def test_lower_bound_is_below_every_orders_estimate(cpes):
         for serial in (frozenset(), frozenset({1})):
             bounds = forms.lower_bounds(cpes, floor, serial, m)
             for k, tiles in enumerate(tilings):
+                assert bounds[k] == scalar_lower_bound(nest, tiles, forms.row(k), cpes, floor,
+                                                       serial, m)
                 with tiled(nest, tiles):
                     cycles = nest_cycles(nest)
                     assert floor <= cycles
@@ -109,29 +119,68 @@ def test_lower_bound_is_below_every_orders_estimate(cpes):
     assert checked > 500
 
 
+def scalar_lower_bound(nest: Nest, tiles: tuple[int, ...], shapes: dict, cpes: int,
+                       floor: float, serial: frozenset[int], m: Machine) -> float:
+    """The lower bound one tiling at a time, in Python numbers (the search's
+    code before issue 25's numpy forms): the compute floor over the tasks the
+    parallel loops give, each tensor copied once per tile of the loops it
+    depends on, a broadcast where cheaper, one-element tiles loaded directly."""
+    ntiles = [-(-v.extent // t) for v, t in zip(nest.vars, tiles)]
+    tasks = math.prod(n for i, (v, n) in enumerate(zip(nest.vars, ntiles))
+                      if not v.reduction and i not in serial)
+    total = floor / min(cpes, tasks) / m.clock_hz
+    for t, (nbytes, runs, dmas, single) in shapes.items():
+        if t.read and not t.written and single:
+            total += sum(direct_seconds(nest, t, m, cpes))
+            continue
+        init = bool(nest.red) and nest.initialised and t.base is nest.output
+        moves = (t.copied_in and not init) + t.written
+        copies = moves * math.prod(n for v, n in zip(nest.vars, ntiles)
+                                   if v.iv in corr(t) and not (init and v.reduction))
+        gets = sum(get_seconds(m, copies, nbytes, runs, dmas, cpes))
+        if cpes == 64 and t.read and not t.written:
+            gets = min(gets, broadcast_seconds(m, copies, cpes, nbytes, runs, dmas))
+        total += gets
+    return total
+
+
+def scalar_dmas(ext: list[int], shape: tuple[int, ...], runs: int) -> int:
+    """DMAs per copy one tile at a time: runs with one pitch share a strided
+    DMA (the runs across the dimension outside the innermost partial one)."""
+    for d in reversed(range(len(ext))):
+        if ext[d] < shape[d]:
+            return max(1, runs // ext[d - 1]) if d > 0 else 1
+    return 1
+
+
 def test_tilings_arrays_equal_the_scalar_forms():
     """The numpy forms over many tilings at once give, for each tiling, the
-    tile bytes, runs, single-element flag and LDM use that the nest's scalar
-    methods give (Tensor.bytes, Tensor.segments, Nest.ldm_bytes), and DMAs
-    per copy between 1 and the runs; the one-task flag is Plan.make's rule."""
+    tile bytes, runs, DMAs per copy, single-element flag and LDM use that
+    the scalar forms give (Tensor.bytes, runs_of, scalar_dmas,
+    Nest.ldm_bytes); the one-task flag is Search's rule, serial loops
+    included."""
     for nest, ctx in nests():
+        outputs = [(i, v) for i, v in enumerate(nest.vars) if not v.reduction]
         for double in (False, True):
             nest.double = double
             tilings = sample_tilings(nest)
             forms = Tilings(nest, tilings)
             ldm = forms.ldm_bytes()
-            one = forms.one_task(frozenset())
+            # every output loop serial: one task is then no loss
+            every = frozenset(i for i, _ in outputs)
+            one, none = forms.one_task(frozenset({1})), forms.one_task(every)
+            assert not none.any()
             for k, tiles in enumerate(tilings):
                 with tiled(nest, tiles):
                     scalar = nest.tiles()
                     for t, (nbytes, runs, dmas, single) in forms.row(k).items():
+                        ext = t.extents(scalar)
                         assert nbytes == t.bytes(scalar)
-                        assert runs == t.segments(scalar) == runs_of(t.extents(scalar), t.shape)
-                        assert 1 <= dmas <= runs
+                        assert runs == runs_of(ext, t.shape)
+                        assert dmas == scalar_dmas(ext, t.shape, runs)
                         assert single == (t.elements(scalar) == 1)
                     assert ldm[k] == nest.ldm_bytes()
-                    outputs = [v for v in nest.vars if not v.reduction]
-                    assert one[k] == all(v.tile >= v.extent for v in outputs)
+                    assert one[k] == all(v.tile >= v.extent for _, v in outputs)
         nest.double = False
 
 

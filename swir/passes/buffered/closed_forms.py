@@ -14,7 +14,8 @@ Exactness: sizes, runs and DMA counts are int64 (a tile's elements are at
 most its tensor's, far below 2**63), so they equal Python's integers. The
 bound applies the same IEEE operations in the same order as a scalar loop
 would, element by element, so it is the same double for every tiling
-(test_search_shortcuts checks it against every order's estimate).
+(test_search_shortcuts checks both against scalar code, to the bit, and
+the bound against every order's estimate).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _shape(t: Tensor, column: dict, n: int
     """``t``'s tile bytes, runs, DMAs per copy and one-element flag for each
     tiling (``column``: each loop variable's tiles)."""
     ext = []
-    for const, terms in t._terms:
+    for const, terms in t.extent_terms:
         e = np.full(n, const, dtype=np.int64)
         for v, c in terms:
             e += c * (column[v] - 1)

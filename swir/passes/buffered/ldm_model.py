@@ -103,7 +103,7 @@ class Tensor:
         return self.base.type.shape
 
     @cached_property
-    def _terms(self) -> list[tuple[int, list[tuple[Value, int]]]]:
+    def extent_terms(self) -> list[tuple[int, list[tuple[Value, int]]]]:
         """Per dimension, the tile extent's constant part and (variable,
         |coefficient|) terms (the plan search asks for extents millions of
         times; coefs and offsets are final once the nest is parsed)."""
@@ -111,13 +111,13 @@ class Tensor:
                 for coefs, lo, hi in zip(self.coefs, self.cmin, self.cmax)]
 
     def extent(self, d: int, tiles: dict[Value, int]) -> int:
-        const, terms = self._terms[d]
+        const, terms = self.extent_terms[d]
         return const + sum(c * (tiles[v] - 1) for v, c in terms)
 
     def extents(self, tiles: dict[Value, int]) -> list[int]:
         """The tile's extent in each dimension, outermost first."""
         return [const + sum(c * (tiles[v] - 1) for v, c in terms)
-                for const, terms in self._terms]
+                for const, terms in self.extent_terms]
 
     def elements(self, tiles: dict[Value, int]) -> int:
         return math.prod(self.extents(tiles))

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from swir import cache
 from swir.diagnostics import Diagnostic
 from swir.ir.core import FuncParam, Function, Instruction, Module
+from swir.parallel import default_jobs, memo
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers, top_loops
 from swir.passes.buffered.ldm_search import (
@@ -46,9 +47,8 @@ from swir.passes.buffered.ldm_search import (
     search,
     search_key,
 )
-from swir.parallel import default_jobs, memo
-from swir.passes.buffered.parallel_search import search_all
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
+from swir.passes.buffered.parallel_search import search_all
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
 from swir.target import DEFAULT_TARGET
 

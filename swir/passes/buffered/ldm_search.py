@@ -53,6 +53,12 @@ from swir.analysis.write_blocks import BLOCK
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Access, Function, Global, Instruction, Module, Value
+from swir.passes.buffered.closed_forms import (
+    Tilings,
+    broadcast_seconds,
+    direct_seconds,
+    get_seconds,
+)
 from swir.passes.buffered.ldm_model import (
     SINGLE,
     LoopVar,
@@ -65,12 +71,6 @@ from swir.passes.buffered.ldm_model import (
     order_loops,
     share_single_tile,
     top_loops,
-)
-from swir.passes.buffered.closed_forms import (
-    Tilings,
-    broadcast_seconds,
-    direct_seconds,
-    get_seconds,
 )
 from swir.passes.buffered.pad_fold import read_from_source
 from swir.target import DEFAULT_TARGET, Target
@@ -234,14 +234,14 @@ class Search:
             self.out_of_time = True
         return not self.out_of_time
 
-    def score(self, tiles: tuple[int, ...], shapes: dict | None = None
+    def score(self, tiles: tuple[int, ...], forms: Tilings | None = None, k: int = 0
               ) -> list[tuple[float, Choice]]:
-        """Each loop order's estimate for these tiles (``shapes``: their tile
-        shapes, Tilings.row; both kept: the local search meets the same
-        tilings again)."""
+        """Each loop order's estimate for these tiles (tiling ``k`` of
+        ``forms``, if given; kept: the local search meets the same tilings
+        again)."""
         if tiles not in self.scored:
             out = []
-            shapes = shapes or Tilings(self.nest, [tiles]).row(0)
+            shapes = (forms or Tilings(self.nest, [tiles])).row(k)
             with tiled(self.nest, tiles):
                 cycles = nest_cycles(self.nest, self.ctx.target)
                 for order in orders(self.nest):
@@ -287,7 +287,7 @@ class Search:
                                                     self.machine).tolist()
                     if self.hopeless(bounds[k], cur[0]):
                         continue
-                cur = min([cur] + self.score(trial, forms.row(k)))
+                cur = min([cur] + self.score(trial, forms, k))
         return cur if cur < best else None
 
     def hopeless(self, bound: float, best: float) -> bool:
@@ -389,12 +389,11 @@ def nest_cycles_floor(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
 
 def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
              serial: frozenset[int], m: Machine,
-             shapes: dict[Tensor, tuple[int, int, int, bool]] | None = None) -> float:
+             shapes: dict[Tensor, tuple[int, int, int, bool]]) -> float:
     """Modeled seconds of the nest with its tiles and this tile-loop order, in
     closed form (full tiles; no double buffering); ``cycles``: its compute
     (:func:`nest_cycles`); ``serial``: the indices of the loops that carry a
-    dependence; ``shapes``: its tile shapes (Tilings.row), if known."""
-    shapes = shapes or Tilings(nest, [tuple(v.tile for v in nest.vars)]).row(0)
+    dependence; ``shapes``: its tile shapes (Tilings.row)."""
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
     # one 32-byte block): a CPE runs up to grain * ceil(units / cpes) tasks.
@@ -554,8 +553,7 @@ def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int])
         tiles = nest.tiles()
         _, floor = _tasks(nest, order_i, cpes, serial)
         total = aligned = 0
-        shapes = Tilings(nest, [tiles_]).row(0)
-        for t, copies in _copies(nest, order_i, floor, lambda t: shapes[t][3]):
+        for t, copies in _copies(nest, order_i, floor, lambda t: t.elements(tiles) == 1):
             if copies is None:
                 continue
             runs = t.segments(tiles)

@@ -111,8 +111,8 @@ class FoldBatchNorm(Pass):
     def _measure_ahead(self, module: Module, norms: list[Instruction]) -> None:
         """Measure the trial kernels of every fold, before and after, in
         ``jobs`` processes at once (trial.measure_ahead), before the folds
-        are decided one by one. A trial depends on the new weight's type
-        only, so each fold is made with zeros for its weight and bias, its
+        are decided one by one. A trial depends on the new weight's and
+        bias's types only, so each fold is made with zeros for them, its
         trial module built, and undone."""
         self._known = {}
         jobs = self.jobs or default_jobs()
@@ -215,9 +215,13 @@ def _rewrite(module: Module, bn: Instruction, producer: Instruction,
 
 
 def _undo(module: Module, bn: Instruction, made: list[Instruction]) -> None:
+    """Give bn its users back, erase ``made`` and the weight and bias
+    globals only it used (not the producer's input when that is a global:
+    the producer still reads it)."""
     made[-1].results[0].replace_all_uses_with(bn.results[0])
-    new_globals = {v for i in made for v in i.operands if isinstance(v, Global)}
+    operands = {v for i in made for v in i.operands if isinstance(v, Global)}
     for inst in reversed(made):
         inst.erase()
-    for g in new_globals:
-        module.remove(g)
+    for g in operands:
+        if not g.uses:
+            module.remove(g)

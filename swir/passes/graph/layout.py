@@ -60,9 +60,9 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Dense, Global, Instruction, Module, Value, value_key
 from swir.ir.fused import group
 from swir.ir.types import TensorType
+from swir.parallel import default_jobs
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
-from swir.parallel import default_jobs
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
 # op -> (the weight's axes as the op reads them, the other layouts tried).
