@@ -42,6 +42,12 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
+def processes(jobs: int) -> int:
+    """The processes a pass option ``jobs`` asks for: itself, or one per
+    core for 0."""
+    return jobs or default_jobs()
+
+
 def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 

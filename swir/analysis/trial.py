@@ -11,6 +11,7 @@ touches, each measured alone, compares the whole program.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from swir import cache
@@ -75,19 +76,21 @@ def measure(module: Module, plan: dict) -> Cost | None:
     return _CACHE[key]
 
 
-def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> dict[int, Cost | None]:
-    """What :func:`measure` answers for each of ``modules`` (by position),
-    those not known yet measured in up to ``jobs`` forked processes at once
+def measure_ahead(trials: dict[Hashable, Module], plan: dict, jobs: int
+                  ) -> dict[Hashable, Cost | None]:
+    """What :func:`measure` answers for each trial module of ``trials`` (by
+    the caller's name for it), those not known yet measured in up to
+    ``jobs`` forked processes at once
     (swir.parallel): a pass asks for its trials one at a time, in an order
     its decisions set, but the measurements need nothing of each other. The
     answers are also kept where :func:`measure` finds them. A trial a worker
     could not measure is left out (measured, and its error reported, when
     the pass asks)."""
-    keys = [_key(m, plan) for m in modules]
+    keys = {name: _key(m, plan) for name, m in trials.items()}
     todo: dict[tuple, Module] = {}
-    for key, m in zip(keys, modules):
+    for name, key in keys.items():
         if key not in _CACHE and key not in todo and not _from_store(key):
-            todo[key] = m
+            todo[key] = trials[name]
     work = list(todo)
     items = [(todo[k], plan) for k in work]
     done = fork_map(_measure_item, items, jobs) if jobs > 1 and len(work) > 1 else \
@@ -96,7 +99,7 @@ def measure_ahead(modules: list[Module], plan: dict, jobs: int) -> dict[int, Cos
         if ok:
             _CACHE[work[i]] = cost
             _to_store(work[i])
-    return {i: _CACHE[key] for i, key in enumerate(keys) if key in _CACHE}
+    return {name: _CACHE[key] for name, key in keys.items() if key in _CACHE}
 
 
 def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:

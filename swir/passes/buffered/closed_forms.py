@@ -25,7 +25,6 @@ import math
 import numpy as np
 
 from swir.analysis.cost import Machine
-from swir.ir.types import LDM_ALIGN
 from swir.passes.buffered.ldm_model import Nest, Tensor, corr
 from swir.target import DEFAULT_TARGET
 
@@ -40,11 +39,13 @@ class Tilings:
 
     def __init__(self, nest: Nest, tilings: list[tuple[int, ...]]) -> None:
         self.nest = nest
-        self.tilings = tilings
         self.tiles = np.array(tilings, dtype=np.int64).reshape(len(tilings), len(nest.vars))
         self.ntiles = -(-np.array([v.extent for v in nest.vars], dtype=np.int64) // self.tiles)
         column = {v.iv: self.tiles[:, j] for j, v in enumerate(nest.vars)}
         self.shapes: Shapes = {t: _shape(t, column, len(tilings)) for t in nest.buffered()}
+
+    def __len__(self) -> int:
+        return len(self.tiles)
 
     def row(self, k: int) -> dict[Tensor, tuple[int, int, int, bool]]:
         """Tiling ``k``'s shapes as Python numbers (what the per-order
@@ -53,11 +54,11 @@ class Tilings:
                 for t, (b, r, d, s) in self.shapes.items()}
 
     def ldm_bytes(self) -> np.ndarray:
-        """The LDM each tiling's buffers take (Nest.slot_bytes of each)."""
-        total = np.zeros(len(self.tilings), dtype=np.int64)
+        """The LDM each tiling's buffers take (Nest.slot_bytes of each, on
+        the arrays)."""
+        total = np.zeros(len(self), dtype=np.int64)
         for t, (nbytes, *_) in self.shapes.items():
-            twice = 2 if self.nest.double and t.read and not t.written else 1
-            total += -(-nbytes // LDM_ALIGN) * LDM_ALIGN * twice
+            total += self.nest.slot_bytes(t, nbytes)
         return total
 
     def one_task(self, serial: frozenset[int]) -> np.ndarray:
@@ -65,7 +66,7 @@ class Tilings:
         ``serial``) could be split."""
         outputs = [(i, v) for i, v in enumerate(self.nest.vars) if not v.reduction]
         splittable = any(v.extent > 1 and i not in serial for i, v in outputs)
-        whole = np.ones(len(self.tilings), dtype=bool)
+        whole = np.ones(len(self), dtype=bool)
         for i, v in outputs:
             whole &= self.tiles[:, i] >= v.extent
         return whole & splittable
@@ -79,7 +80,7 @@ class Tilings:
         and each tensor copied once per tile of the loops it depends on
         (every order's copies enclose those loops), as many CPEs as there are
         starting DMAs, a broadcast wherever one could be cheaper."""
-        nest, n = self.nest, len(self.tilings)
+        nest, n = self.nest, len(self)
         tasks = np.ones(n, dtype=np.int64)
         for i, v in enumerate(nest.vars):
             if not v.reduction and i not in serial:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from swir import cache
 from swir.diagnostics import Diagnostic
 from swir.ir.core import FuncParam, Function, Instruction, Module
-from swir.parallel import default_jobs, memo
+from swir.parallel import memo, processes
 from swir.passes import options
 from swir.passes.buffered.ldm_model import Nest, Plan, SearchContext, size_buffers, top_loops
 from swir.passes.buffered.ldm_search import (
@@ -196,7 +196,7 @@ class LDMPlan(Pass):
         """Search the nests :meth:`decide` does not know yet in ``jobs``
         processes at once (the nests read through a padded copy are left to
         the loop: whether they are planned at all depends on the fold)."""
-        jobs = self.jobs or default_jobs()
+        jobs = processes(self.jobs)
         if jobs < 2:
             return
         work: dict[str, tuple] = {}

@@ -30,7 +30,7 @@ from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
 from swir.ops.util import attr
-from swir.parallel import default_jobs
+from swir.parallel import processes
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
@@ -115,10 +115,10 @@ class FoldBatchNorm(Pass):
         bias's types only, so each fold is made with zeros for them, its
         trial module built, and undone."""
         self._known = {}
-        jobs = self.jobs or default_jobs()
+        jobs = processes(self.jobs)
         if not self.check_traffic or jobs < 2:
             return
-        trials, modules = [], []
+        trials: dict[tuple, Module] = {}
         for bn in norms:
             producer, _ = producer_of(bn)
             if producer is None:
@@ -126,11 +126,10 @@ class FoldBatchNorm(Pass):
             w = producer.args[1].type
             made = _rewrite(module, bn, producer, np.zeros(w.shape, dtype_of(w)),
                             np.zeros(bn.args[3].type.shape, dtype_of(w)))
-            modules += [ops_module(made), ops_module([producer, bn])]
+            trials[id(bn), id(producer), True] = ops_module(made)
+            trials[id(bn), id(producer), False] = ops_module([producer, bn])
             _undo(module, bn, made)
-            trials += [(id(bn), id(producer), True), (id(bn), id(producer), False)]
-        for i, cost in measure_ahead(modules, plan_options(self), jobs).items():
-            self._known[trials[i]] = cost
+        self._known = measure_ahead(trials, plan_options(self), jobs)
 
 
 def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:

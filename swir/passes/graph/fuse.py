@@ -50,7 +50,7 @@ from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
 from swir.ops.registry import INLINABLE, SCALAR_FORM, Category
-from swir.parallel import default_jobs
+from swir.parallel import processes
 from swir.passes import options
 from swir.passes.manager import AnalysisManager, Pass, option
 
@@ -158,7 +158,7 @@ class Fuse(Pass):
         group fused and not, then every shorter cut of the groups that
         fused whole would move more bytes."""
         self._known = {}
-        jobs = self.jobs or default_jobs()
+        jobs = processes(self.jobs)
         if not self.check_traffic or jobs < 2:
             return
         self._measure_all([g.ops for g in candidates], jobs)
@@ -167,10 +167,9 @@ class Fuse(Pass):
                            for cut in range(len(g.ops) - 1, max(g.master, 1), -1)], jobs)
 
     def _measure_all(self, parts: list[list[Instruction]], jobs: int) -> None:
-        trials = [(ops, fused) for ops in parts for fused in (True, False)]
-        costs = measure_ahead([ops_module(ops, fused) for ops, fused in trials],
-                              plan_options(self), jobs)
-        self._known.update(((_ids(trials[i][0]), trials[i][1]), c) for i, c in costs.items())
+        trials = {(_ids(ops), fused): ops_module(ops, fused)
+                  for ops in parts for fused in (True, False)}
+        self._known.update(measure_ahead(trials, plan_options(self), jobs))
 
     def _no_more_traffic(self, ops: list[Instruction]) -> bool:
         fused, plain = self._traffic(ops, True), self._traffic(ops, False)

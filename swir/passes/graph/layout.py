@@ -60,7 +60,7 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Dense, Global, Instruction, Module, Value, value_key
 from swir.ir.fused import group
 from swir.ir.types import TensorType
-from swir.parallel import default_jobs
+from swir.parallel import processes
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
@@ -133,7 +133,7 @@ class Layout(Pass):
         ``jobs`` processes at once (trial.measure_ahead); :meth:`_cost` then
         takes the answers from ``self._known``."""
         self._known = {}
-        jobs = self.jobs or default_jobs()
+        jobs = processes(self.jobs)
         if jobs < 2:
             return
         trials: dict[tuple, Module] = {}
@@ -145,9 +145,7 @@ class Layout(Pass):
                         trials[_key(op), perm] = trial_module(op, perm)
                     except TRIAL_FAILURES:
                         pass            # reported when _cost meets it
-        keys = list(trials)
-        for i, cost in measure_ahead(list(trials.values()), plan_options(self), jobs).items():
-            self._known[keys[i]] = cost
+        self._known = measure_ahead(trials, plan_options(self), jobs)
 
     def _decide(self, op: Instruction, decisions: dict[tuple, Decision]) -> Decision:
         key = _key(op)
