@@ -33,6 +33,7 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
+from swir.ir.constants import contents_shape, contents_type
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
@@ -121,12 +122,36 @@ class _Verifier:
         if "target" in m.attrs and m.attrs["target"] not in TARGETS:
             self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
                        m.loc)
+        self.ranks()
         for g in m.globals:
             self.global_(g)
         for f in m.functions:
             self.func = f
             self.function(f)
         return self.errors
+
+    def ranks(self) -> None:
+        """``{ranks = N, split = "data" | "model"}`` (-distribute): the ranks that run
+        the module, and how they share it; each per-rank global and each collective
+        is for those N ranks."""
+        m = self.m
+        n = m.attrs.get("ranks", 1)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            self.error(f"ranks must be a positive integer, got {n!r}", m.loc)
+            return
+        if ("ranks" in m.attrs) != ("split" in m.attrs) or \
+                m.attrs.get("split", "data") not in ("data", "model"):
+            self.error("a module for several ranks says how they share it: "
+                       "{ranks = N, split = \"data\"} or {ranks = N, split = \"model\"}", m.loc)
+        for g in m.globals:
+            k = g.attrs.get("ranks")
+            if k is not None and k != n:
+                self.error(f"holds slices for {k!r} ranks; the module runs on {n}", g.loc,
+                           f"@{g.name}")
+        for inst in m.walk():
+            if inst.opname in ("allgather", "mpi_allgather") and inst.attrs.get("ranks") != n:
+                self.error(f"'{inst.opname}' op gathers from {inst.attrs.get('ranks')!r} ranks; "
+                           f"the module runs on {n}", inst.loc)
 
     def global_(self, g: Global) -> None:
         where = f"@{g.name}"
@@ -156,12 +181,15 @@ class _Verifier:
                        f"{g.init.offset}, {g.type.bytes} bytes)", g.loc, where)
         elif isinstance(g.init, ArrayInit):
             a = g.init.array
-            if tuple(a.shape) != g.type.shape or a.dtype != dtype_of(g.type.element):
-                self.error(f"computed contents are {a.dtype} {list(a.shape)}, not {g.type}",
+            want = contents_shape(g)
+            if tuple(a.shape) != want or a.dtype != dtype_of(g.type.element):
+                per_rank = f" ({want[0]} slices of it)" if want != g.type.shape else ""
+                self.error(f"computed contents are {a.dtype} {list(a.shape)}, not "
+                           f"{g.type}{per_rank}",
                            g.loc, where)
         elif isinstance(g.init, Dense):
             try:
-                check_dense(g.init, g.type)
+                check_dense(g.init, contents_type(g))
             except OpError as e:
                 self.error(str(e), g.loc, where)
 

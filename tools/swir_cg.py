@@ -77,6 +77,10 @@ def usage() -> str:
               "trial lowerings at once (default: the cores; the C is the same for any N)",
               "  --cache-dir DIR            keep plan searches and trial measurements in DIR "
               f"for later compiles (default: ${cache.ENV}, else none; safe to delete)",
+              "  --ranks N                  an MPI program for N ranks, one per core group "
+              "(4 per SW26010 chip): -distribute shares the work before -fuse",
+              "  --split data|model|auto    how the ranks share it: the batch, each conv's and "
+              "matmul's output channels, or data when the batch divides (default)",
               "  --time-passes              report the time each pass took",
               "  --verify-each              verify the IR after every pass, not only at the end "
               "(finds the pass that broke it)",
@@ -89,7 +93,9 @@ def usage() -> str:
               "default is", "the one at each -O level):"]
     lines += pass_option_lines()
     lines += ["", "Build: make -C DIR (Sunway, sw5cc) or make -C DIR emu (this machine).",
-              "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]"]
+              "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]",
+              "       (--ranks N: mpirun -np N --oversubscribe DIR/NAME_emu ..., or make -C DIR "
+              "emu-run ARGS='...')"]
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +153,7 @@ class Command:
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
         self.target: Target = DEFAULT_TARGET
+        self.ranks: int | None = None      # --ranks N: an MPI program (-distribute)
 
 
 def parse_args(argv: list[str]) -> Command:
@@ -160,10 +167,12 @@ def parse_args(argv: list[str]) -> Command:
         if a == "--version":
             print(f"{PROG} {__version__}")
             raise SystemExit(0)
-        if a in ("-o", "--output", "--func", "-j", "--jobs", "--cache-dir"):
+        if a in ("-o", "--output", "--func", "-j", "--jobs", "--cache-dir", "--ranks", "--split"):
             if i + 1 >= len(argv):
                 raise command_line_error(PROG, argv, i, f"'{a}' needs a value")
-            if a == "--func":
+            if a in ("--ranks", "--split"):
+                c.globals[a[2:]] = (argv[i + 1], i + 1)
+            elif a == "--func":
                 c.func = argv[i + 1]
             elif a in ("-j", "--jobs"):
                 c.globals["jobs"] = (argv[i + 1], i + 1)
@@ -210,6 +219,11 @@ def parse_args(argv: list[str]) -> Command:
                 raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")
             c.input = a
         i += 1
+    if "ranks" in c.globals:
+        c.ranks = ranks_option(argv, *c.globals["ranks"])
+    elif "split" in c.globals:
+        raise command_line_error(PROG, argv, c.globals["split"][1],
+                                 "--split says how --ranks share the work: give --ranks N too")
     if c.input is None:
         raise UsageError("no input file (see swir-cg --help)")
     if c.output is None and not c.print_pipeline:
@@ -217,17 +231,43 @@ def parse_args(argv: list[str]) -> Command:
     return c
 
 
+def ranks_option(argv: list[str], value: str, index: int) -> int:
+    """--ranks N: a whole number of ranks, at least 1."""
+    try:
+        n = int(value, 10)
+    except ValueError:
+        n = 0
+    if n < 1 or not value.strip().isdigit():
+        raise command_line_error(PROG, argv, index, f"--ranks needs a whole number of MPI "
+                                                    f"ranks, at least 1, got '{value}'")
+    return n
+
+
+def check_ranks(module: Module, c: Command) -> None:
+    """--ranks on a module past the graph stage: it must have been split for as many."""
+    if c.ranks is None or module.stage == "graph":
+        return
+    if module.attrs.get("ranks") != c.ranks:
+        have = (f"is split for {module.attrs['ranks']} ranks" if "ranks" in module.attrs
+                else "is for one core group")
+        raise UsageError(f"--ranks {c.ranks}: the {module.stage}-stage module {have}; ranks are "
+                         "given to a graph-stage module (-distribute splits it there)")
+    c.globals.pop("ranks", None)
+    c.globals.pop("split", None)
+
+
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    return lowering(level_passes(stage, c.level, c.globals), stage, c.globals, argv, PROG,
-                    c.target)
+    return lowering(level_passes(stage, c.level, c.globals, c.ranks is not None), stage,
+                    c.globals, argv, PROG, c.target)
 
 
-def level_passes(stage: str, level: str, globals_: dict) -> list[tuple[str, dict, int]]:
+def level_passes(stage: str, level: str, globals_: dict, ranks: bool = False
+                 ) -> list[tuple[str, dict, int]]:
     """What swir-cg runs on a ``stage`` module at ``level``, as swir-opt's
     pass entries: each pass with the options the level gives it, except
-    those the user gave (``globals_``)."""
+    those the user gave (``globals_``); with ``ranks``, -distribute too."""
     return [(n, {k: v for k, v in level_options(n, level).items() if k not in globals_}, 0)
-            for n in compile_pipeline(stage, level)]
+            for n in compile_pipeline(stage, level, ranks)]
 
 
 def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
@@ -271,6 +311,7 @@ def main(argv: list[str]) -> int:
     if not planned.codegen:
         raise UsageError(f"{name} was planned for the {planned.title} (its target attribute); "
                          "swir-cg writes code for the SW26010 only")
+    check_ranks(module, c)
     keep = read_files(c.input, module)
     if c.output is not None:       # before the (possibly long) pipeline
         project_dir(c.output, c.force, keep)

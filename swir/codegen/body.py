@@ -9,6 +9,8 @@ is asked of the :class:`Unit` the function belongs to.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -484,10 +486,21 @@ def _copy(e: BodyEmitter, inst: Instruction) -> None:
                  "DMAs (run -insert-dma on the buffered stage)", inst)
 
 
+def _mpi_allgather(e: BodyEmitter, inst: Instruction) -> None:
+    """swir_allgather (main.c, program_ranks.c): this rank's slice, as ``outer``
+    runs of the bytes from the gathered axis on, into the whole buffer."""
+    part = inst.args[0].type  # type: ignore[union-attr]
+    axis = inst.attrs["axis"]
+    outer = math.prod(part.shape[:axis])
+    run = math.prod(part.shape[axis:]) * part.element.bytes
+    e.emit(C.ExprStmt(C.call("swir_allgather", e.var(inst.args[0]), e.var(inst.args[1]),
+                             C.as_expr(run), C.as_expr(outer))))  # type: ignore[arg-type]
+
+
 _STATEMENTS = {
     "const": _const, "load": _load, "store": _store, "for": _loop, "parallel": _loop,
     "if": _if, "dyn_index": _dyn_index, "cpe_id": _cpe_id, "chunk": _chunk,
     "ldm_alloc": _ldm_alloc, "dma_get": _dma, "dma_put": _dma, "dma_bcast": _dma, "dma_wait": _dma_wait,
     "call": _call, "spawn": _spawn, "join": _join, "return": _return, "br": _br,
-    "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy,
+    "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy, "mpi_allgather": _mpi_allgather,
 }

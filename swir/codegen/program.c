@@ -5,8 +5,14 @@ static const char *program = "program";
 /* Outputs being written (see write_outputs): removed if the program fails. */
 struct output;
 static struct output *pending;
+#if defined(SWIR_RANKS) && defined(SWIR_EMU)
+static char *ranks_stats_text;
+#endif
 static long n_pending;
 static void remove_temporaries(void);
+#ifdef SWIR_RANKS
+static void abort_ranks(void);
+#endif
 
 static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *format, ...)
@@ -18,6 +24,9 @@ static void fail(const char *format, ...)
     fputc('\n', stderr);
     va_end(args);
     remove_temporaries();
+#ifdef SWIR_RANKS
+    abort_ranks();      /* every rank exits: none is left waiting in a collective */
+#endif
     exit(1);
 }
 
@@ -384,7 +393,10 @@ static int write_npy_header(FILE *f, const struct port *p)
 static int write_content(FILE *f, const struct output *o, int runs)
 {
     if (o->port == NULL) {
-#ifdef SWIR_EMU
+#if defined(SWIR_RANKS) && defined(SWIR_EMU)
+        (void)runs;         /* every rank's counters, gathered before (ranks_stats) */
+        return fputs(ranks_stats_text, f) == EOF ? -1 : 0;
+#elif defined(SWIR_EMU)
         return swir_emu_write_stats_to(f, runs);
 #else
         (void)runs;
@@ -537,3 +549,17 @@ static void parse_options(int argc, char **argv, struct options *o)
         o->weights = o->weights_default;
     }
 }
+
+#ifndef SWIR_RANKS
+/* ---- One core group: this process is the whole program ------------------ */
+
+#define ROOT 1                  /* reads the inputs and writes the outputs */
+#define SHARE 1                 /* the batch of a rank: all of it */
+static void start_ranks(int *argc, char ***argv) { (void)argc; (void)argv; }
+static void share_input(const void *whole, void *mine, size_t bytes)
+{ (void)whole; (void)mine; (void)bytes; }
+static void collect_output(const void *mine, void *whole, size_t bytes)
+{ (void)mine; (void)whole; (void)bytes; }
+static void ranks_stats(int runs) { (void)runs; }
+static void end_ranks(void) {}
+#endif

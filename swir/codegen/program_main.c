@@ -4,46 +4,66 @@ int main(int argc, char **argv)
 {
     struct options opt = {0};
     void *in[N_INPUTS + 1], *out[N_OUTPUTS + 1];
-    FILE *files[N_INPUTS + 1];
+    void *whole_out[N_OUTPUTS + 1];
+    FILE *files[N_INPUTS + 1] = {NULL};
     struct output outs[N_OUTPUTS + 2];
     char message[160];
     program = argc > 0 ? argv[0] : "program";
     SWIR_PROGRAM(program);
+    start_ranks(&argc, &argv);
     parse_options(argc, argv, &opt);
     if (opt.n_inputs != N_INPUTS)
         fail("expected %d --input files, got %ld", N_INPUTS, opt.n_inputs);
     if (opt.n_outputs != 0 && opt.n_outputs != N_OUTPUTS)
         fail("expected %d --output files (or none), got %ld", N_OUTPUTS, opt.n_outputs);
-    /* Every file is checked before anything is allocated or run. */
+    /* Every file is checked before anything is allocated or run (inputs and
+     * outputs by the rank that reads and writes them). */
     memset(outs, 0, sizeof outs);
     long n_outs = opt.n_outputs;
-    for (long i = 0; i < opt.n_outputs; i++) {
+    for (long i = 0; ROOT && i < opt.n_outputs; i++) {
         check_output(&outs[i], opt.outputs[i]);
         outs[i].port = &output_ports[i];
     }
-    if (opt.stats != NULL)
+    if (ROOT && opt.stats != NULL)
         check_output(&outs[n_outs++], opt.stats);
-    check_distinct(outs, n_outs);
-    for (long i = 0; i < N_INPUTS; i++)
+    if (ROOT)
+        check_distinct(outs, n_outs);
+    for (long i = 0; ROOT && i < N_INPUTS; i++)
         files[i] = open_input(opt.inputs[i], &input_ports[i],
                               input_what(message, sizeof message, i, &input_ports[i]), 1);
     FILE *weights_file = open_input(opt.weights, &weights_port, "weights file", 0);
     athread_init();
     load_constants(weights_file, opt.weights);
     place_buffers();
+    /* A rank's blocks hold its share (SHARE: how many ranks share the batch);
+     * the whole inputs and outputs are rank 0's. */
     for (long i = 0; i < N_INPUTS; i++) {
-        in[i] = alloc_block(input_ports[i].bytes, input_ports[i].name);
-        read_input(files[i], in[i], input_ports[i].bytes, opt.inputs[i],
-                   input_what(message, sizeof message, i, &input_ports[i]));
+        size_t bytes = input_ports[i].bytes;
+        in[i] = alloc_block(bytes / SHARE, input_ports[i].name);
+        void *whole = SHARE == 1 ? in[i] : ROOT ? alloc_block(bytes, input_ports[i].name) : NULL;
+        if (ROOT)
+            read_input(files[i], whole, bytes, opt.inputs[i],
+                       input_what(message, sizeof message, i, &input_ports[i]));
+        share_input(whole, in[i], bytes);
     }
-    for (long i = 0; i < N_OUTPUTS; i++)
-        out[i] = alloc_block(output_ports[i].bytes, output_ports[i].name);
-    for (long i = 0; i < opt.n_outputs; i++)
-        outs[i].data = out[i];
+    for (long i = 0; i < N_OUTPUTS; i++) {
+        size_t bytes = output_ports[i].bytes;
+        out[i] = alloc_block(bytes / SHARE, output_ports[i].name);
+        whole_out[i] = SHARE == 1 ? out[i] : ROOT ? alloc_block(bytes, output_ports[i].name)
+                                                   : NULL;
+    }
     for (long r = 0; r < opt.repeat; r++)
         swir_run(in, out);
-    write_outputs(outs, n_outs, (int)opt.repeat);
+    for (long i = 0; i < N_OUTPUTS; i++)
+        collect_output(out[i], whole_out[i], output_ports[i].bytes);
+    for (long i = 0; i < opt.n_outputs; i++)
+        outs[i].data = whole_out[i];
+    if (opt.stats != NULL)
+        ranks_stats((int)opt.repeat);
+    if (ROOT)
+        write_outputs(outs, n_outs, (int)opt.repeat);
     athread_halt();
+    end_ranks();
     free_blocks();
     free(opt.inputs);
     free(opt.outputs);

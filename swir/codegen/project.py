@@ -39,7 +39,7 @@ from swir.codegen.body import (
 from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode
-from swir.ir.constants import dense_array, global_array
+from swir.ir.constants import dense_array, global_array, global_ranks, module_ranks
 from swir.ir.core import (
     Apply,
     ArrayInit,
@@ -158,6 +158,11 @@ class Project:
         # main.c's fixed code: its functions and locals must not meet a model name
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
+        # An MPI program (-distribute): its support code's names too.
+        self.ranks = templates.Ranks(module_ranks(module), module.attrs.get("split", "data")) \
+            if "ranks" in module.attrs else None
+        if self.ranks is not None:
+            self.scope.reserve(*templates.RANKS_NAMES, inner=False)
         self.reply_words = 0
         self.uses_simd = False      # a kernel has vector code: layers_slave.c includes simd.h
         self._para_copies: list[tuple[str, str]] = []  # (Para type, entry) of each copy
@@ -801,12 +806,13 @@ class Project:
                 continue
             if not isinstance(g.init, (Dense, FileInit, ArrayInit)):
                 raise Diagnostic(f"swir-cg: @{g.name} has no contents", g.loc)
-            data = global_array(g, base_dir)
+            data = global_array(g, base_dir)     # a per-rank global: every rank's slice
             arr = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
             blob += b"\0" * (-len(blob) % ALIGN)
-            read.append((n, t, len(blob)))
+            read.append((n, t, len(blob), t.bytes if global_ranks(g) else 0))
             blob += arr.tobytes()
-        code = templates.constants_code(decls, read, fill, len(blob), c_string)
+        code = templates.constants_code(decls, read, fill, len(blob), c_string,
+                                        ranked=self.ranks is not None)
         return bytes(blob), code
 
     def _buffers(self) -> str:
@@ -844,7 +850,7 @@ class Project:
                                "outputs."),
             constants=constants, buffers=self._buffers(), functions=host_functions,
             entry=entry_name, entry_name=f.name, inputs=inputs, outputs=outputs, results=list(f.result_types),
-            c_string=c_string)
+            c_string=c_string, ranks=self.ranks)
 
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:
@@ -860,7 +866,7 @@ class Project:
                              f"the kernels: the {SW26010.title} has {SW26010.ldm_bytes} bytes "
                              "per CPE", self.m.loc)
         return templates.makefile(self.stem, comment_text(self.opt.source), reserve, ldm_bytes,
-                                  SW26010.cpes)
+                                  SW26010.cpes, self.ranks)
 
 
 VOID_P = C.Pointer(C.VOID)

@@ -4,8 +4,10 @@ and the Makefile."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 
 from swir.codegen import scalar
@@ -165,11 +167,15 @@ __extension__ typedef _Float16 swir_f16;
 SUPPORT = resources.files("swir.codegen").joinpath("program.c").read_text(encoding="utf-8")
 # main(): check the files, load, run the entry function (swir_run), write.
 MAIN = resources.files("swir.codegen").joinpath("program_main.c").read_text(encoding="utf-8")
+# An MPI program's ranks: start, share the inputs, gather, the collectives.
+RANKS_SUPPORT = resources.files("swir.codegen").joinpath("program_ranks.c") \
+    .read_text(encoding="utf-8")
 
 # Identifiers the fixed code declares or uses: model names must avoid them.
 # (The generated parts of main.c name their own macros and locals swir_...,
 # SWIR_..., which no model name takes.)
 NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
+RANKS_NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", RANKS_SUPPORT))
 
 
 def _fill_loop(name: str, t: ShapedType, value: object) -> C.Stmt:
@@ -194,10 +200,13 @@ def _alloc(size: int, what: str, c_string: Callable[[str], str]) -> C.Expr:
 
 
 def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
-                   c_string: Callable[[str], str]) -> str:
+                   c_string: Callable[[str], str], ranked: bool = False) -> str:
     """Declarations of the constants and load_constants(), which reads
     weights.bin (checked to be exactly SWIR_WEIGHTS_BYTES long before anything was
-    allocated) and fills the splat constants."""
+    allocated) and fills the splat constants. ``read`` holds (name, type,
+    offset, stride): a per-rank constant's slices are ``stride`` bytes apart
+    (0: one for every rank). An MPI program (``ranked``) reads each constant
+    on its own, and of a per-rank one only its rank's slice."""
     lines = ["/* ---- Constants: weights.bin (read whole, size checked) and splat values */",
              ""]
     lines += [d.text() for d in decls]
@@ -206,12 +215,20 @@ def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
               '"|u1", 0, NULL};', ""]
     body: list[C.Stmt] = []
     file = C.Lit(c_string("weights file"))
-    if read:
+    if ranked:
+        for name, t, off, stride in read:
+            at = C.Binary("+", C.as_expr(off), C.Binary("*", C.Cast(C.LONG, C.Id("rank")),
+                                                         C.as_expr(stride))) if stride else off
+            body.append(C.ExprStmt(C.Assign(C.Id(name), _alloc(t.bytes, name, c_string))))
+            body.append(C.ExprStmt(C.call("read_at", "swir_file", C.Id(name), t.bytes, at,
+                                          "swir_path")))
+        body.append(C.ExprStmt(C.call("fclose", "swir_file")))
+    elif read:
         body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "swir_weights",
                            C.call("alloc_block", "SWIR_WEIGHTS_BYTES", C.Lit(c_string("weights")))))
         body.append(C.ExprStmt(C.call("read_input", "swir_file", "swir_weights",
                                        "SWIR_WEIGHTS_BYTES", "swir_path", file)))
-        body += [_at(name, t, "swir_weights", off) for name, t, off in read]
+        body += [_at(name, t, "swir_weights", off) for name, t, off, _ in read]
     else:
         body.append(C.ExprStmt(C.call("read_input", "swir_file", "NULL", 0, "swir_path", file)))
     for name, t, value in fill:
@@ -310,14 +327,37 @@ MAIN_INCLUDES = """/* realpath, mkstemp, lstat, fchmod (POSIX.1-2008 with XSI) *
 """
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """A program for several ranks (-distribute): how many, and whether they
+    share the batch (data) or each layer's channels (model)."""
+
+    count: int
+    split: str
+
+    def whole(self, t: Type) -> Type:
+        """What rank 0 reads or writes for a parameter of type t: with a data
+        split, every rank's block of the batch."""
+        if self.split != "data" or not isinstance(t, ShapedType) or not t.shape:
+            return t
+        return dataclasses.replace(t, shape=(t.shape[0] * self.count,) + t.shape[1:])
+
+    def defines(self) -> str:
+        return (f"#include <mpi.h>\n\n/* The ranks (MPI processes, one per core group) that "
+                f"run the program, and how they share it. */\n#define SWIR_RANKS {self.count}\n"
+                f"#define SWIR_SPLIT_DATA {int(self.split == 'data')}\n")
+
+
 def main_c(header: str, constants: str, buffers: str, functions: list[C.Function], entry: str,
            entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
-           c_string: Callable[[str], str]) -> str:
+           c_string: Callable[[str], str], ranks: Ranks | None = None) -> str:
     """main.c: the fixed program (SUPPORT, MAIN) around what the model
     decides: its ports, constants, buffers, host functions and the call of
-    its entry function (``swir_run``, which MAIN calls)."""
-    in_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in inputs]
-    out_ports = [_port(p.type, p.name or f"arg{p.index}", c_string) for p in outputs]
+    its entry function (``swir_run``, which MAIN calls). With ``ranks``, an
+    MPI program (RANKS_SUPPORT)."""
+    whole = ranks.whole if ranks is not None else (lambda t: t)
+    in_ports = [_port(whole(p.type), p.name or f"arg{p.index}", c_string) for p in inputs]
+    out_ports = [_port(whole(p.type), p.name or f"arg{p.index}", c_string) for p in outputs]
     out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
     call = C.ExprStmt(C.call(entry, *_entry_args(inputs, outputs, results)))
     unused = [C.ExprStmt(C.Cast(C.VOID, C.Id(name)))
@@ -331,7 +371,8 @@ def main_c(header: str, constants: str, buffers: str, functions: list[C.Function
              C.Line(f"#define N_INPUTS {len(in_ports)}"),
              C.Line(f"#define N_OUTPUTS {len(out_ports)}")]
     functions_text = "\n".join(f.text() for f in functions)
-    return (f"{header}\n{MAIN_INCLUDES}\n{SUPPORT}\n{C.render(ports)}\n"
+    mpi = (ranks.defines(), RANKS_SUPPORT) if ranks is not None else ("", "")
+    return (f"{header}\n{MAIN_INCLUDES}\n{mpi[0]}\n{SUPPORT}\n{mpi[1]}\n{C.render(ports)}\n"
             f"{_port_array('input_ports', in_ports)}\n"
             f"{_port_array('output_ports', out_ports)}\n\n"
             f"{constants}\n{buffers}\n{_HOST_BANNER}\n\n"
@@ -354,7 +395,49 @@ _MAKE_SAFE = re.compile(r"[^A-Za-z0-9_./ -]")
 
 
 def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = SW26010.ldm_bytes,
-             cpes: int = SW26010.cpes) -> str:
+             cpes: int = SW26010.cpes, ranks: Ranks | None = None) -> str:
+    text = _makefile(stem, source, reserve, ldm_bytes, cpes)
+    return text if ranks is None else _mpi_makefile(text, stem, ranks.count)
+
+
+# The Makefile of an MPI program: what changes from one core group's. On
+# TaihuLight the MPE side is compiled and linked by mpicc, which wraps sw5cc
+# (-host, -hybrid), the CPE side by sw5cc -slave; a job runs -n N processes,
+# -np 4 per node (one per core group) (public Sunway MPI codes: the Makefile of
+# github.com/realwzct/SWsnn). Here, mpicc and mpirun of the host's MPI.
+_MPI_EDITS = (
+    ("#   make run        build {stem} and run it on one core group as a job (bsub on\n"
+     "#                   TaihuLight)",
+     "#   make run        build {stem} and run it on {ranks} core groups as a job (bsub on\n"
+     "#                   TaihuLight: {ranks} MPI processes, 4 per chip)"),
+    ("#   make emu-tsan   {stem}_emu_tsan, under ThreadSanitizer\n",
+     "#   make emu-tsan   {stem}_emu_tsan, under ThreadSanitizer\n"
+     "#   make emu-run    run {stem}_emu on {ranks} ranks here: mpirun -np {ranks} "
+     "--oversubscribe\n#                   (ARGS: the program's options)\n"),
+    ("SW5CC = sw5cc\n",
+     "SW5CC = sw5cc\n# The MPE side of an MPI program: mpicc, which wraps sw5cc on TaihuLight.\n"
+     "MPICC = mpicc\n"),
+    ("\t$(SW5CC) -hybrid", "\t$(MPICC) -hybrid"),
+    ("\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c main.c", "\t$(MPICC) -host $(SWSTD) $(SWFLAGS) -c main.c"),
+    ("\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c",
+     "\t$(MPICC) -host $(SWSTD) $(SWFLAGS) -c layers.c"),
+    ("-n 1 -cgsp", "-n {ranks} -np {per_node} -cgsp"),
+    ("CC = cc\n", "CC = mpicc\nMPIRUN = mpirun\n"),
+    ("\nclean:\n", "\nemu-run: $(PROGRAM)_emu\n"
+     "\t$(MPIRUN) -np {ranks} --oversubscribe ./$(PROGRAM)_emu $(ARGS)\n\nclean:\n"),
+    (".PHONY: all run emu ", ".PHONY: all run emu emu-run "),
+)
+
+
+def _mpi_makefile(text: str, stem: str, ranks: int) -> str:
+    for old, new in _MPI_EDITS:
+        old = old.format(stem=stem)
+        assert old in text, f"the Makefile template no longer has {old!r}"
+        text = text.replace(old, new.format(stem=stem, ranks=ranks, per_node=min(ranks, 4)))
+    return text
+
+
+def _makefile(stem: str, source: str, reserve: int, ldm_bytes: int, cpes: int) -> str:
     src = _MAKE_SAFE.sub("_", source)
     return f"""# Makefile for {stem}, generated by swir-cg from {src}.
 #

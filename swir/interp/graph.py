@@ -17,13 +17,11 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp.kernels import DataError, evaluate
-from swir.ir.constants import constant_array, dense_array, load_file_global
+from swir.interp.ranks import MPICounters, World, allgather
+from swir.ir.constants import constant_array, global_array
 from swir.ir.core import (
     Apply,
-    ArrayInit,
     Block,
-    Dense,
-    FileInit,
     Function,
     Global,
     Instruction,
@@ -31,7 +29,6 @@ from swir.ir.core import (
     Successor,
     Value,
 )
-from swir.ir.types import ShapedType
 
 # Instructions executed before a run is declared non-terminating (CFG loops).
 MAX_STEPS = 10_000_000
@@ -48,6 +45,10 @@ class GraphInterpreter:
         self.max_steps = max_steps
         self.steps = 0
         self._globals: dict[str, np.ndarray] = {}
+        # Which rank this interpreter is, among how many (swir.interp.ranks).
+        self.rank = 0
+        self.world: World | None = None
+        self.mpi = MPICounters()
 
     # -- globals ----------------------------------------------------------------------
     def global_value(self, g: Global) -> np.ndarray:
@@ -58,15 +59,7 @@ class GraphInterpreter:
         return arr
 
     def _load_global(self, g: Global) -> np.ndarray:
-        t = g.type
-        assert isinstance(t, ShapedType)
-        if isinstance(g.init, Dense):
-            return dense_array(g.init, t)
-        if isinstance(g.init, FileInit):
-            return load_file_global(g, self.base_dir)
-        if isinstance(g.init, ArrayInit):
-            return g.init.array
-        raise Diagnostic(f"@{g.name} has no contents to load", g.loc)
+        return global_array(g, self.base_dir, self.rank)
 
     # -- functions ---------------------------------------------------------------------
     def run(self, name: str, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -120,6 +113,10 @@ class GraphInterpreter:
             outs = self.call(callee, [self.value(v, env) for v in app.args])
         elif inst.opname == "fused":
             outs = self.fused(inst, env)
+        elif inst.opname == "allgather":
+            part = self.value(inst.args[0], env)
+            self.mpi.add(part, inst.attrs["ranks"])
+            outs = [allgather(self.world, self.rank, part, inst.attrs["axis"])]
         else:
             operands = [self.value(s, env) for s in inst.args]
             try:

@@ -52,6 +52,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
+from swir.interp.ranks import MPICounters, World, allgather
 from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
                                  value_text)
 from swir.ir.core import (
@@ -132,6 +133,7 @@ class Memory:
 
     def __init__(self, module: Module, base_dir: str | Path = ".") -> None:
         self.base_dir = Path(base_dir)
+        self.rank = 0           # a per-rank global reads this rank's slice
         self._globals: dict[str, np.ndarray] = {}
         self._buffers: dict[str, np.ndarray] = {}
         bufs = [g for g in module.globals if g.kind == "buffer"]
@@ -163,7 +165,7 @@ class Memory:
             return self._buffers[g.name]
         arr = self._globals.get(g.name)
         if arr is None:
-            arr = global_array(g, self.base_dir).reshape(-1)
+            arr = global_array(g, self.base_dir, self.rank).reshape(-1)
             arr.flags.writeable = False
             self._globals[g.name] = arr
         return arr
@@ -409,6 +411,17 @@ class LoopInterpreter:
         self._named: set[int] = set()
         self._global_names: dict[str, str] = {}
         self._written_cache: dict[int, set[int]] | None = None
+        # Which rank this interpreter is (swir.interp.ranks): set before the first run.
+        self.world: World | None = None
+        self.mpi = MPICounters()
+
+    @property
+    def rank(self) -> int:
+        return self.memory.rank
+
+    @rank.setter
+    def rank(self, r: int) -> None:
+        self.memory.rank = r
 
     # -- running ----------------------------------------------------------------------
     def run(self, name: str, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -771,6 +784,20 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
         e.line(f"{', '.join(e.define(r) for r in inst.results)}, = {call}")
     else:
         e.line(call)
+
+
+@emitter("mpi_allgather")
+def _emit_mpi_allgather(e: Emit, inst: Instruction) -> None:
+    it = e.interp
+    part_type = inst.args[0].type
+    axis, ranks = inst.attrs["axis"], inst.attrs["ranks"]
+
+    def gather(part: np.ndarray, whole: np.ndarray) -> None:
+        piece = part.reshape(part_type.shape)
+        it.mpi.add(piece, ranks)
+        whole[:] = allgather(it.world, it.rank, piece, axis).reshape(-1)
+
+    e.line(f"{e.bind(gather, 'gather')}({e.name(inst.args[0])}, {e.name(inst.args[1])})")
 
 
 @emitter("return")

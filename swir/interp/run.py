@@ -13,8 +13,10 @@ from swir.diagnostics import Diagnostic
 from swir.interp import buffered, dma, loop
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import GraphInterpreter
+from swir.interp.ranks import World, run_ranks
+from swir.ir.constants import module_ranks
 from swir.ir.core import FuncParam, Function, Module
-from swir.ir.types import Type
+from swir.ir.types import ShapedType, Type
 
 
 def signature(module: Module, f: Function) -> tuple[list[FuncParam], list[Type]]:
@@ -56,15 +58,47 @@ def run_function(module: Module, f: Function, args: list[np.ndarray],
     at the dma stage also ``total`` (see docs/ir.md, "Executing IR")."""
     names = arg_names or [f"argument #{i}" for i in range(len(args))]
     params, _ = signature(module, f)
-    check_arguments(f, args, names, params)
-    interp = interpreter_for(module, base_dir)
-    if module.stage == "graph":
-        results = interp.call(f, args)
-        counters: dict[str, Any] = {"steps": interp.steps}
+    ranks = module_ranks(module)
+    split = module.attrs.get("split")
+    if split == "data":
+        check_batches(args, names, params, ranks)
+    interps = [interpreter_for(module, base_dir) for _ in range(ranks)]
+
+    def run_rank(rank: int, world: World, share: list[np.ndarray]) -> list[np.ndarray]:
+        interp = interps[rank]
+        interp.rank, interp.world = rank, world
+        check_arguments(f, share, names, params)
+        if module.stage == "graph":
+            return interp.call(f, share)
+        return interp.call(f, share, names)
+
+    if "ranks" in module.attrs:
+        results, _ = run_ranks(ranks, split, args, run_rank)
     else:
-        results = interp.call(f, args, names)
-        counters = interp.stats()
+        results = run_rank(0, None, args)
     if stats is not None:
+        per_rank = [_counters(module, i) for i in interps]
         stats.clear()
-        stats.update({"stage": module.stage, "function": f.name, **counters})
+        stats.update({"stage": module.stage, "function": f.name, **per_rank[0]})
+        if "ranks" in module.attrs:
+            stats["ranks"] = per_rank
     return results
+
+
+def _counters(module: Module, interp: Any) -> dict[str, Any]:
+    counters = {"steps": interp.steps} if module.stage == "graph" else interp.stats()
+    if "ranks" in module.attrs:
+        counters["mpi"] = interp.mpi.as_json()
+    return counters
+
+
+def check_batches(args: list[np.ndarray], names: list[str], params: list[FuncParam],
+                  ranks: int) -> None:
+    """A data-split program takes the whole batch: ``ranks`` times each parameter's."""
+    for a, name, p in zip(args, names, params):
+        t = p.type
+        if isinstance(t, ShapedType) and t.rank and (np.ndim(a) == 0 or
+                                                     np.shape(a)[0] != t.shape[0] * ranks):
+            raise Diagnostic(f"{name} for %{p.name} has shape {tuple(np.shape(a))}; the "
+                             f"{ranks} ranks take a batch of {t.shape[0] * ranks} "
+                             f"({t.shape[0]} each)")

@@ -4,6 +4,7 @@ file). The interpreters, constant folding and the C generator read them here."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Expr
-from swir.ir.core import ArrayInit, Dense, DenseSlot, FileInit, Global, Instruction, Literal, Value
+from swir.ir.core import (ArrayInit, Dense, DenseSlot, FileInit, Global, Instruction, Literal,
+                          Module, Value)
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
 
@@ -36,13 +38,41 @@ def constant_array(slot: Any, t: Type) -> np.ndarray:
     raise Diagnostic(f"'const' operand {slot!r} is not a constant")
 
 
+def module_ranks(module: Module) -> int:
+    """How many ranks run the module (``{ranks = N}``, written by -distribute; else 1)."""
+    v = module.attrs.get("ranks", 1)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 1
+
+
+def global_ranks(g: Global) -> int | None:
+    """The ranks a per-rank global holds a slice for (``{ranks = N}``, written by
+    -distribute: rank r reads slice r), or None for a global every rank shares."""
+    v = g.attrs.get("ranks")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def contents_shape(g: Global) -> tuple[int, ...]:
+    """The shape of what a global's initializer holds: its type's, or one slice per rank."""
+    assert isinstance(g.type, ShapedType)
+    n = global_ranks(g)
+    return g.type.shape if n is None else (n,) + g.type.shape
+
+
+def contents_type(g: Global) -> ShapedType:
+    """The type of what a global's initializer holds (see :func:`contents_shape`)."""
+    assert isinstance(g.type, ShapedType)
+    return dataclasses.replace(g.type, shape=contents_shape(g))
+
+
 def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
-    """Read a global's elements from its sidecar file, checking that they exist."""
+    """Read a global's elements from its sidecar file, checking that they exist
+    (a per-rank global: every rank's slice, stacked)."""
     init = g.init
     assert isinstance(init, FileInit) and isinstance(g.type, ShapedType)
     path = base_dir / init.path
     dtype = dtype_of(g.type).newbyteorder("<")
-    need = g.type.num_elements * dtype.itemsize
+    shape = contents_shape(g)
+    need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     try:
         size = path.stat().st_size
         if not path.is_file():
@@ -60,14 +90,16 @@ def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
         fh.seek(init.offset)
         data = fh.read(need)
     return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))\
-        .reshape(g.type.shape)
+        .reshape(shape)
 
 
 def constant_value(v: Value) -> np.ndarray | None:
     """The array a value always holds, if it is known at compile time: the result
     of a ``const``, or a ``global`` (a literal, computed contents, or a sidecar
-    file found from the module's ``base_dir``)."""
+    file found from the module's ``base_dir``). A per-rank global has no one value."""
     if isinstance(v, Global):
+        if global_ranks(v) is not None:
+            return None
         if isinstance(v.init, ArrayInit):
             return v.init.array
         if isinstance(v.init, FileInit) and v.module is not None:
@@ -82,16 +114,22 @@ def constant_value(v: Value) -> np.ndarray | None:
 def is_constant(v: Value) -> bool:
     """Whether :func:`constant_value` knows ``v`` (without reading anything)."""
     if isinstance(v, Global):
-        return v.kind == "global" and v.init is not None
+        return v.kind == "global" and v.init is not None and global_ranks(v) is None
     owner = getattr(v, "owner", None)
     return isinstance(owner, Instruction) and owner.opname == "const"
 
 
-def global_array(g: Global, base_dir: Path) -> np.ndarray:
-    """The contents of a constant ``global``, as the graph interpreter reads them."""
+def global_array(g: Global, base_dir: Path, rank: int | None = None) -> np.ndarray:
+    """The contents of a constant ``global`` as rank ``rank`` sees them (a
+    per-rank global: that rank's slice; None: every rank's, stacked)."""
+    whole = _global_contents(g, base_dir)
+    return whole if rank is None or global_ranks(g) is None else whole[rank]
+
+
+def _global_contents(g: Global, base_dir: Path) -> np.ndarray:
     assert isinstance(g.type, ShapedType)
     if isinstance(g.init, Dense):
-        return dense_array(g.init, g.type)
+        return dense_array(g.init, contents_type(g))
     if isinstance(g.init, FileInit):
         return load_file_global(g, base_dir)
     if isinstance(g.init, ArrayInit):

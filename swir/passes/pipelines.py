@@ -38,9 +38,13 @@ LEVEL_OPTIONS: dict[str, dict[str, dict[str, str]]] = {
 }
 
 
-def compile_pipeline(stage: str, level: str = DEFAULT_LEVEL) -> list[str]:
-    """The passes that take a module at ``stage`` to the dma stage."""
-    graph = OPT_LEVELS[level] if stage == "graph" else []
+def compile_pipeline(stage: str, level: str = DEFAULT_LEVEL, ranks: bool = False) -> list[str]:
+    """The passes that take a module at ``stage`` to the dma stage; with
+    ``ranks``, -distribute shares it over MPI ranks, right before -fuse
+    (fusion then keeps the element-wise work of a split layer split)."""
+    graph = list(OPT_LEVELS[level]) if stage == "graph" else []
+    if ranks and stage == "graph":
+        graph.insert(graph.index("fuse") if "fuse" in graph else len(graph), "distribute")
     return graph + LOWERING.get(stage, [])
 
 

@@ -239,6 +239,9 @@ class FunctionLowering:
             self.lower_return(b, inst)
         elif op in ("br", "cond_br"):
             self.lower_branch(b, inst)
+        elif op == "allgather":     # a host MPI call, not a kernel
+            b.create_inst("mpi_allgather", self.value(inst.args[0]),
+                          self.result_buffer(inst.results[0]), attrs=dict(inst.attrs))
         elif any(is_tensor(v) for v in list(inst.operands) + list(inst.results)):
             kernel, extras = self.ml.kernel(inst)
             args = [self.value(v) for v in inst.operands]

@@ -1,0 +1,207 @@
+/* ---- Ranks: one MPI process per core group -----------------------------
+ * Every rank runs the same program on its share (SWIR_RANKS of them, started
+ * by mpirun -np SWIR_RANKS; on Sunway, bsub -n SWIR_RANKS -np 4: four per
+ * chip). Rank 0 reads the inputs and writes the outputs. SWIR_SPLIT_DATA:
+ * each rank computes its block of the batch (inputs scattered, outputs
+ * gathered); else each rank computes a slice of every split layer's channels
+ * (inputs broadcast; MPI_Allgather rebuilds each split activation, so every
+ * rank ends with the whole outputs). Only the MPE calls MPI. */
+
+static int rank;
+
+#define ROOT (rank == 0)
+#if SWIR_SPLIT_DATA
+#define SHARE SWIR_RANKS
+#else
+#define SHARE 1
+#endif
+
+/* What this rank sent, per collective (--stats "mpi"). */
+struct mpi_counter {
+    const char *name;
+    long long calls, bytes_sent;
+};
+enum { MPI_ALLGATHER_, MPI_SCATTER_, MPI_GATHER_, MPI_BCAST_, N_COLLECTIVES };
+static struct mpi_counter collectives[N_COLLECTIVES] = {
+    {"allgather", 0, 0}, {"scatter", 0, 0}, {"gather", 0, 0}, {"bcast", 0, 0}};
+
+static void count(int which, long long bytes_sent)
+{
+    collectives[which].calls++;
+    collectives[which].bytes_sent += bytes_sent;
+}
+
+/* A rank that fails ends every rank (fail() calls it): MPI_Abort, so no rank
+ * waits forever in a collective for one that has gone. */
+static void abort_ranks(void)
+{
+    int started = 0, ended = 0;
+    MPI_Initialized(&started);
+    MPI_Finalized(&ended);
+    if (started && !ended)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void check_mpi(int status, const char *what)
+{
+    if (status != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int n = 0;
+        MPI_Error_string(status, text, &n);
+        fail("rank %d: %s failed: %.*s", rank, what, n, text);
+    }
+}
+
+/* An MPI count: bytes as an int (MPI's counts are), or an error. */
+static int mpi_bytes(size_t bytes, const char *what)
+{
+    if (bytes > INT_MAX)
+        fail("%s of %zu bytes is more than one MPI call moves (%d bytes)", what, bytes,
+             INT_MAX);
+    return (int)bytes;
+}
+
+/* `bytes` of the weights file from `offset` (its size was checked: only a
+ * failing read is left to report). */
+static void read_at(FILE *f, void *to, size_t bytes, long offset, const char *path)
+{
+    if (fseek(f, offset, SEEK_SET) != 0 || (bytes && fread(to, 1, bytes, f) != bytes))
+        fail("cannot read weights file '%s'", path);
+}
+
+static void start_ranks(int *argc, char ***argv)
+{
+    int size, provided;
+    /* The MPE alone calls MPI (the CPE threads of the emulation never do). */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        fail("MPI_Init failed");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* Checked on every rank: each exits by itself, none waits for another. */
+    if (size != SWIR_RANKS) {
+        if (rank == 0)
+            fprintf(stderr, "%s: error: compiled for %d ranks (swir-cg --ranks %d), started on "
+                    "%d: run mpirun -np %d\n", program, SWIR_RANKS, SWIR_RANKS, size,
+                    SWIR_RANKS);
+        MPI_Finalize();
+        exit(1);
+    }
+}
+
+/* Rank 0's whole input (`bytes`) to every rank: its block of the batch
+ * (scatter), or all of it (broadcast, in place: whole is mine). */
+static void share_input(const void *whole, void *mine, size_t bytes)
+{
+#if SWIR_SPLIT_DATA
+    int n = mpi_bytes(bytes / SWIR_RANKS, "an input's share");
+    check_mpi(MPI_Scatter(whole, n, MPI_BYTE, mine, n, MPI_BYTE, 0, MPI_COMM_WORLD),
+              "MPI_Scatter of an input");
+    count(MPI_SCATTER_, ROOT ? (long long)n * (SWIR_RANKS - 1) : 0);
+#else
+    (void)whole;
+    int n = mpi_bytes(bytes, "an input");
+    check_mpi(MPI_Bcast(mine, n, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast of an input");
+    count(MPI_BCAST_, ROOT ? (long long)n * (SWIR_RANKS - 1) : 0);
+#endif
+}
+
+/* The whole output (`bytes`) on rank 0: the ranks' blocks of the batch
+ * gathered; with channel slices, every rank has it already. */
+static void collect_output(const void *mine, void *whole, size_t bytes)
+{
+#if SWIR_SPLIT_DATA
+    int n = mpi_bytes(bytes / SWIR_RANKS, "an output's share");
+    check_mpi(MPI_Gather(mine, n, MPI_BYTE, whole, n, MPI_BYTE, 0, MPI_COMM_WORLD),
+              "MPI_Gather of an output");
+    count(MPI_GATHER_, ROOT ? 0 : n);
+#else
+    (void)mine;
+    (void)whole;
+    (void)bytes;
+#endif
+}
+
+/* swir's mpi_allgather: every rank's slice of a tensor, put together along
+ * an axis. `part` is `outer` runs of `run` bytes (outer: the product of the
+ * axes before the gathered one); the whole tensor holds, for each run, the
+ * ranks' runs in rank order. With outer = 1 (a batch-1 NCHW activation split
+ * by channels) MPI_Allgather writes it directly; else it gathers into a
+ * staging block (the ranks' parts one after another) and the MPE interleaves. */
+static void swir_allgather(const void *part, void *whole, size_t run, long outer)
+{
+    int n = mpi_bytes(run * (size_t)outer, "an allgather's slice");
+    unsigned char *staging = outer == 1 ? whole : malloc((size_t)n * SWIR_RANKS);
+    if (staging == NULL)
+        fail("out of memory gathering a split tensor (%zu bytes)", (size_t)n * SWIR_RANKS);
+    check_mpi(MPI_Allgather(part, n, MPI_BYTE, staging, n, MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+    count(MPI_ALLGATHER_, (long long)n * (SWIR_RANKS - 1));
+    if (outer == 1)
+        return;
+    for (long r = 0; r < SWIR_RANKS; r++)
+        for (long o = 0; o < outer; o++)
+            memcpy((unsigned char *)whole + ((size_t)o * SWIR_RANKS + (size_t)r) * run,
+                   staging + ((size_t)r * (size_t)outer + (size_t)o) * run, run);
+    free(staging);
+}
+
+/* --stats: every rank's counters (the emulation's, then "mpi"), gathered on
+ * rank 0 as {"ranks": [{"rank": 0, "mpi": {...}, "runs": ..., ...}, ...]}. */
+static void ranks_stats(int runs)
+{
+#ifdef SWIR_EMU
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (f == NULL)
+        fail("out of memory");
+    fprintf(f, "{\"rank\": %d, \"mpi\": {", rank);
+    for (int i = 0; i < N_COLLECTIVES; i++)
+        fprintf(f, "%s\"%s\": {\"calls\": %lld, \"bytes_sent\": %lld}", i ? ", " : "",
+                collectives[i].name, collectives[i].calls, collectives[i].bytes_sent);
+    fputs("},\n ", f);
+    long mark = ftell(f);     /* where the emulation's object starts */
+    if (mark < 0 || swir_emu_write_stats_to(f, runs) != 0 || fclose(f) != 0)
+        fail("out of memory");
+    /* Its fields continue the object opened above: drop its '{'. */
+    memmove(text + mark, text + mark + 1, strlen(text + mark));
+    int length = mpi_bytes(strlen(text), "the counters");
+    int lengths[SWIR_RANKS], offsets[SWIR_RANKS];
+    check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths, 1, MPI_INT, 0, MPI_COMM_WORLD),
+              "MPI_Gather of the counters");
+    long total = 0;
+    for (int r = 0; ROOT && r < SWIR_RANKS; r++) {
+        offsets[r] = (int)total;
+        total += lengths[r];
+    }
+    char *all = ROOT ? malloc((size_t)total + 1) : NULL;
+    if (ROOT && all == NULL)
+        fail("out of memory");
+    check_mpi(MPI_Gatherv(text, length, MPI_CHAR, all, lengths, offsets, MPI_CHAR, 0,
+                          MPI_COMM_WORLD), "MPI_Gather of the counters");
+    free(text);
+    if (!ROOT)
+        return;
+    ranks_stats_text = malloc((size_t)total + 4 * SWIR_RANKS + 16);
+    if (ranks_stats_text == NULL)
+        fail("out of memory");
+    char *at = ranks_stats_text + sprintf(ranks_stats_text, "{\"ranks\": [");
+    for (int r = 0; r < SWIR_RANKS; r++) {
+        int n = lengths[r];
+        while (n > 0 && all[offsets[r] + n - 1] == '\n')
+            n--;
+        at += sprintf(at, "%s%.*s", r ? ",\n " : "", n, all + offsets[r]);
+    }
+    strcpy(at, "]}\n");
+    free(all);
+#else
+    (void)runs;
+#endif
+}
+
+static void end_ranks(void)
+{
+    (void)swir_allgather;       /* a program on one rank gathers nothing */
+    MPI_Finalize();
+}

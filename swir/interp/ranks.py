@@ -1,0 +1,105 @@
+"""Running a module made for several ranks (-distribute): one interpreter per
+rank, each in a thread of its own, meeting at every collective, as the ranks
+of the MPI program do.
+
+A ``data`` split gives each rank its block of every input's batch (axis 0)
+and puts the results' blocks back together; a ``model`` split gives every rank
+the whole inputs and returns rank 0's results (every rank has them all).
+A rank that fails breaks the barrier, so the others stop instead of waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+
+class RankAborted(Exception):
+    """Another rank failed: this one stops at its next collective."""
+
+
+class World:
+    """The ranks' meeting point: MPI_COMM_WORLD for the interpreters."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._barrier = threading.Barrier(size)
+        self._slots: list[Any] = [None] * size
+
+    def allgather(self, rank: int, part: np.ndarray, axis: int) -> np.ndarray:
+        """Every rank's ``part``, concatenated along ``axis`` in rank order."""
+        if self.size == 1:
+            return part.copy()
+        self._slots[rank] = part.copy()
+        self._wait()
+        whole = np.concatenate(self._slots, axis=axis)
+        self._wait()            # nobody refills a slot before all have read them
+        return whole
+
+    def _wait(self) -> None:
+        try:
+            self._barrier.wait()
+        except threading.BrokenBarrierError:
+            raise RankAborted from None
+
+    def abort(self) -> None:
+        self._barrier.abort()
+
+
+def allgather(world: World | None, rank: int, part: np.ndarray, axis: int) -> np.ndarray:
+    """A collective of the interpreters: with no world, this is the only rank."""
+    return part.copy() if world is None else world.allgather(rank, part, axis)
+
+
+class MPICounters:
+    """What one rank sent, per collective (the program's --stats "mpi")."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes_sent = 0
+
+    def add(self, part: np.ndarray, ranks: int) -> None:
+        self.calls += 1
+        self.bytes_sent += part.nbytes * (ranks - 1)   # its slice to every other rank
+
+    def as_json(self) -> dict[str, int]:
+        return {"allgather_calls": self.calls, "allgather_bytes_sent": self.bytes_sent}
+
+
+def run_ranks(ranks: int, split: str, args: list[np.ndarray],
+              run_rank: Callable[[int, World, list[np.ndarray]], list[np.ndarray]]
+              ) -> tuple[list[np.ndarray], list[Any]]:
+    """Run ``run_rank(rank, world, its arguments)`` on every rank at once; return
+    the program's results and each rank's return value in rank order."""
+    world = World(ranks)
+    shares = [[np.array_split(a, ranks, axis=0)[r] if split == "data" and np.ndim(a) else a
+               for a in args] for r in range(ranks)]
+    results: list[Any] = [None] * ranks
+    errors: list[BaseException | None] = [None] * ranks
+
+    def body(r: int) -> None:
+        try:
+            results[r] = run_rank(r, world, shares[r])
+        except RankAborted:
+            pass
+        except BaseException as e:          # reported below, from the first rank that failed
+            errors[r] = e
+            world.abort()
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"rank {r}")
+               for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    if split == "data":
+        outs = [np.concatenate([results[r][i] for r in range(ranks)], axis=0)
+                if np.ndim(results[0][i]) else results[0][i] for i in range(len(results[0]))]
+    else:
+        outs = results[0]
+    return outs, results

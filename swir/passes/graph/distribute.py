@@ -1,0 +1,344 @@
+"""-distribute: share a model's work over several ranks (MPI processes, one
+per core group: an SW26010 chip has four, TaihuLight 40,960 chips).
+
+The module becomes the one program every rank runs (SPMD), and says so:
+``stage graph {ranks = N, split = "data" | "model"}``.
+
+**Data parallel** (``split=data``): the batch is cut into N equal blocks, one
+per rank; every rank holds every weight. The module's functions are
+re-typed for a batch of B / N; the program (swir-cg) scatters each input's
+batch from rank 0 and gathers each result to it. Refused when a tensor
+parameter's leading axis (the batch) is not a multiple of N, or when an op
+mixes the batch with other axes (its result's leading axis is not the batch).
+
+**Model parallel** (``split=model``, for batch 1): each ``conv2d`` (groups
+1) and ``matmul`` whose weight is a constant global (or a transpose of one,
+as -layout leaves it) computes 1 / N of its output channels (conv: axis 1;
+matmul: the last axis) on each rank. Its weight and bias become per-rank
+globals (``{ranks = N}``: the global holds N slices, rank r reads slice r),
+so a rank stores only its own slice. Element-wise ops that follow stay split
+while their other operands are constants (sliced the same way) or split the
+same way; an ``allgather`` rebuilds the whole tensor right after the last
+split value, before the first op that needs all of it. An op whose channels
+N does not divide stays whole on every rank. Refused when no op can be split
+(more ranks than any op's output channels).
+
+``split=auto`` takes data parallel when the batch is a multiple of N and
+model parallel otherwise: data parallel has no communication between layers
+and no work done twice, so the cost model (swir-report --ranks) always
+ranks it first where it applies.
+
+Runs before -fuse (so fusion sees the split ops and keeps the element-wise
+ones in the conv / matmul kernels) and after -layout (whose transposed
+weights it slices along the stored axis that holds the output channels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from swir.diagnostics import Diagnostic
+from swir.ir.builder import Builder
+from swir.ir.constants import constant_value, module_ranks
+from swir.ir.core import ArrayInit, Function, Global, Instruction, Module, Value
+from swir.ir.types import TensorType
+from swir.ops.collective import ALLGATHER
+from swir.ops.registry import SCALAR_FORM, Category
+from swir.passes.graph.fold_constants import new_global
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, one_of, option
+
+SPLITS = ("auto", "data", "model")
+
+
+def positive(v: int) -> str | None:
+    return None if v >= 1 else "must be at least 1"
+
+
+@dataclass
+class Distribute(Pass):
+    name = "distribute"
+    summary = "Share the work over MPI ranks: split the batch or each layer's channels"
+    stages = ("graph",)
+
+    ranks: int = option(1, "MPI ranks (core groups) that run the program", check=positive)
+    split: str = option("auto", "how the work is shared: data (the batch), model (each conv's "
+                                "and matmul's output channels) or auto (data when the batch "
+                                "divides)", check=one_of(*SPLITS))
+
+    def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        if "ranks" in module.attrs:
+            raise PassFailure([Diagnostic(f"-distribute: the module is already distributed "
+                                          f"over {module_ranks(module)} ranks", module.loc)])
+        if any(i.opname == "fused" for i in module.walk()):
+            raise PassFailure([Diagnostic("-distribute runs before -fuse: the module has "
+                                          "fused groups", module.loc)])
+        batch = common_batch(module)
+        split = self.split
+        if split == "auto":
+            split = "data" if batch is not None and batch % self.ranks == 0 else "model"
+        if split == "data":
+            split_batch(module, self.ranks, batch)
+        elif self.ranks > 1:
+            self.bump("ops split", split_channels(module, self.ranks))
+        module.attrs["ranks"] = self.ranks
+        module.attrs["split"] = split
+        return True
+
+
+def _fail(message: str, loc=None) -> PassFailure:
+    return PassFailure([Diagnostic(f"-distribute: {message}", loc)])
+
+
+def _roots(module: Module) -> list[Function]:
+    called = {i.args[0].callee for i in module.walk() if i.opname == "call"}
+    return [f for f in module.functions if f.name not in called and f.body is not None]
+
+
+def common_batch(module: Module) -> int | None:
+    """The leading axis every tensor parameter of the program's functions has, if one."""
+    dims = {p.type.shape[0] for f in _roots(module) for p in f.params
+            if isinstance(p.type, TensorType) and p.type.rank > 0}
+    return dims.pop() if len(dims) == 1 else None
+
+
+# -- data parallel ---------------------------------------------------------------------
+
+def split_batch(module: Module, ranks: int, batch: int | None) -> None:
+    """Re-type the program for a batch of ``batch / ranks``."""
+    if any(i.opname == "call" for i in module.walk()):
+        raise _fail("split=data needs a module without calls (the batch of a called "
+                    "function is not known)", module.loc)
+    if batch is None:
+        raise _fail("split=data needs every tensor parameter to have the same leading axis "
+                    "(the batch)", module.loc)
+    if batch % ranks:
+        raise _fail(f"a batch of {batch} does not split over {ranks} ranks (it must be a "
+                    f"multiple of the ranks; split=model shares a layer's channels "
+                    f"instead)", module.loc)
+    part = batch // ranks
+    for f in module.functions:
+        _retype_batch(f, batch, part)
+
+
+def _per_rank(t: TensorType, batch: int, part: int) -> TensorType:
+    return TensorType((part,) + t.shape[1:], t.element)
+
+
+def _retype_batch(f: Function, batch: int, part: int) -> None:
+    """Every value that depends on a parameter gets the per-rank batch."""
+    varying: set[int] = set()
+    for p in f.params:
+        if isinstance(p.type, TensorType) and p.type.rank > 0:
+            p.type = _per_rank(p.type, batch, part)
+            varying.add(id(p))
+    for inst in f.walk():
+        if not any(id(v) in varying for v in inst.operands):
+            continue
+        if inst.opname == "return":
+            continue
+        old = [r.type for r in inst.results]
+        if any(not isinstance(t, TensorType) or t.rank == 0 or t.shape[0] != batch
+               for t in old):
+            raise _fail(f"'{inst.opname}' mixes the batch with other axes (its result "
+                        f"{old[0]} does not lead with the batch of {batch})", inst.loc)
+        if inst.opname == "reshape":
+            shape = tuple(inst.attrs["shape"])
+            inst.attrs = {**inst.attrs, "shape": (part,) + shape[1:]} if shape[0] == batch \
+                else inst.attrs
+        new = inst.opdef.infer(inst)
+        for r, t in zip(inst.results, new):
+            if t != _per_rank(r.type, batch, part):
+                raise _fail(f"'{inst.opname}' mixes the batch with other axes (with a batch "
+                            f"of {part} it gives {t})", inst.loc)
+            r.type = t
+            varying.add(id(r))
+    f.result_types = [_per_rank(t, batch, part) if isinstance(t, TensorType) and t.rank
+                      else t for t in f.result_types]
+
+
+# -- model parallel --------------------------------------------------------------------
+
+@dataclass
+class Parted:
+    """A value computed in slices: this rank's ``part`` along ``axis``."""
+    part: Value
+    axis: int
+
+
+def split_channels(module: Module, ranks: int) -> int:
+    """Split every conv2d / matmul that ``ranks`` divides; returns how many."""
+    widest = 0
+    count = 0
+    for f in module.functions:
+        if f.body is None:
+            continue
+        parted: dict[int, Parted] = {}
+        converted: list[Instruction] = []
+        for inst in list(f.walk()):
+            channels = _splittable(inst)
+            if channels is not None:
+                widest = max(widest, channels)
+            if channels is not None and channels % ranks == 0:
+                parted[id(inst.results[0])] = _split_op(module, inst, ranks)
+                converted.append(inst)
+                count += 1
+            elif _stays_split(inst, parted):
+                parted[id(inst.results[0])] = _split_elementwise(module, inst, ranks, parted)
+                converted.append(inst)
+        _gather_where_needed(f, parted, converted, ranks)
+    if count == 0:
+        raise _fail(f"no conv2d or matmul has output channels that {ranks} ranks divide "
+                    + (f"(more ranks than channels: the widest has {widest})"
+                       if widest and widest < ranks else
+                       "(split=data shares the batch instead)"), module.loc)
+    return count
+
+
+def _weight_global(v: Value) -> tuple[Global, tuple[int, ...] | None] | None:
+    """The constant global a weight reads, and the transpose's perm (if -layout stored it
+    transposed)."""
+    if isinstance(v, Global):
+        return (v, None) if _plain_constant(v) else None
+    owner = getattr(v, "owner", None)
+    if isinstance(owner, Instruction) and owner.opname == "transpose" \
+            and isinstance(owner.args[0], Global) and _plain_constant(owner.args[0]):
+        return owner.args[0], tuple(owner.attrs["perm"])
+    return None
+
+
+def _plain_constant(g: Global) -> bool:
+    return g.kind == "global" and g.init is not None and "ranks" not in g.attrs
+
+
+def _out_axis(inst: Instruction) -> tuple[int, int]:
+    """(axis of the result, axis of the weight) that hold the output channels."""
+    if inst.opname == "conv2d":
+        return 1, 0
+    return inst.results[0].type.rank - 1, 1
+
+
+def _splittable(inst: Instruction) -> int | None:
+    """The output channels of a conv2d / matmul this pass can split, else None."""
+    if inst.opname == "conv2d":
+        if inst.attrs.get("groups", 1) != 1:
+            return None
+        if len(inst.args) > 2 and not (isinstance(inst.args[2], Global)
+                                       and _plain_constant(inst.args[2])):
+            return None
+    elif inst.opname != "matmul":
+        return None
+    w = inst.args[1]
+    if not isinstance(w, Value) or not isinstance(w.type, TensorType) or \
+            (inst.opname == "matmul" and w.type.rank != 2) or _weight_global(w) is None:
+        return None
+    axis, _ = _out_axis(inst)
+    return inst.results[0].type.shape[axis]
+
+
+def _ranked_global(module: Module, g: Global, axis: int, ranks: int) -> Global:
+    """A per-rank global: slice r of ``g`` along ``axis`` for rank r."""
+    whole = np.asarray(constant_value(g))
+    slices = np.stack(np.split(whole, ranks, axis=axis))
+    t = TensorType(slices.shape[1:], g.type.element)
+    new = new_global(module, f"{g.name}.split", t, slices[0])
+    new.init = ArrayInit(np.ascontiguousarray(slices))
+    new.attrs["ranks"] = ranks
+    return new
+
+
+def _split_op(module: Module, inst: Instruction, ranks: int) -> Parted:
+    axis, w_axis = _out_axis(inst)
+    g, perm = _weight_global(inst.args[1])
+    build = Builder(inst.parent, inst)
+    stored_axis = w_axis if perm is None else perm[w_axis]
+    w: Value = _ranked_global(module, g, stored_axis, ranks)
+    if perm is not None:
+        w = build.create_inst("transpose", w, attrs={"perm": perm},
+                              names=[inst.args[1].name]).results[0]
+    args = [inst.args[0], w]
+    if len(inst.args) > 2:
+        args.append(_ranked_global(module, inst.args[2], 0, ranks))
+    new = build.create_inst(inst.opname, *args, attrs=dict(inst.attrs),
+                            names=[inst.results[0].name])
+    new.loc = inst.loc
+    return Parted(new.results[0], axis)
+
+
+def _stays_split(inst: Instruction, parted: dict[int, Parted]) -> bool:
+    """An element-wise op of a split value whose other operands are split the same way
+    or constants it can slice."""
+    d = inst.opdef
+    if d is None or SCALAR_FORM not in d.traits or len(inst.results) != 1 \
+            or d.category not in (Category.ELEMENTWISE, Category.BROADCAST):
+        return False
+    split = [parted[id(v)] for v in inst.operands if id(v) in parted]
+    if not split or len({p.axis for p in split}) != 1:
+        return False
+    axis = split[0].axis
+    whole = inst.results[0].type
+    if not isinstance(whole, TensorType):
+        return False
+    for i, v in enumerate(inst.operands):
+        if id(v) in parted:
+            if v.type != whole or not _running(d, i):
+                return False            # broadcast of a split value: gather it
+            continue
+        at = _aligned_axis(d, i, v, whole, axis)
+        if not (isinstance(v, Global) and _plain_constant(v)) or \
+                (at >= 0 and v.type.shape[at] not in (1, whole.shape[axis])):
+            return False
+    return True
+
+
+def _running(d, i: int) -> bool:
+    return d.running_operands is None or i in d.running_operands
+
+
+def _aligned_axis(d, i: int, v: Value, whole: TensorType, axis: int) -> int:
+    """The axis of operand ``v`` lined up with ``axis`` of the result (-1: none).
+    Operands broadcast numpy's way (from the right); the per-channel vectors of an op
+    with running operands (batch_norm) line up with axis 1."""
+    if not _running(d, i):
+        return 0 if axis == 1 else -1
+    return axis - (whole.rank - v.type.rank)
+
+
+def _split_elementwise(module: Module, inst: Instruction, ranks: int,
+                       parted: dict[int, Parted]) -> Parted:
+    axis = next(parted[id(v)].axis for v in inst.operands if id(v) in parted)
+    whole = inst.results[0].type
+    args: list[Value] = []
+    for i, v in enumerate(inst.operands):
+        if id(v) in parted:
+            args.append(parted[id(v)].part)
+            continue
+        at = _aligned_axis(inst.opdef, i, v, whole, axis)
+        sliced = at >= 0 and v.type.shape[at] == whole.shape[axis] and whole.shape[axis] > 1
+        args.append(_ranked_global(module, v, at, ranks) if sliced else v)
+    new = Builder(inst.parent, inst).create_inst(inst.opname, *args, attrs=dict(inst.attrs),
+                                                 names=[inst.results[0].name])
+    new.loc = inst.loc
+    return Parted(new.results[0], axis)
+
+
+def _gather_where_needed(f: Function, parted: dict[int, Parted],
+                         converted: list[Instruction], ranks: int) -> None:
+    """Each split value an unconverted op (or a return) reads is gathered once, right
+    after its slice is computed; then the whole-tensor ops replaced are erased."""
+    done = {id(i) for i in converted}
+    for inst in converted:
+        whole = inst.results[0]
+        p = parted[id(whole)]
+        readers = [u for u in whole.users if id(u) not in done]
+        if not readers:
+            continue
+        g = Instruction("allgather", [p.part], attrs={"axis": p.axis, "ranks": ranks})
+        p.part.owner.insert_after(g)
+        g.set_result_types(ALLGATHER.infer(g), [whole.name])
+        g.loc = inst.loc
+        for u in readers:
+            u.replace_uses_of(whole, g.results[0])
+    for inst in reversed(converted):
+        inst.erase()
