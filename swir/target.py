@@ -60,8 +60,19 @@ class Target:
     bcast_bandwidth: float
     bcast_half_block: int
     bcast_fixed_cycles: int
+    # Between core groups (docs/cost-model.md, "Network"): one MPI rank per
+    # core group; ranks on one chip meet over its network on chip (NoC), chips
+    # over the interconnect. Bandwidths in bytes/s (the interconnect's is one
+    # node's injection bandwidth, shared by its core groups), latencies in s.
+    noc_bandwidth: float
+    noc_latency: float
+    net_bandwidth: float
+    net_latency: float
+    bisection_bandwidth: float  # the whole interconnect's
+    mpe_copy_bandwidth: float   # the MPE's memcpy (an allgather's interleaving)
     codegen: bool               # whether swir-cg writes code for it
     sources: str                # where the figures come from
+    network_sources: str        # where the network figures come from, and which are assumed
 
     def default_reserve(self, ldm_size: int) -> int:
         """The LDM bytes a plan keeps back by default (-ldm-reserve=-1)."""
@@ -124,6 +135,13 @@ SW26010 = Target(
     # included. The two athread_syn barriers are not measured: not charged
     # beyond that bound.
     bcast_bandwidth=8.7e9, bcast_half_block=45, bcast_fixed_cycles=2175,
+    # Interconnect: 128 Gb/s injection per node (16 GB/s), 560 Tb/s (70 TB/s)
+    # bisection. The NoC's bandwidth is not public: a message between core
+    # groups is a copy from one core group's memory to another's, modeled at
+    # what one core group's copy reaches (swCandle STREAM Copy, 20.4 GB/s),
+    # and the MPE's memcpy likewise. Both latencies are assumed: 1 us.
+    noc_bandwidth=20.4e9, noc_latency=1e-6, net_bandwidth=16e9, net_latency=1e-6,
+    bisection_bandwidth=70e12, mpe_copy_bandwidth=20.4e9,
     codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
@@ -136,7 +154,16 @@ SW26010 = Target(
              "memory/stream_sw PE_CONT and PE_STEP Copy results, 64 CPEs, as tabled in "
              "../shared/design/sunway-measured.md tables 1a (contiguous) and 1b (strided), "
              "fitted by bench/dma_calibration.py; broadcast: swCandle BCAST_STEP and "
-             "BCAST_CONT, sunway-measured.md 1c and 2"))
+             "BCAST_CONT, sunway-measured.md 1c and 2"),
+    network_sources=("Dongarra, 'Report on the Sunway TaihuLight System', UT-EECS-16-742 "
+                     "(2016): 4 core groups per chip joined by a network on chip, one chip per "
+                     "node, 256-node supernodes, 70 TB/s bisection; Glenn Lockwood, 'Sunway "
+                     "TaihuLight' (glennklockwood.com, citing Fu et al., SCIENCE CHINA Inf. Sci. "
+                     "59, 072001, 2016): injection bandwidth 128 Gb/s per node, bisection 560 "
+                     "Tb/s; NoC and MPE copy bandwidth: assumed equal to one core group's "
+                     "measured copy bandwidth (swCandle STREAM Copy, sunway-measured.md 1a); "
+                     "MPI latency on the NoC and the interconnect: assumed 1 us (no public "
+                     "measurement found)"))
 
 # The SW26010's, changed where the Pro differs. The same: 64 CPEs in an 8 x 8
 # grid (published) and the LDM reserve rule (swir's). Unknown for this

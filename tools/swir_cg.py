@@ -231,16 +231,12 @@ def parse_args(argv: list[str]) -> Command:
     return c
 
 
-def ranks_option(argv: list[str], value: str, index: int) -> int:
+def ranks_option(argv: list[str], value: str, index: int, prog: str = PROG) -> int:
     """--ranks N: a whole number of ranks, at least 1."""
-    try:
-        n = int(value, 10)
-    except ValueError:
-        n = 0
-    if n < 1 or not value.strip().isdigit():
-        raise command_line_error(PROG, argv, index, f"--ranks needs a whole number of MPI "
+    if not value.isdigit() or int(value) < 1:
+        raise command_line_error(prog, argv, index, f"--ranks needs a whole number of MPI "
                                                     f"ranks, at least 1, got '{value}'")
-    return n
+    return int(value)
 
 
 def check_ranks(module: Module, c: Command) -> None:

@@ -56,11 +56,12 @@ from .driver import (
     run_tool,
     write_files,
 )
-from .swir_cg import level_passes, lowering, pass_option_lines
+from .swir_cg import level_passes, lowering, pass_option_lines, ranks_option
 from .swir_opt import Options, global_option
 
 PROG = "swir-report"
-VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline", "--target")
+VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline", "--target", "--ranks",
+                 "--split")
 SMALL = SMALL_TRANSFER       # 256: the bytes under which a transfer counts as small
 PLOT_LABELS = 40             # the plot numbers at most this many kernels
 # A --pipeline token: a run of non-blanks, where {...} and "..." may hold blanks.
@@ -88,6 +89,10 @@ def usage() -> str:
              "  --target NAME              the machine planned for and modeled: "
              + ", ".join(TARGETS) + " (default: the module's,",
              f"                             else {DEFAULT_TARGET.name})",
+             "  --ranks N                  model the MPI program of swir-cg --ranks N (one rank",
+             "                             per core group): the collectives' time, and the",
+             "                             speed-up over one core group",
+             "  --split data|model|auto    how the ranks share the work (swir-cg --split)",
              "  --json FILE                write the report as JSON",
              "  --plot FILE                write a roofline plot (PNG; needs matplotlib: the",
              "                             report extra, pip install 'swir[report]')",
@@ -114,6 +119,7 @@ class Command:
     quiet: bool = False
     pipeline: list[tuple[str, dict[str, str], int]] | None = None
     globals: dict[str, tuple[str, int]] = field(default_factory=dict)
+    ranks: int | None = None         # --ranks N: -distribute first, and the speed-up
 
 
 def split_pipeline(argv: list[str]) -> tuple[list[str], range]:
@@ -183,6 +189,11 @@ def value_option(c: Command, i: int) -> int:
                                  f"{', '.join(DMA_ASSUMPTIONS)})")
     if name == "--target":
         c.target = swir_opt.target_option(PROG, c.argv, i)[0]
+    elif name in ("--ranks", "--split"):
+        at = i + (0 if eq else 1)
+        c.globals[name[2:]] = (value, at)
+        if name == "--ranks":
+            c.ranks = ranks_option(c.argv, value, at, PROG)
     else:
         setattr(c, name[2:], value)
     return i + (1 if eq else 2)
@@ -215,6 +226,11 @@ def checked(c: Command) -> Command:
                          "into the --pipeline flags")
     if c.pipeline is None and c.level is None:
         c.level = DEFAULT_LEVEL
+    if "split" in c.globals and c.ranks is None:
+        raise UsageError("--split says how --ranks share the work: give --ranks N too")
+    if c.ranks is not None and c.pipeline is not None:
+        raise UsageError("--ranks adds -distribute to the level's pipeline; with --pipeline, "
+                         "put -distribute{ranks=N} into the --pipeline flags")
     if c.json is not None and c.plot is not None and \
             os.path.abspath(c.json) == os.path.abspath(c.plot):
         raise UsageError(f"--json and --plot both name '{c.json}'")
@@ -237,7 +253,7 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
         passes = c.pipeline
     else:
         assert c.level is not None
-        passes = level_passes(stage, c.level, c.globals)
+        passes = level_passes(stage, c.level, c.globals, c.ranks is not None)
     return lowering(passes, stage, c.globals, c.argv, PROG, c.target)
 
 
@@ -253,10 +269,14 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     sorted by modeled time, largest first) and what was run."""
     assert c.input is not None
     name = "<stdin>" if c.input == "-" else c.input
-    module = parse_module(read_source(c.input), name)
+    source = read_source(c.input)
+    module = parse_module(source, name)
     verify(module)
     stage = module.stage
     c.target = c.target or target_of(module.attrs)
+    if c.ranks is not None and stage != "graph":
+        raise UsageError(f"--ranks: {name} is at the {stage} stage; ranks are given to a "
+                         "graph-stage module (-distribute splits it there)")
     passes = pipeline(stage, c)
     progress = for_terminal(c.quiet)
     PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
@@ -276,7 +296,22 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     info = {"input": name, "module": module.name, "stage": stage, "level": c.level,
             "pipeline": [p.spelling() for p in passes], "machine_name": c.machine,
             "_compact": " ".join(compact_spelling(p) for p in passes)}
+    if c.ranks is not None:
+        info["split"] = module.attrs.get("split")
+        info["one_core_group_s"] = one_core_group(c, source, name)
     return report, info
+
+
+def one_core_group(c: Command, source: str, name: str) -> float:
+    """The modeled time of the same module compiled for one core group (no
+    -distribute): what --ranks's speed-up is measured against."""
+    module = parse_module(source, name)
+    alone = Command(c.argv, c.input, c.level, c.func, c.machine, c.target,
+                    globals={k: v for k, v in c.globals.items() if k not in ("ranks", "split")},
+                    quiet=True)
+    PassManager(pipeline(module.stage, alone), verify_each=False, input_name=name,
+                dump=sys.stderr).run(module)
+    return cost_report(module, dma_assumptions(c.target)[c.machine], c.func).modeled_s
 
 
 # ---------------------------------------------------------------------------
@@ -396,7 +431,33 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
              "  can use on all the CPEs (a broadcast fills every LDM by one read); LB binds: "
              "which of the two is larger (reads / LDM)."]
     notes += machine_lines(r.machine, info["machine_name"])
-    return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + notes) + "\n"
+    ranks = rank_lines(r, info, micro) if "one_core_group_s" in info else []
+    return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + ranks
+                     + notes) + "\n"
+
+
+def rank_lines(r: CostReport, info: dict[str, Any], micro: str) -> list[str]:
+    """--ranks: each collective's modeled time, the run's compute / DMA /
+    communication split per rank, and the speed-up over one core group."""
+    one = info["one_core_group_s"]
+    lines = ["", f"{r.ranks} ranks, split {info['split']}: every rank runs the kernels above on "
+             "its share, and the collectives below (docs/cost-model.md, \"Network\"):"]
+    rows = [["#", "collective", "kind", "block bytes", "modeled"]]
+    rows += [[str(n), c.what, c.kind, f"{c.block_bytes:,}", seconds(c.seconds, micro)]
+             for n, c in enumerate(sorted(r.collectives, key=lambda c: -c.seconds), 1)]
+    widths = [max(len(row[j]) for row in rows) for j in range(5)]
+    lines += ["  " + "  ".join(cell.ljust(w) if j in (1, 2) else cell.rjust(w)
+                               for j, (cell, w) in enumerate(zip(row, widths))).rstrip()
+              for row in rows]
+    kernels = r.total("modeled_s")
+    lines.append(f"per rank: kernels {seconds(kernels, micro)} (compute "
+                 f"{seconds(r.total('compute_s'), micro)}, DMA {seconds(r.total('dma_s'), micro)}"
+                 f"), communication {seconds(r.communication_s, micro)} in "
+                 f"{len(r.collectives)} collectives; modeled {seconds(r.modeled_s, micro)}")
+    speedup = one / r.modeled_s if r.modeled_s else float("inf")
+    lines.append(f"one core group: {seconds(one, micro)}; speed-up on {r.ranks} ranks: "
+                 f"{speedup:.2f}x (parallel efficiency {speedup / r.ranks:.0%})")
+    return lines
 
 
 def micro_sign() -> str:
@@ -415,6 +476,8 @@ def micro_sign() -> str:
 def json_text(r: CostReport, info: dict[str, Any]) -> str:
     d: dict[str, Any] = {k: v for k, v in info.items() if not k.startswith("_")}
     d.update(r.as_dict())
+    if "one_core_group_s" in info:
+        d["speedup"] = info["one_core_group_s"] / r.modeled_s if r.modeled_s else None
     return json.dumps(d, indent=2, allow_nan=False) + "\n"
 
 

@@ -39,7 +39,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from swir.analysis.network import CollectiveCost, collective_costs
 from swir.analysis.traffic import KernelTraffic, dma_traffic
+from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
 from swir.passes.dma.insert_dma import ldm_total
@@ -251,21 +253,34 @@ class CostReport:
     function: str
     machine: Machine
     kernels: list[KernelCost] = field(default_factory=list)
+    # A program for several ranks: the ranks (each runs the kernels above on
+    # its share) and the collectives between them (swir.analysis.network).
+    ranks: int = 1
+    collectives: list[CollectiveCost] = field(default_factory=list)
 
     def total(self, key: str) -> float:
         return sum(getattr(k, key) for k in self.kernels)
 
     @property
+    def communication_s(self) -> float:
+        return sum(c.seconds for c in self.collectives)
+
+    @property
     def modeled_s(self) -> float:
-        """Kernels run one after another (spawn, join); host time not modeled."""
-        return self.total("modeled_s")
+        """Kernels run one after another (spawn, join), then or between them
+        the collectives, which every rank waits for; other host time is not
+        modeled."""
+        return self.total("modeled_s") + self.communication_s
 
     def as_dict(self) -> dict[str, Any]:
         keys = ("flops", "vector_flops", "gets", "puts", "bytes_in", "bytes_out",
                 "peak_compute_s", "compute_s", "dma_s", "modeled_s", "roofline_s")
+        totals = {k: self.total(k) for k in keys}
+        totals["communication_s"] = self.communication_s
+        totals["modeled_s"] = self.modeled_s
         return {"function": self.function, "machine": asdict(self.machine),
-                "kernels": [k.as_dict() for k in self.kernels],
-                "totals": {k: self.total(k) for k in keys}}
+                "ranks": self.ranks, "kernels": [k.as_dict() for k in self.kernels],
+                "collectives": [c.as_dict() for c in self.collectives], "totals": totals}
 
 
 def cost_report(module: Module, machine: Machine | None = None,
@@ -278,11 +293,14 @@ def cost_report(module: Module, machine: Machine | None = None,
     if "ldm_size" in module.attrs:
         machine = machine.with_(ldm_bytes=int(module.attrs["ldm_size"]))
     traffic = dma_traffic(module, func, count_compute=True, deadline=deadline)
-    report = CostReport(traffic.function, machine)
+    report = CostReport(traffic.function, machine, ranks=module_ranks(module))
     for name, t in traffic.kernels.items():
         f = module.lookup(name)
         if isinstance(f, Function):
             report.kernels.append(kernel_cost(f, t, machine))
+    entry = module.lookup(traffic.function)
+    if isinstance(entry, Function):
+        report.collectives = collective_costs(module, entry, target_of(module.attrs))
     return report
 
 

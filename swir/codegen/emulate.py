@@ -71,15 +71,29 @@ class Run:
     stderr: str
 
 
+def mpirun(ranks: int) -> tuple[list[str], dict[str, str]]:
+    """The command prefix that starts ``ranks`` ranks of an MPI program here
+    (Open MPI's mpirun; --oversubscribe: more ranks than cores), and its
+    environment: Open MPI refuses to run as root unless told it may (CI
+    machines and containers run as root)."""
+    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    return ["mpirun", "-np", str(ranks), "--oversubscribe"], env
+
+
 def run(program: Path, inputs: list[np.ndarray], input_types: list[Type],
         output_types: list[Type], repeat: int = 1, timeout: float = 600,
-        env: dict[str, str] | None = None) -> Run:
+        env: dict[str, str] | None = None, ranks: int | None = None) -> Run:
     """Run the program on ``inputs`` (converted to the declared types, written
     raw little-endian), reading back one array per output type and the
-    counters of ``--stats``."""
+    counters of ``--stats``. ``ranks``: an MPI program (swir-cg --ranks),
+    started by mpirun on that many ranks; ``input_types`` and ``output_types``
+    are then what rank 0 reads and writes (the whole batch)."""
     with tempfile.TemporaryDirectory(prefix="swir-emu-") as tmp:
         d = Path(tmp)
-        cmd = [str(program)]
+        prefix, mpi_env = mpirun(ranks) if ranks is not None else ([], {})
+        env = {**mpi_env, **(env or {})}
+        cmd = [*prefix, str(program)]
         for i, (a, t) in enumerate(zip(inputs, input_types)):
             path = d / f"in{i}.bin"
             np.ascontiguousarray(a, dtype=dtype_of(t).newbyteorder("<")).tofile(path)

@@ -53,19 +53,43 @@ def allgather(world: World | None, rank: int, part: np.ndarray, axis: int) -> np
     return part.copy() if world is None else world.allgather(rank, part, axis)
 
 
+COLLECTIVES = ("allgather", "scatter", "gather", "bcast")
+
+
 class MPICounters:
-    """What one rank sent, per collective (the program's --stats "mpi")."""
+    """What one rank sent, per collective: the MPI program's --stats "mpi"
+    (swir/codegen/program_ranks.c counts the same)."""
 
     def __init__(self) -> None:
-        self.calls = 0
-        self.bytes_sent = 0
+        self.counts = {c: [0, 0] for c in COLLECTIVES}     # calls, bytes sent
+
+    def count(self, collective: str, bytes_sent: int) -> None:
+        self.counts[collective][0] += 1
+        self.counts[collective][1] += bytes_sent
 
     def add(self, part: np.ndarray, ranks: int) -> None:
-        self.calls += 1
-        self.bytes_sent += part.nbytes * (ranks - 1)   # its slice to every other rank
+        """An allgather: this rank's slice to every other rank."""
+        self.count("allgather", part.nbytes * (ranks - 1))
 
-    def as_json(self) -> dict[str, int]:
-        return {"allgather_calls": self.calls, "allgather_bytes_sent": self.bytes_sent}
+    def as_json(self) -> dict[str, dict[str, int]]:
+        return {c: {"calls": n, "bytes_sent": b} for c, (n, b) in self.counts.items()}
+
+
+def count_io(counters: list[MPICounters], split: str, args: list[np.ndarray],
+             results: list[np.ndarray]) -> None:
+    """The program's inputs and outputs, moved as the MPI program moves them:
+    scattered from rank 0 and gathered to it (data split), or broadcast from
+    it (model split: every rank computes the whole outputs)."""
+    ranks = len(counters)
+    for r, c in enumerate(counters):
+        for a in args:
+            nbytes = np.asarray(a).nbytes
+            if split == "data":
+                c.count("scatter", nbytes // ranks * (ranks - 1) if r == 0 else 0)
+            else:
+                c.count("bcast", nbytes * (ranks - 1) if r == 0 else 0)
+        for out in results if split == "data" else ():
+            c.count("gather", 0 if r == 0 else np.asarray(out).nbytes // ranks)
 
 
 def run_ranks(ranks: int, split: str, args: list[np.ndarray],

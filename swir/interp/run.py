@@ -13,7 +13,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp import buffered, dma, loop
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import GraphInterpreter
-from swir.interp.ranks import World, run_ranks
+from swir.interp.ranks import World, count_io, run_ranks
 from swir.ir.constants import module_ranks
 from swir.ir.core import FuncParam, Function, Module
 from swir.ir.types import ShapedType, Type
@@ -74,6 +74,7 @@ def run_function(module: Module, f: Function, args: list[np.ndarray],
 
     if "ranks" in module.attrs:
         results, _ = run_ranks(ranks, split, args, run_rank)
+        count_io([i.mpi for i in interps], split, args, results)
     else:
         results = run_rank(0, None, args)
     if stats is not None:
