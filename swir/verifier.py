@@ -38,7 +38,10 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
+from swir.ops.collective import HOST_FORM
 from swir.ops.registry import OpError, lookup
+
+COLLECTIVES = frozenset(HOST_FORM) | frozenset(HOST_FORM.values())
 from swir.ops.util import attr_or_default, check_dense
 from swir.target import DEFAULT_TARGET, TARGETS, target_of
 
@@ -149,7 +152,7 @@ class _Verifier:
                 self.error(f"holds slices for {k!r} ranks; the module runs on {n}", g.loc,
                            f"@{g.name}")
         for inst in m.walk():
-            if inst.opname in ("allgather", "mpi_allgather") and inst.attrs.get("ranks") != n:
+            if inst.opname in COLLECTIVES and inst.attrs.get("ranks") != n:
                 self.error(f"'{inst.opname}' op gathers from {inst.attrs.get('ranks')!r} ranks; "
                            f"the module runs on {n}", inst.loc)
 

@@ -11,6 +11,10 @@ Operations in MPICH", IJHPCA 19(1), 2005), in the Hockney model of a
 message, latency + bytes / bandwidth:
 
 - allgather (recursive doubling or Bruck): ``ceil(log2 p) * a + (p - 1) * m / b``;
+- reduce-scatter (recursive halving or pairwise exchange): the same, with
+  m = n / p of the whole n, plus the MPE adding what it receives: 3 (p - 1)
+  m bytes read and written at its copy bandwidth;
+- allreduce (Rabenseifner's: a reduce-scatter, then an allgather);
 - scatter and gather (binomial tree): ``ceil(log2 p) * a + (p - 1) * m / b``;
 - broadcast (binomial tree for short messages, scatter then allgather for
   long ones): ``min(ceil(log2 p) * (a + n / b), 2 * ceil(log2 p) * a + 2 * (p - 1) / p * n / b)``;
@@ -103,6 +107,15 @@ class Network:
     def allgather(self, block: float) -> float:
         return self.steps * self.latency() + self.exchange_seconds(block)
 
+    def reduce_scatter(self, n: float) -> float:
+        if self.ranks == 1:
+            return 0.0
+        m = n / self.ranks
+        return self.allgather(m) + 3 * (self.ranks - 1) * m / self.mpe_copy
+
+    def allreduce(self, n: float) -> float:
+        return self.reduce_scatter(n) + self.allgather(n / self.ranks)
+
     def scatter(self, block: float) -> float:
         return self.steps * self.latency() + self.root_seconds(block)
 
@@ -135,6 +148,12 @@ def collective_costs(module: Module, f: Function, target: Target) -> list[Collec
     for inst in _host_instructions(module, f):
         if inst.opname == "mpi_allgather":
             out.append(_allgather(inst, net))
+        elif inst.opname in ("mpi_reduce_scatter", "mpi_allreduce"):
+            n = inst.args[0].type.bytes
+            kind = inst.opname.removeprefix("mpi_")
+            seconds = net.reduce_scatter(n) if kind == "reduce_scatter" else net.allreduce(n)
+            out.append(CollectiveCost(f"{kind} @{getattr(inst.args[1], 'name', '?')}", kind,
+                                      n // net.ranks, seconds))
     for p in outputs if split == "data" else ():
         b = p.type.bytes
         out.append(CollectiveCost(f"gather output %{p.name}", "gather", b, net.scatter(b)))

@@ -497,10 +497,22 @@ def _mpi_allgather(e: BodyEmitter, inst: Instruction) -> None:
                              C.as_expr(run), C.as_expr(outer))))  # type: ignore[arg-type]
 
 
+def _mpi_reduce(e: BodyEmitter, inst: Instruction) -> None:
+    """swir_reduce_scatter / swir_allreduce (program_ranks.c): the elements of
+    the buffer filled, summed as MPI_FLOAT or MPI_DOUBLE."""
+    target = inst.args[1].type  # type: ignore[union-attr]
+    mpi_type = {"f32": "MPI_FLOAT", "f64": "MPI_DOUBLE"}[target.element.name]
+    fn = "swir_" + inst.opname.removeprefix("mpi_")
+    e.emit(C.ExprStmt(C.call(fn, e.var(inst.args[0]), e.var(inst.args[1]),  # type: ignore
+                             C.as_expr(target.num_elements), C.Id(mpi_type),
+                             C.as_expr(target.element.bytes))))
+
+
 _STATEMENTS = {
     "const": _const, "load": _load, "store": _store, "for": _loop, "parallel": _loop,
     "if": _if, "dyn_index": _dyn_index, "cpe_id": _cpe_id, "chunk": _chunk,
     "ldm_alloc": _ldm_alloc, "dma_get": _dma, "dma_put": _dma, "dma_bcast": _dma, "dma_wait": _dma_wait,
     "call": _call, "spawn": _spawn, "join": _join, "return": _return, "br": _br,
     "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy, "mpi_allgather": _mpi_allgather,
+    "mpi_reduce_scatter": _mpi_reduce, "mpi_allreduce": _mpi_reduce,
 }

@@ -21,9 +21,11 @@ struct mpi_counter {
     const char *name;
     long long calls, bytes_sent;
 };
-enum { MPI_ALLGATHER_, MPI_SCATTER_, MPI_GATHER_, MPI_BCAST_, N_COLLECTIVES };
+enum { MPI_ALLGATHER_, MPI_REDUCE_SCATTER_, MPI_ALLREDUCE_, MPI_SCATTER_, MPI_GATHER_,
+       MPI_BCAST_, N_COLLECTIVES };
 static struct mpi_counter collectives[N_COLLECTIVES] = {
-    {"allgather", 0, 0}, {"scatter", 0, 0}, {"gather", 0, 0}, {"bcast", 0, 0}};
+    {"allgather", 0, 0}, {"reduce_scatter", 0, 0}, {"allreduce", 0, 0}, {"scatter", 0, 0},
+    {"gather", 0, 0}, {"bcast", 0, 0}};
 
 static void count(int which, long long bytes_sent)
 {
@@ -146,6 +148,28 @@ static void swir_allgather(const void *part, void *whole, size_t run, long outer
     free(staging);
 }
 
+/* swir's mpi_reduce_scatter: this rank's `elements` (of `type`,
+ * MPI_FLOAT or MPI_DOUBLE, `size` bytes each) of the sum of every rank's
+ * partial sum: the ranks' slices are contiguous runs of the whole. */
+static void swir_reduce_scatter(const void *partial, void *part, long elements,
+                                MPI_Datatype type, size_t size)
+{
+    int n = mpi_bytes((size_t)elements * size, "a reduce-scatter's slice") / (int)size;
+    check_mpi(MPI_Reduce_scatter_block(partial, part, n, type, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Reduce_scatter_block");
+    count(MPI_REDUCE_SCATTER_, (long long)n * (long long)size * SWIR_RANKS * (SWIR_RANKS - 1)
+                               / SWIR_RANKS);
+}
+
+/* swir's mpi_allreduce: the sum of every rank's `elements`, on every rank. */
+static void swir_allreduce(const void *partial, void *whole, long elements, MPI_Datatype type,
+                           size_t size)
+{
+    int n = mpi_bytes((size_t)elements * size, "an allreduce") / (int)size;
+    check_mpi(MPI_Allreduce(partial, whole, n, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    count(MPI_ALLREDUCE_, (long long)n * (long long)size * (SWIR_RANKS - 1) / SWIR_RANKS * 2);
+}
+
 /* --stats: every rank's counters (the emulation's, then "mpi"), gathered on
  * rank 0 as {"ranks": [{"rank": 0, "mpi": {...}, "runs": ..., ...}, ...]}. */
 static void ranks_stats(int runs)
@@ -202,6 +226,9 @@ static void ranks_stats(int runs)
 
 static void end_ranks(void)
 {
-    (void)swir_allgather;       /* a program on one rank gathers nothing */
+    /* A program need not make every kind of collective. */
+    (void)swir_allgather;
+    (void)swir_reduce_scatter;
+    (void)swir_allreduce;
     MPI_Finalize();
 }

@@ -17,7 +17,8 @@ import numpy as np
 
 from swir.diagnostics import Diagnostic
 from swir.interp.kernels import DataError, evaluate
-from swir.interp.ranks import MPICounters, World, allgather
+from swir.interp.ranks import MPICounters, World, collective
+from swir.ops.collective import HOST_FORM
 from swir.ir.constants import constant_array, global_array
 from swir.ir.core import (
     Apply,
@@ -113,10 +114,9 @@ class GraphInterpreter:
             outs = self.call(callee, [self.value(v, env) for v in app.args])
         elif inst.opname == "fused":
             outs = self.fused(inst, env)
-        elif inst.opname == "allgather":
-            part = self.value(inst.args[0], env)
-            self.mpi.add(part, inst.attrs["ranks"])
-            outs = [allgather(self.world, self.rank, part, inst.attrs["axis"])]
+        elif inst.opname in HOST_FORM:
+            outs = [collective(inst.opname, inst.attrs, self.world, self.rank,
+                               self.value(inst.args[0], env), self.mpi)]
         else:
             operands = [self.value(s, env) for s in inst.args]
             try:

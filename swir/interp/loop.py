@@ -52,7 +52,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
-from swir.interp.ranks import MPICounters, World, allgather
+from swir.interp.ranks import MPICounters, World, collective
 from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
                                  value_text)
 from swir.ir.core import (
@@ -786,18 +786,17 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
         e.line(call)
 
 
-@emitter("mpi_allgather")
-def _emit_mpi_allgather(e: Emit, inst: Instruction) -> None:
+@emitter("mpi_allgather", "mpi_reduce_scatter", "mpi_allreduce")
+def _emit_collective(e: Emit, inst: Instruction) -> None:
     it = e.interp
-    part_type = inst.args[0].type
-    axis, ranks = inst.attrs["axis"], inst.attrs["ranks"]
+    shape = inst.args[0].type.shape
+    op = inst.opname.removeprefix("mpi_")
 
-    def gather(part: np.ndarray, whole: np.ndarray) -> None:
-        piece = part.reshape(part_type.shape)
-        it.mpi.add(piece, ranks)
-        whole[:] = allgather(it.world, it.rank, piece, axis).reshape(-1)
+    def run(source: np.ndarray, target: np.ndarray) -> None:
+        target[:] = collective(op, inst.attrs, it.world, it.rank, source.reshape(shape),
+                               it.mpi).reshape(-1)
 
-    e.line(f"{e.bind(gather, 'gather')}({e.name(inst.args[0])}, {e.name(inst.args[1])})")
+    e.line(f"{e.bind(run, 'mpi')}({e.name(inst.args[0])}, {e.name(inst.args[1])})")
 
 
 @emitter("return")

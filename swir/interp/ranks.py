@@ -38,6 +38,18 @@ class World:
         self._wait()            # nobody refills a slot before all have read them
         return whole
 
+    def reduce(self, rank: int, partial: np.ndarray) -> np.ndarray:
+        """The sum of every rank's ``partial``, in rank order (MPI_SUM)."""
+        if self.size == 1:
+            return partial.copy()
+        self._slots[rank] = partial.copy()
+        self._wait()
+        total = self._slots[0].copy()
+        for other in self._slots[1:]:
+            total += other
+        self._wait()
+        return total
+
     def _wait(self) -> None:
         try:
             self._barrier.wait()
@@ -48,12 +60,22 @@ class World:
         self._barrier.abort()
 
 
-def allgather(world: World | None, rank: int, part: np.ndarray, axis: int) -> np.ndarray:
-    """A collective of the interpreters: with no world, this is the only rank."""
-    return part.copy() if world is None else world.allgather(rank, part, axis)
+def collective(op: str, attrs: dict, world: World | None, rank: int, value: np.ndarray,
+               counters: "MPICounters") -> np.ndarray:
+    """What collective ``op`` gives this rank for its ``value`` (with no world,
+    this is the only rank), counted as the MPI program counts it."""
+    ranks = attrs["ranks"]
+    if op == "allgather":
+        counters.count(op, value.nbytes * (ranks - 1))
+        return value.copy() if world is None else world.allgather(rank, value, attrs["axis"])
+    counters.count(op, value.nbytes * (ranks - 1) // ranks * (2 if op == "allreduce" else 1))
+    total = value.copy() if world is None else world.reduce(rank, value)
+    if op == "allreduce":
+        return total
+    return np.split(total, ranks, axis=attrs["axis"])[rank]
 
 
-COLLECTIVES = ("allgather", "scatter", "gather", "bcast")
+COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "scatter", "gather", "bcast")
 
 
 class MPICounters:
@@ -66,10 +88,6 @@ class MPICounters:
     def count(self, collective: str, bytes_sent: int) -> None:
         self.counts[collective][0] += 1
         self.counts[collective][1] += bytes_sent
-
-    def add(self, part: np.ndarray, ranks: int) -> None:
-        """An allgather: this rank's slice to every other rank."""
-        self.count("allgather", part.nbytes * (ranks - 1))
 
     def as_json(self) -> dict[str, dict[str, int]]:
         return {c: {"calls": n, "bytes_sent": b} for c, (n, b) in self.counts.items()}

@@ -1,12 +1,20 @@
 """Collective ops: what ranks (MPI processes, one per core group) exchange.
 
 A module compiled for several ranks (``stage ... {ranks = N}``, written by
--distribute) is one program that every rank runs (SPMD). Where the ranks have
-each computed a slice of a tensor along ``axis``, ``allgather`` rebuilds the
-whole tensor on every rank: the result is the ranks' slices concatenated along
-``axis`` in rank order (MPI_Allgather). The graph stage has the value form;
--lower-loops turns it into ``mpi_allgather %slice, %whole`` on buffers, a host
-instruction the C generator emits as one MPI call.
+-distribute) is one program that every rank runs (SPMD). The collectives:
+
+- ``allgather``: each rank holds a slice of a tensor along ``axis``; the
+  result, on every rank, is the slices concatenated along ``axis`` in rank
+  order (MPI_Allgather);
+- ``reduce_scatter``: each rank holds a partial sum of a whole tensor; the
+  result is this rank's slice along ``axis`` of the sum over the ranks
+  (MPI_Reduce_scatter_block);
+- ``allreduce``: the sum over the ranks of their partial sums, on every rank
+  (MPI_Allreduce).
+
+The graph stage has the value forms; -lower-loops turns each into the host
+instruction ``mpi_NAME %from, %to`` on buffers, which the C generator emits as
+one MPI call. The sums are of f32 or f64 elements.
 """
 
 from __future__ import annotations
@@ -47,18 +55,69 @@ def _infer_allgather(inst: Instruction) -> list[Type]:
     return [TensorType(gathered_shape(t.shape, axis, attr(inst, "ranks")), t.element)]
 
 
-def _verify_mpi_allgather(inst: Instruction) -> None:
+def _check_summable(t) -> None:
+    if t.element.name not in ("f32", "f64"):
+        raise OpError(f"sums f32 or f64 elements, not {t.element}")
+
+
+def _infer_reduce_scatter(inst: Instruction) -> list[Type]:
+    if len(inst.args) != 1:
+        raise OpError(f"'reduce_scatter' takes one operand, got {len(inst.args)}")
+    t = tensor_arg(inst, 0)
+    _check_summable(t)
+    axis = _check_axis(inst, t.rank)
+    ranks = attr(inst, "ranks")
+    if t.shape[axis] % ranks:
+        raise OpError(f"axis {axis} of {t} does not split into {ranks} equal slices")
+    return [TensorType(t.shape[:axis] + (t.shape[axis] // ranks,) + t.shape[axis + 1:],
+                       t.element)]
+
+
+def _infer_allreduce(inst: Instruction) -> list[Type]:
+    if len(inst.args) != 1:
+        raise OpError(f"'allreduce' takes one operand, got {len(inst.args)}")
+    t = tensor_arg(inst, 0)
+    _check_summable(t)
+    return [t]
+
+
+def _buffers(inst: Instruction) -> tuple[BufType, BufType]:
     if len(inst.args) != 2:
-        raise OpError("'mpi_allgather' takes a slice buffer and the whole buffer")
-    part, whole = (value_arg(inst, i).type for i in (0, 1))
-    if not isinstance(part, BufType) or not isinstance(whole, BufType):
-        raise OpError(f"'mpi_allgather' takes main-memory buffers, got {part} and {whole}")
-    axis = _check_axis(inst, part.rank)
-    want = gathered_shape(part.shape, axis, attr(inst, "ranks"))
-    if whole.shape != want or whole.element != part.element:
-        raise OpError(f"{attr(inst, 'ranks')} slices {part} along axis {axis} make "
-                      f"buf<{' x '.join(map(str, want))} x {part.element}>, not {whole}")
+        raise OpError(f"'{inst.opname}' takes the buffer it sends and the buffer it fills")
+    a, b = (value_arg(inst, i).type for i in (0, 1))
+    if not isinstance(a, BufType) or not isinstance(b, BufType):
+        raise OpError(f"'{inst.opname}' takes main-memory buffers, got {a} and {b}")
     check_writable(inst, 1)
+    return a, b
+
+
+def _expect(inst: Instruction, got: BufType, shape: tuple[int, ...], element) -> None:
+    if got.shape != shape or got.element != element:
+        raise OpError(f"'{inst.opname}' fills buf<{' x '.join(map(str, shape))} x {element}>, "
+                      f"not {got}")
+
+
+def _verify_mpi_allgather(inst: Instruction) -> None:
+    part, whole = _buffers(inst)
+    axis = _check_axis(inst, part.rank)
+    _expect(inst, whole, gathered_shape(part.shape, axis, attr(inst, "ranks")), part.element)
+
+
+def _verify_mpi_reduce_scatter(inst: Instruction) -> None:
+    partial, part = _buffers(inst)
+    _check_summable(partial)
+    axis = _check_axis(inst, partial.rank)
+    ranks = attr(inst, "ranks")
+    if partial.shape[axis] % ranks:
+        raise OpError(f"axis {axis} of {partial} does not split into {ranks} equal slices")
+    _expect(inst, part, partial.shape[:axis] + (partial.shape[axis] // ranks,)
+            + partial.shape[axis + 1:], partial.element)
+
+
+def _verify_mpi_allreduce(inst: Instruction) -> None:
+    partial, whole = _buffers(inst)
+    _check_summable(partial)
+    _expect(inst, whole, partial.shape, partial.element)
 
 
 ALLGATHER = register(OpDef(
@@ -66,8 +125,30 @@ ALLGATHER = register(OpDef(
                  "(MPI_Allgather).",
     stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_allgather,
     category=Category.OTHER))
+REDUCE_SCATTER = register(OpDef(
+    "reduce_scatter", "This rank's slice along `axis` of the sum of every rank's partial sum "
+                      "(MPI_Reduce_scatter_block).",
+    stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_reduce_scatter,
+    category=Category.OTHER))
+ALLREDUCE = register(OpDef(
+    "allreduce", "The sum of every rank's partial sum, on every rank (MPI_Allreduce).",
+    stages=frozenset({"graph"}), attrs=(_RANKS,), infer=_infer_allreduce,
+    category=Category.OTHER))
+MPI_REDUCE_SCATTER = register(OpDef(
+    "mpi_reduce_scatter", "Host: MPI_Reduce_scatter_block of this rank's partial-sum buffer: "
+                          "its slice along `axis` of the sum.",
+    stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_AXIS, _RANKS),
+    verify=_verify_mpi_reduce_scatter, pure=False, context="host", category=Category.OTHER))
+MPI_ALLREDUCE = register(OpDef(
+    "mpi_allreduce", "Host: MPI_Allreduce of this rank's partial-sum buffer into the sum.",
+    stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_RANKS,),
+    verify=_verify_mpi_allreduce, pure=False, context="host", category=Category.OTHER))
 MPI_ALLGATHER = register(OpDef(
     "mpi_allgather", "Host: MPI_Allgather of this rank's slice buffer into the whole buffer "
                      "(slices concatenated along `axis` in rank order).",
     stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_AXIS, _RANKS),
     verify=_verify_mpi_allgather, pure=False, context="host", category=Category.OTHER))
+
+# Each graph-stage collective and the host instruction -lower-loops makes of it.
+HOST_FORM = {"allgather": "mpi_allgather", "reduce_scatter": "mpi_reduce_scatter",
+             "allreduce": "mpi_allreduce"}

@@ -35,6 +35,7 @@ weights it slices along the stored axis that holds the output channels).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,8 +181,16 @@ def split_channels(module: Module, ranks: int) -> int:
             channels = _splittable(inst)
             if channels is not None:
                 widest = max(widest, channels)
-            if channels is not None and channels % ranks == 0:
-                parted[id(inst.results[0])] = _split_op(module, inst, ranks)
+            if channels is not None and _reads_split_inputs(inst, parted):
+                whole = _split_inputs(module, inst, ranks, parted)
+                if isinstance(whole, Parted):
+                    parted[id(inst.results[0])] = whole
+                else:
+                    inst.results[0].replace_all_uses_with(whole)
+                converted.append(inst)
+                count += 1
+            elif channels is not None and channels % ranks == 0:
+                parted[id(inst.results[0])] = _split_outputs(module, inst, ranks)
                 converted.append(inst)
                 count += 1
             elif _stays_split(inst, parted):
@@ -219,6 +228,13 @@ def _out_axis(inst: Instruction) -> tuple[int, int]:
     return inst.results[0].type.rank - 1, 1
 
 
+def _in_axis(inst: Instruction) -> tuple[int, int]:
+    """(axis of the input, axis of the weight) that hold the input channels (the sum)."""
+    if inst.opname == "conv2d":
+        return 1, 1
+    return inst.args[0].type.rank - 1, 0
+
+
 def _splittable(inst: Instruction) -> int | None:
     """The output channels of a conv2d / matmul this pass can split, else None."""
     if inst.opname == "conv2d":
@@ -248,16 +264,23 @@ def _ranked_global(module: Module, g: Global, axis: int, ranks: int) -> Global:
     return new
 
 
-def _split_op(module: Module, inst: Instruction, ranks: int) -> Parted:
-    axis, w_axis = _out_axis(inst)
+def _weight_slice(module: Module, build: Builder, inst: Instruction, w_axis: int,
+                  ranks: int) -> Value:
+    """This rank's slice of the op's weight along ``w_axis`` (a per-rank global,
+    read through the op's transpose when -layout stored it transposed)."""
     g, perm = _weight_global(inst.args[1])
-    build = Builder(inst.parent, inst)
-    stored_axis = w_axis if perm is None else perm[w_axis]
-    w: Value = _ranked_global(module, g, stored_axis, ranks)
+    w: Value = _ranked_global(module, g, w_axis if perm is None else perm[w_axis], ranks)
     if perm is not None:
         w = build.create_inst("transpose", w, attrs={"perm": perm},
                               names=[inst.args[1].name]).results[0]
-    args = [inst.args[0], w]
+    return w
+
+
+def _split_outputs(module: Module, inst: Instruction, ranks: int) -> Parted:
+    """Each rank computes its slice of the output channels from the whole input."""
+    axis, w_axis = _out_axis(inst)
+    build = Builder(inst.parent, inst)
+    args = [inst.args[0], _weight_slice(module, build, inst, w_axis, ranks)]
     if len(inst.args) > 2:
         args.append(_ranked_global(module, inst.args[2], 0, ranks))
     new = build.create_inst(inst.opname, *args, attrs=dict(inst.attrs),
@@ -266,10 +289,65 @@ def _split_op(module: Module, inst: Instruction, ranks: int) -> Parted:
     return Parted(new.results[0], axis)
 
 
+def _reads_split_inputs(inst: Instruction, parted: dict[int, Parted]) -> bool:
+    """The op's input is split over its input channels (the axis it sums over)."""
+    p = parted.get(id(inst.args[0]))
+    return p is not None and p.axis == _in_axis(inst)[0] and \
+        (inst.opname != "conv2d" or inst.attrs.get("groups", 1) == 1)
+
+
+def _split_inputs(module: Module, inst: Instruction, ranks: int,
+                  parted: dict[int, Parted]) -> Parted | Value:
+    """Each rank sums over its slice of the input channels, which it holds, for
+    every output channel; the ranks' partial sums are then added: by a
+    reduce-scatter that leaves each rank its slice of the output channels (a
+    batch-1 conv: the slices are contiguous, and the next layer can sum over
+    them in turn), else by an allreduce. The bias is added after the sum."""
+    _, w_axis = _in_axis(inst)
+    axis, _ = _out_axis(inst)
+    build = Builder(inst.parent, inst)
+    w = _weight_slice(module, build, inst, w_axis, ranks)
+    name = inst.results[0].name
+    partial = build.create_inst(inst.opname, parted[id(inst.args[0])].part, w,
+                                attrs=dict(inst.attrs), names=[f"{name}.partial"])
+    partial.loc = inst.loc
+    whole = inst.results[0].type
+    scatter = inst.opname == "conv2d" and math.prod(whole.shape[:axis]) == 1 \
+        and whole.shape[axis] % ranks == 0
+    if scatter:
+        total = build.create_inst("reduce_scatter", partial.results[0],
+                                  attrs={"axis": axis, "ranks": ranks}, names=[name])
+    else:
+        total = build.create_inst("allreduce", partial.results[0], attrs={"ranks": ranks},
+                                  names=[name])
+    total.loc = inst.loc
+    out = total.results[0]
+    if len(inst.args) > 2:      # conv2d's bias, one per output channel: C x 1 x 1
+        bias = inst.args[2]
+        per_channel = _reshaped_global(module, bias, (whole.shape[axis], 1, 1))
+        b = _ranked_global(module, per_channel, 0, ranks) if scatter else per_channel
+        biased = build.create_inst("add", out, b, names=[f"{name}.biased"])
+        biased.loc = inst.loc
+        out = biased.results[0]
+    return Parted(out, axis) if scatter else out
+
+
+def _reshaped_global(module: Module, g: Global, shape: tuple[int, ...]) -> Global:
+    return new_global(module, f"{g.name}.channels", TensorType(shape, g.type.element),
+                      np.asarray(constant_value(g)).reshape(shape))
+
+
+# Ops that compute each channel (axis 1) from the same channel alone.
+CHANNEL_WISE = frozenset({"max_pool2d", "avg_pool2d", "global_avg_pool2d"})
+
+
 def _stays_split(inst: Instruction, parted: dict[int, Parted]) -> bool:
     """An element-wise op of a split value whose other operands are split the same way
-    or constants it can slice."""
+    or constants it can slice, or a pooling of a value split by channels."""
     d = inst.opdef
+    if inst.opname in CHANNEL_WISE:
+        p = parted.get(id(inst.args[0]))
+        return p is not None and p.axis == 1
     if d is None or SCALAR_FORM not in d.traits or len(inst.results) != 1 \
             or d.category not in (Category.ELEMENTWISE, Category.BROADCAST):
         return False
@@ -330,7 +408,9 @@ def _gather_where_needed(f: Function, parted: dict[int, Parted],
     done = {id(i) for i in converted}
     for inst in converted:
         whole = inst.results[0]
-        p = parted[id(whole)]
+        p = parted.get(id(whole))
+        if p is None:           # computed whole (an allreduce): its users have it already
+            continue
         readers = [u for u in whole.users if id(u) not in done]
         if not readers:
             continue

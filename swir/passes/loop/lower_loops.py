@@ -38,6 +38,7 @@ from swir.ir.fused import body, structural_key
 from swir.ir.types import TensorType, Type
 from swir.lowering import OpLowering, param_names, rule_for
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
+from swir.ops.collective import HOST_FORM
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
 _CONTROL = {"call", "return", "br", "cond_br"}
@@ -239,8 +240,8 @@ class FunctionLowering:
             self.lower_return(b, inst)
         elif op in ("br", "cond_br"):
             self.lower_branch(b, inst)
-        elif op == "allgather":     # a host MPI call, not a kernel
-            b.create_inst("mpi_allgather", self.value(inst.args[0]),
+        elif op in HOST_FORM:       # a collective: a host MPI call, not a kernel
+            b.create_inst(HOST_FORM[op], self.value(inst.args[0]),
                           self.result_buffer(inst.results[0]), attrs=dict(inst.attrs))
         elif any(is_tensor(v) for v in list(inst.operands) + list(inst.results)):
             kernel, extras = self.ml.kernel(inst)
