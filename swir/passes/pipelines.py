@@ -53,10 +53,11 @@ def level_options(name: str, level: str = DEFAULT_LEVEL) -> dict[str, str]:
     return dict(LEVEL_OPTIONS.get(level, {}).get(name, {}))
 
 
-def pipeline_flags(stage: str, level: str = DEFAULT_LEVEL) -> list[str]:
-    """swir-cg's pipeline as swir-opt flags: ``-ldm-plan{strategy=search}``."""
+def pipeline_flags(stage: str, level: str = DEFAULT_LEVEL, ranks: bool = False) -> list[str]:
+    """swir-cg's pipeline as swir-opt flags: ``-ldm-plan{strategy=search}``
+    (``ranks``: swir-cg --ranks's, whose -distribute takes --ranks=N)."""
     out = []
-    for name in compile_pipeline(stage, level):
+    for name in compile_pipeline(stage, level, ranks):
         opts = ",".join(f"{k}={v}" for k, v in level_options(name, level).items())
         out.append(f"-{name}" + ("{" + opts + "}" if opts else ""))
     return out

@@ -46,7 +46,7 @@ from swir.ir.constants import constant_value, module_ranks
 from swir.ir.core import ArrayInit, Function, Global, Instruction, Module, Value
 from swir.ir.types import TensorType
 from swir.ops.collective import ALLGATHER
-from swir.ops.registry import SCALAR_FORM, Category
+from swir.ops.registry import SCALAR_FORM, Category, OpError
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, one_of, option
 
@@ -148,7 +148,10 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
             shape = tuple(inst.attrs["shape"])
             inst.attrs = {**inst.attrs, "shape": (part,) + shape[1:]} if shape[0] == batch \
                 else inst.attrs
-        new = inst.opdef.infer(inst)
+        try:
+            new = inst.opdef.infer(inst)
+        except OpError as e:
+            raise _fail(f"'{inst.opname}' cannot take a batch of {part}: {e}", inst.loc) from None
         for r, t in zip(inst.results, new):
             if t != _per_rank(r.type, batch, part):
                 raise _fail(f"'{inst.opname}' mixes the batch with other axes (with a batch "
@@ -197,6 +200,8 @@ def split_channels(module: Module, ranks: int) -> int:
                 parted[id(inst.results[0])] = _split_elementwise(module, inst, ranks, parted)
                 converted.append(inst)
         _gather_where_needed(f, parted, converted, ranks)
+    for g in [g for g in module.globals if not g.has_uses]:
+        module.remove(g)        # the whole weights the slices replaced
     if count == 0:
         raise _fail(f"no conv2d or matmul has output channels that {ranks} ranks divide "
                     + (f"(more ranks than channels: the widest has {widest})"

@@ -1,0 +1,236 @@
+"""-distribute and the programs it makes (issue 26), checked against the
+interpreters: a module split over N ranks computes what the module did, at
+every stage, and the MPI program swir-cg writes for it moves what the
+interpreters say it moves (per rank: MPI bytes per collective, DMA).
+
+The interpreters run every rank in a thread of its own (swir.interp.ranks),
+meeting at each collective as the MPI ranks do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swir.analysis.network import Network
+from swir.codegen import emulate
+from swir.codegen.project import Options, generate, write_project
+from swir.interp.ranks import RankAborted, World, run_ranks
+from swir.interp.run import run_function
+from swir.parser import parse_module
+from swir.passes.manager import PassManager
+from swir.passes import pass_class
+from swir.target import SW26010
+
+ROOT = Path(__file__).parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def load(path: Path, text: str | None = None):
+    return parse_module(text if text is not None else path.read_text(), str(path))
+
+
+def lowered(module, *passes: str, **options):
+    """The module after the named passes (options: for -distribute)."""
+    made = []
+    for name in passes:
+        cls = pass_class(name)
+        made.append(cls(**options) if name == "distribute" else cls())
+    PassManager(made).run(module)
+    return module
+
+
+def run(module, args, base=EXAMPLES, stats=None):
+    return run_function(module, module.lookup("main"), args, base, stats=stats)
+
+
+def resnet_input():
+    return [np.load(EXAMPLES / "resnet_input.npy")]
+
+
+@pytest.fixture(scope="module")
+def resnet_whole():
+    m = lowered(load(EXAMPLES / "resnet.swir"), "fold-batchnorm", "dce")
+    return run(m, resnet_input())
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_model_split_graph_equals_the_whole(resnet_whole, ranks):
+    m = lowered(load(EXAMPLES / "resnet.swir"), "fold-batchnorm", "dce", "distribute",
+                ranks=ranks, split="model")
+    assert m.attrs == {"ranks": ranks, "split": "model"}
+    ops = {i.opname for i in m.walk()}
+    assert ("reduce_scatter" in ops) == (ranks > 1)
+    got = run(m, resnet_input())
+    np.testing.assert_allclose(got[0], resnet_whole[0], rtol=1e-5, atol=1e-7)
+
+
+def batched_mlp(batch: int) -> str:
+    """The mlp example for a batch (its constant 0.5 stays one row, broadcast)."""
+    text = (EXAMPLES / "mlp.swir").read_text().replace("<1 x", f"<{batch} x")
+    return text.replace(f"dense<0.5> : <{batch} x 32", "dense<0.5> : <1 x 32")
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_data_split_equals_the_whole(ranks):
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    whole = run(load(EXAMPLES / "mlp.swir", batched_mlp(4)), [x])
+    m = lowered(load(EXAMPLES / "mlp.swir", batched_mlp(4)), "distribute", ranks=ranks,
+                split="data")
+    assert m.lookup("main").params[0].type.shape == (4 // ranks, 64)
+    stats: dict = {}
+    got = run(m, [x], stats=stats)
+    np.testing.assert_allclose(got[0], whole[0], rtol=1e-6)
+    # Rank 0 scatters the other ranks' blocks and gathers theirs.
+    block = x.nbytes // ranks
+    assert stats["ranks"][0]["mpi"]["scatter"] == {"calls": 1, "bytes_sent": block * (ranks - 1)}
+    assert stats["ranks"][1]["mpi"]["gather"] == {"calls": 1, "bytes_sent": got[0].nbytes // ranks}
+
+
+def test_data_split_refuses_a_constant_of_the_whole_batch():
+    text = (EXAMPLES / "mlp.swir").read_text().replace("<1 x", "<4 x")
+    with pytest.raises(Exception, match="'mul' cannot take a batch of 2"):
+        lowered(load(EXAMPLES / "mlp.swir", text), "distribute", ranks=2, split="data")
+
+
+def test_data_split_checks_the_whole_batch():
+    m = lowered(load(EXAMPLES / "mlp.swir", batched_mlp(4)), "distribute", ranks=2, split="data")
+    with pytest.raises(Exception, match="the 2 ranks take a batch of 4"):
+        run(m, [np.zeros((2, 64), np.float32)])
+
+
+MLP_STAGES = {"graph": (), "loop": ("lower-loops",), "buffered": ("lower-loops", "ldm-plan"),
+              "dma": ("lower-loops", "ldm-plan", "insert-dma")}
+
+
+@pytest.fixture(scope="module")
+def mlp_runs():
+    """The mlp example split by channels over 2 ranks, run at every stage."""
+    x = [np.load(EXAMPLES / "mlp_input.npy")]
+    out = {}
+    for stage, passes in MLP_STAGES.items():
+        m = lowered(load(EXAMPLES / "mlp.swir"), "cse", "dce", "distribute", "fuse", "dce",
+                    *passes, ranks=2, split="model")
+        stats: dict = {}
+        out[stage] = (m, run(m, x, stats=stats), stats)
+    return out
+
+
+@pytest.mark.parametrize("stage", ["loop", "buffered", "dma"])
+def test_every_stage_computes_what_the_graph_does(mlp_runs, stage):
+    np.testing.assert_allclose(mlp_runs[stage][1][0], mlp_runs["graph"][1][0], rtol=1e-6)
+    assert [r["mpi"] for r in mlp_runs[stage][2]["ranks"]] == \
+        [r["mpi"] for r in mlp_runs["graph"][2]["ranks"]]
+
+
+def test_allgather_bytes(mlp_runs):
+    """The mlp's two gathers: 16 + 5 floats from each rank to the other."""
+    mpi = mlp_runs["graph"][2]["ranks"][1]["mpi"]
+    assert mpi["allgather"] == {"calls": 2, "bytes_sent": (16 + 5) * 4}
+    assert mpi["bcast"] == {"calls": 1, "bytes_sent": 0}
+    assert mlp_runs["graph"][2]["ranks"][0]["mpi"]["bcast"]["bytes_sent"] == 64 * 4
+
+
+HAVE_MPI = all(shutil.which(t) for t in ("mpicc", "mpirun", "cc", "make"))
+needs_mpi = pytest.mark.skipif(not HAVE_MPI and not os.environ.get("SWIR_REQUIRE_MPI"),
+                               reason="no mpicc / mpirun (Open MPI) on PATH")
+
+
+@needs_mpi
+@pytest.mark.parametrize("split", ["model", "data"])
+def test_program_moves_what_the_interpreter_counts(tmp_path, split):
+    """The MPI program of the dma-stage module, on 2 ranks: the same outputs,
+    and per rank the same MPI bytes per collective and the same DMA as the
+    dma-stage interpreter running both ranks."""
+    batch = 1 if split == "model" else 4
+    text = batched_mlp(batch)
+    m = lowered(load(EXAMPLES / "mlp.swir", text), "cse", "dce", "distribute", "fuse", "dce",
+                *MLP_STAGES["dma"], ranks=2, split=split)
+    x = np.random.default_rng(1).standard_normal((batch, 64)).astype(np.float32)
+    stats: dict = {}
+    want = run(m, [x], stats=stats)
+    project = tmp_path / "p"
+    write_project(generate(m, Options(source=str(EXAMPLES / "mlp.swir"))), str(project), False)
+    program = emulate.build(project, m.name)
+    whole = load(EXAMPLES / "mlp.swir", text).lookup("main")
+    got = emulate.run(program, [x], [p.type for p in whole.params], list(whole.result_types),
+                      ranks=2)
+    np.testing.assert_allclose(got.outputs[0], want[0], rtol=1e-6)
+    for mine, program_rank in zip(stats["ranks"], got.stats["ranks"]):
+        assert program_rank["mpi"] == mine["mpi"]
+        assert emulate.dma_counters(program_rank) == emulate.dma_counters(mine)
+
+
+def test_a_failing_rank_stops_the_others():
+    """Rank 1 fails before a collective the others wait in: they stop, and
+    the failure is what run_ranks raises (no hang)."""
+    def rank_body(rank: int, world: World, args):
+        if rank == 1:
+            raise ValueError("rank 1 failed")
+        return [world.allgather(rank, np.ones(2), 0)]
+
+    done = threading.Event()
+    errors = []
+
+    def go():
+        try:
+            run_ranks(3, "model", [], rank_body)
+        except ValueError as e:
+            errors.append(str(e))
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    assert done.wait(30), "run_ranks hung"
+    assert errors == ["rank 1 failed"]
+
+
+def test_world_gathers_and_sums_in_rank_order():
+    world = World(3)
+    out: list = [None] * 3
+
+    def body(r):
+        out[r] = (world.allgather(r, np.full(2, r), 0), world.reduce(r, np.full(2, float(r))))
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for gathered, total in out:
+        np.testing.assert_array_equal(gathered, [0, 0, 1, 1, 2, 2])
+        np.testing.assert_array_equal(total, [3.0, 3.0])
+    assert issubclass(RankAborted, Exception)
+
+
+# -- the network model -----------------------------------------------------------------
+
+def test_one_rank_communicates_nothing():
+    net = Network.for_target(SW26010, 1)
+    assert net.allgather(1e6) == net.reduce_scatter(1e6) == net.bcast(1e6) == 0.0
+
+
+def test_allgather_on_one_chip_uses_the_noc():
+    net = Network.for_target(SW26010, 4)
+    block = 1e6
+    assert net.allgather(block) == pytest.approx(2 * SW26010.noc_latency
+                                                 + 3 * block / SW26010.noc_bandwidth)
+
+
+def test_allgather_across_chips_shares_each_nodes_link():
+    """8 ranks on 2 chips: each node's 4 core groups take in the other node's 4
+    blocks each through one injection link, 16 blocks, plus 3 over the NoC."""
+    net = Network.for_target(SW26010, 8)
+    block = 1e6
+    assert net.allgather(block) == pytest.approx(3 * SW26010.net_latency
+                                                 + 16 * block / SW26010.net_bandwidth
+                                                 + 3 * block / SW26010.noc_bandwidth)
+
+
+def test_more_ranks_cost_more_per_collective():
+    times = [Network.for_target(SW26010, p).allgather(1e5) for p in (2, 4, 8, 64, 256)]
+    assert times == sorted(times)
