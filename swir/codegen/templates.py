@@ -422,9 +422,12 @@ _MPI_EDITS = (
     ("\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c",
      "\t$(MPICC) -host $(SWSTD) $(SWFLAGS) -c layers.c"),
     ("-n 1 -cgsp", "-n {ranks} -np {per_node} -cgsp"),
-    ("CC = cc\n", "CC = mpicc\nMPIRUN = mpirun\n"),
+    ("CC = cc\n", "CC = mpicc\n# make emu-run: Open MPI's mpirun, which refuses to start as root unless\n"
+     "# told it may (containers and CI machines run as root).\nMPIRUN = mpirun\n"
+     "MPIRUN_ENV = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"),
     ("\nclean:\n", "\nemu-run: $(PROGRAM)_emu\n"
-     "\t$(MPIRUN) -np {ranks} --oversubscribe ./$(PROGRAM)_emu $(ARGS)\n\nclean:\n"),
+     "\t$(MPIRUN_ENV) $(MPIRUN) -np {ranks} --oversubscribe ./$(PROGRAM)_emu $(ARGS)\n\n"
+     "clean:\n"),
     (".PHONY: all run emu ", ".PHONY: all run emu emu-run "),
 )
 

@@ -124,30 +124,30 @@ ALLGATHER = register(OpDef(
     "allgather", "Every rank's slice, concatenated along `axis` in rank order, on every rank "
                  "(MPI_Allgather).",
     stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_allgather,
-    category=Category.OTHER))
+    category=Category.COLLECTIVE))
 REDUCE_SCATTER = register(OpDef(
     "reduce_scatter", "This rank's slice along `axis` of the sum of every rank's partial sum "
                       "(MPI_Reduce_scatter_block).",
     stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_reduce_scatter,
-    category=Category.OTHER))
+    category=Category.COLLECTIVE))
 ALLREDUCE = register(OpDef(
     "allreduce", "The sum of every rank's partial sum, on every rank (MPI_Allreduce).",
     stages=frozenset({"graph"}), attrs=(_RANKS,), infer=_infer_allreduce,
-    category=Category.OTHER))
+    category=Category.COLLECTIVE))
 MPI_REDUCE_SCATTER = register(OpDef(
     "mpi_reduce_scatter", "Host: MPI_Reduce_scatter_block of this rank's partial-sum buffer: "
                           "its slice along `axis` of the sum.",
     stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_AXIS, _RANKS),
-    verify=_verify_mpi_reduce_scatter, pure=False, context="host", category=Category.OTHER))
+    verify=_verify_mpi_reduce_scatter, pure=False, context="host", category=Category.COLLECTIVE))
 MPI_ALLREDUCE = register(OpDef(
     "mpi_allreduce", "Host: MPI_Allreduce of this rank's partial-sum buffer into the sum.",
     stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_RANKS,),
-    verify=_verify_mpi_allreduce, pure=False, context="host", category=Category.OTHER))
+    verify=_verify_mpi_allreduce, pure=False, context="host", category=Category.COLLECTIVE))
 MPI_ALLGATHER = register(OpDef(
     "mpi_allgather", "Host: MPI_Allgather of this rank's slice buffer into the whole buffer "
                      "(slices concatenated along `axis` in rank order).",
     stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_AXIS, _RANKS),
-    verify=_verify_mpi_allgather, pure=False, context="host", category=Category.OTHER))
+    verify=_verify_mpi_allgather, pure=False, context="host", category=Category.COLLECTIVE))
 
 # Each graph-stage collective and the host instruction -lower-loops makes of it.
 HOST_FORM = {"allgather": "mpi_allgather", "reduce_scatter": "mpi_reduce_scatter",

@@ -49,6 +49,7 @@ class Category(str, Enum):
     MEMORY = "memory"      # buffers, loads, stores, copies
     DMA = "dma"            # DMA transfers and their waits
     CPE = "cpe"            # spawns, CPE ids and work shares
+    COLLECTIVE = "collective"  # what MPI ranks exchange (swir.ops.collective)
     OTHER = "other"        # calls, returns, branches
 
     # Printed as its value ("reduction"), as enum.StrEnum (Python 3.11) would.
@@ -292,9 +293,11 @@ def unregister(op: OpDef) -> None:
 
 
 def computes(op: OpDef) -> bool:
-    """A graph op that computes tensors (not a constant, a call, control flow or
-    a fused group's terminator, which each stage's driver handles itself)."""
-    return "graph" in op.stages and op.category not in (Category.OTHER, Category.CONSTANT)
+    """A graph op that computes tensors (not a constant, a call, control flow, a
+    fused group's terminator or a collective, which each stage's driver
+    handles itself)."""
+    return "graph" in op.stages and op.category not in (Category.OTHER, Category.CONSTANT,
+                                                        Category.COLLECTIVE)
 
 
 @dataclass(frozen=True)

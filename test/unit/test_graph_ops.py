@@ -80,13 +80,21 @@ def test_registered_for_graph_stage_only(name):
 GROUP_OPS = {"fused", "yield"}
 
 
+# What ranks exchange (docs/ir.md, "Collectives"; test_distribute.py).
+COLLECTIVES = {"allgather", "reduce_scatter", "allreduce"}
+
+
 def test_every_graph_only_op_is_listed_and_documented():
     graph_only = {o.name for o in all_ops() if o.stages == frozenset({"graph"})}
-    assert graph_only == set(GRAPH_OPS) | GROUP_OPS
+    assert graph_only == set(GRAPH_OPS) | GROUP_OPS | COLLECTIVES
     doc = (Path(__file__).resolve().parents[2] / "docs" / "ir.md").read_text()
     headings = [line for line in doc.splitlines() if line.startswith("#")]
     for name in GRAPH_OPS:
         assert any(f"`{name}`" in h for h in headings), name
+    collectives = doc.split("## Collectives (graph stage)", 1)[1].split("\n## ", 1)[0]
+    for name in COLLECTIVES:
+        assert f"| `{name}` |" in collectives and f"| `mpi_{name}` |" in doc, name
+        assert lookup(name).category == "collective"
     for op in all_ops():
         if op.category == "elementwise" and op.stages != frozenset({"graph"}):
             assert f"`{op.name}`" in doc, op.name

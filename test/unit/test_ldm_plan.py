@@ -287,7 +287,9 @@ def test_buffered_stage_computes_the_graph_result(case, ldm_size, strategy):
 
 def test_every_graph_op_goes_through_the_buffered_stage():
     structural = {"const", "call", "return", "br", "cond_br", "fused", "yield"}  # test_fuse.py
-    graph_ops = {o.name for o in all_ops() if "graph" in o.stages} - structural
+    # Collectives are host MPI calls, never planned (test/Transforms/Distribute/).
+    graph_ops = {o.name for o in all_ops()
+                 if "graph" in o.stages and o.category != "collective"} - structural
     assert graph_ops <= {c[0] for c in CASES}, graph_ops - {c[0] for c in CASES}
 
 

@@ -35,7 +35,8 @@ def test_the_using_it_commands_run_as_pasted(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     out = tmp_path / "out"
     for made in ("mlp.dma.swir", "mlp.split.swir", "stats.json", "mlp/mlp_emu", "y.npy",
-                 "s.json", "roofline.png", "cost.json", "dcgan.swir", "dcgan/main.c"):
+                 "s.json", "roofline.png", "cost.json", "dcgan.swir", "dcgan/main.c",
+                 "resnet4/resnet_emu", "y4.npy"):
         assert (out / made).exists(), made
     assert "swir-cg: wrote out/mlp" in p.stderr and "builds out/mlp/mlp_emu" in p.stderr
 

@@ -386,7 +386,8 @@ def test_json_schema_round_trip(tmp_path, capsys):
     assert code == 0, err
     d = json.loads(path.read_text())
     assert set(d) == {"input", "module", "stage", "level", "pipeline", "machine_name",
-                      "function", "machine", "kernels", "totals"}
+                      "function", "machine", "ranks", "kernels", "collectives", "totals"}
+    assert d["ranks"] == 1 and d["collectives"] == [] and d["totals"]["communication_s"] == 0
     assert (d["module"], d["stage"], d["level"], d["machine_name"], d["function"]) == \
         ("mlp", "graph", "O3", "optimistic", "main")
     assert d["machine"] == asdict(Machine(dma_efficiency=0.65, half_block=200,
@@ -401,7 +402,8 @@ def test_json_schema_round_trip(tmp_path, capsys):
     times = [k["modeled_s"] for k in d["kernels"]]
     assert times == sorted(times, reverse=True)
     for key, value in d["totals"].items():
-        assert value == pytest.approx(sum(k[key] for k in d["kernels"]), rel=1e-12)
+        if key != "communication_s":
+            assert value == pytest.approx(sum(k[key] for k in d["kernels"]), rel=1e-12)
     # The recorded pipeline reproduces the report.
     again = tmp_path / "again.json"
     code, _, err = report(capsys, EXAMPLES / "mlp.swir", "--machine", "optimistic",
@@ -512,3 +514,26 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, capsys, monkeypatch):
     assert code == 1 and err.count("\n") == 1, err
     assert "pip install 'swir[report]'" in err and "pip install '.[report]'" in err
     assert not (tmp_path / "r.png").exists()
+
+
+def test_ranks_add_the_collectives_and_the_speedup(tmp_path, capsys):
+    """--ranks 2: the mlp split by channels; its collectives' modeled time is
+    added to the kernels', and the speed-up is over the module on one core
+    group (the report without --ranks)."""
+    path, alone = tmp_path / "r2.json", tmp_path / "r1.json"
+    code, out, err = report(capsys, EXAMPLES / "mlp.swir", "--ranks", "2", "--split", "model",
+                            "--json", path)
+    assert code == 0, err
+    assert "2 ranks, split model" in out and "speed-up on 2 ranks" in out
+    d = json.loads(path.read_text())
+    assert d["ranks"] == 2 and d["split"] == "model"
+    kinds = [c["kind"] for c in d["collectives"]]
+    assert kinds.count("bcast") == 1 and "allgather" in kinds
+    comm = sum(c["seconds"] for c in d["collectives"])
+    assert d["totals"]["communication_s"] == pytest.approx(comm)
+    assert d["totals"]["modeled_s"] == pytest.approx(
+        sum(k["modeled_s"] for k in d["kernels"]) + comm)
+    assert report(capsys, EXAMPLES / "mlp.swir", "--json", alone)[0] == 0
+    one = json.loads(alone.read_text())["totals"]["modeled_s"]
+    assert d["one_core_group_s"] == pytest.approx(one)
+    assert d["speedup"] == pytest.approx(one / d["totals"]["modeled_s"])

@@ -12,21 +12,28 @@ parameter's leading axis (the batch) is not a multiple of N, or when an op
 mixes the batch with other axes (its result's leading axis is not the batch).
 
 **Model parallel** (``split=model``, for batch 1): each ``conv2d`` (groups
-1) and ``matmul`` whose weight is a constant global (or a transpose of one,
-as -layout leaves it) computes 1 / N of its output channels (conv: axis 1;
-matmul: the last axis) on each rank. Its weight and bias become per-rank
-globals (``{ranks = N}``: the global holds N slices, rank r reads slice r),
-so a rank stores only its own slice. Element-wise ops that follow stay split
-while their other operands are constants (sliced the same way) or split the
-same way; an ``allgather`` rebuilds the whole tensor right after the last
-split value, before the first op that needs all of it. An op whose channels
-N does not divide stays whole on every rank. Refused when no op can be split
-(more ranks than any op's output channels).
+1) and ``matmul`` whose weight is a constant global (or -layout's transpose
+of one) is split by channels, as Megatron-LM splits transformer layers:
+
+- its input whole: each rank computes its slice of the output channels
+  (conv: axis 1; matmul: the last axis), from its slice of the weight and
+  bias (per-rank globals ``{ranks = N}``: a rank stores only its slice);
+- its input split over the channels it sums over: each rank sums over its
+  input channels, for every output channel, and the ranks add the partial
+  sums (``reduce_scatter`` for a batch-1 conv, which leaves each rank its
+  output channels for the next layer; ``allreduce`` otherwise); the bias
+  after the sum.
+
+Element-wise ops whose other operands are constants (sliced the same way)
+or split the same way stay split, and so does pooling of a value split by
+channels; an ``allgather`` rebuilds a whole tensor right after its slice is
+computed, for the first op that needs all of it. An op whose channels N does
+not divide runs whole on every rank. Refused when no op can be split (more
+ranks than any op's output channels).
 
 ``split=auto`` takes data parallel when the batch is a multiple of N and
-model parallel otherwise: data parallel has no communication between layers
-and no work done twice, so the cost model (swir-report --ranks) always
-ranks it first where it applies.
+model parallel otherwise: data parallel needs no communication between
+layers (docs/performance.md compares the two on ResNet-18 at batch 4).
 
 Runs before -fuse (so fusion sees the split ops and keeps the element-wise
 ones in the conv / matmul kernels) and after -layout (whose transposed
@@ -47,6 +54,7 @@ from swir.ir.core import ArrayInit, Function, Global, Instruction, Module, Value
 from swir.ir.types import TensorType
 from swir.ops.collective import ALLGATHER
 from swir.ops.registry import SCALAR_FORM, Category, OpError
+from swir.ops.util import attr
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, one_of, option
 
@@ -243,7 +251,7 @@ def _in_axis(inst: Instruction) -> tuple[int, int]:
 def _splittable(inst: Instruction) -> int | None:
     """The output channels of a conv2d / matmul this pass can split, else None."""
     if inst.opname == "conv2d":
-        if inst.attrs.get("groups", 1) != 1:
+        if attr(inst, "groups") != 1:
             return None
         if len(inst.args) > 2 and not (isinstance(inst.args[2], Global)
                                        and _plain_constant(inst.args[2])):
@@ -298,7 +306,7 @@ def _reads_split_inputs(inst: Instruction, parted: dict[int, Parted]) -> bool:
     """The op's input is split over its input channels (the axis it sums over)."""
     p = parted.get(id(inst.args[0]))
     return p is not None and p.axis == _in_axis(inst)[0] and \
-        (inst.opname != "conv2d" or inst.attrs.get("groups", 1) == 1)
+        (inst.opname != "conv2d" or attr(inst, "groups") == 1)
 
 
 def _split_inputs(module: Module, inst: Instruction, ranks: int,
