@@ -3,9 +3,12 @@ modeled time (docs/cost-model.md, "Network").
 
 A rank is one core group; ranks 4k .. 4k+3 share a chip (a node). The
 collectives are those the MPI program makes (swir/codegen/program_ranks.c):
-each ``mpi_allgather`` of the host functions, and the program's inputs and
-outputs: scattered from and gathered to rank 0 (a data split), or broadcast
-from it (a model split). Each is modeled as MPICH chooses its algorithms
+each ``mpi_*`` collective of the host functions, and the program's inputs
+and outputs: with a data split each rank reads its block of the inputs from
+the file (no communication; a stream input would be scattered from rank 0,
+:meth:`Network.scatter`) and the outputs are gathered to rank 0; with a
+model split rank 0 broadcasts the inputs. Each is modeled as MPICH chooses
+its algorithms
 (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
 Operations in MPICH", IJHPCA 19(1), 2005), in the Hockney model of a
 message, latency + bytes / bandwidth:
@@ -139,12 +142,10 @@ def collective_costs(module: Module, f: Function, target: Target) -> list[Collec
     inputs = f.params[:len(f.params) - n_out]
     outputs = f.params[len(inputs):]
     out: list[CollectiveCost] = []
-    for p in inputs:
+    for p in inputs if split != "data" else ():    # a data split's ranks read their blocks
         if isinstance(p.type, ShapedType):
             b = p.type.bytes
-            out.append(CollectiveCost(f"scatter input %{p.name}", "scatter", b, net.scatter(b))
-                       if split == "data" else
-                       CollectiveCost(f"bcast input %{p.name}", "bcast", b, net.bcast(b)))
+            out.append(CollectiveCost(f"bcast input %{p.name}", "bcast", b, net.bcast(b)))
     for inst in _host_instructions(module, f):
         if inst.opname == "mpi_allgather":
             out.append(_allgather(inst, net))

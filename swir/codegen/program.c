@@ -487,6 +487,7 @@ struct options {
     const char **inputs;
     const char **outputs;
     long n_inputs, n_outputs, repeat;
+    int scatter;                /* --scatter: rank 0 reads the inputs and scatters them */
     const char *stats;
     const char *weights;
     char *weights_default;
@@ -495,11 +496,13 @@ struct options {
 static void usage(FILE *to)
 {
     fprintf(to, "usage: %s --input FILE ... [--output FILE ...] [--stats FILE.json] "
-                "[--repeat N] [--weights FILE]\n"
+                "[--repeat N] [--weights FILE] [--scatter]\n"
                 "Inputs and outputs are in the order of the function's parameters: a FILE "
                 "named\n*.npy is a NumPy array (dtype and shape checked), any other a raw "
                 "little-endian\narray in C order; --stats needs the emulation build "
-                "(make emu).\n", program);
+                "(make emu). --scatter (a program for\nseveral ranks sharing the batch): rank 0 "
+                "reads the inputs and scatters them, for\nfiles the other ranks cannot see.\n",
+            program);
 }
 
 static void parse_options(int argc, char **argv, struct options *o)
@@ -514,6 +517,15 @@ static void parse_options(int argc, char **argv, struct options *o)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
+        }
+        if (strcmp(a, "--scatter") == 0) {
+#if defined(SWIR_RANKS) && SWIR_SPLIT_DATA
+            o->scatter = 1;
+            continue;
+#else
+            fail("--scatter: only a program whose ranks share the batch reads its inputs on "
+                 "one rank and scatters them (swir-cg --ranks N --split data)");
+#endif
         }
         if (i + 1 >= argc)
             fail("%s: unknown option or missing value (see --help)", a);
@@ -556,8 +568,9 @@ static void parse_options(int argc, char **argv, struct options *o)
 #define ROOT 1                  /* reads the inputs and writes the outputs */
 #define SHARE 1                 /* the batch of a rank: all of it */
 static void start_ranks(int *argc, char ***argv) { (void)argc; (void)argv; }
-static void share_input(const void *whole, void *mine, size_t bytes)
-{ (void)whole; (void)mine; (void)bytes; }
+static void read_share(FILE *f, void *mine, const struct port *p, const char *path,
+                       const char *what, int scatter)
+{ (void)scatter; read_input(f, mine, p->bytes, path, what); }
 static void collect_output(const void *mine, void *whole, size_t bytes)
 { (void)mine; (void)whole; (void)bytes; }
 static void ranks_stats(int runs) { (void)runs; }

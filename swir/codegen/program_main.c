@@ -36,15 +36,11 @@ int main(int argc, char **argv)
     load_constants(weights_file, opt.weights);
     place_buffers();
     /* A rank's blocks hold its share (SHARE: how many ranks share the batch);
-     * the whole inputs and outputs are rank 0's. */
+     * the whole outputs are rank 0's. */
     for (long i = 0; i < N_INPUTS; i++) {
-        size_t bytes = input_ports[i].bytes;
-        in[i] = alloc_block(bytes / SHARE, input_ports[i].name);
-        void *whole = SHARE == 1 ? in[i] : ROOT ? alloc_block(bytes, input_ports[i].name) : NULL;
-        if (ROOT)
-            read_input(files[i], whole, bytes, opt.inputs[i],
-                       input_what(message, sizeof message, i, &input_ports[i]));
-        share_input(whole, in[i], bytes);
+        in[i] = alloc_block(input_ports[i].bytes / SHARE, input_ports[i].name);
+        read_share(files[i], in[i], &input_ports[i], opt.inputs[i],
+                   input_what(message, sizeof message, i, &input_ports[i]), opt.scatter);
     }
     for (long i = 0; i < N_OUTPUTS; i++) {
         size_t bytes = output_ports[i].bytes;

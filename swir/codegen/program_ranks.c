@@ -91,18 +91,43 @@ static void start_ranks(int *argc, char ***argv)
     }
 }
 
-/* Rank 0's whole input (`bytes`) to every rank: its block of the batch
- * (scatter), or all of it (broadcast, in place: whole is mine). */
-static void share_input(const void *whole, void *mine, size_t bytes)
+/* This rank's share of input `p` (its block of the batch, or all of it),
+ * into `mine`; `f` is rank 0's file, opened and checked.
+ * - Split by channels: rank 0 reads it and broadcasts it (MPI_Bcast).
+ * - Split by the batch: every rank opens the file (on a file system the
+ *   ranks share) and reads its own block, at rank x block bytes after the
+ *   .npy header, as MPI-IO would: at 256 ranks a scatter from rank 0 would
+ *   push the whole batch through one node's link (docs/codegen.md, "Many
+ *   core groups"). With --scatter (a file only rank 0 sees), rank 0 reads
+ *   the whole batch and scatters it (MPI_Scatter). */
+static void read_share(FILE *f, void *mine, const struct port *p, const char *path,
+                       const char *what, int scatter)
 {
 #if SWIR_SPLIT_DATA
-    int n = mpi_bytes(bytes / SWIR_RANKS, "an input's share");
+    int n = mpi_bytes(p->bytes / SWIR_RANKS, "an input's share");
+    if (!scatter) {
+        /* Rank 0 checked the file first: the others open it after the
+         * barrier, so a bad file is reported once (rank 0's fail() ends all). */
+        check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        if (!ROOT)
+            f = open_input(path, p, what, 1);
+        long start = ftell(f);
+        if (start < 0 || fseek(f, start + (long)rank * n, SEEK_SET) != 0)
+            fail("cannot read %s '%s'", what, path);
+        read_input(f, mine, (size_t)n, path, what);
+        return;
+    }
+    void *whole = ROOT ? alloc_block(p->bytes, p->name) : NULL;
+    if (ROOT)
+        read_input(f, whole, p->bytes, path, what);
     check_mpi(MPI_Scatter(whole, n, MPI_BYTE, mine, n, MPI_BYTE, 0, MPI_COMM_WORLD),
               "MPI_Scatter of an input");
     count(MPI_SCATTER_, ROOT ? (long long)n * (SWIR_RANKS - 1) : 0);
 #else
-    (void)whole;
-    int n = mpi_bytes(bytes, "an input");
+    (void)scatter;
+    int n = mpi_bytes(p->bytes, "an input");
+    if (ROOT)
+        read_input(f, mine, p->bytes, path, what);
     check_mpi(MPI_Bcast(mine, n, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast of an input");
     count(MPI_BCAST_, ROOT ? (long long)n * (SWIR_RANKS - 1) : 0);
 #endif

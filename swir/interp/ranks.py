@@ -95,17 +95,15 @@ class MPICounters:
 
 def count_io(counters: list[MPICounters], split: str, args: list[np.ndarray],
              results: list[np.ndarray]) -> None:
-    """The program's inputs and outputs, moved as the MPI program moves them:
-    scattered from rank 0 and gathered to it (data split), or broadcast from
-    it (model split: every rank computes the whole outputs)."""
+    """The program's inputs and outputs, moved as the MPI program moves them
+    when its inputs are files: with a data split each rank reads its block of
+    the batch itself and the results are gathered to rank 0; with a model
+    split rank 0 broadcasts the inputs (every rank computes the whole
+    outputs)."""
     ranks = len(counters)
     for r, c in enumerate(counters):
-        for a in args:
-            nbytes = np.asarray(a).nbytes
-            if split == "data":
-                c.count("scatter", nbytes // ranks * (ranks - 1) if r == 0 else 0)
-            else:
-                c.count("bcast", nbytes * (ranks - 1) if r == 0 else 0)
+        for a in args if split != "data" else ():
+            c.count("bcast", np.asarray(a).nbytes * (ranks - 1) if r == 0 else 0)
         for out in results if split == "data" else ():
             c.count("gather", 0 if r == 0 else np.asarray(out).nbytes // ranks)
 

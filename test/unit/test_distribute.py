@@ -9,8 +9,10 @@ meeting at each collective as the MPI ranks do.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -86,9 +88,8 @@ def test_data_split_equals_the_whole(ranks):
     stats: dict = {}
     got = run(m, [x], stats=stats)
     np.testing.assert_allclose(got[0], whole[0], rtol=1e-6)
-    # Rank 0 scatters the other ranks' blocks and gathers theirs.
-    block = x.nbytes // ranks
-    assert stats["ranks"][0]["mpi"]["scatter"] == {"calls": 1, "bytes_sent": block * (ranks - 1)}
+    # Each rank reads its block of the input; rank 0 gathers the others' results.
+    assert all(r["mpi"]["scatter"]["calls"] == 0 for r in stats["ranks"])
     assert stats["ranks"][1]["mpi"]["gather"] == {"calls": 1, "bytes_sent": got[0].nbytes // ranks}
 
 
@@ -164,6 +165,45 @@ def test_program_moves_what_the_interpreter_counts(tmp_path, split):
     for mine, program_rank in zip(stats["ranks"], got.stats["ranks"]):
         assert program_rank["mpi"] == mine["mpi"]
         assert emulate.dma_counters(program_rank) == emulate.dma_counters(mine)
+
+
+@needs_mpi
+def test_scatter_reads_the_inputs_on_rank_0(tmp_path):
+    """--scatter (input files only rank 0 sees): rank 0 reads the whole batch
+    and scatters it; the results are those of every rank reading its block."""
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
+    m = lowered(load(EXAMPLES / "mlp.swir", batched_mlp(4)), "distribute", "fuse",
+                *MLP_STAGES["dma"], ranks=2, split="data")
+    want = run(m, [x])
+    project = tmp_path / "p"
+    write_project(generate(m, Options(source=str(EXAMPLES / "mlp.swir"))), str(project), False)
+    program = emulate.build(project, m.name)
+    prefix, env = emulate.mpirun(2)
+    raw = tmp_path / "x.npy"
+    np.save(raw, x)
+    for flags in ([], ["--scatter"]):
+        out, stats = tmp_path / "y.npy", tmp_path / "s.json"
+        r = subprocess.run([*prefix, str(program), "--input", str(raw), "--output", str(out),
+                            "--stats", str(stats), *flags], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+        np.testing.assert_allclose(np.load(out), want[0], rtol=1e-6)
+        mpi = [rank["mpi"]["scatter"] for rank in json.loads(stats.read_text())["ranks"]]
+        assert mpi == ([{"calls": 1, "bytes_sent": x.nbytes // 2}, {"calls": 1, "bytes_sent": 0}]
+                       if flags else [{"calls": 0, "bytes_sent": 0}] * 2)
+
+
+def test_scatter_is_refused_on_one_core_group(tmp_path):
+    m = lowered(load(EXAMPLES / "mlp.swir"), *MLP_STAGES["dma"])
+    project = tmp_path / "p"
+    write_project(generate(m, Options(source=str(EXAMPLES / "mlp.swir"))), str(project), False)
+    program = emulate.build(project, m.name)
+    r = subprocess.run([str(program), "--input", str(EXAMPLES / "mlp_input.npy"), "--scatter"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip().endswith("error: --scatter: only a program whose ranks share the "
+                                     "batch reads its inputs on one rank and scatters them "
+                                     "(swir-cg --ranks N --split data)")
 
 
 def test_a_failing_rank_stops_the_others():
