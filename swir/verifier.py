@@ -151,10 +151,32 @@ class _Verifier:
             if k is not None and k != n:
                 self.error(f"holds slices for {k!r} ranks; the module runs on {n}", g.loc,
                            f"@{g.name}")
+        if m.attrs.get("split") == "data":
+            self.batched_ports()
         for inst in m.walk():
-            if inst.opname in COLLECTIVES and inst.attrs.get("ranks") != n:
+            if inst.opname not in COLLECTIVES:
+                continue
+            if inst.attrs.get("ranks") != n:
                 self.error(f"'{inst.opname}' op gathers from {inst.attrs.get('ranks')!r} ranks; "
                            f"the module runs on {n}", inst.loc)
+            region = inst.parent.parent if inst.parent is not None else None
+            if getattr(getattr(region, "parent", None), "opname", None) == "fused":
+                self.error(f"'{inst.opname}' op in a fused group: a collective is a host MPI "
+                           "call between kernels, not part of one", inst.loc)
+
+    def batched_ports(self) -> None:
+        """A data split cuts every parameter and result of the program's
+        functions along its leading axis (the batch): each must have one."""
+        called = {i.args[0].callee for i in self.m.walk() if i.opname == "call"}
+        for f in self.m.functions:
+            if f.name in called or f.kind != "func" or f.target == "cpe":
+                continue
+            ports = [(f"parameter %{p.name}", p.type) for p in f.params] + \
+                [(f"result {i}", t) for i, t in enumerate(f.result_types)]
+            for what, t in ports:
+                if not isinstance(t, ShapedType) or t.rank == 0:
+                    self.error(f"split = \"data\" cuts every parameter and result along its "
+                               f"leading axis; {what} of @{f.name} ({t}) has none", f.loc)
 
     def global_(self, g: Global) -> None:
         where = f"@{g.name}"

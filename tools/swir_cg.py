@@ -233,7 +233,7 @@ def parse_args(argv: list[str]) -> Command:
 
 def ranks_option(argv: list[str], value: str, index: int, prog: str = PROG) -> int:
     """--ranks N: a whole number of ranks, at least 1."""
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise command_line_error(prog, argv, index, f"--ranks needs a whole number of MPI "
                                                     f"ranks, at least 1, got '{value}'")
     return int(value)

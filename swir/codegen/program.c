@@ -13,6 +13,9 @@ static void remove_temporaries(void);
 #ifdef SWIR_RANKS
 static void abort_ranks(void);
 #endif
+/* The ranks (program_ranks.c in an MPI program; at the end for one core group). */
+static int first_rank(void);
+static void end_ranks(void);
 
 static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *format, ...)
@@ -515,7 +518,9 @@ static void parse_options(int argc, char **argv, struct options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
+            if (first_rank())
+                usage(stdout);
+            end_ranks();
             exit(0);
         }
         if (strcmp(a, "--scatter") == 0) {
@@ -567,6 +572,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 #define ROOT 1                  /* reads the inputs and writes the outputs */
 #define SHARE 1                 /* the batch of a rank: all of it */
+static int first_rank(void) { return 1; }
 static void start_ranks(int *argc, char ***argv) { (void)argc; (void)argv; }
 static void read_share(FILE *f, void *mine, const struct port *p, const char *path,
                        const char *what, int scatter)

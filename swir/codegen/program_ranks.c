@@ -1,15 +1,17 @@
 /* ---- Ranks: one MPI process per core group -----------------------------
  * Every rank runs the same program on its share (SWIR_RANKS of them, started
  * by mpirun -np SWIR_RANKS; on Sunway, bsub -n SWIR_RANKS -np 4: four per
- * chip). Rank 0 reads the inputs and writes the outputs. SWIR_SPLIT_DATA:
- * each rank computes its block of the batch (inputs scattered, outputs
- * gathered); else each rank computes a slice of every split layer's channels
- * (inputs broadcast; MPI_Allgather rebuilds each split activation, so every
- * rank ends with the whole outputs). Only the MPE calls MPI. */
+ * chip). Rank 0 checks the inputs and writes the outputs. SWIR_SPLIT_DATA:
+ * each rank computes its block of the batch (read from the input file by
+ * each rank, or scattered with --scatter; outputs gathered); else each rank
+ * computes a slice of every split layer's channels (inputs broadcast; the
+ * collectives between layers leave every rank the whole outputs). Only the
+ * MPE calls MPI. */
 
 static int rank;
 
 #define ROOT (rank == 0)
+static int first_rank(void) { return ROOT; }
 #if SWIR_SPLIT_DATA
 #define SHARE SWIR_RANKS
 #else
@@ -251,7 +253,8 @@ static void ranks_stats(int runs)
 
 static void end_ranks(void)
 {
-    /* A program need not make every kind of collective. */
+    /* A program need not make every kind of collective, nor read a weight. */
+    (void)read_at;
     (void)swir_allgather;
     (void)swir_reduce_scatter;
     (void)swir_allreduce;

@@ -222,6 +222,8 @@ def constants_code(decls: list[C.Decl], read: list, fill: list, file_bytes: int,
             body.append(C.ExprStmt(C.Assign(C.Id(name), _alloc(t.bytes, name, c_string))))
             body.append(C.ExprStmt(C.call("read_at", "swir_file", C.Id(name), t.bytes, at,
                                           "swir_path")))
+        if not read:
+            body.append(C.ExprStmt(C.Cast(C.VOID, C.Id("swir_path"))))
         body.append(C.ExprStmt(C.call("fclose", "swir_file")))
     elif read:
         body.append(C.Decl(C.Pointer(C.Named("unsigned char")), "swir_weights",

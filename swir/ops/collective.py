@@ -19,6 +19,8 @@ one MPI call. The sums are of f32 or f64 elements.
 
 from __future__ import annotations
 
+import math
+
 from swir.ir.core import Instruction
 from swir.ir.types import BufType, TensorType, Type
 from swir.ops.registry import LOOP_AND_LATER, Attr, Category, OpDef, OpError, register
@@ -67,10 +69,20 @@ def _infer_reduce_scatter(inst: Instruction) -> list[Type]:
     _check_summable(t)
     axis = _check_axis(inst, t.rank)
     ranks = attr(inst, "ranks")
-    if t.shape[axis] % ranks:
-        raise OpError(f"axis {axis} of {t} does not split into {ranks} equal slices")
+    _check_scatterable(t, axis, ranks)
     return [TensorType(t.shape[:axis] + (t.shape[axis] // ranks,) + t.shape[axis + 1:],
                        t.element)]
+
+
+def _check_scatterable(t, axis: int, ranks: int) -> None:
+    """The ranks' slices along ``axis`` must be equal and contiguous runs of the
+    whole (MPI_Reduce_scatter_block hands out consecutive blocks): every axis
+    before ``axis`` of size 1."""
+    if t.shape[axis] % ranks:
+        raise OpError(f"axis {axis} of {t} does not split into {ranks} equal slices")
+    if math.prod(t.shape[:axis]) != 1:
+        raise OpError(f"the slices along axis {axis} of {t} are not contiguous (the axes "
+                      "before it must be 1); use allreduce")
 
 
 def _infer_allreduce(inst: Instruction) -> list[Type]:
@@ -108,8 +120,7 @@ def _verify_mpi_reduce_scatter(inst: Instruction) -> None:
     _check_summable(partial)
     axis = _check_axis(inst, partial.rank)
     ranks = attr(inst, "ranks")
-    if partial.shape[axis] % ranks:
-        raise OpError(f"axis {axis} of {partial} does not split into {ranks} equal slices")
+    _check_scatterable(partial, axis, ranks)
     _expect(inst, part, partial.shape[:axis] + (partial.shape[axis] // ranks,)
             + partial.shape[axis + 1:], partial.element)
 
@@ -120,19 +131,20 @@ def _verify_mpi_allreduce(inst: Instruction) -> None:
     _expect(inst, whole, partial.shape, partial.element)
 
 
+# Communication, never folded, merged or removed: every rank makes each one.
 ALLGATHER = register(OpDef(
     "allgather", "Every rank's slice, concatenated along `axis` in rank order, on every rank "
                  "(MPI_Allgather).",
-    stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_allgather,
+    stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_allgather, pure=False,
     category=Category.COLLECTIVE))
 REDUCE_SCATTER = register(OpDef(
     "reduce_scatter", "This rank's slice along `axis` of the sum of every rank's partial sum "
                       "(MPI_Reduce_scatter_block).",
     stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_reduce_scatter,
-    category=Category.COLLECTIVE))
+    pure=False, category=Category.COLLECTIVE))
 ALLREDUCE = register(OpDef(
     "allreduce", "The sum of every rank's partial sum, on every rank (MPI_Allreduce).",
-    stages=frozenset({"graph"}), attrs=(_RANKS,), infer=_infer_allreduce,
+    stages=frozenset({"graph"}), attrs=(_RANKS,), infer=_infer_allreduce, pure=False,
     category=Category.COLLECTIVE))
 MPI_REDUCE_SCATTER = register(OpDef(
     "mpi_reduce_scatter", "Host: MPI_Reduce_scatter_block of this rank's partial-sum buffer: "

@@ -206,6 +206,76 @@ def test_scatter_is_refused_on_one_core_group(tmp_path):
                                      "(swir-cg --ranks N --split data)")
 
 
+F16_CONVS = """
+module "half"
+stage graph
+global @w1 : <4 x 2 x 1 x 1 x f16> = dense<0.5>
+global @w2 : <4 x 4 x 1 x 1 x f16> = dense<0.25>
+func @main(%x: <1 x 2 x 3 x 3 x f16>) -> <1 x 4 x 3 x 3 x f16> {
+'entry:
+  %c1 = conv2d %x, @w1 : <1 x 4 x 3 x 3 x f16>
+  %c2 = conv2d %c1, @w2 : <1 x 4 x 3 x 3 x f16>
+  return %c2
+}
+"""
+
+
+def test_f16_layers_are_gathered_not_summed_over_ranks():
+    """MPI_SUM adds f32 and f64: an f16 conv whose input is split by channels
+    gets it gathered and splits its output channels instead."""
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 3)).astype(np.float16)
+    whole = run(load(Path("half.swir"), F16_CONVS), [x])
+    m = lowered(load(Path("half.swir"), F16_CONVS), "distribute", ranks=2, split="model")
+    ops = [i.opname for i in m.walk()]
+    assert "reduce_scatter" not in ops and ops.count("allgather") == 2
+    np.testing.assert_array_equal(run(m, [x])[0], whole[0])
+
+
+def test_constant_folding_leaves_collectives_alone():
+    text = """
+module "k"
+stage graph {ranks = 2, split = "model"}
+global @k : <1 x 2 x f32> = dense<1.0>
+func @main(%x: <1 x 4 x f32>) -> <1 x 4 x f32> {
+'entry:
+  %g = allgather @k {axis = 1, ranks = 2} : <1 x 4 x f32>
+  %y = add %x, %g : <1 x 4 x f32>
+  return %y
+}
+"""
+    m = lowered(load(Path("k.swir"), text), "fold-constants", "cse", "dce")
+    assert [i.opname for i in m.walk()][:1] == ["allgather"]
+    got = run(m, [np.zeros((1, 4), np.float32)])
+    np.testing.assert_array_equal(got[0], np.ones((1, 4), np.float32))
+
+
+@needs_mpi
+def test_a_program_without_weight_files_builds_and_helps_once(tmp_path):
+    """Weights that are all splats: nothing to read from weights.bin (the MPI
+    support's reader unused, which -Werror would refuse). --help under mpirun:
+    the usage once, exit 0 on every rank."""
+    text = batched_mlp(4).replace('file "mlp.weights" offset 0', "dense<0.5>") \
+        .replace('file "mlp.weights" offset 8192', "dense<0.0>") \
+        .replace('file "mlp.weights" offset 8320', "dense<0.25>") \
+        .replace('file "mlp.weights" offset 9600', "dense<0.0>")
+    assert "file \"mlp.weights\"" not in text
+    m = lowered(load(tmp_path / "mlp.swir", text), "distribute", "fuse", *MLP_STAGES["dma"],
+                ranks=2, split="data")
+    project = tmp_path / "p"
+    write_project(generate(m, Options(source=str(tmp_path / "mlp.swir"))), str(project), False)
+    program = emulate.build(project, m.name)
+    prefix, env = emulate.mpirun(2)
+    r = subprocess.run([*prefix, str(program), "--help"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, **env})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("usage:") == 1
+    x = np.ones((4, 64), np.float32)
+    whole = load(tmp_path / "w.swir", text).lookup("main")
+    got = emulate.run(program, [x], [p.type for p in whole.params], list(whole.result_types),
+                      ranks=2)
+    np.testing.assert_allclose(got.outputs[0], run(m, [x], base=tmp_path)[0], rtol=1e-6)
+
+
 def test_a_failing_rank_stops_the_others():
     """Rank 1 fails before a collective the others wait in: they stop, and
     the failure is what run_ranks raises (no hang)."""

@@ -7,9 +7,11 @@ The module becomes the one program every rank runs (SPMD), and says so:
 **Data parallel** (``split=data``): the batch is cut into N equal blocks, one
 per rank; every rank holds every weight. The module's functions are
 re-typed for a batch of B / N; the program (swir-cg) scatters each input's
-batch from rank 0 and gathers each result to it. Refused when a tensor
-parameter's leading axis (the batch) is not a multiple of N, or when an op
-mixes the batch with other axes (its result's leading axis is not the batch).
+batch to the ranks (each reads its block) and gathers each result to rank
+0. Refused when a tensor parameter's leading axis (the batch) is not a
+multiple of N, when a parameter or result has no batch axis, and when an op
+mixes the batch with other axes (its result's leading axis is not the
+batch, or it works along it: a softmax over axis 0).
 
 **Model parallel** (``split=model``, for batch 1): each ``conv2d`` (groups
 1) and ``matmul`` whose weight is a constant global (or -layout's transpose
@@ -32,8 +34,9 @@ not divide runs whole on every rank. Refused when no op can be split (more
 ranks than any op's output channels).
 
 ``split=auto`` takes data parallel when the batch is a multiple of N and
-model parallel otherwise: data parallel needs no communication between
-layers (docs/performance.md compares the two on ResNet-18 at batch 4).
+model parallel otherwise (and for a module with calls): data parallel needs
+no communication between layers (docs/performance.md compares the two on
+ResNet-18 at batch 4). On one rank nothing is split.
 
 Runs before -fuse (so fusion sees the split ops and keeps the element-wise
 ones in the conv / matmul kernels) and after -layout (whose transposed
@@ -86,10 +89,12 @@ class Distribute(Pass):
         batch = common_batch(module)
         split = self.split
         if split == "auto":
-            split = "data" if batch is not None and batch % self.ranks == 0 else "model"
-        if split == "data":
+            split = "model" if batch_split_refused(module, self.ranks, batch) else "data"
+        if self.ranks == 1:
+            pass                    # one rank has it all: nothing to split
+        elif split == "data":
             split_batch(module, self.ranks, batch)
-        elif self.ranks > 1:
+        else:
             self.bump("ops split", split_channels(module, self.ranks))
         module.attrs["ranks"] = self.ranks
         module.attrs["split"] = split
@@ -114,18 +119,32 @@ def common_batch(module: Module) -> int | None:
 
 # -- data parallel ---------------------------------------------------------------------
 
+def batch_split_refused(module: Module, ranks: int, batch: int | None) -> str | None:
+    """Why the program's batch cannot be split over ``ranks`` (None: it can, as far as its
+    signature tells; the ops are checked as they are re-typed)."""
+    if any(i.opname == "call" for i in module.walk()):
+        return "split=data needs a module without calls (the batch of a called function is " \
+               "not known)"
+    for f in _roots(module):
+        ports = [(f"parameter %{p.name}", p.type) for p in f.params] + \
+            [(f"result {i}", t) for i, t in enumerate(f.result_types)]
+        for what, t in ports:
+            if not isinstance(t, TensorType) or t.rank == 0:
+                return (f"split=data: {what} of @{f.name} ({t}) has no batch axis to split "
+                        "(split=model keeps it whole)")
+    if batch is None:
+        return "split=data needs every tensor parameter to have the same leading axis (the batch)"
+    if batch % ranks:
+        return (f"a batch of {batch} does not split over {ranks} ranks (it must be a multiple "
+                "of the ranks; split=model shares a layer's channels instead)")
+    return None
+
+
 def split_batch(module: Module, ranks: int, batch: int | None) -> None:
     """Re-type the program for a batch of ``batch / ranks``."""
-    if any(i.opname == "call" for i in module.walk()):
-        raise _fail("split=data needs a module without calls (the batch of a called "
-                    "function is not known)", module.loc)
-    if batch is None:
-        raise _fail("split=data needs every tensor parameter to have the same leading axis "
-                    "(the batch)", module.loc)
-    if batch % ranks:
-        raise _fail(f"a batch of {batch} does not split over {ranks} ranks (it must be a "
-                    f"multiple of the ranks; split=model shares a layer's channels "
-                    f"instead)", module.loc)
+    why = batch_split_refused(module, ranks, batch)
+    if why is not None:
+        raise _fail(why, module.loc)
     part = batch // ranks
     for f in module.functions:
         _retype_batch(f, batch, part)
@@ -149,9 +168,9 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
             continue
         old = [r.type for r in inst.results]
         if any(not isinstance(t, TensorType) or t.rank == 0 or t.shape[0] != batch
-               for t in old):
+               for t in old) or _along_batch(inst):
             raise _fail(f"'{inst.opname}' mixes the batch with other axes (its result "
-                        f"{old[0]} does not lead with the batch of {batch})", inst.loc)
+                        f"{old[0]} does not keep the batch of {batch} apart)", inst.loc)
         if inst.opname == "reshape":
             shape = tuple(inst.attrs["shape"])
             inst.attrs = {**inst.attrs, "shape": (part,) + shape[1:]} if shape[0] == batch \
@@ -166,8 +185,31 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
                             f"of {part} it gives {t})", inst.loc)
             r.type = t
             varying.add(id(r))
-    f.result_types = [_per_rank(t, batch, part) if isinstance(t, TensorType) and t.rank
-                      else t for t in f.result_types]
+    for inst in f.walk():
+        if inst.opname == "return":
+            for i, v in enumerate(inst.operands):
+                if id(v) not in varying:
+                    raise _fail(f"split=data: result {i} of @{f.name} does not depend on the "
+                                "batch (every rank would return it whole)", inst.loc)
+    f.result_types = [_per_rank(t, batch, part) for t in f.result_types]
+
+
+def _along_batch(inst: Instruction) -> bool:
+    """An op that works along the batch axis itself (a softmax over axis 0, a
+    transpose that moves it): the result keeps the batch's shape but each
+    element depends on other images."""
+    rank = inst.operands[0].type.rank if inst.operands and \
+        isinstance(inst.operands[0].type, TensorType) else 0
+    for name in ("axis", "axes", "perm"):
+        if inst.opdef.attr(name) is None:
+            continue
+        v = attr(inst, name)
+        values = v if isinstance(v, (tuple, list)) else (v,)
+        if name == "perm":
+            return bool(values) and values[0] != 0
+        if any(isinstance(a, int) and a % max(rank, 1) == 0 for a in values):
+            return True
+    return False
 
 
 # -- model parallel --------------------------------------------------------------------
@@ -305,7 +347,8 @@ def _split_outputs(module: Module, inst: Instruction, ranks: int) -> Parted:
 def _reads_split_inputs(inst: Instruction, parted: dict[int, Parted]) -> bool:
     """The op's input is split over its input channels (the axis it sums over)."""
     p = parted.get(id(inst.args[0]))
-    return p is not None and p.axis == _in_axis(inst)[0] and \
+    summable = inst.results[0].type.element.name in ("f32", "f64")    # MPI_SUM's types
+    return p is not None and p.axis == _in_axis(inst)[0] and summable and \
         (inst.opname != "conv2d" or attr(inst, "groups") == 1)
 
 
