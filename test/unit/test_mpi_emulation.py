@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,33 +42,19 @@ import siblings
 
 zoo = siblings.zoo()
 sanitizers = siblings.sibling("test_codegen_sanitizers")
+e2e = siblings.sibling("test_zoo_e2e")      # its tool runner and onnxruntime reference
+tool, reference = e2e.tool, e2e.onnxruntime_run
 
 HAVE_MPI = all(shutil.which(t) for t in ("mpicc", "mpirun", "cc", "make"))
 # scripts/test (and so CI) installs MPI and sets this: there the tests must run.
 pytestmark = pytest.mark.skipif(not HAVE_MPI and not os.environ.get("SWIR_REQUIRE_MPI"),
                                 reason="no mpicc / mpirun (Open MPI) on PATH")
 
-BIN = Path(sys.executable).parent
 RTOL, ATOL = 1e-4, 1e-5
 RANKS = (1, 2, 4)
 # (zoo model, batch, split)
 CASES = {"resnet18-b1": ("resnet18", 1, "model"), "resnet18-b4": ("resnet18", 4, "data"),
          "bert": ("bert", None, "model")}
-
-
-def tool(name: str, *args: str) -> None:
-    r = subprocess.run([str(BIN / name), *args], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise AssertionError(f"{name} {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
-
-
-def reference(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]) \
-        .run(None, inputs)
 
 
 class Case:
