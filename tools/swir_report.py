@@ -449,6 +449,9 @@ def rank_lines(r: CostReport, info: dict[str, Any], micro: str) -> list[str]:
     lines += ["  " + "  ".join(cell.ljust(w) if j in (1, 2) else cell.rjust(w)
                                for j, (cell, w) in enumerate(zip(row, widths))).rstrip()
               for row in rows]
+    lines += ["", "per layer, in program order (a kernel at its first spawn, with all its runs; "
+              "each collective where the host makes it):"]
+    lines += layer_lines(r, micro)
     kernels = r.total("modeled_s")
     lines.append(f"per rank: kernels {seconds(kernels, micro)} (compute "
                  f"{seconds(r.total('compute_s'), micro)}, DMA {seconds(r.total('dma_s'), micro)}"
@@ -458,6 +461,27 @@ def rank_lines(r: CostReport, info: dict[str, Any], micro: str) -> list[str]:
     lines.append(f"one core group: {seconds(one, micro)}; speed-up on {r.ranks} ranks: "
                  f"{speedup:.2f}x (parallel efficiency {speedup / r.ranks:.0%})")
     return lines
+
+
+def layer_lines(r: CostReport, micro: str) -> list[str]:
+    """The rank's run step by step: compute, DMA and communication time."""
+    by_name = {k.name: k for k in r.kernels}
+    steps = [s for s in r.steps if isinstance(s, int) or s in by_name]
+    steps += [k.name for k in r.kernels if k.name not in r.steps]
+    rows = [["#", "step", "compute", "DMA", "communication", "modeled"]]
+    for n, step in enumerate(steps, 1):
+        if isinstance(step, int):
+            c = r.collectives[step]
+            rows.append([str(n), c.what, "", "", seconds(c.seconds, micro),
+                         seconds(c.seconds, micro)])
+        else:
+            k = by_name[step]
+            rows.append([str(n), k.name, seconds(k.compute_s, micro), seconds(k.dma_s, micro),
+                         "", seconds(k.modeled_s, micro)])
+    widths = [max(len(row[j]) for row in rows) for j in range(6)]
+    return ["  " + "  ".join(cell.ljust(w) if j == 1 else cell.rjust(w)
+                             for j, (cell, w) in enumerate(zip(row, widths))).rstrip()
+            for row in rows]
 
 
 def micro_sign() -> str:

@@ -39,7 +39,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from swir.analysis.network import CollectiveCost, collective_costs
+from swir.analysis.network import CollectiveCost, collective_costs, host_steps
 from swir.analysis.traffic import KernelTraffic, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
@@ -257,6 +257,9 @@ class CostReport:
     # its share) and the collectives between them (swir.analysis.network).
     ranks: int = 1
     collectives: list[CollectiveCost] = field(default_factory=list)
+    # The run in program order: kernel names (at their first spawn) and
+    # positions in ``collectives`` (swir.analysis.network.host_steps).
+    steps: list[str | int] = field(default_factory=list)
 
     def total(self, key: str) -> float:
         return sum(getattr(k, key) for k in self.kernels)
@@ -301,6 +304,7 @@ def cost_report(module: Module, machine: Machine | None = None,
     entry = module.lookup(traffic.function)
     if isinstance(entry, Function):
         report.collectives = collective_costs(module, entry, target_of(module.attrs))
+        report.steps = host_steps(module, entry)
     return report
 
 

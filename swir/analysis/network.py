@@ -161,6 +161,32 @@ def collective_costs(module: Module, f: Function, target: Target) -> list[Collec
     return out
 
 
+def host_steps(module: Module, f: Function) -> list[str | int]:
+    """One run of ``f`` as the host issues it: each kernel's name at its first
+    spawn (or call), and between them each collective's position in
+    :func:`collective_costs`' list (after the program's input collectives)."""
+    steps: list[str | int] = []
+    seen: set[str] = set()
+    split = module.attrs.get("split")
+    n = 0 if split == "data" else sum(
+        1 for p in f.params[:len(f.params) - f.attrs.get("outputs", 0)]
+        if isinstance(p.type, ShapedType)) if "ranks" in module.attrs else 0
+    steps += list(range(n))
+    for inst in _host_instructions(module, f):
+        if inst.opname in ("spawn", "call"):
+            for app in inst.args:
+                name = getattr(app, "callee", None)
+                target = module.lookup(name) if name else None
+                if isinstance(target, Function) and target.kind == "kernel" \
+                        and name not in seen:
+                    seen.add(name)
+                    steps.append(name)
+        elif inst.opname.startswith("mpi_"):
+            steps.append(n)
+            n += 1
+    return steps
+
+
 def _allgather(inst: Instruction, net: Network) -> CollectiveCost:
     part = inst.args[0].type
     whole = inst.args[1]

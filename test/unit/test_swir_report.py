@@ -525,6 +525,12 @@ def test_ranks_add_the_collectives_and_the_speedup(tmp_path, capsys):
                             "--json", path)
     assert code == 0, err
     assert "2 ranks, split model" in out and "speed-up on 2 ranks" in out
+    # Per layer, in program order: the input's broadcast first, then each
+    # gather right after the kernel whose slice it gathers.
+    layers = out.split("per layer, in program order", 1)[1].split("\nper rank:", 1)[0]
+    steps = [line.split()[1] for line in layers.splitlines()[2:]]
+    assert steps == ["bcast", "matmul_add_relu_0", "add_0", "allgather", "mul_0",
+                     "matmul_add_0", "allgather", "softmax_0", "softmax_0_1", "softmax_0_2"]
     d = json.loads(path.read_text())
     assert d["ranks"] == 2 and d["split"] == "model"
     kinds = [c["kind"] for c in d["collectives"]]
