@@ -466,14 +466,13 @@ def rank_lines(r: CostReport, info: dict[str, Any], micro: str) -> list[str]:
 def layer_lines(r: CostReport, micro: str) -> list[str]:
     """The rank's run step by step: compute, DMA and communication time."""
     by_name = {k.name: k for k in r.kernels}
-    steps = [s for s in r.steps if isinstance(s, int) or s in by_name]
+    steps = [s for s in r.steps if not isinstance(s, str) or s in by_name]
     steps += [k.name for k in r.kernels if k.name not in r.steps]
     rows = [["#", "step", "compute", "DMA", "communication", "modeled"]]
     for n, step in enumerate(steps, 1):
-        if isinstance(step, int):
-            c = r.collectives[step]
-            rows.append([str(n), c.what, "", "", seconds(c.seconds, micro),
-                         seconds(c.seconds, micro)])
+        if not isinstance(step, str):           # a collective
+            rows.append([str(n), step.what, "", "", seconds(step.seconds, micro),
+                         seconds(step.seconds, micro)])
         else:
             k = by_name[step]
             rows.append([str(n), k.name, seconds(k.compute_s, micro), seconds(k.dma_s, micro),

@@ -39,7 +39,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from swir.analysis.network import CollectiveCost, collective_costs, host_steps
+from swir.analysis.network import CollectiveCost, host_steps
 from swir.analysis.traffic import KernelTraffic, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
@@ -257,9 +257,9 @@ class CostReport:
     # its share) and the collectives between them (swir.analysis.network).
     ranks: int = 1
     collectives: list[CollectiveCost] = field(default_factory=list)
-    # The run in program order: kernel names (at their first spawn) and
-    # positions in ``collectives`` (swir.analysis.network.host_steps).
-    steps: list[str | int] = field(default_factory=list)
+    # The run in program order: kernel names (at their first spawn) and the
+    # collectives (swir.analysis.network.host_steps).
+    steps: list[str | CollectiveCost] = field(default_factory=list)
 
     def total(self, key: str) -> float:
         return sum(getattr(k, key) for k in self.kernels)
@@ -303,8 +303,8 @@ def cost_report(module: Module, machine: Machine | None = None,
             report.kernels.append(kernel_cost(f, t, machine))
     entry = module.lookup(traffic.function)
     if isinstance(entry, Function):
-        report.collectives = collective_costs(module, entry, target_of(module.attrs))
-        report.steps = host_steps(module, entry)
+        report.steps = host_steps(module, entry, target_of(module.attrs))
+        report.collectives = [s for s in report.steps if isinstance(s, CollectiveCost)]
     return report
 
 

@@ -134,56 +134,45 @@ class Network:
 def collective_costs(module: Module, f: Function, target: Target) -> list[CollectiveCost]:
     """The collectives one run of ``f`` makes, in order, with their modeled time;
     none unless the module is for several ranks (-distribute)."""
-    if "ranks" not in module.attrs:
-        return []
+    return [s for s in host_steps(module, f, target) if isinstance(s, CollectiveCost)]
+
+
+def host_steps(module: Module, f: Function, target: Target) -> list[str | CollectiveCost]:
+    """One run of ``f`` as the host issues it: each kernel's name at its first
+    spawn (or call) and, in a module for several ranks, each collective with
+    its modeled time where the host makes it (the inputs' first, the gather of
+    the outputs last)."""
+    ranked = "ranks" in module.attrs
     net = Network.for_target(target, module_ranks(module))
     split = module.attrs.get("split")
     n_out = f.attrs.get("outputs", 0) if module.stage != "graph" else 0
     inputs = f.params[:len(f.params) - n_out]
     outputs = f.params[len(inputs):]
-    out: list[CollectiveCost] = []
-    for p in inputs if split != "data" else ():    # a data split's ranks read their blocks
+    steps: list[str | CollectiveCost] = []
+    for p in inputs if ranked and split != "data" else ():  # a data split's ranks read blocks
         if isinstance(p.type, ShapedType):
             b = p.type.bytes
-            out.append(CollectiveCost(f"bcast input %{p.name}", "bcast", b, net.bcast(b)))
-    for inst in _host_instructions(module, f):
-        if inst.opname == "mpi_allgather":
-            out.append(_allgather(inst, net))
-        elif inst.opname in ("mpi_reduce_scatter", "mpi_allreduce"):
-            n = inst.args[0].type.bytes
-            kind = inst.opname.removeprefix("mpi_")
-            seconds = net.reduce_scatter(n) if kind == "reduce_scatter" else net.allreduce(n)
-            out.append(CollectiveCost(f"{kind} @{getattr(inst.args[1], 'name', '?')}", kind,
-                                      n // net.ranks, seconds))
-    for p in outputs if split == "data" else ():
-        b = p.type.bytes
-        out.append(CollectiveCost(f"gather output %{p.name}", "gather", b, net.scatter(b)))
-    return out
-
-
-def host_steps(module: Module, f: Function) -> list[str | int]:
-    """One run of ``f`` as the host issues it: each kernel's name at its first
-    spawn (or call), and between them each collective's position in
-    :func:`collective_costs`' list (after the program's input collectives)."""
-    steps: list[str | int] = []
+            steps.append(CollectiveCost(f"bcast input %{p.name}", "bcast", b, net.bcast(b)))
     seen: set[str] = set()
-    split = module.attrs.get("split")
-    n = 0 if split == "data" else sum(
-        1 for p in f.params[:len(f.params) - f.attrs.get("outputs", 0)]
-        if isinstance(p.type, ShapedType)) if "ranks" in module.attrs else 0
-    steps += list(range(n))
     for inst in _host_instructions(module, f):
         if inst.opname in ("spawn", "call"):
             for app in inst.args:
                 name = getattr(app, "callee", None)
-                target = module.lookup(name) if name else None
-                if isinstance(target, Function) and target.kind == "kernel" \
-                        and name not in seen:
+                callee = module.lookup(name) if name else None
+                if isinstance(callee, Function) and callee.kind == "kernel" and name not in seen:
                     seen.add(name)
                     steps.append(name)
-        elif inst.opname.startswith("mpi_"):
-            steps.append(n)
-            n += 1
+        elif inst.opname == "mpi_allgather":
+            steps.append(_allgather(inst, net))
+        elif inst.opname in ("mpi_reduce_scatter", "mpi_allreduce"):
+            n = inst.args[0].type.bytes
+            kind = inst.opname.removeprefix("mpi_")
+            seconds = net.reduce_scatter(n) if kind == "reduce_scatter" else net.allreduce(n)
+            steps.append(CollectiveCost(f"{kind} @{getattr(inst.args[1], 'name', '?')}", kind,
+                                        n // net.ranks, seconds))
+    for p in outputs if ranked and split == "data" else ():
+        b = p.type.bytes
+        steps.append(CollectiveCost(f"gather output %{p.name}", "gather", b, net.scatter(b)))
     return steps
 
 

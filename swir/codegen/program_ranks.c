@@ -184,8 +184,7 @@ static void swir_reduce_scatter(const void *partial, void *part, long elements,
     int n = mpi_bytes((size_t)elements * size, "a reduce-scatter's slice") / (int)size;
     check_mpi(MPI_Reduce_scatter_block(partial, part, n, type, MPI_SUM, MPI_COMM_WORLD),
               "MPI_Reduce_scatter_block");
-    count(MPI_REDUCE_SCATTER_, (long long)n * (long long)size * SWIR_RANKS * (SWIR_RANKS - 1)
-                               / SWIR_RANKS);
+    count(MPI_REDUCE_SCATTER_, (long long)n * (long long)size * (SWIR_RANKS - 1));
 }
 
 /* swir's mpi_allreduce: the sum of every rank's `elements`, on every rank. */

@@ -114,8 +114,9 @@ def run_ranks(ranks: int, split: str, args: list[np.ndarray],
     """Run ``run_rank(rank, world, its arguments)`` on every rank at once; return
     the program's results and each rank's return value in rank order."""
     world = World(ranks)
-    shares = [[np.array_split(a, ranks, axis=0)[r] if split == "data" and np.ndim(a) else a
-               for a in args] for r in range(ranks)]
+    blocks = [np.array_split(a, ranks, axis=0) if split == "data" and np.ndim(a) else
+              [a] * ranks for a in args]
+    shares = [[b[r] for b in blocks] for r in range(ranks)]
     results: list[Any] = [None] * ranks
     errors: list[BaseException | None] = [None] * ranks
 

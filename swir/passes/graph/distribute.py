@@ -59,13 +59,9 @@ from swir.ops.collective import ALLGATHER
 from swir.ops.registry import SCALAR_FORM, Category, OpError
 from swir.ops.util import attr
 from swir.passes.graph.fold_constants import new_global
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, one_of, option
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, one_of, option
 
 SPLITS = ("auto", "data", "model")
-
-
-def positive(v: int) -> str | None:
-    return None if v >= 1 else "must be at least 1"
 
 
 @dataclass
@@ -74,7 +70,7 @@ class Distribute(Pass):
     summary = "Share the work over MPI ranks: split the batch or each layer's channels"
     stages = ("graph",)
 
-    ranks: int = option(1, "MPI ranks (core groups) that run the program", check=positive)
+    ranks: int = option(1, "MPI ranks (core groups) that run the program", check=at_least(1))
     split: str = option("auto", "how the work is shared: data (the batch), model (each conv's "
                                 "and matmul's output channels) or auto (data when the batch "
                                 "divides)", check=one_of(*SPLITS))
@@ -162,9 +158,13 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
             p.type = _per_rank(p.type, batch, part)
             varying.add(id(p))
     for inst in f.walk():
-        if not any(id(v) in varying for v in inst.operands):
-            continue
         if inst.opname == "return":
+            for i, v in enumerate(inst.operands):
+                if id(v) not in varying:
+                    raise _fail(f"split=data: result {i} of @{f.name} does not depend on the "
+                                "batch (every rank would return it whole)", inst.loc)
+            continue
+        if not any(id(v) in varying for v in inst.operands):
             continue
         old = [r.type for r in inst.results]
         if any(not isinstance(t, TensorType) or t.rank == 0 or t.shape[0] != batch
@@ -185,12 +185,6 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
                             f"of {part} it gives {t})", inst.loc)
             r.type = t
             varying.add(id(r))
-    for inst in f.walk():
-        if inst.opname == "return":
-            for i, v in enumerate(inst.operands):
-                if id(v) not in varying:
-                    raise _fail(f"split=data: result {i} of @{f.name} does not depend on the "
-                                "batch (every rank would return it whole)", inst.loc)
     f.result_types = [_per_rank(t, batch, part) for t in f.result_types]
 
 
