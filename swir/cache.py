@@ -117,19 +117,6 @@ class Cache:
             Path(tmp).unlink(missing_ok=True)
 
 
-def user_directory() -> Path | None:
-    """swir's directory in the user's cache (``$XDG_CACHE_HOME/swir``, else
-    ``~/.cache/swir``), created private; None when it cannot be. Lark's parse
-    tables live there whether or not the compile cache is on."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(base) / "swir"
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return path if os.access(path, os.W_OK) else None
-
-
 def _checksum(key_text: str, value: Any) -> str:
     body = key_text + json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()

@@ -23,7 +23,6 @@ from typing import Any
 import lark
 from lark import Token, v_args
 
-from swir.cache import user_directory
 from swir.diagnostics import SOURCES, Diagnostic, Location
 from swir.ir.affine import Expr, NonAffine
 from swir.ir.core import (STAGES, Access, Apply, Block, Constraint, Dense, DenseSlot,
@@ -33,6 +32,7 @@ from swir.ir.types import Type, parse_type
 from swir.lexer import LexError, SwirLexer
 from swir.limits import deep_recursion
 from swir.ops.registry import lookup
+from swir.parse_tables import load as load_tables
 
 
 # --------------------------------------------------------------------------
@@ -50,13 +50,20 @@ def grammar_text() -> str:
 
 @lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    # Lark keeps its LALR tables in a file of the user's cache, checked against
-    # a hash of the grammar, options and Lark's version and rebuilt when it is
-    # missing, stale or unreadable: 0.4 s of every tool's start-up otherwise.
-    folder = user_directory()
-    tables = str(folder / f"lark-{lark.__version__}.tables") if folder else False
-    return lark.Lark(grammar_text(), parser="lalr", lexer=SwirLexer,
-                     transformer=_SyntaxBuilder(), maybe_placeholders=True, cache=tables)
+    # The LALR tables ship with the package, built at install time
+    # (swir.parse_tables): nothing is read from, or written to, a place
+    # another user or a planted file could control.
+    return load_tables(grammar_text(), SwirLexer, _SyntaxBuilder(), _grammar_folder())
+
+
+def _grammar_folder() -> Path | None:
+    """The installed package's grammar folder (where its tables are), or None
+    in a source tree (whose tables are built in memory)."""
+    try:
+        folder = resources.files("swir.grammar")
+    except ModuleNotFoundError:
+        return None
+    return Path(str(folder)) if isinstance(folder, Path) else None
 
 
 # --------------------------------------------------------------------------

@@ -107,3 +107,30 @@ def test_the_package_builds_without_warnings(tmp_path):
     warnings = [line for line in (p.stdout + p.stderr).splitlines()
                 if BUILD_WARNING.search(line) and not any(n in line for n in noise)]
     assert warnings == [], "\n".join(warnings)
+    _check_shipped_tables(next((tmp_path / "wheel").glob("swir-*.whl")))
+
+
+def _check_shipped_tables(wheel: Path) -> None:
+    """The wheel ships the grammar's parse tables, built from this grammar
+    (swir/parse_tables.py; setup.py's build step)."""
+    import json
+    import zipfile
+
+    from swir import parse_tables
+    with zipfile.ZipFile(wheel) as z:
+        entry = json.loads(z.read(f"swir/grammar/{parse_tables.FILE_NAME}"))
+    grammar = (ROOT / "grammar" / "swir.lark").read_text()
+    assert entry["fingerprint"]["grammar"] == parse_tables.fingerprint(grammar)["grammar"]
+
+
+def test_an_installed_swir_parses_with_its_shipped_tables():
+    """Installed as users install it (not from the source tree), the parser's
+    tables are the package's own and match its grammar and Lark: no tool
+    builds them at start-up."""
+    from swir import parse_tables, parser
+    folder = parser._grammar_folder()
+    assert folder is not None
+    if folder.resolve() == (ROOT / "grammar").resolve():
+        return          # an editable install of the source tree: tables built in memory
+    tables = parse_tables._read(folder / parse_tables.FILE_NAME, parser.grammar_text())
+    assert tables is not None, f"no usable {parse_tables.FILE_NAME} in {folder}"
