@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from swir import files
+from swir import cache, files
 from swir.diagnostics import SOURCES, Diagnostic, Location, one_line
 from swir.limits import deep_recursion
 from swir.passes.manager import PassBug, PassFailure
@@ -216,3 +216,16 @@ def check_writable(path: str, what: str = "") -> None:
     except files.OutputError as e:
         raise UsageError(f"cannot write {what} '{e.path}': {e.reason}" if what
                          else str(e)) from None
+
+
+def use_cache(cli_value: str | None) -> None:
+    """Set up the compile cache (swir.cache) from ``--cache-dir`` or, without
+    it, ``$SWIR_CACHE_DIR``: a directory that cannot hold it is the same
+    one-line error either way (an empty value: no cache)."""
+    path, source = (cli_value, "") if cli_value is not None else \
+        (os.environ.get(cache.ENV), f" (${cache.ENV})")
+    if path:
+        why = cache.usable(path)
+        if why is not None:
+            raise UsageError(f"cannot keep the cache in '{path}'{source}: {why}")
+    cache.use_directory(path or None)

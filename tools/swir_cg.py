@@ -39,7 +39,7 @@ from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, Target, target_of
 from swir.verifier import VerificationError, verify
 
-from .driver import UsageError, command_line_error, opt_level, run_tool
+from .driver import UsageError, command_line_error, opt_level, run_tool, use_cache
 from .swir_opt import (
     Options,
     build_passes,
@@ -294,11 +294,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     assert c.input is not None
-    if c.cache_dir is not None:
-        why = cache.usable(c.cache_dir) if c.cache_dir else None
-        if why is not None:
-            raise UsageError(f"cannot keep the cache in '{c.cache_dir}': {why}")
-        cache.use_directory(c.cache_dir)
+    use_cache(c.cache_dir)
     text = read_source(c.input)
     name = "<stdin>" if c.input == "-" else c.input
     module = parse_module(text, name)

@@ -26,7 +26,7 @@ from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, target_named
 from swir.verifier import VerificationError, verify
 
-from .driver import UsageError, command_line_error, run_tool, write_files, write_output
+from .driver import UsageError, command_line_error, run_tool, use_cache, write_files, write_output
 
 PROG = "swir-opt"
 _PASS_RE = re.compile(r"^-([a-z][a-z0-9-]*)(?:\{(.*)\})?$")
@@ -229,6 +229,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     passes = build_passes(o, argv)
+    use_cache(None)
     text = read_source(o.input)
     name = "<stdin>" if o.input == "-" else o.input
     if not o.flags.get("split-input-file"):

@@ -54,6 +54,7 @@ from .driver import (
     command_line_error,
     opt_level,
     run_tool,
+    use_cache,
     write_files,
 )
 from .swir_cg import level_passes, lowering, pass_option_lines, ranks_option
@@ -726,6 +727,7 @@ def main(argv: list[str]) -> int:
         c = parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    use_cache(None)
     report, info = lower_and_model(c)
     jobs: list[tuple[str, bytes]] = []
     if c.json is not None:

@@ -136,8 +136,13 @@ def _to_store(key: tuple) -> None:
 
 
 def _valid(value) -> bool:
+    """Exactly what _to_store writes: a cost of three counts, or None (the
+    trial was refused)."""
+    if not isinstance(value, dict) or set(value) != {"cost"}:
+        return False
     cost = value["cost"]
-    return cost is None or (len(cost) == 3 and all(type(x) is int and x >= 0 for x in cost))
+    return cost is None or (isinstance(cost, list) and len(cost) == 3 and
+                            all(type(x) is int and 0 <= x < 2 ** 63 for x in cost))
 
 
 def ops_module(ops: list[Instruction], fused: bool = False) -> Module:

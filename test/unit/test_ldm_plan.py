@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from swir.analysis.correlation import COMP, NUM, SIZE, Classification, correlation
 from swir.analysis.placement import copy_level, executions
@@ -445,3 +447,107 @@ def test_search_estimate_knows_the_work_split_grain(tiles, grain):
     counted every task as a unit: the first two plans were estimated on 56
     and 16 CPEs and ran on 8 each.)"""
     assert _planned_grain(STRIDED, tiles) == (grain, grain)
+
+
+# -- any legal decision plans a correct kernel (issue 41: the compile cache) ---------------
+
+def _random_legal_decision(draw, nest, ctx):
+    """A decision drawn at random among those legal_decision accepts: tiles
+    anywhere in 1..extent (halved until they fit), as Plan.make keeps them,
+    the tile loops in a random order (outputs first), Constraint 1 taken or
+    not where a tile is one element."""
+    from swir.passes.buffered.ldm_model import SINGLE, share_single_tile
+    from swir.passes.buffered.ldm_search import Decision, legal_decision, tiled, tile_options
+    serial = {nest.vars[i] for i in ctx.serial}
+    tiles = [draw(st.one_of(st.sampled_from(tile_options(v.extent, ctx.cpes)),
+                            st.integers(1, v.extent))) for v in nest.vars]
+    while True:
+        with tiled(nest, tuple(tiles)):
+            share_single_tile(nest, ctx.cpes, serial)
+            kept = tuple(v.tile for v in nest.vars)
+            loops = [i for i, v in enumerate(nest.vars) if v.ntiles > 1]
+            outs = draw(st.permutations([i for i in loops if not nest.vars[i].reduction]))
+            reds = draw(st.permutations([i for i in loops if nest.vars[i].reduction]))
+            shape = nest.tiles()
+            direct = [t.direct if t.direct != SINGLE else
+                      (SINGLE if t.elements(shape) == 1 and draw(st.booleans()) else None)
+                      for t in nest.tensors]
+        d = Decision(kept, tuple(outs) + tuple(reds), tuple(direct), True, False)
+        legal = legal_decision(nest, d.to_json(), ctx.capacity, ctx.cpes, ctx.serial)
+        if legal is not None or all(t == 1 for t in tiles):
+            return legal
+        big = max(range(len(tiles)), key=lambda i: tiles[i])
+        tiles[big] = -(-tiles[big] // 2)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_legal_plan_decision_computes_the_graph_result(data):
+    """A decision the cache hands -ldm-plan is checked (legal_decision); this
+    is why the check is enough: every decision it accepts, on every graph
+    op's nests at several LDM sizes, plans kernels that compute the graph
+    result (buffered-stage interpreter, LDM peak within the size)."""
+    from unittest import mock
+
+    from swir.interp.buffered import BufferedInterpreter
+    from swir.passes.buffered import ldm_plan
+    op, types, attrs = data.draw(st.sampled_from(CASES), label="case")
+    ldm_size = data.draw(st.sampled_from([65536, 4096, 2048]), label="ldm size")
+    text = build(op, types, attrs)
+    args = inputs(op, types, (op, str(types)))
+    g = parse_module(text, "<case>")
+    want = run_function(g, g.lookup("main"), args)
+    applied = []
+
+    def random_search(nest, ctx):
+        d = _random_legal_decision(data.draw, nest, ctx)
+        if d is None:                   # nothing but the search's own fits
+            return real_search(nest, ctx)
+        applied.append(d)
+        return d
+
+    real_search = ldm_plan.search
+    m = parse_module(text, "<case>")
+    LowerLoops().run(m, AnalysisManager())
+    # one process, no decision remembered from another example: each nest drawn
+    with mock.patch.object(ldm_plan, "search", random_search), \
+            mock.patch.object(ldm_plan, "_DECISIONS", {}):
+        LDMPlan(ldm_size=ldm_size, strategy="search", jobs=1).run(m, AnalysisManager())
+    verify(m)
+    interp = BufferedInterpreter(m, ".")
+    got = interp.call(m.lookup("main"), [a.reshape(a.shape or (1,)) for a in args])
+    assert all(peak <= ldm_size for peak in interp.ldm_peak.values()), interp.ldm_peak
+    assert_matches_graph(op, g, args, want, got)
+
+
+@pytest.mark.parametrize("forged", [
+    {"tiles": [1, 1, 1], "order": [1], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 1, 1], "order": [], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 1, 1], "order": [2, 1, 0], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 1, 1], "order": [0, 1, 1], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 1024, 1024], "order": [], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 0, 1], "order": [1], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, True, 1], "order": [1], "direct": [None, None, None], "chose": True},
+    {"tiles": [1, 1, 1], "order": [0, 1, 2], "direct": [None, None, None], "chose": 1},
+    {"tiles": [1, 1, 1], "order": [0, 1, 2], "direct": [None, None, None], "chose": True,
+     "extra": 0},
+    [1, 1, 1],
+])
+def test_illegal_decisions_are_refused(forged):
+    """The issue's forged entries (an order that is not a permutation of the
+    nest's tile loops, none at all), a reduction loop outside an output loop,
+    tiles that share_single_tile would split again, out of range or of the
+    wrong type, malformed JSON: refused, so searched again."""
+    from swir.passes.buffered.ldm_search import legal_decision
+    nest = paper_nest()
+    assert legal_decision(nest, forged, 65536, 64, frozenset()) is None
+
+
+def test_a_legal_decision_is_accepted():
+    from swir.passes.buffered.ldm_search import legal_decision
+    nest = paper_nest()
+    value = {"tiles": [1, 16, 256], "order": [1, 2], "direct": [None] * len(nest.tensors),
+             "chose": True}
+    d = legal_decision(nest, value, 65536, 64, frozenset())
+    assert d is not None and d.tiles == (1, 16, 256) and d.order == (1, 2)

@@ -43,7 +43,7 @@ from swir.passes.buffered.ldm_search import (
     Decision,
     apply,
     canonical_kernel,
-    fits_nest,
+    legal_decision,
     search,
     search_key,
 )
@@ -174,9 +174,10 @@ class LDMPlan(Pass):
                 self.bump("nest searches known from an identical nest")
             return d
         store = cache.current()
-        if value is not None and fits_nest(nest, value, ctx.capacity):
+        d = legal_decision(nest, value, ctx.capacity, ctx.cpes, ctx.serial) \
+            if value is not None else None
+        if d is not None:
             self.bump("nest searches read from the compile cache")
-            d = Decision.from_json(value)
         else:
             d = search(nest, ctx)
             if store and not d.cut:

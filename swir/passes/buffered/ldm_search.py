@@ -109,9 +109,18 @@ class Decision:
                 "direct": list(self.direct), "chose": self.chose}
 
     @staticmethod
-    def from_json(value: dict) -> Decision:
-        return Decision(tuple(value["tiles"]), tuple(value["order"]), tuple(value["direct"]),
-                        bool(value["chose"]), False)
+    def from_json(value: object) -> Decision | None:
+        """The decision a cache entry's JSON holds, or None when it is not
+        exactly the shape :meth:`to_json` writes."""
+        if not isinstance(value, dict) or set(value) != {"tiles", "order", "direct", "chose"}:
+            return None
+        tiles, order, direct, chose = (value[k] for k in ("tiles", "order", "direct", "chose"))
+        if not (isinstance(tiles, list) and all(type(t) is int for t in tiles) and
+                isinstance(order, list) and all(type(i) is int for i in order) and
+                isinstance(direct, list) and
+                all(d is None or type(d) is str for d in direct) and type(chose) is bool):
+            return None
+        return Decision(tuple(tiles), tuple(order), tuple(direct), chose, False)
 
 
 def search(nest: Nest, ctx: SearchContext) -> Decision:
@@ -130,36 +139,46 @@ def apply(nest: Nest, d: Decision) -> list[LoopVar]:
     return [nest.vars[i] for i in d.order]
 
 
-def fits_nest(nest: Nest, value: object, capacity: int) -> bool:
-    """Whether ``value`` (a cached decision's JSON) is a plan of this nest:
-    a tile in 1..extent per variable, an order of some of them, a direct
-    flag per tensor that keeps the nest's own reasons (only a single-element
-    tile may add one), and tiles that fit the LDM. A cached answer that is
-    not is recomputed (swir.cache)."""
-    try:
-        d = Decision.from_json(value)  # type: ignore[arg-type]
-    except (KeyError, TypeError, ValueError):
-        return False
+def legal_decision(nest: Nest, value: object, capacity: int, cpes: int,
+                   serial: frozenset[int]) -> Decision | None:
+    """The decision a cache entry holds (``value``, its JSON), if it is one
+    the search could have made for this nest, else None (it is searched
+    again): a tile in 1..extent per variable, tiles that fit the LDM and that
+    Plan.make keeps (share_single_tile would not split them again), a loop
+    order that is exactly the tile loops (the variables with more than one
+    tile), output loops before reduction loops, and each tensor's direct
+    flag the nest's own (only a one-element tile may add Constraint 1's).
+    Any such decision plans a correct kernel (test_ldm_plan's property
+    test); one that is not could drop a tile loop (a wrong result) or a
+    reduction's initialisation."""
+    d = Decision.from_json(value)
     n = len(nest.vars)
-    if len(d.tiles) != n or len(set(d.order)) != len(d.order) or \
-            not all(type(i) is int and 0 <= i < n for i in d.order) or \
-            len(d.direct) != len(nest.tensors):
-        return False
-    if not all(type(t) is int and 1 <= t <= v.extent for t, v in zip(d.tiles, nest.vars)):
-        return False
-    if not all(why is None or isinstance(why, str) for why in d.direct):
-        return False
+    if d is None or len(d.tiles) != n or len(d.direct) != len(nest.tensors):
+        return None
+    if not all(1 <= t <= v.extent for t, v in zip(d.tiles, nest.vars)):
+        return None
     with tiled(nest, d.tiles):
+        share_single_tile(nest, cpes, {nest.vars[i] for i in serial})
+        kept = tuple(v.tile for v in nest.vars) == d.tiles
+    if not kept:
+        return None
+    with tiled(nest, d.tiles):
+        loops = {i for i, v in enumerate(nest.vars) if v.ntiles > 1}
+        if sorted(d.order) != sorted(loops):
+            return None
+        kinds = [nest.vars[i].reduction for i in d.order]
+        if kinds != sorted(kinds):          # a reduction loop outside an output loop
+            return None
         tiles = nest.tiles()
         for t, why in zip(nest.tensors, d.direct):
             own = t.direct if t.direct != SINGLE else None
             if why != own and not (why == SINGLE and t.elements(tiles) == 1):
-                return False
+                return None
         old = [t.direct for t in nest.tensors]
         for t, why in zip(nest.tensors, d.direct):
             t.direct = why
         try:
-            return nest.ldm_bytes() <= capacity
+            return d if nest.ldm_bytes() <= capacity else None
         finally:
             for t, why in zip(nest.tensors, old):
                 t.direct = why
