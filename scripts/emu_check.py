@@ -10,15 +10,21 @@ MODULE is the swir module the project was generated from (any stage): its
 function's signature gives the dtypes and shapes of the raw arrays the program
 reads and writes. Tolerances default by dtype (f32: rtol 1e-4, atol 1e-5;
 f64: rtol 1e-10, atol 1e-12; integers and booleans: exact). An output passes
-when |out - ref| <= atol + rtol * |ref| everywhere. Exit status: 0 on PASS,
-1 on FAIL (or when the program cannot be run), 2 on a usage error.
+when |out - ref| <= atol + rtol * |ref| at every element (numpy.allclose's
+test); each result's line says so, with how close the worst element came to
+its bound. Its largest relative difference |out - ref| / |ref| is printed
+too, and may pass rtol where |ref| is small: atol covers those elements.
+Exit status: 0 on PASS, 1 on FAIL (or when the program cannot be run), 2 on
+a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,27 +48,73 @@ def tolerance(dtype: np.dtype) -> tuple[float, float]:
     return TOLERANCES.get(f"f{dtype.itemsize}", (1e-4, 1e-5))
 
 
-def compare(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float
-            ) -> tuple[bool, float, float, str]:
-    """(passes, max abs difference, max relative difference, why it fails)."""
+CRITERION = "|out - ref| <= atol + rtol * |ref|"   # numpy.allclose's, elementwise
+
+
+@dataclass
+class Comparison:
+    """One result against its reference under CRITERION."""
+
+    ok: bool
+    size: int
+    max_abs: float      # max |out - ref|
+    max_rel: float      # max |out - ref| / |ref|: not the criterion, which adds atol
+    worst: float        # max |out - ref| / (atol + rtol * |ref|): the criterion holds iff <= 1
+    why: str = ""       # what fails, where ("" when ok)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Comparison:
+    """out against ref under CRITERION; NaN matches NaN only."""
     if out.shape != ref.shape:
-        return False, float("nan"), float("nan"), f"shape {out.shape}, reference {ref.shape}"
+        return Comparison(False, out.size, float("nan"), float("nan"), float("nan"),
+                          f"shape {out.shape}, reference {ref.shape}")
     if out.size == 0:
-        return True, 0.0, 0.0, ""
+        return Comparison(True, 0, 0.0, 0.0, 0.0)
     o, r = out.astype(np.float64), ref.astype(np.float64)
-    with np.errstate(invalid="ignore"):
+    bound = atol + rtol * np.abs(r)
+    with np.errstate(invalid="ignore", divide="ignore"):
         diff = np.abs(o - r)
         rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
+        use = np.where(diff == 0, 0.0, diff / bound)    # inf where the bound is 0 (exact)
     both_nan = np.isnan(o) & np.isnan(r)
-    diff[both_nan] = rel[both_nan] = 0.0
-    ok = bool(np.all(diff <= atol + rtol * np.abs(r)))   # False wherever a NaN is left
+    diff[both_nan] = rel[both_nan] = use[both_nan] = 0.0
+    use[np.isnan(use)] = np.inf                         # a NaN against a number
+    bad = ~(diff <= bound) & ~both_nan                  # True wherever a NaN is left
+    ok = not bool(bad.any())
     why = ""
     if not ok:
-        bad = ~(diff <= atol + rtol * np.abs(r))
         i = np.unravel_index(int(np.argmax(bad)), out.shape)
         why = (f"{int(bad.sum())} of {out.size} elements out of tolerance, first at "
-               f"{tuple(int(k) for k in i)}: {out[i]!r} vs {ref[i]!r}")
-    return ok, float(np.nanmax(diff)), float(np.nanmax(rel)), why
+               f"{tuple(int(k) for k in i)}: {out[i]!s} vs {ref[i]!s}")
+    return Comparison(ok, out.size, float(np.nanmax(diff)), float(np.nanmax(rel)),
+                      float(np.max(use)), why)
+
+
+def verdict(c: Comparison, rtol: float, atol: float) -> list[str]:
+    """What was checked and how it came out: PASS or FAIL with the criterion,
+    then how close the worst element came to its bound. The largest relative
+    difference is printed too, but it is not what is checked: near 0, atol
+    lets |out - ref| / |ref| be well over rtol."""
+    exact = rtol == 0 and atol == 0
+    criterion = "out == ref (exact)" if exact else f"{CRITERION} (rtol {rtol:g}, atol {atol:g})"
+    if c.ok:
+        head = f"PASS: {criterion} holds at all {c.size:,} elements"
+    else:
+        head = f"FAIL: {criterion} does not hold: {c.why}"
+    if math.isnan(c.worst):                  # no elementwise comparison (shapes differ)
+        return [head]
+    if exact:
+        return [head, f"  max abs diff {c.max_abs:.3g}"]
+    if c.worst <= 1:
+        worst = f"|out - ref| at {100 * c.worst:.3g}% of its bound"
+    elif math.isfinite(c.worst):
+        worst = f"|out - ref| at {c.worst:.3g}x its bound"
+    else:
+        worst = "a NaN against a number, or a difference where the bound is 0"
+    rel = f"max rel diff {c.max_rel:.3g}"
+    if c.ok and rtol > 0 and c.max_rel > rtol:
+        rel += f" (over rtol only where |ref| < atol / rtol = {atol / rtol:g}, which atol covers)"
+    return [head, f"  worst element: {worst}; max abs diff {c.max_abs:.3g}, {rel}"]
 
 
 def kib(n: float) -> str:
@@ -115,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", "-r", action="append", default=[], metavar="REF.npy",
                     help="a reference result, in result order (repeat for each)")
     ap.add_argument("--func", default=None, help="the function the program runs (default: main)")
-    ap.add_argument("--rtol", type=float, default=None, help="relative tolerance")
-    ap.add_argument("--atol", type=float, default=None, help="absolute tolerance")
+    ap.add_argument("--rtol", type=float, default=None,
+                    help=f"relative tolerance: rtol in {CRITERION} (default by dtype)")
+    ap.add_argument("--atol", type=float, default=None,
+                    help=f"absolute tolerance: atol in {CRITERION} (default by dtype)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of the program (default 1)")
     ap.add_argument("--stats-json", metavar="FILE", help="also save the program's --stats JSON")
     a = ap.parse_args(argv)
@@ -156,13 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         rtol, atol = tolerance(out.dtype)
         rtol = rtol if a.rtol is None else a.rtol
         atol = atol if a.atol is None else a.atol
-        ok, dmax, rmax, why = compare(out, ref, rtol, atol)
-        passed &= ok
-        print(f"result #{i} {out.dtype}{list(out.shape)} vs {a.reference[i]}: "
-              f"max abs diff {dmax:.3g}, max rel diff {rmax:.3g} "
-              f"(rtol {rtol:g}, atol {atol:g}): {'PASS' if ok else 'FAIL'}")
-        if why:
-            print(f"  {why}")
+        c = compare(out, ref, rtol, atol)
+        passed &= c.ok
+        head, *more = verdict(c, rtol, atol)
+        print(f"result #{i} {out.dtype}{list(out.shape)} vs {a.reference[i]}: {head}")
+        for line in more:
+            print(line)
     print()
     print(f"per kernel ({r.stats.get('runs', a.repeat)} run(s); LDM/CPE = ldm_peak, the most "
           f"LDM any CPE held; <256 B = share of DMA transfers under {SMALL} bytes):")

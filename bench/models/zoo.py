@@ -769,17 +769,57 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message}\n")
 
 
+# What each size flag sets; _flag_help adds each model's default.
+FLAG_HELP: dict[str, str] = {
+    "batch": "inputs per run: the first dimension of every input and output",
+    "resolution": ("input height and width in pixels (dcgan: the generated image's, a power of 2 "
+                   "from 8; yolov3: a multiple of 32)"),
+    "width": "divide every channel count by this, keeping every layer (the tests take 4 or 8)",
+    "seq": "tokens per input sequence",
+    "layers": "encoder layers",
+    "hidden": "hidden size, a multiple of --heads",
+    "heads": "attention heads",
+    "classes": "classes the network tells apart (yolov3: per detection box)",
+    "opset": f"the model's ONNX opset, {OPSETS.start} to {OPSETS.stop - 1}",
+    "seed": "seed of the random weights",
+}
+
+
+def _flag_help(flag: str) -> str:
+    """FLAG_HELP[flag] and each model's default: "(default 224; yolov3 416,
+    dcgan 64; not bert)"."""
+    defaults = {name: inspect.signature(fn).parameters[flag].default
+                for name, fn in MODELS.items() if flag in inspect.signature(fn).parameters}
+    values = list(defaults.values())
+    common = max(values, key=values.count)
+    notes = [f"default {common}"]
+    others = [f"{name} {value}" for name, value in defaults.items() if value != common]
+    if others:
+        notes.append(", ".join(others))
+    if len(defaults) == 1:
+        notes = [f"{name} only, default {value}" for name, value in defaults.items()]
+    elif len(defaults) < len(MODELS):
+        notes.append("not " + ", ".join(n for n in MODELS if n not in defaults))
+    return f"{FLAG_HELP[flag]} ({'; '.join(notes)})"
+
+
 def _parser() -> _Parser:
-    p = _Parser(prog="zoo.py", description="Write one of the benchmark models as ONNX.")
+    p = _Parser(prog="zoo.py", description="Write one of the benchmark models as ONNX.",
+                epilog="A flag left out takes the model's default: the paper's size. A model "
+                       "given a flag it does not take is an error.")
     p.add_argument("name", nargs="?", help="model name (see --list)")
-    p.add_argument("-o", "--output", help="the .onnx file to write")
+    p.add_argument("-o", "--output", metavar="OUTPUT.onnx", help="the .onnx file to write")
     p.add_argument("--list", action="store_true", help="list the models and exit")
     for flag in ("batch", "resolution", "width", "seq", "layers", "hidden", "heads", "classes",
                  "opset", "seed"):
-        p.add_argument(f"--{flag}", type=int)
-    p.add_argument("--weights", choices=["random", "zeros"])
+        p.add_argument(f"--{flag}", type=int, metavar="N", help=_flag_help(flag))
+    p.add_argument("--weights", choices=["random", "zeros"],
+                   help="random (the default): seeded normal weights scaled to keep activations "
+                        "O(1), for checking results; zeros: the same graph without drawing random "
+                        "numbers, faster, where only shapes matter")
     p.add_argument("--external-data", action="store_true",
-                   help="write tensors of 1 KiB and more to OUTPUT.data")
+                   help="write tensors of 1 KiB and more to OUTPUT.onnx.data beside the model, "
+                        "as torch.onnx.export does (needed above protobuf's 2 GB)")
     return p
 
 

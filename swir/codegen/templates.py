@@ -431,6 +431,8 @@ _MPI_EDITS = (
      "\t$(MPIRUN_ENV) $(MPIRUN) -np {ranks} --oversubscribe ./$(PROGRAM)_emu $(ARGS)\n\n"
      "clean:\n"),
     (".PHONY: all run emu ", ".PHONY: all run emu emu-run "),
+    ("    swir's athread emulation\n",
+     "    swir's athread emulation, and `make emu-run` runs it on {ranks} ranks\n"),
 )
 
 
@@ -496,16 +498,24 @@ EMU_LIBS = -lpthread -lm
 
 all: $(PROGRAM)
 
-$(PROGRAM): main.o layers.o layers_slave.o
+# The Sunway build on a machine without sw5cc: one line saying so, before any
+# compile, instead of the shell's "sw5cc: not found" and make's error trail.
+NO_SW5CC = $(firstword $(SW5CC)) not found: `make` is the Sunway build (sw5cc, on a \\
+    Sunway login node); on this machine, `make emu` builds $(PROGRAM)_emu against \\
+    swir's athread emulation
+sunway-compiler:
+\t$(if $(shell command -v $(firstword $(SW5CC)) 2>/dev/null),,$(error $(NO_SW5CC)))
+
+$(PROGRAM): main.o layers.o layers_slave.o | sunway-compiler
 \t$(SW5CC) -hybrid $(SWFLAGS) -o $@ main.o layers.o layers_slave.o $(SWLIBS)
 
-main.o: main.c layers.h layers_mix.h
+main.o: main.c layers.h layers_mix.h | sunway-compiler
 \t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c main.c -o $@
 
-layers.o: layers.c layers.h layers_mix.h
+layers.o: layers.c layers.h layers_mix.h | sunway-compiler
 \t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c -o $@
 
-layers_slave.o: layers_slave.c layers_mix.h
+layers_slave.o: layers_slave.c layers_mix.h | sunway-compiler
 \t$(SW5CC) -slave -msimd $(SWSTD) $(SWFLAGS) -c layers_slave.c -o $@
 
 run: $(PROGRAM)
@@ -530,7 +540,7 @@ $(PROGRAM)_emu_tsan: $(EMU_DEPS)
 clean:
 \trm -f $(PROGRAM) $(PROGRAM)_emu $(PROGRAM)_emu_asan $(PROGRAM)_emu_tsan *.o
 
-.PHONY: all run emu emu-asan emu-tsan clean
+.PHONY: all run emu emu-asan emu-tsan clean sunway-compiler
 """
 
 

@@ -22,16 +22,19 @@ ROOT = Path(__file__).parents[2]
 MLP = ROOT / "examples" / "mlp.swir"
 
 
-def on_a_terminal(*argv: str | Path) -> tuple[int, str]:
+def on_a_terminal(*argv: str | Path, size: tuple[int, int] = (30, 120),
+                  env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a tool with its stdin, stdout and stderr on a pseudo-terminal of
-    120 columns; what it wrote there, and its exit status."""
+    ``size`` (rows, columns), without $COLUMNS / $LINES unless ``env`` sets
+    them; what it wrote there, and its exit status."""
     pid, fd = pty.fork()
     if pid == 0:                                # the child: size the terminal, run the tool
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
         # tqdm redraws at most every 0.1 s: on a fast machine a short pass would
         # show no frame after its first; every update drawn instead
-        env = {**os.environ, "TQDM_MININTERVAL": "0"}
-        os.execve(str(BIN / argv[0]), [str(a) for a in argv], env)
+        environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        environ = {**environ, "TQDM_MININTERVAL": "0", **(env or {})}
+        os.execve(str(BIN / argv[0]), [str(a) for a in argv], environ)
     out = b""
     while True:
         try:
@@ -53,6 +56,34 @@ def test_swir_cg_shows_passes_and_kernels_on_a_terminal(tmp_path):
     assert any(f.startswith("-fuse (") for f in frames), frames
     assert re.fullmatch(f"swir-cg: wrote {tmp_path / 'p'} \\(\\d+ CPE kernels\\); make -C "
                         f"{tmp_path / 'p'} emu builds {tmp_path / 'p' / 'mlp_emu'}", frames[-1])
+
+
+def bar_frames(text: str, stage: str) -> list[str]:
+    """The frames drawn of ``stage``'s bar once it counts items (``|`` ... ``n/N [``)."""
+    return [f for f in re.split(r"[\r\n]", text)
+            if f.startswith(stage) and re.search(r"\| \d+/\d+ \[", f)]
+
+
+def test_a_terminal_of_size_0x0_gets_an_80_column_bar_that_advances(tmp_path):
+    """`script` gives its child a terminal that reports 0 x 0: tqdm sized its
+    bar -1 columns there and drew nothing; -ldm-plan's bar never showed."""
+    status, text = on_a_terminal("swir-cg", "-O3", MLP, "-o", tmp_path / "p", size=(0, 0))
+    assert status == 0, text
+    frames = bar_frames(text, "-ldm-plan (")
+    assert frames, text
+    done = [int(re.search(r"\| (\d+)/(\d+) \[", f).group(1)) for f in frames]
+    assert done == sorted(done) and done[-1] > 0, frames          # it advances
+    assert {len(f) for f in frames} == {79}, frames                # 80 columns, less tqdm's one
+    assert text.rstrip().endswith(f"make -C {tmp_path / 'p'} emu builds "
+                                  f"{tmp_path / 'p' / 'mlp_emu'}")
+
+
+def test_a_terminal_of_size_0x0_takes_columns_from_the_environment(tmp_path):
+    status, text = on_a_terminal("swir-report", "-O0", MLP, size=(0, 0),
+                                 env={"COLUMNS": "100"})
+    assert status == 0, text
+    frames = bar_frames(text, "-ldm-plan (")
+    assert frames and {len(f) for f in frames} == {99}, frames
 
 
 def test_swir_cg_quiet_on_a_terminal(tmp_path):
