@@ -229,3 +229,39 @@ def use_cache(cli_value: str | None) -> None:
         if why is not None:
             raise UsageError(f"cannot keep the cache in '{path}'{source}: {why}")
     cache.use_directory(path or None)
+
+
+WEIGHTS_FROM_HELP = ("--weights-from DIR          also read weight files (file \"...\") from DIR "
+                     "and below; by default only from the module's own folder and below")
+
+
+def take_weights_from(prog: str, argv: list[str]) -> list[str]:
+    """``argv`` without its ``--weights-from DIR`` options (any number), whose
+    folders weight files may then be read from besides a module's own
+    (swir.ir.constants.weight_path). Each must be a directory."""
+    rest, folders, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--weights-from" or a.startswith("--weights-from="):
+            if "=" in a:
+                folder = a.partition("=")[2]
+            elif i + 1 < len(argv):
+                folder = argv[i + 1]
+                i += 1
+            else:
+                raise command_line_error(prog, argv, i, "'--weights-from' needs a folder")
+            folders.append(folder)
+        else:
+            rest.append(a)
+        i += 1
+    use_weights_from(folders)
+    return rest
+
+
+def use_weights_from(folders: list[str]) -> None:
+    """Let weight files be read from these folders too (each a directory)."""
+    from swir.ir.constants import allow_weights_from
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise UsageError(f"--weights-from '{folder}': not a directory")
+    allow_weights_from(folders)

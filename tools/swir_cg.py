@@ -39,7 +39,15 @@ from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, Target, target_of
 from swir.verifier import VerificationError, verify
 
-from .driver import UsageError, command_line_error, opt_level, run_tool, use_cache
+from .driver import (
+    WEIGHTS_FROM_HELP,
+    UsageError,
+    command_line_error,
+    opt_level,
+    run_tool,
+    take_weights_from,
+    use_cache,
+)
 from .swir_opt import (
     Options,
     build_passes,
@@ -81,6 +89,7 @@ def usage() -> str:
               "(4 per SW26010 chip): -distribute shares the work before -fuse",
               "  --split data|model|auto    how the ranks share it: the batch, each conv's and "
               "matmul's output channels, or data when the batch divides (default)",
+              "  " + WEIGHTS_FROM_HELP,
               "  --time-passes              report the time each pass took",
               "  --verify-each              verify the IR after every pass, not only at the end "
               "(finds the pass that broke it)",
@@ -289,6 +298,7 @@ def ldm_reserve(passes: list[Pass]) -> int | None:
 
 
 def main(argv: list[str]) -> int:
+    argv = take_weights_from(PROG, argv)
     try:
         c = parse_args(argv)
     except SystemExit as e:

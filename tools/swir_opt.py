@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from swir import __version__, files
 from swir.diagnostics import Diagnostic
+from swir.ir.constants import load_weights_outside
 from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
 from swir.passes.manager import Pass, PassFailure, PassManager, option_flag, target_defaults
@@ -26,7 +27,16 @@ from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, target_named
 from swir.verifier import VerificationError, verify
 
-from .driver import UsageError, command_line_error, run_tool, use_cache, write_files, write_output
+from .driver import (
+    WEIGHTS_FROM_HELP,
+    UsageError,
+    command_line_error,
+    run_tool,
+    take_weights_from,
+    use_cache,
+    write_files,
+    write_output,
+)
 
 PROG = "swir-opt"
 _PASS_RE = re.compile(r"^-([a-z][a-z0-9-]*)(?:\{(.*)\})?$")
@@ -72,6 +82,7 @@ def usage() -> str:
               "  --target NAME              the machine the passes plan for: "
               + ", ".join(TARGETS) + f" (default: {DEFAULT_TARGET.name});",
               "                             it sets the defaults of --ldm-size and --cpes",
+              "  " + WEIGHTS_FROM_HELP,
               "  --help                     show this help and exit",
               "  --version                  show the version and exit"]
     for name, text in _FLAGS.items():
@@ -224,6 +235,7 @@ def field_type(f) -> type:
 
 
 def main(argv: list[str]) -> int:
+    argv = take_weights_from(PROG, argv)
     try:
         o = parse_args(argv)
     except SystemExit as e:
@@ -304,7 +316,9 @@ def process(text: str, name: str, passes: list[Pass], o: Options,
     if not manager.verify_each:
         verify(module)
     if sink is not None:    # written to a file: its weight files named from there
-        module.move_weight_files(os.path.dirname(o.output or "") or ".")
+        folder = os.path.dirname(o.output or "") or "."
+        load_weights_outside(module, folder)    # those elsewhere go to its sidecar
+        module.move_weight_files(folder)
     return print_module(module, sink), manager
 
 

@@ -54,6 +54,7 @@ from .driver import (
     command_line_error,
     opt_level,
     run_tool,
+    take_weights_from,
     use_cache,
     write_files,
 )
@@ -94,6 +95,8 @@ def usage() -> str:
              "                             per core group): the collectives' time, and the",
              "                             speed-up over one core group",
              "  --split data|model|auto    how the ranks share the work (swir-cg --split)",
+             "  --weights-from DIR         also read weight files (file \"...\") from DIR and",
+             "                             below (default: only the module's folder and below)",
              "  --json FILE                write the report as JSON",
              "  --plot FILE                write a roofline plot (PNG; needs matplotlib: the",
              "                             report extra, pip install 'swir[report]')",
@@ -723,6 +726,7 @@ def key_text(key: Any, kernels: list[KernelCost], points: list[Point]) -> None:
 # ---------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
+    argv = take_weights_from(PROG, argv)
     try:
         c = parse_args(argv)
     except SystemExit as e:

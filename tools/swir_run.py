@@ -35,7 +35,7 @@ from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify
 
-from .driver import ArgumentParser, UsageError, run_tool, write_files
+from .driver import ArgumentParser, UsageError, run_tool, use_weights_from, write_files
 
 PROG = "swir-run"
 
@@ -56,6 +56,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-verify", action="store_true",
                    help="run without verifying the module first (the interpreter's own "
                         "run-time checks still apply)")
+    p.add_argument("--weights-from", action="append", default=[], metavar="DIR",
+                   help="also read weight files (file \"...\") from DIR and below; by default "
+                        "only from the module's own folder and below")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p.parse_args(argv)
 
@@ -86,6 +89,7 @@ def stats_json(stats: dict) -> str:
 
 def main(argv: list[str]) -> int:
     a = _args(argv)
+    use_weights_from(a.weights_from)
     module = parse_file(a.module)
     if not a.no_verify:
         verify(module)

@@ -5,6 +5,8 @@ file). The interpreters, constant folding and the C generator read them here."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -64,33 +66,100 @@ def contents_type(g: Global) -> ShapedType:
     return dataclasses.replace(g.type, shape=contents_shape(g))
 
 
+# Folders weight files may be read from besides a module's own folder and
+# those below it: what the tools' --weights-from options name (the process's
+# policy, set once by the tool; docs/reliability.md, "Weights").
+_WEIGHT_FOLDERS: list[Path] = []
+
+
+def allow_weights_from(folders: list[str]) -> None:
+    """Let weight files be read from these folders (and below) too."""
+    _WEIGHT_FOLDERS[:] = [Path(f).resolve() for f in folders]
+
+
+def weight_path(g: Global, base_dir: Path) -> Path:
+    """The file a global's contents are read from: ``file "..."`` relative to
+    the module's folder, which it (after symbolic links) must not leave --
+    ``"/etc/passwd"`` or ``"../../x"`` in a module from elsewhere must not
+    put a file of the user's into a program -- unless a folder the tool was
+    given (--weights-from) holds it. A Diagnostic otherwise."""
+    init = g.init
+    assert isinstance(init, FileInit)
+    path = Path(base_dir) / init.path
+    home = Path(base_dir).resolve()
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):          # a loop of links
+        raise Diagnostic(f"@{g.name}: cannot read weight file '{path}': a loop of "
+                         "symbolic links", g.loc) from None
+    if not any(real == r or r in real.parents for r in [home] + _WEIGHT_FOLDERS):
+        raise Diagnostic(f"@{g.name}: weight file '{init.path}' is outside the module's "
+                         f"folder '{home}'; give --weights-from DIR to read weights from "
+                         "another folder", g.loc)
+    return path
+
+
 def load_file_global(g: Global, base_dir: Path) -> np.ndarray:
-    """Read a global's elements from its sidecar file, checking that they exist
-    (a per-rank global: every rank's slice, stacked)."""
+    """Read a global's elements from its sidecar file (:func:`weight_path`),
+    checking that they exist (a per-rank global: every rank's slice,
+    stacked). Only a regular file is read: a FIFO or a device is refused
+    before it could block or never end."""
     init = g.init
     assert isinstance(init, FileInit) and isinstance(g.type, ShapedType)
-    path = base_dir / init.path
+    path = weight_path(g, base_dir)
     dtype = dtype_of(g.type).newbyteorder("<")
     shape = contents_shape(g)
     need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     try:
-        size = path.stat().st_size
-        if not path.is_file():
-            raise IsADirectoryError(21, "Is a directory")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise Diagnostic(f"@{g.name}: cannot read weight file '{path}': "
                          f"{e.strerror or e}", g.loc) from None
-    if init.offset > size:
-        raise Diagnostic(f"@{g.name}: offset {init.offset} is past the end of '{path}' "
-                         f"({size} bytes)", g.loc)
-    if init.offset + need > size:
-        raise Diagnostic(f"@{g.name}: '{path}' is too short: {g.type} needs {need} bytes "
-                         f"at offset {init.offset}, the file has {size - init.offset}", g.loc)
-    with open(path, "rb") as fh:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Diagnostic(f"@{g.name}: cannot read weight file '{path}': it is "
+                         f"{file_kind(st.st_mode)}, not a regular file", g.loc)
+    with os.fdopen(fd, "rb") as fh:
+        size = st.st_size
+        if init.offset > size:
+            raise Diagnostic(f"@{g.name}: offset {init.offset} is past the end of '{path}' "
+                             f"({size} bytes)", g.loc)
+        if init.offset + need > size:
+            raise Diagnostic(f"@{g.name}: '{path}' is too short: {g.type} needs {need} "
+                             f"bytes at offset {init.offset}, the file has "
+                             f"{size - init.offset}", g.loc)
         fh.seek(init.offset)
         data = fh.read(need)
+    if len(data) != need:
+        raise Diagnostic(f"@{g.name}: '{path}' became shorter while it was read", g.loc)
     return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))\
         .reshape(shape)
+
+
+def load_weights_outside(module: Module, folder: str) -> None:
+    """Give every global whose weight file is not in ``folder`` (or below)
+    its contents in memory (ArrayInit), to be written beside a module
+    printed into ``folder``: a module written elsewhere than its input stays
+    readable on its own, since weights are read only from a module's own
+    folder (weight_path)."""
+    home = Path(folder).resolve()
+    base = Path(module.base_dir or ".")
+    for g in module.globals:
+        if isinstance(g.init, FileInit):
+            real = weight_path(g, base).resolve()
+            if home not in real.parents:
+                g.init = ArrayInit(load_file_global(g, base))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for messages."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def constant_value(v: Value) -> np.ndarray | None:

@@ -21,8 +21,9 @@ from typing import Any, Callable, ClassVar, TextIO
 
 from swir.diagnostics import Diagnostic
 from swir.files import new_file_mode
-from swir.ir.core import Module
-from swir.printer import print_module
+from swir.ir.core import FileInit, Module
+from swir.ir.constants import load_weights_outside
+from swir.printer import WeightSink, print_module
 from swir.progress import QUIET, Progress
 from swir.target import DEFAULT_TARGET, Target
 from swir.verifier import VerificationError, verify
@@ -266,14 +267,15 @@ class PassManager:
         itself is saved and the command runs every pass up to this one."""
         p = self.passes[index]
         spellings = [p.spelling()]
-        text = None
+        replayed = None
         if source is not None:
             try:
-                text = print_module(self._replay(source, module.base_dir, index))
+                replayed = self._replay(source, module.base_dir, index)
             except Exception:  # the rebuild is best effort: fall back to the input
-                text, spellings = source, [q.spelling() for q in self.passes[:index + 1]]
-        path = _save_reproducer(p.name, text) if text is not None else None
+                spellings = [q.spelling() for q in self.passes[:index + 1]]
+        path, folders = _save_reproducer(p.name, replayed, source)
         command = "swir-opt " + " ".join(shlex.quote(s) for s in spellings) + " " + \
+            "".join(f"--weights-from {shlex.quote(f)} " for f in folders) + \
             shlex.quote(path or "IN.swir")
         return PassBug(p.spelling(), problem, diagnostics, path, command)
 
@@ -285,8 +287,6 @@ class PassManager:
         for q, old in zip(fresh, self.passes):
             q.target = old.target
         PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
-        # The reproducer is saved elsewhere: weight files by absolute path.
-        m.move_weight_files(None)
         return m
 
     def _dump(self, title: str, text: str, trailer: str = "") -> None:
@@ -295,16 +295,41 @@ class PassManager:
 
 
 
-def _save_reproducer(pass_name: str, text: str) -> str | None:
-    """Write ``text`` to a new file in $SWIR_CRASH_DIR (default: the system's
-    temporary directory) and return its path; None if it cannot be written."""
+def _save_reproducer(pass_name: str, module: Module | None, source: str | None
+                     ) -> tuple[str | None, list[str]]:
+    """Save the IR a pass was given to a new file in $SWIR_CRASH_DIR (default:
+    the system's temporary directory), with its weights in a sidecar beside
+    it (``NAME.swir.weights``), so the file alone reproduces the bug
+    wherever it is attached; the module's own text if it could not be
+    rebuilt (``module`` None). Returns the path (None if it cannot be
+    written) and the folders the command must allow weights from (weights
+    that could not be copied, named by absolute path)."""
+    if module is None and source is None:
+        return None, []
     folder = os.environ.get("SWIR_CRASH_DIR") or tempfile.gettempdir()
     try:
         fd, path = tempfile.mkstemp(prefix=f"swir-before-{pass_name}-", suffix=".swir",
                                     dir=folder)
+    except OSError:
+        return None, []
+    text, weights, folders = source or "", b"", []
+    if module is not None:
+        try:
+            load_weights_outside(module, folder)
+            module.move_weight_files(folder)
+        except Diagnostic:       # weights the input could not read: named where they are
+            module.move_weight_files(None)
+            folders = sorted({os.path.dirname(g.init.path) for g in module.globals
+                              if isinstance(g.init, FileInit)})
+        sink = WeightSink(os.path.basename(path) + ".weights")
+        text, weights = print_module(module, sink), bytes(sink.data)
+    try:
         os.fchmod(fd, new_file_mode())        # mkstemp's 0600: as any new file instead
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        return path
+        if weights:
+            with open(path + ".weights", "wb") as f:
+                f.write(weights)
+        return path, folders
     except OSError:
-        return None
+        return None, []

@@ -61,7 +61,7 @@ def test_faulty_pass_is_an_internal_error_with_the_ir_before_it_saved(
                      r"\(a bug in swir, not in the input\)$", err, re.MULTILINE), err
     assert "Traceback" not in err
     assert not out.exists()
-    (saved,) = crash.iterdir()
+    (saved,) = crash.glob("*.swir")
     assert saved.name.startswith(f"swir-before-{cls.name}-") and saved.suffix == ".swir"
     assert err.rstrip().endswith(f" {saved}") and f"reproduce with: swir-opt '-{cls.name}" in err
 
@@ -73,12 +73,12 @@ def test_faulty_pass_is_an_internal_error_with_the_ir_before_it_saved(
     assert swir_opt.main(flags[:index] + [str(MLP), "-o", str(expected)]) == 0
     got = parse_module(saved.read_text(), str(saved))
     verify(got)
-    # (It names its weight files by absolute path, to run from anywhere; swir-opt
-    # -o names them from the output's folder.)
+    # (Both carry their weights in a sidecar of their own name: weights are
+    # read only from a module's own folder.)
     want = parse_module(expected.read_text(), str(expected))
-    want.move_weight_files(None)
-    assert f'file "{MLP.parent}/' in print_module(got)
-    assert print_module(got) == print_module(want)
+    assert print_module(got).replace(f"{saved.name}.weights", "W") == \
+        print_module(want).replace(f"{expected.name}.weights", "W")
+    assert Path(f"{saved}.weights").read_bytes() == Path(f"{expected}.weights").read_bytes()
     # ... and the fixed pass takes it on: the bug report is a working reproducer.
     assert swir_opt.main([flags[index], str(saved), "-o", str(tmp_path / "after.swir")]) == 0
 
@@ -119,16 +119,17 @@ def test_a_bug_in_a_pipeline_inside_a_pass_is_reported_against_that_pass(
     assert status == 2, err
     assert re.search(r"^swir-opt: internal error: pass -ldm-plan\{[^}]*\} crashed", err, re.M), err
     assert "pass -insert-dma" in err          # the inner failure, as the cause
-    (saved,) = crash.iterdir()
+    (saved,) = crash.glob("*.swir")
     assert saved.name.startswith("swir-before-ldm-plan-")
     monkeypatch.undo()
     assert swir_opt.main(["-ldm-plan{strategy=search}", str(saved), "-o",
                           str(tmp_path / "after.swir")]) == 0
 
 
-def test_the_saved_ir_reads_its_weights_from_anywhere(tmp_path, monkeypatch, capsys):
-    """The saved IR names weight files by absolute path, so the reproducer
-    runs from the crash folder (the resnet example reads resnet.weights)."""
+def test_the_saved_ir_carries_its_weights(tmp_path, monkeypatch, capsys):
+    """The saved IR has its weights in a sidecar beside it (NAME.swir.weights),
+    so the reproducer alone, attached anywhere, runs (the resnet example reads
+    resnet.weights; weights are read only from a module's own folder)."""
     resnet = MLP.with_name("resnet.swir")
     crash = tmp_path / "crash"
     crash.mkdir()
@@ -137,9 +138,14 @@ def test_the_saved_ir_reads_its_weights_from_anywhere(tmp_path, monkeypatch, cap
     assert run_tool("swir-opt", swir_opt.main,
                     ["-O0", "-lower-loops", "-ldm-plan", "-insert-dma", str(resnet)]) == 2
     capsys.readouterr()
-    (saved,) = crash.iterdir()
-    text = saved.read_text()
-    assert f'file "{resnet.with_name("resnet.weights")}"' in text
+    (saved,) = crash.glob("*.swir")
+    assert sorted(p.name for p in crash.iterdir()) == [saved.name, saved.name + ".weights"]
+    assert f'file "{saved.name}.weights"' in saved.read_text()
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for p in crash.iterdir():
+        p.rename(moved / p.name)
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
-    assert swir_opt.main(["-insert-dma", str(saved), "-o", str(tmp_path / "after.swir")]) == 0
+    assert swir_opt.main(["-insert-dma", str(moved / saved.name), "-o",
+                          str(tmp_path / "after.swir")]) == 0
