@@ -18,11 +18,17 @@ Every message names the path as the user gave it.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
+import re
+import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Union
 
 # What a job writes.
@@ -78,6 +84,9 @@ def destination(path: str) -> Destination:
     except FileNotFoundError:
         parent = os.path.dirname(target) or "."
         if not os.path.isdir(parent):
+            if target != path:      # a dangling link: say where it leads
+                raise OutputError(path, f"it is a symbolic link to '{os.readlink(path)}', "
+                                  f"and there is no directory '{parent}'") from None
             raise OutputError(path, "no directory "
                               f"'{os.path.dirname(path) or '.'}'") from None
         return Destination(path, target, False, new_file_mode())
@@ -149,14 +158,24 @@ def write_all(jobs: list[tuple[str, Content]]) -> None:
 
 
 def _check_distinct(dests: list[Destination]) -> None:
-    seen: dict[str, str] = {}
-    for d in dests:
-        key = os.path.realpath(d.target)
-        if key in seen and not d.stream:
-            raise OutputError(d.path, "another output names it",
-                              f"'{seen[key]}' and '{d.path}' are the same file; "
-                              "give each output its own")
-        seen[key] = d.path
+    for i, d in enumerate(dests):
+        for e in dests[:i]:
+            if not d.stream and same_file(d.target, e.target):
+                raise OutputError(d.path, "another output names it",
+                                  f"'{e.path}' and '{d.path}' are the same file; "
+                                  "give each output its own")
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same path after links (also
+    where it does not exist yet, or is a loop of links), or one file by two
+    names (hard links: the same device and inode)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def _temporary(d: Destination, content: Content) -> str:
@@ -267,3 +286,97 @@ def _remove(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+# -- replacing a whole directory --------------------------------------------------------
+
+def replace_directory(target: Path, fill: Callable[[Path], None], mode: int) -> None:
+    """Make ``target`` a directory ``fill`` filled, all or nothing: filled
+    beside it under a temporary name (``.NAME.PID.XXXXXXXX.tmp``), then
+    swapped in by one atomic exchange where the system has one (Linux's
+    renameat2 RENAME_EXCHANGE: ``target`` is never missing, whatever kills
+    the process when), else by two renames (the old one kept as
+    ``.NAME.PID.XXXXXXXX.old`` between them). What a killed run left beside
+    ``target`` is repaired first: an old directory put back if ``target`` is
+    missing, leftovers of dead processes removed. Raises OSError."""
+    repair_leftovers(target)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_leftover_prefix(target),
+                                suffix=".tmp"))
+    try:
+        os.chmod(tmp, mode)
+        fill(tmp)
+        if target.exists() and exchange(tmp, target):
+            shutil.rmtree(tmp, ignore_errors=True)      # now the old directory
+            return
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=_leftover_prefix(target),
+                                        suffix=".old"))
+            os.rmdir(old)
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if old is not None and not target.exists():
+                os.replace(old, target)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (renameat2 with RENAME_EXCHANGE); False
+    where the system or the file system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _leftover_prefix(target: Path) -> str:
+    return f".{target.name[:200]}.{os.getpid()}."
+
+
+def repair_leftovers(target: Path) -> None:
+    """Put back, or remove, what a run killed between the renames of
+    :func:`replace_directory` left beside ``target``: only the leftovers of
+    processes no longer running (another run may be writing)."""
+    pattern = re.compile(rf"^\.{re.escape(target.name[:200])}\.(\d+)\.[A-Za-z0-9_]{{8}}"
+                         r"\.(tmp|old)$")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    found = [(m.group(2), target.parent / n) for n in sorted(names)
+             if (m := pattern.match(n)) and not _running(int(m.group(1)))]
+    for kind, path in found:
+        if kind == "old" and not os.path.lexists(target):
+            try:
+                os.replace(path, target)
+                continue
+            except OSError:
+                pass
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

@@ -713,6 +713,11 @@ def read_source(path: str) -> str:
         raise Diagnostic(f"cannot read '{path}': {e.strerror or e}",
                          Location(path, 1, 1)) from None
     name = "<stdin>" if path == "-" else path
+    if _looks_like_onnx(data):
+        shown = path if path != "-" else "MODEL.onnx"
+        raise Diagnostic("this is an ONNX model, not swir IR: translate it first with "
+                         f"swir-import {shown} -o {Path(shown).stem}.swir",
+                         Location(name, 1, 1))
     try:
         text = data.decode("utf-8").removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as e:
@@ -728,6 +733,13 @@ def read_source(path: str) -> str:
         raise Diagnostic("input contains a NUL byte; is this a binary file?",
                          Location(name, line, col))
     return text
+
+
+def _looks_like_onnx(data: bytes) -> bool:
+    """An ONNX ModelProto: binary protobuf that starts with its field 1
+    (ir_version: tag byte 0x08, then a small version number). swir text never
+    starts with byte 0x08."""
+    return len(data) >= 2 and data[0] == 0x08 and 1 <= data[1] <= 64
 
 
 def _stdin_bytes() -> bytes:

@@ -7,7 +7,9 @@ import argparse
 import errno
 import io
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -52,7 +54,22 @@ class GuardedStdout:
 
     def write(self, text: str) -> int:
         try:
-            return self.stream.write(text)
+            buffer = getattr(self.stream, "buffer", None)
+            if buffer is None:              # not a real file (a test's capture)
+                return self.stream.write(text)
+            # The bytes themselves, every one: an unbuffered stdout
+            # (PYTHONUNBUFFERED, python -u) hands the text to one write(2),
+            # and a pipe whose reader went away takes part of it and no error
+            # comes back: the rest was dropped, exit 0.
+            self.stream.flush()
+            data = memoryview(text.encode(self.stream.encoding or "utf-8",
+                                          self.stream.errors or "strict"))
+            while data:
+                n = buffer.write(data)
+                if n is None:               # a non-blocking descriptor that is full
+                    raise BlockingIOError(11, "Resource temporarily unavailable")
+                data = data[n:]
+            return len(text)
         except OSError as e:
             raise StdoutError(e) from None
 
@@ -66,12 +83,33 @@ class GuardedStdout:
         return getattr(self.stream, name)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: unwinds the tool as Ctrl-C does (every ``finally``
+    and ``except BaseException`` runs: temporary files are removed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
     """Run ``main`` and turn every failure into a diagnostic and an exit status.
     A closed stdout (``>&-``) discards what is printed, as Python's print does;
-    a broken pipe ends the tool quietly; a full disk is an error."""
+    a broken pipe ends the tool quietly; a full disk is an error; Ctrl-C,
+    SIGTERM and SIGHUP end it with one line, nothing written, 128 + the signal."""
     args = sys.argv[1:] if argv is None else argv
     saved = sys.stdout, sys.stderr
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {s: signal.signal(s, _terminate) for s in STOP_SIGNALS}
+        handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     if sys.stderr is None:          # closed: print(file=None) would go to stdout
         sys.stderr = open(os.devnull, "w")
     sys.stdout = GuardedStdout(sys.stdout if sys.stdout is not None else open(os.devnull, "w"))
@@ -87,6 +125,8 @@ def run_tool(prog: str, main: Callable[[list[str]], int], argv: list[str] | None
         return 1
     finally:
         sys.stdout, sys.stderr = saved
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _discard_stdout(stream) -> None:
@@ -125,6 +165,9 @@ def _run(prog: str, main: Callable[[list[str]], int], args: list[str]) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except Terminated as t:
+        print(f"{prog}: terminated", file=sys.stderr)
+        return 128 + t.signum
     except StdoutError:
         raise
     except Exception as e:  # a bug in swir, not in the input: still no traceback
@@ -265,3 +308,10 @@ def use_weights_from(folders: list[str]) -> None:
         if not os.path.isdir(folder):
             raise UsageError(f"--weights-from '{folder}': not a directory")
     allow_weights_from(folders)
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same path after links (also
+    where it does not exist yet, or is a loop of links), or one file by two
+    names (hard links)."""
+    return files.same_file(a, b)

@@ -37,7 +37,7 @@ from swir.passes.pipelines import (
 from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
 from swir.target import DEFAULT_TARGET, Target, target_of
-from swir.verifier import VerificationError, verify
+from swir.verifier import VerificationError, module_attr_ldm, verify
 
 from .driver import (
     WEIGHTS_FROM_HELP,
@@ -286,6 +286,27 @@ def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
     return build_passes(Options(passes=passes, globals=globals_, target=target), argv, prog)
 
 
+def check_ldm(module: Module, passes: list[Pass], c: Command, argv: list[str]) -> None:
+    """swir-cg writes code for the machine: a plan for more LDM than a CPE
+    has would build and then stop at run time (swir-opt and swir-report
+    plan and model larger LDMs for studies)."""
+    machine = c.target
+    for p in passes:
+        size = getattr(p, "ldm_size", None)
+        if isinstance(size, int) and size > machine.ldm_bytes:
+            given = c.globals.get("ldm-size")
+            message = (f"an LDM of {size} bytes is more than the {machine.title} has "
+                       f"({machine.ldm_bytes} bytes per CPE); swir-cg writes code for the "
+                       "machine (swir-opt and swir-report plan and model larger ones)")
+            if given is not None:
+                raise command_line_error(PROG, argv, given[1], message)
+            raise UsageError(message)
+    planned = module_attr_ldm(module)
+    if planned > machine.ldm_bytes:
+        raise UsageError(f"{c.input} was planned for an LDM of {planned} bytes, more than the "
+                         f"{machine.title} has ({machine.ldm_bytes} bytes per CPE)")
+
+
 def ldm_reserve(passes: list[Pass]) -> int | None:
     """The LDM the plan left for the CPE stack and reply words (the emulation's
     capacity check uses it); None when the input was planned already (the
@@ -318,6 +339,7 @@ def main(argv: list[str]) -> int:
     if c.output is not None:       # before the (possibly long) pipeline
         project_dir(c.output, c.force, keep)
     passes = pipeline(module.stage, c, argv)
+    check_ldm(module, passes, c, argv)
     if c.print_pipeline:
         print(" ".join(p.spelling() for p in passes) or "(no passes)")
         if c.output is None:

@@ -17,6 +17,7 @@ docs/frontend.md lists the supported operators.
 from __future__ import annotations
 
 import argparse
+import shlex
 import os
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from swir.frontend.onnx_import import ImportFailure, import_onnx
 from swir.printer import print_module
 from swir.verifier import VerificationError, verify
 
-from .driver import ArgumentParser, UsageError, run_tool, write_files
+from .driver import ArgumentParser, UsageError, run_tool, same_file, write_files
 
 PROG = "swir-import"
 
@@ -48,6 +49,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="skip the ONNX checker (swir-import's own checks still apply)")
     p.add_argument("--stats", action="store_true",
                    help="print what was imported to stderr (nodes, folded, ops, weights)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no closing line saying what was written where")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p.parse_args(argv)
 
@@ -66,6 +69,20 @@ def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
             raise UsageError(f"--shape {name} is given twice")
         shapes[name] = values
     return shapes
+
+
+def check_outputs(a: argparse.Namespace, weights: Path | None, to_stdout: bool) -> None:
+    """Neither output may be the model or the other output (the same file by
+    any name: links, hard links), nor name a folder (``--weights dir/``)."""
+    outputs = ([] if to_stdout else [("the module", a.output)]) + \
+        ([] if weights is None else [("the weights file", a.weights or str(weights))])
+    for what, path in outputs:
+        if path.endswith(os.sep) and not os.path.isdir(path):   # (a folder: "it is a directory")
+            raise UsageError(f"{what} '{path}' names a directory; give a file name")
+    for i, (what, path) in enumerate(outputs):
+        for other, other_path in [("the model", a.model)] + outputs[:i]:
+            if same_file(path, other_path):
+                raise UsageError(f"{what} '{path}' would overwrite {other}")
 
 
 def _weights_path(a: argparse.Namespace) -> Path:
@@ -87,11 +104,7 @@ def main(argv: list[str]) -> int:
     weights = _weights_path(a) if not no_sidecar else Path("-.weights")
     module_dir = Path(".") if to_stdout else Path(a.output).parent
     reference = os.path.relpath(weights, module_dir) if not no_sidecar else weights.name
-    if not no_sidecar and weights.resolve() in (Path(a.output).resolve(),
-                                                Path(a.model).resolve()):
-        raise UsageError(f"the weights file '{weights}' would overwrite "
-                         + ("the module" if weights.resolve() == Path(a.output).resolve()
-                            else "the model"))
+    check_outputs(a, None if no_sidecar else weights, to_stdout)
     try:
         imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check)
     except ImportFailure as e:
@@ -112,6 +125,10 @@ def main(argv: list[str]) -> int:
     else:
         jobs = [(str(weights), bytes(imported.weights))] if imported.weights else []
         write_files(jobs + [(a.output, text.encode("utf-8"))])
+    if not a.quiet and not to_stdout:
+        print(f"{PROG}: wrote {a.output} ({imported.stats['ops']} ops"
+              + (f"; {len(imported.weights)} bytes of weights in {weights}" if imported.weights
+                 else "") + f"); next: swir-cg {shlex.quote(a.output)} -o DIR", file=sys.stderr)
     if a.stats:
         s = imported.stats
         print(f"{PROG}: {s['nodes']} nodes: {s['folded']} folded at import, {s['ops']} swir "

@@ -16,9 +16,7 @@ file has been produced (the caller writes the directory atomically).
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,7 +36,7 @@ from swir.codegen.body import (
 )
 from swir.codegen.names import Scope, c_string, comment_text, display_text, file_stem
 from swir.diagnostics import Diagnostic
-from swir.files import new_dir_mode
+from swir.files import new_dir_mode, repair_leftovers, replace_directory
 from swir.ir.constants import dense_array, global_array, global_ranks, module_ranks
 from swir.ir.core import (
     Apply,
@@ -87,41 +85,34 @@ def write_project(files: dict[str, bytes], out: str, force: bool,
     without ``force``, the current directory or one holding it, or one holding
     a file in ``keep`` (the input and the weights it reads)."""
     target = check_project_dir(out, force, keep)
-    parent = target.parent
-    try:
-        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name[:200]}.", suffix=".tmp"))
-    except OSError as e:
-        raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
-    old: Path | None = None
-    try:
-        # mkdtemp makes 0700: give the mode of the directory replaced, or the umask's
-        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode) if target.is_dir()
-                 else new_dir_mode())
+    # a new one gets the umask's mode, a replaced one keeps its own
+    mode = stat.S_IMODE(target.stat().st_mode) if target.is_dir() else new_dir_mode()
+
+    def fill(folder: Path) -> None:
         for rel, data in files.items():
-            path = tmp / rel
+            path = folder / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name[:200]}.",
-                                        suffix=".old"))
-            os.rmdir(old)
-            os.replace(target, old)
-        os.replace(tmp, target)
+    try:
+        replace_directory(target, fill, mode)
     except OSError as e:
-        if old is not None and not target.exists():
-            os.replace(old, target)
-            old = None
-        shutil.rmtree(tmp, ignore_errors=True)
         raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def check_project_dir(out: str, force: bool, keep: tuple[str, ...] = ()) -> Path:
     """The directory ``out`` names (symlinks followed), if swir-cg may write
     it; else WriteError saying why (see :func:`write_project`)."""
+    try:
+        return _check_project_dir(out, force, keep)
+    except OSError as e:            # a name too long, a loop of links, ...
+        raise WriteError(f"cannot write '{out}': {e.strerror or e}") from None
+
+
+def _check_project_dir(out: str, force: bool, keep: tuple[str, ...]) -> Path:
     given = Path(out)
     target = Path(os.path.realpath(given))
+    if target.parent.is_dir():
+        repair_leftovers(target)        # a killed run's project put back first
     if given.exists() and not given.is_dir():
         raise WriteError(f"'{out}' exists and is not a directory")
     if not target.parent.is_dir():

@@ -35,7 +35,9 @@ file and, where there is one, the node by name and op type):
 
 from __future__ import annotations
 
+import errno
 import math
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,9 +65,9 @@ MIN_OPSET = 13
 def load_model(path: Path, check: bool = True):
     """Parse, check, read external data; return the ModelProto and its opset."""
     onnx, _, _ = onnx_modules()
-    if not path.is_file():
-        raise ImportFailure("cannot read the model: " +
-                            ("it is a directory" if path.is_dir() else "no such file"))
+    why = _not_a_model_file(path)
+    if why:
+        raise ImportFailure(f"cannot read the model: {why}")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except OSError as e:
@@ -88,6 +90,20 @@ def load_model(path: Path, check: bool = True):
     except Exception as e:  # noqa: BLE001  missing file, bad location, short file
         raise ImportFailure(f"cannot read the model's external data: {_first_line(e)}") from None
     return model, opset
+
+
+def _not_a_model_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a model (None: a regular file); a FIFO
+    or a device is named, never opened to block or never end."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        return "no such file" if e.errno == errno.ENOENT else (e.strerror or str(e))
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+    return f"it is {kind}, not a regular file"
 
 
 def check_external_data(model, base: Path) -> None:
@@ -349,6 +365,13 @@ def _dim_value(d: Any, symbols: dict[str, int]) -> int | None:
 
 
 def _to_array(numpy_helper, tensor) -> np.ndarray:
+    if any(d < 0 for d in tensor.dims):      # onnx.checker's; also under --no-check
+        raise ImportFailure(f"initializer '{tensor.name}' has a negative dimension "
+                            f"({list(tensor.dims)})")
+    return _tensor_array(numpy_helper, tensor)
+
+
+def _tensor_array(numpy_helper, tensor) -> np.ndarray:
     try:
         return np.array(numpy_helper.to_array(tensor))
     except Exception as e:  # noqa: BLE001  bad raw_data length, unknown type, ...

@@ -84,8 +84,19 @@ class ShapedType(Type):
 MAX_BYTES = 1 << 62
 
 
+# The most dimensions a type may have: numpy 1.x's limit (NPY_MAXDIMS; numpy 2
+# allows 64), which the interpreters and .npy files share. Far above any
+# model's (ONNX models stay below 8), and it keeps the passes' per-dimension
+# analyses small: a dependence test per loop of a 1,000-dimension type took
+# minutes (docs/ir.md, "Limits").
+MAX_RANK = 32
+
+
 def size_error(t: Type) -> str | None:
-    """Why ``t`` is too large for swir, or None."""
+    """Why ``t`` is too large for swir (too many bytes or dimensions), or None."""
+    if isinstance(t, ShapedType) and len(t.shape) > MAX_RANK:
+        return (f"type {_short(t)} has {len(t.shape)} dimensions, over swir's limit of "
+                f"{MAX_RANK}")
     if isinstance(t, ShapedType) and t.bytes > MAX_BYTES:
         return (f"type {_short(t)} is too large: about 2^{t.bytes.bit_length() - 1} bytes, over "
                 "swir's limit of 2^62 bytes per tensor or buffer")
@@ -93,8 +104,12 @@ def size_error(t: Type) -> str | None:
 
 
 def _short(t: ShapedType) -> str:
-    """The type's text, with dimensions of more than 20 digits abbreviated."""
-    dims = "".join(f"{d} x " if d < 10**20 else f"({len(str(d))} digits) x " for d in t.shape)
+    """The type's text, with dimensions of more than 20 digits abbreviated,
+    and the middle of a long list of dimensions."""
+    shape = [str(d) if d < 10**20 else f"({len(str(d))} digits)" for d in t.shape]
+    if len(shape) > 8:
+        shape = shape[:3] + [f"... ({len(shape)} dimensions) ..."] + shape[-2:]
+    dims = "".join(f"{d} x " for d in shape)
     return f"{t.prefix}<{dims}{t.element}>"
 
 

@@ -154,11 +154,11 @@ def test_the_reserve_is_the_same_wherever_the_plan_was_made_and_must_leave_ldm(t
         shutil.copy(examples / name, tmp_path / name)
     src = tmp_path / "mlp.swir"
     # Planned by swir-cg, and planned first by swir-opt: the same Makefile sizes.
-    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=131072", str(src), "-o",
+    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=32768", str(src), "-o",
                         str(tmp_path / "a")], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     dma = tmp_path / "mlp.dma.swir"   # beside mlp.weights
-    r = subprocess.run([str(bin_ / "swir-opt"), "-lower-loops", "-ldm-plan{ldm-size=131072}",
+    r = subprocess.run([str(bin_ / "swir-opt"), "-lower-loops", "-ldm-plan{ldm-size=32768}",
                         "-insert-dma", str(src), "-o", str(dma)], capture_output=True, text=True,
                        check=False)
     assert r.returncode == 0, r.stderr
@@ -167,11 +167,16 @@ def test_the_reserve_is_the_same_wherever_the_plan_was_made_and_must_leave_ldm(t
     assert r.returncode == 0, r.stderr
     sizes = [[line for line in (tmp_path / d / "Makefile").read_text().splitlines()
               if line.startswith("LDM_")] for d in "ab"]
-    assert sizes[0] == sizes[1] == ["LDM_BYTES = 65536", "LDM_RESERVE = 8192"]
-    # A reserve that leaves the SW26010's 64 KB no room is an error, not a project
-    # whose emulation build stops at an #error.
-    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=131072", "--ldm-reserve=65536",
+    assert sizes[0] == sizes[1] == ["LDM_BYTES = 32768", "LDM_RESERVE = 2048"]
+    # More LDM than the SW26010's 64 KB is an error, not a project whose program
+    # stops at run time (issue 41; test_failure_contract.py), and a reserve that
+    # leaves no room is one too, not a project whose emulation build stops at an
+    # #error.
+    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=131072", str(src), "-o",
+                        str(tmp_path / "c")], capture_output=True, text=True, check=False)
+    assert r.returncode == 1 and "more than the SW26010 has" in r.stderr
+    r = subprocess.run([str(bin_ / "swir-cg"), "--ldm-size=65536", "--ldm-reserve=65536",
                         str(src), "-o", str(tmp_path / "c")], capture_output=True, text=True,
                        check=False)
-    assert r.returncode == 1 and "leaves no LDM for the kernels" in r.stderr
+    assert r.returncode == 1 and "ldm-reserve must be below ldm-size" in r.stderr
     assert not (tmp_path / "c").exists()

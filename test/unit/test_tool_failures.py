@@ -70,6 +70,7 @@ def test_import_out_of_memory(tmp_path, monkeypatch, capsys):
     model.write_bytes(fuzz.onnx_seeds()[0])
     out = tmp_path / "o.swir"
     assert run_tool("swir-import", swir_import.main, [str(model), "-o", str(out)]) == 0
+    capsys.readouterr()             # its closing line
 
     def exhausted(*args, **kwargs):
         raise MemoryError()
