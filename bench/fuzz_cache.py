@@ -74,8 +74,10 @@ class Tally:
 
 # -- compiling in process -----------------------------------------------------------------
 
-def compile_module(model: Path, cache_dir: Path | None, out: Path) -> str:
-    """The dma-stage module of swir-cg's -O3 pipeline (one process), as text."""
+def compile_module(model: Path, cache_dir: Path | None, folder: Path) -> str:
+    """The dma-stage module of swir-cg's -O3 pipeline (one process), as text,
+    written in ``folder`` under one name for every case (its weights sidecar
+    is named after it)."""
     from swir import cache
     from swir.analysis import trial
     from swir.passes.buffered import ldm_plan
@@ -86,6 +88,8 @@ def compile_module(model: Path, cache_dir: Path | None, out: Path) -> str:
     trial._CACHE.clear()
     os.environ.pop(cache.ENV, None)
     cache.use_directory(None)
+    folder.mkdir(exist_ok=True)
+    out = folder / "module.swir"
     argv = pipeline_flags("graph", "O3") + ["--jobs=1", str(model), "-o", str(out)]
     if cache_dir is not None:
         os.environ[cache.ENV] = str(cache_dir)
@@ -231,10 +235,10 @@ def run_cases(model: Path, cases: range, insiders: range, seed: int) -> Tally:
 
 
 def _run_cases(work: Path, model: Path, cases: list[tuple[int, bool]], seed: int) -> Tally:
-    reference = compile_module(model, None, work / "ref.swir")
+    reference = compile_module(model, None, work / "reference")
     pristine, store = work / "pristine", work / "store"
     pristine.mkdir(mode=0o700)
-    if compile_module(model, pristine, work / "fill.swir") != reference:
+    if compile_module(model, pristine, work / "fill") != reference:
         raise SystemExit("a cold cache changed the module: fix that first")
     outside = work / "outside.json"
     outside.write_bytes(_entries(pristine)[0].read_bytes())
@@ -247,11 +251,11 @@ def _run_cases(work: Path, model: Path, cases: list[tuple[int, bool]], seed: int
         for k in kinds:
             tally.kinds[k] = tally.kinds.get(k, 0) + 1
         try:
-            got = compile_module(model, store, work / "case.swir")
+            got = compile_module(model, store, work / "case")
             if got == reference:
                 tally.misses += 1
             elif insider:
-                _check_result(model, work / "case.swir")
+                _check_result(model, work / "case" / "module.swir")
                 tally.legal += 1
             else:
                 raise Failure(f"{', '.join(kinds)}: the module differs from the reference")

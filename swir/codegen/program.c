@@ -1,5 +1,10 @@
 /* ---- Program support: errors, memory, files, options ------------------ */
 
+/* sigaction (POSIX); the results printed: isfinite, ldexp, int16_t */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+
 static const char *program = "program";
 
 /* Outputs being written (see write_outputs): removed if the program fails. */
@@ -10,26 +15,86 @@ static char *ranks_stats_text;
 #endif
 static long n_pending;
 static void remove_temporaries(void);
-#ifdef SWIR_RANKS
-static void abort_ranks(void);
-#endif
+static void hold_signals(int hold);
 /* The ranks (program_ranks.c in an MPI program; at the end for one core group). */
 static int first_rank(void);
 static void end_ranks(void);
+static void report_error(const char *line);
+
+/* `text` with every control character as \xNN, into `to` (room for 4 bytes
+ * per byte of text, and the NUL): a message quotes paths and .npy headers,
+ * which may hold newlines, and must stay the one line it claims to be. Only
+ * byte operations: the signal handler uses it too. */
+static size_t escape_into(char *to, const char *text)
+{
+    static const char hex[] = "0123456789abcdefx";  /* the digits, then the escape's letter */
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            to[n++] = '\\';
+            to[n++] = hex[16];
+            to[n++] = hex[*c >> 4];
+            to[n++] = hex[*c & 15];
+        } else {
+            to[n++] = (char)*c;
+        }
+    }
+    to[n] = '\0';
+    return n;
+}
+
+/* Write all of `text` to stderr in one write() where it can: the lines of
+ * several ranks do not interleave mid-line (three stdio calls did). */
+static void put_text(const char *text, size_t n)
+{
+    while (n > 0) {
+        ssize_t done = write(2, text, n);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0)
+            return;
+        text += done;
+        n -= (size_t)done;
+    }
+}
+
+/* "PROGRAM: error: MESSAGE\n", escaped (NULL when out of memory). */
+static char *error_line(const char *format, va_list args)
+{
+    va_list again;
+    va_copy(again, args);
+    int n = vsnprintf(NULL, 0, format, again);
+    va_end(again);
+    char *message = n < 0 ? NULL : malloc((size_t)n + 1);
+    char *line = message == NULL ? NULL
+                 : malloc(4 * (strlen(program) + (size_t)n) + sizeof ": error: \n");
+    if (line != NULL) {
+        vsnprintf(message, (size_t)n + 1, format, args);
+        size_t k = escape_into(line, program);
+        strcpy(line + k, ": error: ");
+        k += escape_into(line + k + 9, message) + 9;
+        strcpy(line + k, "\n");
+    }
+    free(message);
+    return line;
+}
 
 static void fail(const char *format, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *format, ...)
 {
+    hold_signals(1);        /* a signal now would clean up a second time */
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "%s: error: ", program);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    char *line = error_line(format, args);
     va_end(args);
     remove_temporaries();
-#ifdef SWIR_RANKS
-    abort_ranks();      /* every rank exits: none is left waiting in a collective */
-#endif
+    if (line == NULL) {
+        static char short_of_memory[300];
+        snprintf(short_of_memory, sizeof short_of_memory, "%.200s: error: out of memory\n",
+                 program);
+        line = short_of_memory;
+    }
+    report_error(line);
     exit(1);
 }
 
@@ -101,44 +166,46 @@ static const char *npy_field(const char *header, const char *key)
     return NULL;
 }
 
+/* The header being checked: a global, so that a failure (which exits with
+ * it allocated) leaves no leak for LeakSanitizer to report. */
+static char *npy_header;
+
 /* Check that an open .npy file holds the port's dtype in C order with the
  * port's shape (dimensions of size 1 aside: (3, 224, 224) fills
- * (1, 3, 224, 224)); return the offset of its data. */
+ * (1, 3, 224, 224)); return the offset of its data. The header is the
+ * file's: every read stays inside its text, whatever it holds (a key at its
+ * very end, a value without quotes, a shape without its ')'). */
 static long npy_data_offset(FILE *f, const char *path, const struct port *p, const char *what)
 {
-    unsigned char magic[10];
+    unsigned char magic[8], n[4] = {0};
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "\x93NUMPY", 6) != 0)
         fail("%s '%s' is not a .npy file (no \\x93NUMPY header)", what, path);
-    unsigned long length;
-    long start;
-    if (magic[6] == 1) {
-        if (fread(magic + 8, 1, 2, f) != 2)
-            fail("%s '%s': truncated .npy header", what, path);
-        length = magic[8] | (unsigned long)magic[9] << 8;
-        start = 10;
-    } else if (magic[6] == 2 || magic[6] == 3) {
-        unsigned char n[4];
-        if (fread(n, 1, 4, f) != 4)
-            fail("%s '%s': truncated .npy header", what, path);
-        length = n[0] | (unsigned long)n[1] << 8 | (unsigned long)n[2] << 16
-                 | (unsigned long)n[3] << 24;
-        start = 12;
-    } else {
+    if (magic[6] < 1 || magic[6] > 3 || magic[7] != 0)         /* as numpy */
         fail("%s '%s': .npy format version %d.%d is not supported", what, path, magic[6],
              magic[7]);
-    }
+    size_t wide = magic[6] > 1 ? 4 : 2;     /* 2.0, 3.0: a 4-byte header length */
+    if (fread(n, 1, wide, f) != wide)
+        fail("%s '%s': truncated .npy header", what, path);
+    unsigned long length = n[0] | (unsigned long)n[1] << 8 | (unsigned long)n[2] << 16
+                           | (unsigned long)n[3] << 24;
+    long start = 8 + (long)wide;
     if (length > 65536)
         fail("%s '%s': .npy header of %lu bytes is too long", what, path, length);
-    char *header = malloc(length + 1);
+    char *header = npy_header = malloc(length + 1);
     if (header == NULL)
         fail("out of memory");
     if (fread(header, 1, length, f) != length)
         fail("%s '%s': truncated .npy header", what, path);
     header[length] = '\0';
+    if (memchr(header, '\0', length) != NULL)     /* numpy refuses it too */
+        fail("%s '%s': malformed .npy header (a NUL byte)", what, path);
     const char *descr = npy_field(header, "descr");
     const char *order = npy_field(header, "fortran_order");
     const char *shape = npy_field(header, "shape");
-    if (descr == NULL || order == NULL || shape == NULL || *shape != '(')
+    /* The dtype's quote is checked first: the comparisons below read from
+     * the character after it (after a key at the header's end, the NUL). */
+    if (descr == NULL || order == NULL || shape == NULL || *shape != '('
+        || (*descr != '\'' && *descr != '"'))
         fail("%s '%s': malformed .npy header", what, path);
     size_t k = strlen(p->descr);
     if (strncmp(descr + 1, p->descr, k) != 0 || descr[k + 1] != descr[0]) {
@@ -172,6 +239,7 @@ static long npy_data_offset(FILE *f, const char *path, const struct port *p, con
         fail("%s '%s' has shape %.*s; expected the shape of %s", what, path, n, shape, p->type);
     }
     free(header);
+    npy_header = NULL;
     return start + (long)length;
 }
 
@@ -200,11 +268,16 @@ static FILE *open_input(const char *path, const struct port *p, const char *what
     return f;
 }
 
-/* "input 2 (NAME : TYPE)", for messages about input i. */
-static const char *input_what(char *buf, size_t size, long i, const struct port *p)
+/* "input 2 (NAME : TYPE)", for messages about input i: as long as the type
+ * is (a 36-dimension type is some 170 characters), freed by the caller. */
+static char *input_what(long i, const struct port *p)
 {
-    snprintf(buf, size, "input %ld (%s : %s)", i + 1, p->name, p->type);
-    return buf;
+    int n = snprintf(NULL, 0, "input %ld (%s : %s)", i + 1, p->name, p->type);
+    char *what = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (what == NULL)
+        fail("out of memory");
+    snprintf(what, (size_t)n + 1, "input %ld (%s : %s)", i + 1, p->name, p->type);
+    return what;
 }
 
 static void read_input(FILE *f, void *dst, size_t bytes, const char *path, const char *what)
@@ -218,7 +291,8 @@ static void read_input(FILE *f, void *dst, size_t bytes, const char *path, const
  * A regular file, or a path that does not exist, is written to a temporary
  * file beside it and renamed over it once every output is written (if a
  * rename fails, the files already replaced are put back); a symlink is
- * followed (the file it points to is replaced, the link stays); a device or a
+ * followed (the file it points to is replaced, the link stays; a dangling
+ * one makes the file it points to, as swir/files.py does); a device or a
  * FIFO (/dev/null, a named pipe) is written straight into, and a path naming
  * one of the program's descriptors (/dev/stdout, /dev/fd/N, or a symlink to
  * one) into that descriptor. A replaced file keeps its permission bits; a new
@@ -226,11 +300,14 @@ static void read_input(FILE *f, void *dst, size_t bytes, const char *path, const
 
 struct output {
     const char *path;       /* as given */
-    char *target;           /* symlinks followed */
+    char *target;           /* symlinks followed, absolute (a file's) */
     char *tmp;              /* the temporary file while it is written */
     char *old;              /* a second name of the file replaced, until all are */
     int placed;             /* renamed into place */
     int stream;             /* a device, FIFO or descriptor */
+    int exists;             /* a regular file already: dev and ino are its */
+    dev_t dev;
+    ino_t ino;
     mode_t mode;
     const struct port *port;    /* what to write; NULL: the emulation's counters */
     const void *data;
@@ -260,31 +337,55 @@ static int descriptor_number(const char *path)
     return *end == '\0' && fd <= INT_MAX ? (int)fd : -1;
 }
 
+/* Where symlink `p` leads (its text, after p's folder when relative), newly
+ * allocated; NULL if p is not a symlink. */
+static char *link_step(const char *p)
+{
+    char link[4096];
+    ssize_t n = readlink(p, link, sizeof link - 1);
+    if (n < 0)
+        return NULL;
+    link[n] = '\0';
+    const char *slash = strrchr(p, '/');
+    size_t keep = link[0] == '/' || slash == NULL ? 0 : (size_t)(slash - p) + 1;
+    char *next = malloc(keep + (size_t)n + 1);
+    if (next == NULL)
+        fail("out of memory");
+    memcpy(next, p, keep);
+    memcpy(next + keep, link, (size_t)n + 1);
+    return next;
+}
+
 /* The descriptor a path names, itself or through symlinks (a link to
  * /dev/stdout leads to /proc/self/fd/1), else -1: written into that
  * descriptor, whatever file it is (replacing a file a shell redirected stdout
  * to would leave the shell's descriptor on the old file). */
 static int open_descriptor(const char *path)
 {
-    char p[4096], link[4096];
-    if (strlen(path) >= sizeof p)
-        return -1;
-    strcpy(p, path);
-    for (int hop = 0; hop < 40; hop++) {
-        int fd = descriptor_number(p);
-        if (fd >= 0)
-            return fd;
-        ssize_t n = readlink(p, link, sizeof link - 1);
-        if (n < 0)
-            return -1;                          /* not a symlink */
-        link[n] = '\0';
-        char *slash = strrchr(p, '/');
-        size_t keep = link[0] == '/' || slash == NULL ? 0 : (size_t)(slash - p) + 1;
-        if (keep + (size_t)n >= sizeof p)
-            return -1;
-        strcpy(p + keep, link);
+    char *p = copy_text(path);
+    int fd = -1;
+    for (int hop = 0; hop < 40 && p != NULL && (fd = descriptor_number(p)) < 0; hop++) {
+        char *next = link_step(p);
+        free(p);
+        p = next;
     }
-    return -1;
+    free(p);
+    return fd;
+}
+
+/* The path a chain of symlinks ends at (the file a dangling link would
+ * make), or a copy of path itself; at most 40 hops, as the kernel's. */
+static char *link_end(const char *path)
+{
+    char *p = copy_text(path);
+    for (int hop = 0; hop < 40; hop++) {
+        char *next = link_step(p);
+        if (next == NULL)
+            break;
+        free(p);
+        p = next;
+    }
+    return p;
 }
 
 /* `dir/.NAME.SUFFIXXXXXXX` beside target (NAME cut to 200 bytes, so a long
@@ -300,6 +401,32 @@ static char *name_beside(const char *target, const char *suffix)
         fail("out of memory");
     sprintf(name, "%.*s.%.*s%sXXXXXX", (int)dir, target, (int)base, target + dir, suffix);
     return name;
+}
+
+/* Output o is the new file `file` (o->path, or where its dangling link
+ * points): its folder must exist and be writable; o->target is the file's
+ * absolute path, its folder's symlinks resolved. */
+static void new_output(struct output *o, const char *file)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    o->mode = 0666 & ~mask;
+    char *dir = copy_text(file);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        strcpy(dir, ".");
+    else
+        slash[slash == dir] = '\0';
+    char *real = realpath(dir, NULL);
+    if (real == NULL || access(real, W_OK | X_OK) != 0)
+        fail("cannot write output '%s': %s", o->path, strerror(errno));
+    const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    o->target = malloc(strlen(real) + strlen(base) + 2);
+    if (o->target == NULL)
+        fail("out of memory");
+    sprintf(o->target, "%s/%s", real, base);
+    free(real);
+    free(dir);
 }
 
 /* Decide where output `path` goes and check it can be written (before the
@@ -323,74 +450,78 @@ static void check_output(struct output *o, const char *path)
         if (o->target == NULL)
             fail("cannot write output '%s': %s", path, strerror(errno));
         o->mode = st.st_mode & 07777;
-    } else if (errno == ENOENT && lstat(path, &st) == 0) {
-        o->stream = 1;      /* a symlink to nothing yet: write through it */
-        o->target = copy_text(path);
+        o->exists = !o->stream;
+        o->dev = st.st_dev;
+        o->ino = st.st_ino;
     } else if (errno == ENOENT) {
-        mode_t mask = umask(0);
-        umask(mask);
-        o->mode = 0666 & ~mask;
-        char *dir = copy_text(path);
-        char *slash = strrchr(dir, '/');
-        if (slash == NULL)
-            strcpy(dir, ".");
-        else
-            slash[slash == dir] = '\0';
-        char *real = realpath(dir, NULL);
-        if (real == NULL || access(real, W_OK | X_OK) != 0)
-            fail("cannot write output '%s': %s", path, strerror(errno));
-        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        o->target = malloc(strlen(real) + strlen(base) + 2);
-        if (o->target == NULL)
-            fail("out of memory");
-        sprintf(o->target, "%s/%s", real, base);
-        free(real);
-        free(dir);
+        char *file = link_end(path);    /* a dangling link: the file it makes */
+        new_output(o, file);
+        free(file);
     } else {
         fail("cannot write output '%s': %s", path, strerror(errno));
     }
 }
 
-/* Two outputs naming the same file would keep only the last. */
+/* Two outputs naming the same file would keep only the last: the same path
+ * once links are followed (dangling ones too), or two links to one file. */
 static void check_distinct(const struct output *outs, long n)
 {
     for (long i = 0; i < n; i++)
-        for (long j = i + 1; j < n; j++)
-            if (!outs[i].stream && !outs[j].stream && strcmp(outs[i].target, outs[j].target) == 0)
-                fail("'%s' and '%s' are the same file; give each output its own", outs[i].path,
-                     outs[j].path);
+        for (long j = i + 1; j < n; j++) {
+            const struct output *one = &outs[i], *other = &outs[j];
+            if (one->stream || other->stream)
+                continue;
+            if (strcmp(one->target, other->target) == 0
+                || (one->exists && other->exists && one->dev == other->dev
+                    && one->ino == other->ino))
+                fail("'%s' and '%s' are the same file; give each output its own", one->path,
+                     other->path);
+        }
 }
 
+/* Undo what write_outputs did so far. Only unlink and rename: the signal
+ * handler calls it too. */
 static void remove_temporaries(void)
 {
     for (long i = 0; i < n_pending; i++) {
-        if (pending[i].old != NULL)      /* put back what a rename replaced */
-            rename(pending[i].old, pending[i].target);
-        else if (pending[i].placed)      /* and take away what was new */
-            remove(pending[i].target);
-        if (pending[i].tmp != NULL)
-            remove(pending[i].tmp);
+        struct output *o = &pending[i];
+        if (o->old != NULL) {           /* put back what a rename replaced */
+            rename(o->old, o->target);
+            unlink(o->old);     /* left by a rename between two links to one file */
+        } else if (o->placed) {         /* and take away what was new */
+            unlink(o->target);
+        }
+        if (o->tmp != NULL)
+            unlink(o->tmp);
     }
 }
 
+/* The .npy preamble and header of port p: the dict, padded with spaces and
+ * a newline to a multiple of 64 bytes (format 1.0; 2.0, with a 4-byte
+ * length, past 65535 bytes: a type of thousands of dimensions). */
 static int write_npy_header(FILE *f, const struct port *p)
 {
-    char text[1024];
-    int n = snprintf(text, sizeof text, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     p->descr);
-    for (int i = 0; i < p->rank && n < 900; i++)
-        n += snprintf(text + n, sizeof text - (size_t)n, "%ld%s", p->shape[i],
-                      p->rank == 1 ? "," : i + 1 < p->rank ? ", " : "");
-    n += snprintf(text + n, sizeof text - (size_t)n, "), }");
-    int total = (10 + n + 1 + 63) / 64 * 64;    /* header padded to 64 bytes */
-    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    head[8] = (unsigned char)((total - 10) & 0xff);
-    head[9] = (unsigned char)((total - 10) >> 8);
-    if (fwrite(head, 1, 10, f) != 10 || fwrite(text, 1, (size_t)n, f) != (size_t)n)
+    size_t room = 64 + strlen(p->descr) + (size_t)p->rank * 24;    /* 20 digits, ", " */
+    char *text = malloc(room);
+    if (text == NULL)
         return -1;
-    for (int i = 10 + n; i < total - 1; i++)
-        fputc(' ', f);
-    return fputc('\n', f) == EOF ? -1 : 0;
+    size_t n = (size_t)snprintf(text, room, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                                p->descr);
+    for (int i = 0; i < p->rank; i++)
+        n += (size_t)snprintf(text + n, room - n, "%ld%s", p->shape[i],
+                              p->rank == 1 ? "," : i + 1 < p->rank ? ", " : "");
+    n += (size_t)snprintf(text + n, room - n, "), }");
+    int version2 = 10 + n + 1 > 65535;
+    size_t head = version2 ? 12 : 10;
+    size_t total = (head + n + 1 + 63) / 64 * 64;
+    unsigned char preamble[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', version2 ? 2 : 1, 0};
+    for (size_t k = 0; k < head - 8; k++)
+        preamble[8 + k] = (unsigned char)(((total - head) >> (8 * k)) & 0xff);
+    int written = fwrite(preamble, 1, head, f) == head && fwrite(text, 1, n, f) == n;
+    free(text);
+    for (size_t i = head + n; written && i < total - 1; i++)
+        written = fputc(' ', f) != EOF;
+    return written && fputc('\n', f) != EOF ? 0 : -1;
 }
 
 static int write_content(FILE *f, const struct output *o, int runs)
@@ -429,15 +560,28 @@ static int new_beside(struct output *o, const char *suffix, char **name)
 static void keep_old(struct output *o)
 {
     close(new_beside(o, "old", &o->old));
-    remove(o->old);
+    unlink(o->old);
     if (link(o->target, o->old) != 0 && rename(o->target, o->old) != 0) {
         free(o->old);
         o->old = NULL;
     }
 }
 
+/* stdout's reader went away (a pipe into `head`): the quiet exit 141 of a C
+ * tool killed by SIGPIPE, which the program ignores to see EPIPE instead. */
+static void quit_on_closed_pipe(void) __attribute__((noreturn));
+static void quit_on_closed_pipe(void)
+{
+    hold_signals(1);
+    remove_temporaries();
+    _exit(141);
+}
+
 /* Write every output: files to temporaries beside them, devices, FIFOs and
- * descriptors straight, then rename the temporaries into place. */
+ * descriptors straight, then rename the temporaries into place. What the
+ * signal handler reads to clean up (the pending outputs' names, what is in
+ * place) changes with the signals held; they are let in while bytes are
+ * written, where a FIFO without a reader may block for ever. */
 static void write_outputs(struct output *outs, long n, int runs)
 {
     pending = outs;
@@ -446,7 +590,9 @@ static void write_outputs(struct output *outs, long n, int runs)
         struct output *o = &outs[i];
         if (o->stream)
             continue;
+        hold_signals(1);
         int fd = new_beside(o, "tmp", &o->tmp);
+        hold_signals(0);
         FILE *f = fdopen(fd, "wb");
         if (f == NULL || fchmod(fd, o->mode) != 0 || write_content(f, o, runs) != 0
             || ferror(f) || fclose(f) != 0)
@@ -460,9 +606,13 @@ static void write_outputs(struct output *outs, long n, int runs)
         if (own >= 0)
             fflush(NULL);
         FILE *f = own >= 0 ? fdopen(dup(own), "wb") : fopen(o->target, "wb");
-        if (f == NULL || write_content(f, o, runs) != 0 || ferror(f) || fclose(f) != 0)
+        if (f == NULL || write_content(f, o, runs) != 0 || ferror(f) || fclose(f) != 0) {
+            if (errno == EPIPE && own == 1)
+                quit_on_closed_pipe();
             fail("cannot write output '%s': %s", o->path, strerror(errno));
+        }
     }
+    hold_signals(1);
     for (long i = 0; i < n; i++) {
         struct output *o = &outs[i];
         if (o->tmp == NULL)
@@ -478,9 +628,243 @@ static void write_outputs(struct output *outs, long n, int runs)
     n_pending = 0;                      /* all in place: nothing to put back */
     for (long i = 0; i < n; i++) {
         if (outs[i].old != NULL)
-            remove(outs[i].old);
+            unlink(outs[i].old);
         free(outs[i].old);
         free(outs[i].target);
+    }
+    hold_signals(0);
+}
+
+/* ---- Signals -------------------------------------------------------------
+ * SIGINT, SIGTERM or SIGHUP during the run: the temporaries are removed and
+ * what a rename replaced put back (remove_temporaries: unlink and rename,
+ * async-signal-safe), one line `PROGRAM: interrupted` (`terminated`, `hung
+ * up`) goes to stderr, and the program exits 128 + the signal's number, as
+ * swir's tools do. The handler runs on the main thread: the CPE threads (and
+ * MPI's) are started with the signals held, so they inherit them blocked.
+ * A signal ignored when the program started (nohup, a background job of a
+ * script) stays ignored. SIGPIPE is ignored: a FIFO whose reader went away
+ * is a failed write like any other, stdout's the quiet exit 141. */
+
+static sigset_t caught;         /* the signals handled */
+
+/* Hold (or let in) the handled signals on this thread: while the outputs'
+ * bookkeeping changes, and while threads are started. */
+static void hold_signals(int hold)
+{
+    sigprocmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &caught, NULL);
+}
+
+static void on_signal(int signo)
+{
+    const char *what = signo == SIGINT ? ": interrupted\n"
+                       : signo == SIGHUP ? ": hung up\n" : ": terminated\n";
+    char line[1100];
+    remove_temporaries();
+    if (first_rank() && strlen(program) < 256) {
+        size_t n = escape_into(line, program);
+        strcpy(line + n, what);
+        put_text(line, strlen(line));
+    }
+    _exit(128 + signo);
+}
+
+/* Install the handlers; the signals are left held (let in by main once the
+ * threads MPI starts have inherited them blocked). */
+static void catch_signals(void)
+{
+    static const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction action, before;
+    memset(&action, 0, sizeof action);
+    sigemptyset(&caught);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&caught, signals[i]);
+    action.sa_handler = on_signal;
+    action.sa_mask = caught;        /* one handler at a time */
+    hold_signals(1);
+    for (int i = 0; i < 3; i++)
+        if (sigaction(signals[i], NULL, &before) == 0 && before.sa_handler != SIG_IGN)
+            sigaction(signals[i], &action, NULL);
+    action.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &action, NULL);
+}
+
+/* ---- Results on stdout (no --output given): as swir-run prints them -------
+ * `result 1 (NAME : TYPE):` and the array as numpy prints it: nested
+ * brackets, lines of at most 75 columns, elements padded to one width, and
+ * an array of over 1000 elements summarized by the first and last 3 of each
+ * axis around "...". */
+
+struct printer {
+    const struct port *port;
+    const unsigned char *data;
+    int summarize;
+    int width;                  /* of the widest element; 0 while measuring */
+    int column;
+    FILE *to;
+};
+
+/* An f16's value (the bits of IEEE binary16). */
+static double half_value(unsigned bits)
+{
+    int exponent = (int)(bits >> 10 & 31);
+    double fraction = (double)(bits & 1023);
+    double value = exponent == 0 ? ldexp(fraction, -24)
+                   : exponent == 31 ? (fraction != 0 ? NAN : INFINITY)
+                   : ldexp(fraction + 1024, exponent - 25);
+    return bits & 0x8000 ? -value : value;
+}
+
+/* Integer element `at` of `size` bytes, as text. */
+static int integer_text(const unsigned char *at, size_t size, char *text, size_t room)
+{
+    int16_t two_bytes;
+    int32_t four_bytes;
+    int64_t value = *(const signed char *)at;
+    if (size == 2) {
+        memcpy(&two_bytes, at, 2);
+        value = two_bytes;
+    } else if (size == 4) {
+        memcpy(&four_bytes, at, 4);
+        value = four_bytes;
+    } else if (size == 8) {
+        memcpy(&value, at, 8);
+    }
+    return snprintf(text, room, "%lld", (long long)value);
+}
+
+/* Element i as numpy spells it: True/False, integers, floats in the fewest
+ * digits that tell them apart, with a '.' (1. for 1.0), nan, inf. (swir's
+ * element types are bool, signed integers and floats.) */
+static int element_text(const struct printer *printing, size_t i, char *text, size_t room)
+{
+    char kind = printing->port->descr[1];
+    size_t size = (size_t)(printing->port->descr[2] - '0');
+    const unsigned char *at = printing->data + i * size;
+    if (kind == 'i')
+        return integer_text(at, size, text, room);
+    if (kind != 'f')
+        return snprintf(text, room, "%s", *at ? "True" : "False");
+    double value;
+    float single = 0;
+    uint16_t half_bits;
+    if (size == 2) {
+        memcpy(&half_bits, at, 2);
+        value = half_value(half_bits);
+    } else if (size == 4) {
+        memcpy(&single, at, 4);
+        value = single;
+    } else {
+        memcpy(&value, at, 8);
+    }
+    if (!isfinite(value))
+        return snprintf(text, room, "%s", value != value ? "nan" : value < 0 ? "-inf" : "inf");
+    /* The fewest digits that read back as the same value: for an f16, a
+     * value nearer to it than half the gap to the next f16 below it. */
+    int binary_exponent, n = 0;
+    double fraction = frexp(value, &binary_exponent);
+    double half_gap = ldexp(fabs(fraction) == 0.5 ? 0.25 : 0.5,
+                            binary_exponent - 1 < -14 ? -24 : binary_exponent - 11);
+    for (int digits = 1; digits <= 17; digits++) {
+        n = snprintf(text, room, "%.*g", digits, value);
+        double back = strtod(text, NULL);
+        if (size == 2 ? fabs(back - value) < half_gap
+                      : size == 4 ? (float)back == single : back == value)
+            break;
+    }
+    if (strpbrk(text, ".eE") == NULL)
+        n += snprintf(text + n, room - (size_t)n, ".");
+    return n;
+}
+
+static void print_text(struct printer *printing, const char *text)
+{
+    if (printing->width)
+        printing->column += fprintf(printing->to, "%s", text);
+}
+
+/* Between two items of axis `axis`: a space (or, past 75 columns, a new
+ * line) inside a row; new lines and an indent between rows and blocks. */
+static void print_gap(struct printer *printing, int axis)
+{
+    int rank = printing->port->rank;
+    if (!printing->width)
+        return;
+    if (axis == rank - 1 && printing->column + 1 + printing->width + rank < 76) {
+        printing->column += fprintf(printing->to, " ");
+        return;
+    }
+    for (int k = 0; k < (axis == rank - 1 ? 1 : rank - axis - 1); k++)
+        fputc('\n', printing->to);
+    printing->column = fprintf(printing->to, "%*s", axis + 1, "");
+}
+
+/* The items of axis `axis` from element `first` (measuring the widest
+ * element when printing->width is 0). */
+static void print_axis(struct printer *printing, int axis, size_t first)
+{
+    const struct port *p = printing->port;
+    size_t stride = 1;
+    for (int k = axis + 1; k < p->rank; k++)
+        stride *= (size_t)p->shape[k];
+    long n = p->shape[axis];
+    print_text(printing, "[");
+    for (long k = 0; k < n; k++) {
+        if (k > 0)
+            print_gap(printing, axis);
+        if (printing->summarize && n > 6 && k == 3) {
+            print_text(printing, "...");
+            print_gap(printing, axis);
+            k = n - 3;
+        }
+        if (axis + 1 < p->rank) {
+            print_axis(printing, axis + 1, first + (size_t)k * stride);
+            continue;
+        }
+        char text[64];
+        int chars = element_text(printing, first + (size_t)k, text, sizeof text);
+        if (!printing->width && chars > printing->column)
+            printing->column = chars;           /* measuring: the widest so far */
+        else if (printing->width)
+            printing->column += fprintf(printing->to, "%*s", printing->width, text);
+    }
+    print_text(printing, "]");
+}
+
+static void print_result(FILE *to, long i, const struct port *p, const void *data)
+{
+    struct printer printing = {p, data, 0, 0, 0, to};
+    size_t size = (size_t)(p->descr[2] - '0');
+    fprintf(to, "result %ld (%s : %s):\n", i + 1, p->name, p->type);
+    if (p->rank == 0) {
+        char text[64];
+        element_text(&printing, 0, text, sizeof text);
+        fprintf(to, "%s\n", text);
+        return;
+    }
+    if (p->bytes == 0) {
+        fprintf(to, "[]\n");
+        return;
+    }
+    printing.summarize = p->bytes / size > 1000;
+    print_axis(&printing, 0, 0);        /* measure */
+    printing.width = printing.column;
+    printing.column = 0;
+    print_axis(&printing, 0, 0);
+    fputc('\n', to);
+}
+
+/* Every result on stdout; a closed stdout is no error (nothing is lost that
+ * was asked for), a full one is. */
+static void print_results(const struct port *ports, long n, void **results)
+{
+    for (long i = 0; i < n; i++)
+        print_result(stdout, i, &ports[i], results[i]);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (errno == EPIPE)
+            quit_on_closed_pipe();
+        if (errno != EBADF)
+            fail("cannot write standard output: %s", strerror(errno));
     }
 }
 
@@ -573,6 +957,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 #define ROOT 1                  /* reads the inputs and writes the outputs */
 #define SHARE 1                 /* the batch of a rank: all of it */
 static int first_rank(void) { return 1; }
+static void report_error(const char *line) { put_text(line, strlen(line)); }
+static void all_checked(void) {}
 static void start_ranks(int *argc, char ***argv) { (void)argc; (void)argv; }
 static void read_share(FILE *f, void *mine, const struct port *p, const char *path,
                        const char *what, int scatter)

@@ -35,8 +35,8 @@ static void count(int which, long long bytes_sent)
     collectives[which].bytes_sent += bytes_sent;
 }
 
-/* A rank that fails ends every rank (fail() calls it): MPI_Abort, so no rank
- * waits forever in a collective for one that has gone. */
+/* A rank that fails ends every rank: MPI_Abort, so no rank waits forever in
+ * a collective for one that has gone. */
 static void abort_ranks(void)
 {
     int started = 0, ended = 0;
@@ -44,6 +44,63 @@ static void abort_ranks(void)
     MPI_Finalized(&ended);
     if (started && !ended)
         MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Until every rank has checked its command line and files (all_checked),
+ * the ranks compare their failures before reporting: an error every rank
+ * met alike (a usage error, a weights file none can read) is printed once,
+ * by rank 0, every rank exiting 1; an error of some ranks only is printed
+ * by each of them. Nothing before all_checked is collective, so a failing
+ * rank's MPI_Allreduce (in fail) meets the others' (in all_checked). */
+static int agreeing;
+
+/* A line's hash (FNV-1a), 62 bits: the ranks' lines compare by it. */
+static long long line_hash(const char *line)
+{
+    unsigned long long hash = 14695981039346656037ULL;
+    for (const unsigned char *byte = (const unsigned char *)line; *byte; byte++)
+        hash = (hash ^ *byte) * 1099511628211ULL;
+    return (long long)(hash >> 2);
+}
+
+/* Every rank's {failed, did not fail, line hash, -line hash}, by the
+ * maximum: whether any rank failed, any did not, and whether the failed
+ * ranks' lines were one line. 0 if the ranks could not compare. */
+static int compare_failures(const char *line, long long all[4])
+{
+    long long hash = line != NULL ? line_hash(line) : LLONG_MIN;
+    long long mine[4] = {line != NULL, line == NULL, hash, line != NULL ? -hash : LLONG_MIN};
+    agreeing = 0;
+    return MPI_Allreduce(mine, all, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS;
+}
+
+static void report_error(const char *line)
+{
+    long long all[4];
+    if (agreeing && compare_failures(line, all)) {
+        int alike = !all[1] && all[2] == -all[3];     /* every rank, the same line */
+        if (ROOT || !alike)
+            put_text(line, strlen(line));
+        MPI_Finalize();         /* every rank knows: none is left waiting */
+        return;
+    }
+    put_text(line, strlen(line));
+    abort_ranks();      /* every rank exits: none is left waiting in a collective */
+}
+
+/* Every rank has checked its command line and files; if another failed, it
+ * said why: exit 1 quietly. */
+static void all_checked(void)
+{
+    long long all[4];
+    if (!agreeing)
+        return;
+    if (!compare_failures(NULL, all))
+        fail("rank %d: the ranks could not compare their checks (MPI_Allreduce failed)", rank);
+    if (all[0]) {
+        MPI_Finalize();
+        exit(1);
+    }
 }
 
 static void check_mpi(int status, const char *what)
@@ -91,6 +148,7 @@ static void start_ranks(int *argc, char ***argv)
         MPI_Finalize();
         exit(1);
     }
+    agreeing = 1;
 }
 
 /* This rank's share of input `p` (its block of the batch, or all of it),
