@@ -23,7 +23,8 @@ The cache is never a correctness risk, whoever can write the directory
   below DIR are opened without following symbolic links, and only regular
   files of at most :data:`MAX_ENTRY_BYTES` are read (a FIFO, a device, a link
   to ``/dev/zero`` is a miss, never a hang). Whatever is wrong is a miss, and
-  the entry is written again.
+  the entry is written again (but a file over that size is left in place:
+  deleting a huge file costs what the file system decides).
 - **Written in place only.** A new entry is written to a new file
   (``O_EXCL``) in its folder and renamed over the old name: a link there is
   replaced, never written through; nothing outside DIR is touched.
@@ -273,6 +274,8 @@ def _write_new(root: Path, folders: list[str], name: str, data: bytes) -> None:
     except OSError:
         return
     try:
+        if _too_big_to_replace(fd, name):
+            return
         tmp = _new_file(fd, name, data)
         try:
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
@@ -282,6 +285,17 @@ def _write_new(root: Path, folders: list[str], name: str, data: bytes) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _too_big_to_replace(fd: int, name: str) -> bool:
+    """A file over MAX_ENTRY_BYTES at the entry's name is left there (a miss
+    each time): deleting it costs the file system time it decides, not swir
+    (a planted 10 GB sparse file took a compile 70 s to replace)."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > MAX_ENTRY_BYTES
 
 
 def _new_file(fd: int, name: str, data: bytes) -> str:
