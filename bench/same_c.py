@@ -9,7 +9,9 @@ Writes, with the swir-cg beside this Python, the C project of
     an input swir-cg refuses gives its message instead, compared as well,
 
 and records a SHA-256 per written file in DIR/manifest.json (the C, headers
-and Makefile are kept in DIR as well, for diffs; weight files only hashed).
+and Makefile are kept in DIR as well, for diffs, and compared with the
+checkout's root and temporary folders in paths written alike; weight files
+only by hash).
 
     python bench/same_c.py --out /tmp/before            # on the old commit
     python bench/same_c.py --out /tmp/after --compare /tmp/before
@@ -25,6 +27,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,20 +93,43 @@ def lit_cases():
         yield f"lit/{path.relative_to(ROOT / 'test')}", path, []
 
 
-def compare(now: dict, before: dict) -> list[str]:
+def normalized(text: str | bytes, root: str):
+    """Text with the paths that differ between checkouts and runs (the
+    checkout's root, temporary folders) written alike."""
+    if isinstance(text, str):
+        return normalized(text.encode(), root).decode()
+    return re.sub(rb"/tmp/tmp\w+", b"TMP", text.replace(root.encode(), b"ROOT"))
+
+
+def kept_hash(run: Path, case: str, name: str, root: str) -> str:
+    return hashlib.sha256(normalized((run / case / name).read_bytes(), root)).hexdigest()
+
+
+def compare(now: dict, here: Path, before: dict, there: Path) -> list[str]:
+    """The cases of ``now`` (a run of some models compares those) whose files
+    or message differ from ``before``'s. Sources, headers and Makefiles are
+    compared as kept, with their paths normalised; other files by hash."""
+    root_now, root_before = now.pop("root"), before.pop("root", "/work/main")
     diffs = []
-    for case in sorted(now):    # a run of some models compares those
+    for case in sorted(now):
         a, b = before.get(case), now[case]
         if a is None:
             diffs.append(f"{case}: not in the earlier run")
-        elif a != b:
-            if "files" in a and "files" in b:
-                changed = sorted(f for f in set(a["files"]) | set(b["files"])
-                                 if a["files"].get(f) != b["files"].get(f))
+        elif "files" in a and "files" in b:
+            changed = []
+            for f in sorted(set(a["files"]) | set(b["files"])):
+                if f not in a["files"] or f not in b["files"]:
+                    changed.append(f)
+                elif Path(f).suffix in KEPT:
+                    if kept_hash(here, case, f, root_now) != kept_hash(there, case, f, root_before):
+                        changed.append(f)
+                elif a["files"][f] != b["files"][f]:
+                    changed.append(f)
+            if changed:
                 diffs.append(f"{case}: {', '.join(changed)}")
-            else:
-                diffs.append(f"{case}: {a.get('error', 'a project')!r} -> "
-                             f"{b.get('error', 'a project')!r}")
+        elif normalized(a.get("error", ""), root_before) != normalized(b.get("error", ""), root_now):
+            diffs.append(f"{case}: {a.get('error', 'a project')!r} -> "
+                         f"{b.get('error', 'a project')!r}")
     return diffs
 
 
@@ -127,11 +153,12 @@ def main() -> int:
         for case, src, level in cases:
             manifest[case] = record(case, src, level, a.out, work)
             print(f"{case}: {'error' if 'error' in manifest[case] else 'ok'}", flush=True)
+    manifest["root"] = str(ROOT)
     (a.out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     if a.compare is None:
         return 0
     before = json.loads((a.compare / "manifest.json").read_text())
-    diffs = compare(manifest, before)
+    diffs = compare(manifest, a.out, before, a.compare)
     for d in diffs:
         print("differs:", d)
     print(f"{len(manifest)} cases, {len(diffs)} differ")
