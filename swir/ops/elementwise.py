@@ -12,7 +12,7 @@ from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
 from swir.ops.references import BINARY_REFS, UNARY_REFS
 from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
                                Category, CCall, CConst, CExpr, COp, CSelect, OpDef, OpError,
-                               register)
+                               op_def, register)
 from swir.ops.util import value_arg
 
 
@@ -184,6 +184,10 @@ for _name, _doc in COMPARE.items():
     register(elementwise_op(_name, f"Element-wise comparison {_doc}, giving i1, broadcasting.",
                             2, result_bool=True, traits=NOT_ARITHMETIC,
                             commutative=_name in ("eq", "ne"), **_table_facts(_name)))
+(NEG, ABS, EXP, LOG, SQRT, RSQRT, RECIPROCAL, TANH, SIGMOID, ERF, ERFC, RELU, FLOOR, CEIL,
+ NOT) = map(op_def, UNARY)
+ADD, SUB, MUL, DIV, POW, MAX, MIN, AND, OR = map(op_def, BINARY)
+EQ, NE, LT, LE, GT, GE = map(op_def, COMPARE)
 SELECT = register(elementwise_op("select", "Element-wise c ? x : y, broadcasting all three.",
                                  3, traits=NOT_ARITHMETIC, **_table_facts("select")))
 
