@@ -38,16 +38,18 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
-from swir.ops.collective import HOST_FORM
+from swir.ops import (CALL, CHUNK, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
+                      DYN_INDEX, FUSED, IF, LDM_ALLOC, RETURN)
+from swir.ops.collective import HOST_FORM_OF
 from swir.ops.registry import OpError, lookup
 
-COLLECTIVES = frozenset(HOST_FORM) | frozenset(HOST_FORM.values())
+COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
 from swir.ops.util import attr_or_default, check_dense
 from swir.target import DEFAULT_TARGET, TARGETS, target_of
 
 MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
-_SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
+_SYMBOL_OPS = (CPE_ID, CHUNK, CONST, DYN_INDEX)
 
 # Every arena offset is a multiple of this (-mem-plan's align is at least it).
 ARENA_ALIGN = DEFAULT_TARGET.write_block
@@ -154,20 +156,21 @@ class _Verifier:
         if m.attrs.get("split") == "data":
             self.batched_ports()
         for inst in m.walk():
-            if inst.opname not in COLLECTIVES:
+            if not inst.isa(*COLLECTIVES):
                 continue
             if inst.attrs.get("ranks") != n:
                 self.error(f"'{inst.opname}' op gathers from {inst.attrs.get('ranks')!r} ranks; "
                            f"the module runs on {n}", inst.loc)
             region = inst.parent.parent if inst.parent is not None else None
-            if getattr(getattr(region, "parent", None), "opname", None) == "fused":
+            owner = getattr(region, "parent", None)
+            if isinstance(owner, Instruction) and owner.isa(FUSED):
                 self.error(f"'{inst.opname}' op in a fused group: a collective is a host MPI "
                            "call between kernels, not part of one", inst.loc)
 
     def batched_ports(self) -> None:
         """A data split cuts every parameter and result of the program's
         functions along its leading axis (the batch): each must have one."""
-        called = {i.args[0].callee for i in self.m.walk() if i.opname == "call"}
+        called = {i.args[0].callee for i in self.m.walk() if i.isa(CALL)}
         for f in self.m.functions:
             if f.name in called or f.kind != "func" or f.target == "cpe":
                 continue
@@ -304,10 +307,11 @@ class _Verifier:
                 if not last:
                     self.op_error(inst, "is a terminator and must end its block")
                     continue
-                ends_owner = d.ends is not None and \
-                    getattr(b.parent.parent, "opname", None) == d.ends
+                owner = b.parent.parent
+                ends_owner = d.ends is not None and isinstance(owner, Instruction) and \
+                    owner.isa(d.ends)
                 if structured and not ends_owner and \
-                        (inst.opname != "return" or not is_function_body):
+                        (not inst.isa(RETURN) or not is_function_body):
                     self.op_error(inst, "cannot end a structured region")
                     continue
             self.instruction(inst)
@@ -374,7 +378,7 @@ class _Verifier:
             return
         if self.m.stage != "graph" and len(self.errors) == n_before:
             self.bounds(inst)
-        if inst.opname == "dma_bcast":
+        if inst.isa(DMA_BCAST):
             self.broadcast_source(inst)
         self.nested(inst, d)
 
@@ -414,7 +418,7 @@ class _Verifier:
             if iv is not None:
                 del self.loop_bounds[id(iv)]
             return
-        if inst.opname == "if":
+        if inst.isa(IF):
             guards = self._guards(inst)
             for i, r in enumerate(inst.regions):
                 self.guards.append(guards if i == 0 else self._negated(inst))
@@ -657,17 +661,17 @@ class _Verifier:
         return -(-r[0] // d), -(-r[1] // d)
 
     def _symbol_range(self, v: object) -> tuple[int, int] | None:
-        if isinstance(v, Result) and v.owner.opname == "cpe_id":
+        if isinstance(v, Result) and v.owner.isa(CPE_ID):
             return 0, 63
         # The attributes are checked when their op is, which may be later: a
         # malformed one leaves the range unknown here.
-        if isinstance(v, Result) and v.owner.opname == "chunk":
+        if isinstance(v, Result) and v.owner.isa(CHUNK):
             extent = v.owner.attrs.get("extent", 0)
             return (0, extent) if _attr_kind_error("int", extent) is None else None
-        if isinstance(v, Result) and v.owner.opname == "dyn_index":
+        if isinstance(v, Result) and v.owner.isa(DYN_INDEX):
             bound = v.owner.attrs.get("bound", 1)
             return (0, bound - 1) if _attr_kind_error("int", bound) is None else None
-        if isinstance(v, Result) and v.owner.opname == "const":
+        if isinstance(v, Result) and v.owner.isa(CONST):
             c = v.owner.args[0]
             return (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
         return None
@@ -691,13 +695,13 @@ class _Verifier:
         self._budget = _BOUNDS_BUDGET
         try:
             why = None
-            padded = inst.opname == "copy_in" and inst.attrs.get("fill") is not None
+            padded = inst.isa(COPY_IN) and inst.attrs.get("fill") is not None
             for s in inst.args:
                 if isinstance(s, Access) and not padded:   # a padded copy may leave %A
                     why = why or self._access_bounds(s, inst)
-            if why is None and inst.opname in ("copy_in", "copy_out"):
+            if why is None and inst.isa(COPY_IN, COPY_OUT):
                 why = self._copy_extents(inst)
-            if why is None and inst.opname == "chunk":
+            if why is None and inst.isa(CHUNK):
                 why = self._chunk_worker(inst)
         except _TooComplex:
             why = "index expressions too complex to bound statically"
@@ -706,7 +710,7 @@ class _Verifier:
 
     def _copy_extents(self, inst: Instruction) -> str | None:
         """Every range of a copy is non-empty and fits its LDM dimension, in every iteration."""
-        acc, ldm = (inst.args[0], inst.args[1]) if inst.opname == "copy_in" else \
+        acc, ldm = (inst.args[0], inst.args[1]) if inst.isa(COPY_IN) else \
             (inst.args[1], inst.args[0])
         ranges = [i for i in acc.indices if isinstance(i, Range)]
         for dim, (r, size) in enumerate(zip(ranges, ldm.type.shape)):
@@ -748,7 +752,7 @@ class _Verifier:
             if r[0] < 0 or r[1] >= size:
                 return (f"subscript {dim} of {name} ranges over [{r[0]}, {r[1]}], outside "
                         f"[0, {size - 1}]")
-        if inst.opname in ("dma_get", "dma_put", "dma_bcast"):
+        if inst.isa(DMA_GET, DMA_PUT, DMA_BCAST):
             return self._dma_span(acc, inst, t)
         return None
 
@@ -778,7 +782,7 @@ class _Verifier:
         total, nested = 0, 0
         for b in region.blocks:
             for inst in b.instructions:
-                if inst.opname == "ldm_alloc" and inst.results:
+                if inst.isa(LDM_ALLOC) and inst.results:
                     t = inst.results[0].type
                     if isinstance(t, LDMType):
                         total += t.slot_bytes    # each buffer starts 32-byte aligned
@@ -839,7 +843,7 @@ def _param_writer(m: Module, f: Function, index: int, seen: set[int],
         if g.target != "cpe" or g.body is None or id(g) in seen:
             continue
         for call in g.walk():
-            app = call.args[0] if call.opname == "call" and call.args else None
+            app = call.args[0] if call.isa(CALL) and call.args else None
             if not isinstance(app, Apply) or app.callee != f.name or index >= len(app.args):
                 continue
             a = app.args[index]
@@ -879,7 +883,7 @@ def _is_affine_symbol(v: Value) -> bool:
     if isinstance(v, FuncParam):
         return True
     if isinstance(v, Result):
-        return v.owner.opname in _SYMBOL_OPS
+        return v.owner.isa(*_SYMBOL_OPS)
     return False
 
 

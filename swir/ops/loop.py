@@ -209,7 +209,7 @@ LOAD = register(OpDef(
 STORE = register(OpDef(
     "store", "Write one element: store %v, %A[i, j].",
     stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
-    category=Category.MEMORY))
+    writes=(1,), category=Category.MEMORY))
 DYN_INDEX = register(OpDef(
     "dyn_index", "A data-dependent subscript: the integer %v (negative counts from "
                  "the end, v + bound) as an index in [0, bound); outside "
@@ -227,11 +227,11 @@ COPY_IN = register(OpDef(
     attrs=(Attr("fill", "any", doc="the region may reach past %A's bounds; the "
                                    "elements outside get this value (a padded "
                                    "tile read from the unpadded tensor)"),),
-    arrow=True, context="cpe", category=Category.MEMORY))
+    writes=(1,), arrow=True, context="cpe", category=Category.MEMORY))
 COPY_OUT = register(OpDef(
     "copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
     stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-    arrow=True, context="cpe", category=Category.MEMORY))
+    writes=(1,), arrow=True, context="cpe", category=Category.MEMORY))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("bsize", "int", default=0,
@@ -240,18 +240,18 @@ _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
 DMA_GET = register(OpDef(
     "dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
-    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True, writes=(1,),
     context="cpe", category=Category.DMA))
 DMA_PUT = register(OpDef(
     "dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
-    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True, writes=(1,),
     context="cpe", category=Category.DMA))
 DMA_BCAST = register(OpDef(
     "dma_bcast", "Broadcast DMA into every CPE's LDM (athread_get in BCAST_MODE): "
                  "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
                  "issues one transfer, barriers before and after, complete on return.",
     stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma,
-    pure=False, arrow=True, context="cpe", category=Category.DMA))
+    pure=False, arrow=True, writes=(1,), context="cpe", category=Category.DMA))
 DMA_WAIT = register(OpDef(
     "dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
     stages=DMA_ONLY, num_args=(0, 0),

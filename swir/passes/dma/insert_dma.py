@@ -66,6 +66,8 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX
+from swir.ops import (CALL, CHUNK, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
+                      DMA_WAIT, FOR, IF, LDM_ALLOC, LOAD, PARALLEL, RETURN, SPAWN, STORE)
 from swir.ops.util import attr_or_default
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
@@ -131,9 +133,9 @@ class InsertDMA(Pass):
         kernels of one spawn, or a join and a spawn each); returns the kernels
         to spawn, in order."""
         block = f.body.blocks[0]
-        loops = [i for i in block.instructions if i.opname == "parallel"]
+        loops = [i for i in block.instructions if i.isa(PARALLEL)]
         others = [i for i in block.instructions
-                  if i.opname not in ("parallel", "const", "return")]
+                  if not i.isa(PARALLEL, CONST, RETURN)]
         if loops and others:
             raise PassFailure([Diagnostic(
                 f"-insert-dma: @{f.name} has '{others[0].opname}' beside its parallel "
@@ -153,7 +155,7 @@ class InsertDMA(Pass):
                 for inst in inner:
                     inst.replace_uses_of(old, new)
             for inst in list(block.instructions):
-                if inst.opname == "const" and any(u in inner for r in inst.results
+                if inst.isa(CONST) and any(u in inner for r in inst.results
                                                   for u in r.users):
                     copy = b.create_inst("const", *inst.args, types=[r.type for r in inst.results],
                                          names=[r.name for r in inst.results])
@@ -169,7 +171,7 @@ class InsertDMA(Pass):
 
     def spawn_calls(self, f: Function, split: dict[str, list[str]]) -> None:
         for inst in list(f.walk()):
-            app = inst.args[0] if inst.opname == "call" and inst.args else None
+            app = inst.args[0] if inst.isa(CALL) and inst.args else None
             if not isinstance(app, Apply) or app.callee not in split:
                 continue
             b = Builder(inst.parent, before=inst)
@@ -185,16 +187,16 @@ class InsertDMA(Pass):
     # -- CPE kernels ---------------------------------------------------------------------
     def lower_kernel(self, f: Function) -> None:
         block = f.body.blocks[0]
-        first = next((i for i in block.instructions if i.opname != "const"), None)
+        first = next((i for i in block.instructions if not i.isa(CONST)), None)
         b = Builder(block, before=first)
         cpe = b.create("cpe_id", types=[INDEX], names=["id"])
         for inst in list(block.instructions):
-            if inst.opname == "parallel":
+            if inst.isa(PARALLEL):
                 self.distribute(inst, cpe)
-            elif inst.opname not in ("const", "cpe_id") and not _pure(inst):
+            elif not inst.isa(CONST, CPE_ID) and not _pure(inst):
                 _guard_cpe0(inst, cpe)
         for inst in list(f.walk()):
-            if inst.opname in ("copy_in", "copy_out") and inst.parent is not None:
+            if inst.isa(COPY_IN, COPY_OUT) and inst.parent is not None:
                 self.lower_copy(inst)
         self.place_get_waits(f)
 
@@ -232,7 +234,7 @@ class InsertDMA(Pass):
         # the C code) are allocated once, before its share of the tiles; with
         # broadcasts, before the guard too (every CPE takes part in them).
         at = Builder(guard.parent, before=guard) if guard is not None and bcast else b
-        for alloc in [i for i in body.blocks[0].instructions if i.opname == "ldm_alloc"]:
+        for alloc in [i for i in body.blocks[0].instructions if i.isa(LDM_ALLOC)]:
             alloc.detach()
             at.insert(alloc)
         for copy in bcast:
@@ -267,7 +269,7 @@ class InsertDMA(Pass):
         written = set(written_params(loop.function))
         out = []
         for inst in block.instructions:
-            if inst.opname != "copy_in":
+            if not inst.isa(COPY_IN):
                 continue
             acc, ldm = inst.args[0], inst.args[1]
             if not _read_alike(inst, written):
@@ -295,13 +297,13 @@ class InsertDMA(Pass):
             if inst is loop:
                 continue
             # a load's value is data: taken as differing between CPEs
-            moved = inst.opname == "load" or any(id(v) in varying for v in inst.operands)
+            moved = inst.isa(LOAD) or any(id(v) in varying for v in inst.operands)
             if moved:
                 varying |= {id(r) for r in inst.results}
                 varying |= {id(a) for r in inst.regions for b in r.blocks for a in b.args}
-            if inst.opname == "copy_in" and not any(id(v) in varying for v in inst.operands) \
+            if inst.isa(COPY_IN) and not any(id(v) in varying for v in inst.operands) \
                     and _read_alike(inst, written) and \
-                    not any(a.opname in ("for", "if") and any(id(v) in varying
+                    not any(a.isa(FOR, IF) and any(id(v) in varying
                                                               for v in a.operands)
                             for a in _ancestors_within(inst, loop)):
                 out.append(inst)
@@ -325,12 +327,12 @@ class InsertDMA(Pass):
                 self.bump("tiles broadcast in lock-step tile loops")
 
     def lower_copy_once(self, inst: Instruction) -> None:
-        if inst.opname == "copy_in" and inst.attrs.get("fill") is not None:
+        if inst.isa(COPY_IN) and inst.attrs.get("fill") is not None:
             PaddedCopy(inst).lower()
             self.bump("padded tile loads (halo filled in LDM)")
             inst.erase()
             return
-        get = inst.opname == "copy_in"
+        get = inst.isa(COPY_IN)
         acc: Access = inst.args[0] if get else inst.args[1]
         ldm: Value = inst.args[1] if get else inst.args[0]
         region = CopyRegion(acc, ldm, get)
@@ -349,10 +351,10 @@ class InsertDMA(Pass):
         next iteration (before anything can overwrite its buffer) and once
         after the loop, so the transfer overlaps the loop's control and the
         next tile's first gets."""
-        for loop in [i for i in f.walk() if i.opname == "for"]:
+        for loop in [i for i in f.walk() if i.isa(FOR)]:
             body = loop.regions[0].blocks[0].instructions
-            if len(body) < 2 or body[-1].opname != "dma_wait" or \
-                    body[-1].attrs.get("reply") != PUT_REPLY or body[-2].opname != "dma_put":
+            if len(body) < 2 or not body[-1].isa(DMA_WAIT) or \
+                    body[-1].attrs.get("reply") != PUT_REPLY or not body[-2].isa(DMA_PUT):
                 continue
             wait = body[-1]
             put_buffer = body[-2].args[0]
@@ -375,7 +377,7 @@ class InsertDMA(Pass):
 
     # -- double buffering ---------------------------------------------------------------
     def double_buffer_loops(self, f: Function) -> None:
-        for loop in [i for i in f.walk() if i.opname == "for"]:
+        for loop in [i for i in f.walk() if i.isa(FOR)]:
             if loop.parent is None or not loop.args:   # inside a loop already rewritten
                 continue
             plan = _double_buffer_plan(loop)
@@ -438,7 +440,7 @@ def _hoisted_pays(copy: Instruction, busy: int, target: Target) -> bool:
 
 
 def _gets_in(insts: list[Instruction]) -> list[Instruction]:
-    return [d for i in insts for d in i.walk() if d.opname == "dma_get"]
+    return [d for i in insts for d in i.walk() if d.isa(DMA_GET)]
 
 
 def _read_alike(copy: Instruction, written: set[int]) -> bool:
@@ -452,8 +454,8 @@ def _read_alike(copy: Instruction, written: set[int]) -> bool:
     if isinstance(src, Global) and src.kind != "global" and \
             writes_global((f for f in copy.function.module.functions if f.kind == "kernel"), src):
         return False
-    return not (any(u is not copy and u.opname not in ("load", "copy_out") for u in ldm.users)
-                or any(u.opname == "copy_out" and u.args[0] is not ldm for u in ldm.users))
+    return not (any(u is not copy and not u.isa(LOAD, COPY_OUT) for u in ldm.users)
+                or any(u.isa(COPY_OUT) and u.args[0] is not ldm for u in ldm.users))
 
 
 def _ancestors_within(inst: Instruction, top: Instruction) -> list[Instruction]:
@@ -471,11 +473,11 @@ def _to_broadcasts(lowered: list[Instruction]) -> None:
     their waits go)."""
     for top in lowered:
         for inst in list(top.walk()):
-            if inst.opname == "dma_get":
+            if inst.isa(DMA_GET):
                 inst.insert_before(Instruction("dma_bcast", list(inst.args), arrow=1,
                                                attrs={**inst.attrs, "reply": BCAST_REPLY}))
                 inst.erase()
-            elif inst.opname == "dma_wait":
+            elif inst.isa(DMA_WAIT):
                 inst.erase()
 
 
@@ -502,7 +504,7 @@ def _wait_groups(block: Block) -> None:
 def ldm_total(f: Function) -> int:
     """The LDM bytes of every ldm_alloc in f (each is a static array per CPE,
     LDM_ALIGN-aligned)."""
-    return sum(i.results[0].type.slot_bytes for i in f.walk() if i.opname == "ldm_alloc")
+    return sum(i.results[0].type.slot_bytes for i in f.walk() if i.isa(LDM_ALLOC))
 
 
 def _double_buffer_plan(loop: Instruction):
@@ -514,19 +516,19 @@ def _double_buffer_plan(loop: Instruction):
         return None           # min / max bounds: the guards on t + step could not be bounded
     body = loop.regions[0].blocks[0].instructions
     k = 0
-    while k < len(body) and (body[k].opname == "dma_bcast" or body[k].opname == "dma_get"
+    while k < len(body) and (body[k].isa(DMA_BCAST) or body[k].isa(DMA_GET)
                              and body[k].attrs.get("reply") == 0):
         k += 1
-    gets = [i for i in body[:k] if i.opname == "dma_get"]
-    if not gets or k >= len(body) or body[k].opname != "dma_wait" or \
+    gets = [i for i in body[:k] if i.isa(DMA_GET)]
+    if not gets or k >= len(body) or not body[k].isa(DMA_WAIT) or \
             body[k].attrs.get("reply") != GET_REPLY or body[k].attrs.get("times") != len(gets):
         return None
     # broadcasts (complete on return) stay in every tile, after the wait
-    wait, rest = body[k], [i for i in body[:k] if i.opname == "dma_bcast"] + body[k + 1:]
+    wait, rest = body[k], [i for i in body[:k] if i.isa(DMA_BCAST)] + body[k + 1:]
     bufs = []
     for g in gets:
         dst = g.args[1]
-        if not isinstance(dst, Value) or dst.owner.opname != "ldm_alloc":
+        if not isinstance(dst, Value) or not dst.owner.isa(LDM_ALLOC):
             return None
         if any(a is loop for a in _ancestors(dst.owner)):
             return None
@@ -547,10 +549,10 @@ def _double_buffer_plan(loop: Instruction):
     # memory it reads (a dependence between tiles through main memory).
     sources = {g.args[0].base for g in gets}
     for u in inside:
-        target = u.args[1] if u.opname in ("store", "dma_put") else None
+        target = u.args[1] if u.isa(STORE, DMA_PUT) else None
         if isinstance(target, Access) and target.base in sources:
             return None
-        if u.opname in ("call", "spawn"):
+        if u.isa(CALL, SPAWN):
             return None
     return gets, wait, rest, bufs
 
@@ -582,12 +584,12 @@ def _after(u: Instruction, loop: Instruction) -> bool:
 
 
 def _writes(u: Instruction, buf: Value) -> bool:
-    if u.opname == "store":
+    if u.isa(STORE):
         return u.args[1].base is buf
-    if u.opname == "dma_get":
+    if u.isa(DMA_GET):
         dst = u.args[1]
         return dst is buf or (isinstance(dst, Access) and dst.base is buf)
-    return u.opname not in ("load", "dma_put")
+    return not u.isa(LOAD, DMA_PUT)
 
 
 def _double_buffer(loop: Instruction, gets, wait, rest, bufs) -> None:
@@ -637,13 +639,13 @@ def _self_waiting_gets(inst: Instruction) -> bool:
     """An edge-tile branch of gets: loops / guards holding only gets and waits
     on a reply word other than the group's (they wait for themselves). Puts
     read LDM, so they never pass a pending group."""
-    if not (inst.regions and inst.opname in ("for", "if")):
+    if not (inst.regions and inst.isa(FOR, IF)):
         return False
 
     def ok(i: Instruction) -> bool:
-        if i.opname in ("dma_get", "dma_wait", "dma_bcast"):
+        if i.isa(DMA_GET, DMA_WAIT, DMA_BCAST):
             return i.attrs.get("reply") != GET_REPLY
-        return i.opname in ("for", "if") and all(
+        return i.isa(FOR, IF) and all(
             ok(j) for r in i.regions for b in r.blocks for j in b.instructions)
     return ok(inst)
 
@@ -651,12 +653,12 @@ def _self_waiting_gets(inst: Instruction) -> bool:
 def _gets_issued(inst: Instruction) -> int | None:
     """How many reply-0 gets an instruction issues (None: it is not a get or a
     loop of gets with a constant trip count)."""
-    if inst.opname == "dma_get" and inst.attrs.get("reply") == GET_REPLY:
+    if inst.isa(DMA_GET) and inst.attrs.get("reply") == GET_REPLY:
         return 1
-    if inst.opname == "dma_bcast":      # complete on return: it passes a group
+    if inst.isa(DMA_BCAST):      # complete on return: it passes a group
         return 0
-    lb, ub = (Expr.of(a) for a in inst.args[:2]) if inst.opname == "for" else (None, None)
-    if inst.opname == "for" and lb.is_constant and ub.is_constant:
+    lb, ub = (Expr.of(a) for a in inst.args[:2]) if inst.isa(FOR) else (None, None)
+    if inst.isa(FOR) and lb.is_constant and ub.is_constant:
         body = inst.regions[0].blocks[0].instructions
         counts = [_gets_issued(i) for i in body]
         if body and all(c is not None for c in counts):
@@ -670,7 +672,7 @@ class CopyRegion:
 
     def __init__(self, acc: Access, ldm: Value, get: bool) -> None:
         self.acc, self.ldm, self.get = acc, ldm, get
-        self.op = "dma_get" if get else "dma_put"
+        self.op = (DMA_GET if get else DMA_PUT).name
         self.offset: dict[int, int] = {}    # LDM start per ranged dimension (padded tiles)
         self.shape = acc.base.type.shape
         self.pitch = [math.prod(self.shape[d + 1:]) for d in range(len(self.shape))]
@@ -975,13 +977,13 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
         pick = min if atom.kind == "min" else max
         return pick(r[0] for r in rs), pick(r[1] for r in rs)
     owner = getattr(atom, "owner", None)
-    if isinstance(owner, Instruction) and owner.opname == "chunk":
+    if isinstance(owner, Instruction) and owner.isa(CHUNK):
         return 0, int(owner.attrs["extent"])
-    if isinstance(owner, Instruction) and owner.opname == "cpe_id":
+    if isinstance(owner, Instruction) and owner.isa(CPE_ID):
         return 0, CPES - 1
     if isinstance(owner, Block) and owner.parent is not None and \
             isinstance(owner.parent.parent, Instruction) and \
-            owner.parent.parent.opname in ("for", "parallel"):
+            owner.parent.parent.isa(FOR, PARALLEL):
         loop = owner.parent.parent
         lb, ub = _range(Expr.of(loop.args[0])), _range(Expr.of(loop.args[1]))
         return None if lb is None or ub is None else (lb[0], ub[1] - 1)
