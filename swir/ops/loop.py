@@ -7,12 +7,13 @@ Semantics (what the interpreter and the C emitter implement) are in docs/ir.md.
 
 from __future__ import annotations
 
-from swir.ir.core import Constraint, Instruction, Range, Value
-from swir.ir.types import INDEX, BufType, LDMType, ScalarType, Type
+from swir.ir.affine import Expr
+from swir.ir.core import Access, Constraint, Instruction, Range, Value
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
                                OpDef, OpError, register)
 from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
-                           value_arg)
+                           value_arg, value_ref)
 
 # -- structured control flow -------------------------------------------------
 
@@ -154,6 +155,44 @@ def _verify_dma(inst: Instruction) -> None:
                       "size whenever there is a stride")
 
 
+def _copy_extents(inst: Instruction, bounds) -> str | None:
+    """Every range of a copy is non-empty and fits its LDM dimension, in every iteration."""
+    acc, ldm = (inst.args[0], inst.args[1]) if inst.isa(COPY_IN) else \
+        (inst.args[1], inst.args[0])
+    ranges = [i for i in acc.indices if isinstance(i, Range)]
+    for dim, (r, size) in enumerate(zip(ranges, ldm.type.shape)):
+        longest, shortest = bounds.hi(r.hi - r.lo), bounds.hi(r.lo - r.hi)
+        if longest is None or shortest is None:
+            return f"cannot bound the extent of copy range {dim} statically"
+        if longest > size:
+            return f"copy range {dim} spans up to {longest} elements, more than LDM dimension {size}"
+        if -shortest < 1:
+            return f"copy range {dim} can be empty (extent down to {-shortest})"
+    return None
+
+
+def _dma_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
+    """A DMA reads or writes count elements (in blocks, when strided) from its
+    start in main memory; the LDM side is always packed."""
+    count, bsize = inst.attrs.get("count", 0), attr_or_default(inst, "bsize")
+    stride = attr_or_default(inst, "stride")
+    span = count
+    if bsize and not isinstance(t, LDMType):
+        blocks = -(-count // bsize)
+        span = blocks * bsize + (blocks - 1) * stride
+    strides = [1] * t.rank
+    for i in range(t.rank - 2, -1, -1):
+        strides[i] = strides[i + 1] * t.shape[i + 1]
+    offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
+    r = bounds.bounds(offset)
+    if r is None:
+        return f"cannot bound the DMA start in {value_ref(acc.base)} statically"
+    if r[1] + span > t.num_elements:
+        return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
+                f"{value_ref(acc.base)} ({t.num_elements} elements)")
+    return None
+
+
 def _verify_wait(inst: Instruction) -> None:
     if attr_or_default(inst, "times") <= 0:
         raise OpError("'dma_wait' times must be positive")
@@ -166,6 +205,17 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
     if attr_or_default(inst, "grain") <= 0:
         raise OpError("'chunk' needs grain > 0")
     return [INDEX, INDEX]
+
+
+def _chunk_worker(inst: Instruction, bounds) -> str | None:
+    """The worker id lies in [0, workers) in every iteration."""
+    workers = inst.attrs.get("workers", 0)
+    r = bounds.bounds(Expr.of(inst.args[0]) if not isinstance(inst.args[0], Expr)
+                      else inst.args[0])
+    if r is None or r[0] < 0 or r[1] >= workers:
+        shown = "unbounded" if r is None else f"[{r[0]}, {r[1]}]"
+        return f"worker id ranges over {shown}, outside [0, {workers - 1}] (workers = {workers})"
+    return None
 
 
 def chunk_code(wid: str, lo: str, hi: str, extent: int, workers: int, grain: int = 1
@@ -224,6 +274,7 @@ LDM_ALLOC = register(OpDef(
 COPY_IN = register(OpDef(
     "copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
     stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+    verify_ranges=_copy_extents,
     attrs=(Attr("fill", "any", doc="the region may reach past %A's bounds; the "
                                    "elements outside get this value (a padded "
                                    "tile read from the unpadded tensor)"),),
@@ -231,7 +282,8 @@ COPY_IN = register(OpDef(
 COPY_OUT = register(OpDef(
     "copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
     stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-    writes=(1,), arrow=True, context="cpe", category=Category.MEMORY))
+    verify_ranges=_copy_extents, writes=(1,), arrow=True, context="cpe",
+    category=Category.MEMORY))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("bsize", "int", default=0,
@@ -240,17 +292,19 @@ _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
 DMA_GET = register(OpDef(
     "dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
-    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True, writes=(1,),
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
+    pure=False, arrow=True, writes=(1,),
     context="cpe", category=Category.DMA))
 DMA_PUT = register(OpDef(
     "dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
-    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True, writes=(1,),
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
+    pure=False, arrow=True, writes=(1,),
     context="cpe", category=Category.DMA))
 DMA_BCAST = register(OpDef(
     "dma_bcast", "Broadcast DMA into every CPE's LDM (athread_get in BCAST_MODE): "
                  "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
                  "issues one transfer, barriers before and after, complete on return.",
-    stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma,
+    stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
     pure=False, arrow=True, writes=(1,), context="cpe", category=Category.DMA))
 DMA_WAIT = register(OpDef(
     "dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
@@ -267,7 +321,7 @@ CHUNK = register(OpDef(
     stages=DMA_ONLY, num_args=(1, 1),
     attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
            Attr("grain", "int", default=1)),
-    infer=_infer_chunk, context="cpe", category=Category.CPE))
+    infer=_infer_chunk, verify_ranges=_chunk_worker, context="cpe", category=Category.CPE))
 SPAWN = register(OpDef(
     "spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
              "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "

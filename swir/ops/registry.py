@@ -197,6 +197,14 @@ class OpDef:
     infer: Callable[[Any], list[Type]] | None = None
     # Extra checks beyond arity, attributes and the result-type rule.
     verify: Callable[[Any], None] | None = None
+    # Checks of the values the op's subscripts take over every iteration of
+    # the loops around it (after the verifier has bounded each subscript):
+    # ``verify_ranges(inst, bounds)`` and, per main-memory or LDM access,
+    # ``verify_access(inst, access, type, bounds)``, where ``bounds`` is the
+    # verifier's swir.verifier.bounds.IndexBounds (``bounds(e)``, ``hi(e)``).
+    # Each returns the error, or None.
+    verify_ranges: Callable[[Any, Any], str | None] | None = None
+    verify_access: Callable[[Any, Any, Any, Any], str | None] | None = None
     num_regions: int = 0
     syntax: str = "generic"  # "generic" or "loop" (``for %i = lb to ub step s``)
     terminator: bool = False

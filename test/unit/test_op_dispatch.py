@@ -51,10 +51,12 @@ def test_isa_tests_the_definition():
 #   - a table read by op name (``TABLE[inst.opname]``, ``TABLE.get(inst.opname)``);
 #   - a dict literal keyed by op-name strings.
 # Building an instruction by name (``b.create("add", ...)``) is not a test and
-# is not flagged.
+# is not flagged. Not guarded yet: swir/codegen and swir/interp (still testing
+# names; being split under the same issue), and swir/ir, parser and printer,
+# which sit below the op set and know ops by name only.
 
 SWIR = Path(__file__).resolve().parents[2] / "swir"
-GUARDED = ["passes", "analysis", "verifier.py"]
+GUARDED = ["passes", "analysis", "verifier", "lowering", "transforms", "frontend"]
 
 # (file, string): a comparison with an op-name string that is not about an op.
 NOT_OP_NAMES = {
@@ -62,12 +64,16 @@ NOT_OP_NAMES = {
     ("analysis/dependence.py", "min"), ("analysis/loop_sums.py", "min"),
     ("analysis/loop_sums.py", "max"), ("analysis/vector_plan.py", "min"),
     ("analysis/write_blocks.py", "min"), ("analysis/write_blocks.py", "max"),
-    ("passes/dma/insert_dma.py", "min"), ("passes/dma/insert_dma.py", "max"),
-    ("verifier.py", "min"), ("verifier.py", "max"),
+    ("passes/dma/copies.py", "min"), ("passes/dma/copies.py", "max"),
+    ("verifier/bounds.py", "min"), ("verifier/bounds.py", "max"),
     # vector_plan's access kinds (contiguous, invariant, gather)
     ("analysis/vector_plan.py", "gather"),
+    # the ONNX Split node's attribute "split" (the sizes)
+    ("frontend/onnx_ops.py", "split"),
+    # gelu's attribute approximate = "none" | "tanh"
+    ("lowering/elementwise.py", "tanh"),
     # the module attribute "split" (data or model), set by -distribute
-    ("verifier.py", "split"),
+    ("verifier/__init__.py", "split"),
 }
 
 
