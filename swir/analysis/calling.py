@@ -10,21 +10,24 @@ from collections.abc import Iterable, Iterator
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Access, Apply, FuncParam, Function, Instruction, Module, Value
 from swir.ir.types import Type
+from swir.ops import CALL, SPAWN
 
-# Operand slots an op writes memory through (its Access's base or the buffer value).
-WRITES: dict[str, tuple[int, ...]] = {"store": (1,), "copy_in": (1,), "copy_out": (1,),
-                                      "dma_get": (1,), "dma_put": (1,),
-                                      "dma_bcast": (1,)}
+
+
+def _writes(inst: Instruction) -> tuple[int, ...]:
+    """The operand slots inst writes memory through (OpDef.writes)."""
+    d = inst.opdef
+    return d.writes if d is not None else ()
 
 
 def writes_global(functions: Iterable[Function], g: Value) -> bool:
     """Whether any of the functions writes the global g directly (a writing
-    op of WRITES with g as its written buffer)."""
+    op (OpDef.writes) with g as its written buffer)."""
     for f in functions:
         if f.body is None:
             continue
         for inst in f.walk():
-            for slot in WRITES.get(inst.opname, ()):
+            for slot in _writes(inst):
                 dst = inst.args[slot] if slot < len(inst.args) else None
                 if (dst.base if isinstance(dst, Access) else dst) is g:
                     return True
@@ -32,7 +35,7 @@ def writes_global(functions: Iterable[Function], g: Value) -> bool:
 
 
 def written_params(f: Function) -> list[int]:
-    """Indices of the buffer parameters f writes: through a writing op (WRITES),
+    """Indices of the buffer parameters f writes: through a writing op (OpDef.writes),
     or by passing them to a function that writes the corresponding parameter
     (the fixpoint over f and the functions it calls, directly or not)."""
     funcs = _call_closure(f) if f.module is not None else [f]
@@ -47,7 +50,7 @@ def _call_closure(f: Function) -> list[Function]:
     while work:
         g = work.pop()
         for inst in g.walk():
-            if inst.opname not in ("call", "spawn"):
+            if not inst.isa(CALL, SPAWN):
                 continue
             for app in inst.args:
                 callee = f.module.lookup(app.callee) if isinstance(app, Apply) else None
@@ -95,11 +98,11 @@ def _fixpoint(module: Module | None, funcs: list[Function]) -> dict[int, set[int
 
 def _written_values(inst: Instruction, module: Module | None,
                     memo: dict[int, set[int]]) -> Iterator[Value]:
-    for slot in WRITES.get(inst.opname, ()):
+    for slot in _writes(inst):
         if slot < len(inst.args):
             s = inst.args[slot]
             yield s.base if isinstance(s, Access) else s
-    if inst.opname not in ("call", "spawn"):
+    if not inst.isa(CALL, SPAWN):
         return
     for app in inst.args:                 # a spawn may run several kernels
         if not isinstance(app, Apply):

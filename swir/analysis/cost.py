@@ -44,12 +44,13 @@ from swir.analysis.traffic import KernelTraffic, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
+from swir.ops import CONV2D, CONV_TRANSPOSE2D, DMA_BCAST, DMA_GET, DMA_PUT, LDM_ALLOC, MATMUL
 from swir.passes.dma.insert_dma import ldm_total
 from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
 
 # Ops whose kernels are matmul-like (TVM's complex-out-fusable pattern): the
 # I/O lower bound applies to them. Kernel names list the ops they run.
-MATMUL_LIKE = ("conv2d", "conv_transpose2d", "matmul")
+MATMUL_LIKE = (CONV2D, CONV_TRANSPOSE2D, MATMUL)
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
 def is_matmul_like(kernel: str) -> bool:
     """Whether a kernel runs a conv2d, conv_transpose2d or matmul (its name
     lists the ops it runs: conv2d_add_relu_0, batch_norm_3)."""
-    return any(op in kernel for op in MATMUL_LIKE)
+    return any(op.name in kernel for op in MATMUL_LIKE)
 
 
 def io_lower_bound(f: Function, macs: int, compulsory: int, machine: Machine) -> int | None:
@@ -370,7 +371,7 @@ def hong_kung_bytes(f: Function, macs: int, machine: Machine) -> int | None:
 def element_bytes(f: Function) -> int:
     """The element size of the kernel's LDM tiles (4 when it has none)."""
     for inst in f.walk():
-        if inst.opname == "ldm_alloc" and isinstance(inst.results[0].type, LDMType):
+        if inst.isa(LDM_ALLOC) and isinstance(inst.results[0].type, LDMType):
             t = inst.results[0].type
             return t.bytes // max(t.num_elements, 1)
     return 4
@@ -381,8 +382,8 @@ def _dma_buffers(f: Function) -> tuple[set[int], set[int]]:
     read: set[int] = set()
     written: set[int] = set()
     for inst in f.walk():
-        if inst.opname in ("dma_get", "dma_put", "dma_bcast"):
-            get = inst.opname != "dma_put"
+        if inst.isa(DMA_GET, DMA_PUT, DMA_BCAST):
+            get = not inst.isa(DMA_PUT)
             main = inst.args[0] if get else inst.args[1]
             base = getattr(main, "base", main)
             (read if get else written).add(id(base))

@@ -64,13 +64,15 @@ from swir.ir.core import (
     Result,
     Value,
 )
+from swir.ops import (CHUNK, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
+                      DYN_INDEX, FOR, IF, LDM_ALLOC, LOAD, PARALLEL, STORE)
 from swir.ops.util import attr_or_default
 
-LOOP_OPS = ("for", "parallel")
+LOOP_OPS = (FOR, PARALLEL)
 DIRECTIONS = ("<", "=", ">")
 
 # Ops with no memory effect of their own besides what their regions contain.
-_STRUCTURAL = frozenset({"for", "parallel", "if", "ldm_alloc"})
+_STRUCTURAL = (FOR, PARALLEL, IF, LDM_ALLOC)
 # Fourier-Motzkin gives up (answers "maybe dependent") beyond this many constraints.
 _FM_LIMIT = 400
 
@@ -116,7 +118,7 @@ def enclosing_loops(inst: Instruction) -> list[Instruction]:
     """The for/parallel loops around ``inst``, outermost first."""
     out = []
     for anc in ancestors(inst):
-        if anc.opname in LOOP_OPS:
+        if anc.isa(*LOOP_OPS):
             out.append(anc)
     out.reverse()
     return out
@@ -137,7 +139,7 @@ def _guards_of(inst: Instruction) -> tuple[tuple[Constraint, bool], ...]:
     out: list[tuple[Constraint, bool]] = []
     child = inst
     for anc in ancestors(inst):
-        if anc.opname == "if":
+        if anc.isa(IF):
             region = child.parent.parent if child.parent is not None else None
             in_else = len(anc.regions) > 1 and region is anc.regions[1]
             conds = [c for c in anc.args if isinstance(c, Constraint)]
@@ -162,7 +164,6 @@ def memory_accesses(roots: Instruction | Iterable[Instruction]) -> list[MemoryAc
 
 
 def _accesses_of(inst: Instruction) -> list[MemoryAccess]:
-    name = inst.opname
     d = inst.opdef
     loops = tuple(enclosing_loops(inst))
     guards = _guards_of(inst)
@@ -173,18 +174,18 @@ def _accesses_of(inst: Instruction) -> list[MemoryAccess]:
         assert isinstance(slot, Value)
         return MemoryAccess(inst, slot, None, write, loops, guards)  # the whole buffer
 
-    if name == "load":
+    if inst.isa(LOAD):
         return [acc(inst.args[0], False)]
-    if name == "store":
+    if inst.isa(STORE):
         return [acc(inst.args[1], True)]
-    if name in ("copy_in", "copy_out", "dma_get", "dma_put", "dma_bcast"):
+    if inst.isa(COPY_IN, COPY_OUT, DMA_GET, DMA_PUT, DMA_BCAST):
         src, dst = inst.args[0], inst.args[1]
-        if name in ("dma_get", "dma_put", "dma_bcast"):
+        if inst.isa(DMA_GET, DMA_PUT, DMA_BCAST):
             # A DMA's extent (count, blocks, stride) is not modelled: the whole buffer.
             src = src.base if isinstance(src, Access) else src
             dst = dst.base if isinstance(dst, Access) else dst
         return [acc(src, False), acc(dst, True)]
-    if name in _STRUCTURAL or (d is not None and d.pure):
+    if inst.isa(*_STRUCTURAL) or (d is not None and d.pure):
         return []
     # call, spawn, join, dma_wait, terminators, unknown ops: may touch anything.
     return [MemoryAccess(inst, None, None, True, loops, guards)]
@@ -451,7 +452,7 @@ class _Instance:
         hit = table.get(id(v))
         if hit is not None:
             return hit
-        if isinstance(v, Result) and v.owner.opname == "const":
+        if isinstance(v, Result) and v.owner.isa(CONST):
             c = v.owner.args[0] if v.owner.args else None
             if isinstance(c, Expr) and c.is_constant:
                 table[id(v)] = Lin(c=c.const)
@@ -550,7 +551,7 @@ class _Instance:
 def _loop_of_iv(v: BlockArgument) -> Instruction | None:
     region = v.owner.parent
     owner = region.parent if region is not None else None
-    if isinstance(owner, Instruction) and owner.opname in LOOP_OPS:
+    if isinstance(owner, Instruction) and owner.isa(*LOOP_OPS):
         return owner
     return None
 
@@ -560,20 +561,19 @@ def _bound(loop: Instruction, i: int) -> Expr:
 
 
 def _symbol_range(v: Result) -> tuple[int, int] | None:
-    op = v.owner.opname
-    if op == "cpe_id":
+    if v.owner.isa(CPE_ID):
         return 0, 63
-    if op == "chunk":
+    if v.owner.isa(CHUNK):
         return 0, int(v.owner.attrs.get("extent", 0))
-    if op == "dyn_index":
+    if v.owner.isa(DYN_INDEX):
         return 0, int(v.owner.attrs.get("bound", 1)) - 1
     return None
 
 
 def _alloc_loops(buffer: Value, private: set[int]) -> list[Instruction]:
     """Private loops around the ldm_alloc defining ``buffer`` (a fresh buffer per iteration)."""
-    if isinstance(buffer, Result) and buffer.owner.opname == "ldm_alloc":
-        return [a for a in ancestors(buffer.owner) if a.opname in LOOP_OPS and id(a) in private]
+    if isinstance(buffer, Result) and buffer.owner.isa(LDM_ALLOC):
+        return [a for a in ancestors(buffer.owner) if a.isa(*LOOP_OPS) and id(a) in private]
     return []
 
 
@@ -610,7 +610,7 @@ def _iv(loop: Instruction) -> BlockArgument:
 
 
 def _private_loops(roots: Iterable[Instruction]) -> set[int]:
-    return {id(i) for r in roots for i in r.walk() if i.opname in LOOP_OPS}
+    return {id(i) for r in roots for i in r.walk() if i.isa(*LOOP_OPS)}
 
 
 # --------------------------------------------------------------------------

@@ -40,6 +40,8 @@ from typing import Any
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Instruction, Module
 from swir.ir.types import ShapedType
+from swir.ops import (ALLREDUCE, CALL, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER,
+                      REDUCE_SCATTER, SPAWN)
 from swir.target import Target
 
 
@@ -155,19 +157,20 @@ def host_steps(module: Module, f: Function, target: Target) -> list[str | Collec
             steps.append(CollectiveCost(f"bcast input %{p.name}", "bcast", b, net.bcast(b)))
     seen: set[str] = set()
     for inst in _host_instructions(module, f):
-        if inst.opname in ("spawn", "call"):
+        if inst.isa(SPAWN, CALL):
             for app in inst.args:
                 name = getattr(app, "callee", None)
                 callee = module.lookup(name) if name else None
                 if isinstance(callee, Function) and callee.kind == "kernel" and name not in seen:
                     seen.add(name)
                     steps.append(name)
-        elif inst.opname == "mpi_allgather":
+        elif inst.isa(MPI_ALLGATHER):
             steps.append(_allgather(inst, net))
-        elif inst.opname in ("mpi_reduce_scatter", "mpi_allreduce"):
+        elif inst.isa(MPI_REDUCE_SCATTER, MPI_ALLREDUCE):
             n = inst.args[0].type.bytes
-            kind = inst.opname.removeprefix("mpi_")
-            seconds = net.reduce_scatter(n) if kind == "reduce_scatter" else net.allreduce(n)
+            scatter = inst.isa(MPI_REDUCE_SCATTER)
+            kind = (REDUCE_SCATTER if scatter else ALLREDUCE).name
+            seconds = net.reduce_scatter(n) if scatter else net.allreduce(n)
             steps.append(CollectiveCost(f"{kind} @{getattr(inst.args[1], 'name', '?')}", kind,
                                         n // net.ranks, seconds))
     for p in outputs if ranked and split == "data" else ():
@@ -196,7 +199,7 @@ def _host_instructions(module: Module, f: Function, seen: set[int] | None = None
     seen.add(id(f))
     for inst in f.walk():
         yield inst
-        if inst.opname == "call":
+        if inst.isa(CALL):
             callee = module.lookup(inst.args[0].callee)
             if isinstance(callee, Function) and callee.target != "cpe" and callee.kind == "func":
                 yield from _host_instructions(module, callee, seen)

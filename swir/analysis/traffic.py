@@ -73,6 +73,8 @@ from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_at
 from swir.interp.loop import loop_range
 from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
 from swir.ir.affine import Expr
+from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
+                      DMA_WAIT, FOR, IF, MUL, PARALLEL, SPAWN, STORE)
 from swir.ops.loop import chunk_code
 from swir.analysis.vector_plan import PointCost, body_costs, flops_of
 from swir.ir.core import (
@@ -94,11 +96,11 @@ from swir.ir.types import INDEX, LDMType
 from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
 
-DMA_OPS = ("dma_get", "dma_put", "dma_bcast")
+DMA_OPS = (DMA_GET, DMA_PUT, DMA_BCAST)
 # The reply words of double-buffered gets: they overlap the previous tile's compute.
 DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
 # Ops whose execution counts are what the traffic is made of.
-COUNTED_OPS = ("dma_get", "dma_put", "dma_bcast", "dma_wait", "spawn")
+COUNTED_OPS = (DMA_GET, DMA_PUT, DMA_BCAST, DMA_WAIT, SPAWN)
 # Generated Python nests at most this many `for` statements (CPython allows 20
 # statically nested blocks), and indents at most this deep (CPython allows
 # 100), before a loop or if goes into a function of its own.
@@ -331,7 +333,7 @@ class _DMA:
 def _dma_facts(inst: Instruction) -> _DMA:
     """As :meth:`DMAInterpreter.transfer` computes them: ``count`` elements of
     the LDM side's element size, in blocks of ``bsize`` when 0 < bsize < count."""
-    get = inst.opname != "dma_put"
+    get = not inst.isa(DMA_PUT)
     lside = inst.args[1] if get else inst.args[0]
     lt = (lside.base if isinstance(lside, Access) else lside).type
     if not isinstance(lt, LDMType):
@@ -350,7 +352,7 @@ def _dma_facts(inst: Instruction) -> _DMA:
     return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
                 blocks_32=sum(k for b, k in exact if b % ALIGN_BYTES == 0),
                 mem_aligned=_always_aligned(mside, esize),
-                ldm_aligned=_always_aligned(lside, esize), bcast=inst.opname == "dma_bcast")
+                ldm_aligned=_always_aligned(lside, esize), bcast=inst.isa(DMA_BCAST))
 
 
 def _always_aligned(side: object, esize: int) -> bool:
@@ -556,18 +558,18 @@ class _Counter:
         self.spawns_slot[f.name] = self._slot(_Slot("spawns", f.name))
         self.barriers_slot[f.name] = self._slot(_Slot("barriers", f.name))
         for inst in f.walk():
-            if inst.opname in DMA_OPS:
+            if inst.isa(*DMA_OPS):
                 self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
-                if inst.opname == "dma_bcast":
+                if inst.isa(DMA_BCAST):
                     self.bcast_slots.append(self.slot_of[id(inst)])
-            elif inst.opname == "dma_wait":
+            elif inst.isa(DMA_WAIT):
                 self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
             elif self.count_compute and flops_of(inst):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
-                                                          mul=inst.opname == "mul"))
+                                                          mul=inst.isa(MUL)))
         if self.count_compute:
             for body, cost in body_costs(f.body, vectors=f.target == "cpe"):
-                store = next(i for i in body if i.opname == "store")
+                store = next(i for i in body if i.isa(STORE))
                 self.slot_of[id(store)] = self._slot(_Slot("compute", f.name, cost=cost))
 
     def tally(self, counts: list[int]) -> dict[str, KernelTraffic]:
@@ -657,9 +659,9 @@ class _Counter:
         calls a relevant function, or contains such an instruction."""
         r = self._relevant.get(id(inst))
         if r is None:
-            if inst.opname in COUNTED_OPS or id(inst) in self.slot_of:
+            if inst.isa(*COUNTED_OPS) or id(inst) in self.slot_of:
                 r = True
-            elif inst.opname == "call":
+            elif inst.isa(CALL):
                 callee = self._callee(inst)
                 r = callee is not None and self.function_relevant(callee)
             else:
@@ -682,7 +684,7 @@ class _Counter:
         if key not in self._reads_cpe:
             self._reads_cpe[key] = True
             self._reads_cpe[key] = any(
-                i.opname == "cpe_id" or (i.opname == "call" and (c := self._callee(i)) is not None
+                i.isa(CPE_ID) or (i.isa(CALL) and (c := self._callee(i)) is not None
                                          and self.reads_cpe(c))
                 for i in f.walk())
         return self._reads_cpe[key]
@@ -772,32 +774,32 @@ class _FunctionWriter:
 
     # -- instructions -------------------------------------------------------------------
     def instruction(self, inst: Instruction) -> None:
-        op, e = inst.opname, self.emit
+        e = self.emit
         if id(inst) in self.counter.slot_of:       # a DMA, a wait, or a counted flop
             e.line(f"_c[{self.counter.slot_of[id(inst)]}] += {self.mult}")
-        elif op in ("for", "parallel", "if"):
+        elif inst.isa(FOR, PARALLEL, IF):
             if not self.counter.relevant(inst):
                 return
-            if self._too_deep(op):
+            if self._too_deep(inst):
                 self.unit(inst)
-            elif op == "if":
+            elif inst.isa(IF):
                 self.if_(inst)
             else:
                 self.loop(inst)
-        elif op in ("call", "spawn"):
+        elif inst.isa(CALL, SPAWN):
             self.call(inst)
         elif not any(id(r) in self.needed for r in inst.results):
             return                       # nothing kept reads what it computes
-        elif op == "cpe_id":
+        elif inst.isa(CPE_ID):
             e.line(f"{self.name(inst.results[0])} = _cpe")
-        elif op == "chunk":
+        elif inst.isa(CHUNK):
             self.chunk(inst)
-        elif op != "const":
+        elif not inst.isa(CONST):
             self.unknown(inst)
 
-    def _too_deep(self, op: str) -> bool:
+    def _too_deep(self, inst: Instruction) -> bool:
         return self.emit.indent >= MAX_INDENT or \
-            (op != "if" and self.for_depth >= MAX_NESTED_FOR)
+            (not inst.isa(IF) and self.for_depth >= MAX_NESTED_FOR)
 
     def loop(self, inst: Instruction) -> None:
         e = self.emit
@@ -856,7 +858,7 @@ class _FunctionWriter:
         """Count a deeply nested loop or if in a function of its own (Python
         limits how deeply blocks nest), called with the index values it reads."""
         fname, free = self._function_of(
-            inst, "u", lambda w: w.if_(inst) if inst.opname == "if" else w.loop(inst))
+            inst, "u", lambda w: w.if_(inst) if inst.isa(IF) else w.loop(inst))
         self.emit.line(f"{fname}(_c, {', '.join([self.mult, '_cpe'] + free)})")
 
     def _function_of(self, inst: Instruction, prefix: str,
@@ -918,7 +920,7 @@ class _FunctionWriter:
                                    "function with a body to run")
             assert isinstance(app, Apply)
             args = [self.name(a) for a, p in zip(app.args, callee.params) if p.type == INDEX]
-            if inst.opname == "spawn":
+            if inst.isa(SPAWN):
                 if callee.target != "cpe":
                     raise TrafficError(f"'spawn'{_at(inst)} in @{self.f.name}: "
                                        f"@{callee.name} is not a cpe kernel")
@@ -965,9 +967,9 @@ class _FunctionWriter:
     def successor(self, term: Instruction) -> Successor | None:
         """Where the path goes after term; None when it ends (return, or a
         branch after which nothing counts)."""
-        if term.opname == "br":
+        if term.isa(BR):
             return term.args[0]
-        if term.opname != "cond_br":
+        if not term.isa(COND_BR):
             return None
         cond, yes, no = term.args
         if yes.block is no.block and tuple(yes.args) == tuple(no.args):
@@ -1017,24 +1019,24 @@ class _SumScan:
         return deepest
 
     def instruction(self, x: Instruction) -> int | None:
-        w, op = self.w, x.opname
-        if id(x) in w.counter.slot_of or (op in ("for", "parallel", "if", "call", "spawn")
+        w = self.w
+        if id(x) in w.counter.slot_of or (x.isa(FOR, PARALLEL, IF, CALL, SPAWN)
                                           and not w.counter.relevant(x)):
             return 0
-        if op == "if":
+        if x.isa(IF):
             if not all(isinstance(k, Constraint) and self.decided(k.lhs - k.rhs)
                        for k in x.args):
                 return None
             depths = [self.block(r.blocks[0]) for r in x.regions if r.blocks]
             return None if None in depths else max(depths, default=0)   # type: ignore
-        if op in ("for", "parallel"):
+        if x.isa(FOR, PARALLEL):
             return self.loop(x)
-        if op in ("call", "spawn"):
+        if x.isa(CALL, SPAWN):
             return None if any(self.reads(Expr.of(a)) for app in x.args for a in app.args
                                if a.type == INDEX) else 0
-        if not any(id(r) in w.needed for r in x.results) or op in ("const", "cpe_id"):
+        if not any(id(r) in w.needed for r in x.results) or x.isa(CONST, CPE_ID):
             return 0
-        if op == "chunk" and not any(self.reads(Expr.of(a)) for a in x.args):
+        if x.isa(CHUNK) and not any(self.reads(Expr.of(a)) for a in x.args):
             return 0
         return None
 
@@ -1080,7 +1082,7 @@ class _SumScan:
 
 def _bool_const(v: Value) -> bool | None:
     """The value of an i1 ``const``, or None."""
-    if isinstance(v, Result) and v.owner.opname == "const" and v.owner.args \
+    if isinstance(v, Result) and v.owner.isa(CONST) and v.owner.args \
             and isinstance(v.owner.args[0], Literal) and isinstance(v.owner.args[0].value, bool):
         return v.owner.args[0].value
     return None
@@ -1100,20 +1102,19 @@ def _control_values(f: Function) -> set[int]:
             out.update(id(v) for v in x.values())
 
     for inst in f.walk():
-        op = inst.opname
-        if op in ("for", "parallel"):
+        if inst.isa(FOR, PARALLEL):
             for x in inst.args[:2]:
                 read(x)
-        elif op in ("if", "chunk"):
+        elif inst.isa(IF, CHUNK):
             for x in inst.args:
                 read(x)
-        elif op in ("call", "spawn"):
+        elif inst.isa(CALL, SPAWN):
             for app in inst.args:
                 if isinstance(app, Apply):
                     for a in app.args:
                         if a.type == INDEX:
                             read(a)
-        elif op in ("br", "cond_br"):
+        elif inst.isa(BR, COND_BR):
             for s in inst.args:
                 if isinstance(s, Successor):
                     for a in s.args:

@@ -22,6 +22,7 @@ from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Instruction, Module
 from swir.ir.fused import group, outside_values
+from swir.ops import CHUNK
 from swir.ops.registry import OpError
 from swir.ops.util import attr_or_default
 from swir.parallel import fork_map
@@ -185,5 +186,5 @@ def _measure(module: Module, plan: dict) -> Cost | None:
     except TRIAL_FAILURES:
         return None
     tasks = sum(min(-(-i.attrs["extent"] // attr_or_default(i, "grain")), i.attrs["workers"])
-                for i in module.walk() if i.opname == "chunk")
+                for i in module.walk() if i.isa(CHUNK))
     return Cost(t.bytes_in + t.bytes_out, t.gets + t.puts, tasks)

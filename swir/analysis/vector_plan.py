@@ -31,14 +31,20 @@ from functools import lru_cache
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
 from swir.ir.types import LDMType, ScalarType, ShapedType
+from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MUL, NEG, STORE, SUB
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import DEFAULT_TARGET, Target
 
 LANES = 4                     # floatv4 and doublev4: 4 lanes (sunway.md, "SIMD")
 VECTOR_TYPES = ("f32", "f64")
-BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-UNARY = {"neg": "-"}
+# The ops a vector body may compute, with their C operators.
+VECTOR_BINARY = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
+VECTOR_UNARY = {NEG: "-"}
+VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY)
+# The same by op name, as swir.codegen.vector reads them.
+BINARY = {op.name: sym for op, sym in VECTOR_BINARY.items()}
+UNARY = {op.name: sym for op, sym in VECTOR_UNARY.items()}
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).
@@ -147,10 +153,10 @@ def _perfect_nest(loop: Instruction) -> list[Instruction] | None:
     loops = [loop]
     while True:
         lp = loops[-1]
-        if lp.opname != "for" or attr_or_default(lp, "step") != 1 or len(lp.args) < 2:
+        if not lp.isa(FOR) or attr_or_default(lp, "step") != 1 or len(lp.args) < 2:
             return None
         inner = lp.regions[0].blocks[0].instructions
-        if len(inner) == 1 and inner[0].opname == "for":
+        if len(inner) == 1 and inner[0].isa(FOR):
             loops.append(inner[0])
             continue
         if any(i.regions for i in inner):
@@ -164,11 +170,10 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
     (``ldm``: on the kernel's own LDM buffers)."""
     element = None
     for inst in body:
-        if inst.opname not in ("load", "store", "const") and inst.opname not in BINARY \
-                and inst.opname not in UNARY:
+        if not inst.isa(LOAD, STORE, CONST, *VECTOR_OPS):
             return None
-        if inst.opname in ("load", "store"):
-            acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+        if inst.isa(LOAD, STORE):
+            acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
             t = acc.base.type if isinstance(acc, Access) else None
             if not isinstance(t, ShapedType) or t.rank == 0 or \
                     (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
@@ -191,7 +196,7 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
 def _allocated(base: object) -> bool:
     """An LDM buffer of the kernel's own (``ldm_alloc``): distinct from every
     other, where LDM parameters of a called function may alias."""
-    return isinstance(base, Result) and base.owner.opname == "ldm_alloc"
+    return isinstance(base, Result) and base.owner.isa(LDM_ALLOC)
 
 
 def _coef(e: Expr, v: Value) -> int:
@@ -203,7 +208,7 @@ def uses(e: Expr, v: Value) -> bool:
 
 
 def access_of(inst: Instruction) -> Access:
-    acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+    acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
     assert isinstance(acc, Access)
     return acc
 
@@ -259,16 +264,16 @@ def _reduce_shape(p: Plan) -> tuple | None:
     subscripts), v, the other loads and the mul an FMA fuses; None if it is
     not one."""
     body = p.body
-    stores = [i for i in body if i.opname == "store"]
+    stores = [i for i in body if i.isa(STORE)]
     if len(stores) != 1:
         return None
     store = stores[0]
     target = access_of(store)
     add = producer(body, store.args[0])
-    if add is None or add.opname != "add":
+    if add is None or not add.isa(ADD):
         return None
     acc_load = next((producer(body, a) for a in add.args
-                     if (x := producer(body, a)) is not None and x.opname == "load"
+                     if (x := producer(body, a)) is not None and x.isa(LOAD)
                      and _same(access_of(x), target)), None)
     if acc_load is None or len(acc_load.results[0].uses) != 1:
         return None
@@ -285,11 +290,11 @@ def _reduce_shape(p: Plan) -> tuple | None:
     last = [a for a, _ in target.indices[-1].terms if _is_in(a, ivs)]  # type: ignore[union-attr]
     if not last:
         return None
-    loads = [i for i in body if i.opname == "load" and i is not acc_load]
+    loads = [i for i in body if i.isa(LOAD) and i is not acc_load]
     if any(access_of(i).base is target.base for i in loads):
         return None                          # reads the accumulator array elsewhere
     other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
-    fused = other if other is not None and other.opname == "mul" and \
+    fused = other if other is not None and other.isa(MUL) and \
         len(other.results[0].uses) == 1 else None
     return store, acc_load, tuple(parallel), last[0], tuple(loads), fused
 
@@ -359,14 +364,14 @@ def _map_plan(p: Plan) -> bool:
     p.v = p.ivs[-1]
     if (p.trips[-1] or LANES) < LANES:
         return False
-    stores = [i for i in body if i.opname == "store"]
+    stores = [i for i in body if i.isa(STORE)]
     if not stores:
         return False
     for s in stores:
         if access_kind(access_of(s), p.v) != "contig":
             return False
     for i in body:
-        if i.opname != "load":
+        if not i.isa(LOAD):
             continue
         acc = access_of(i)
         if access_kind(acc, p.v) == "gather":
@@ -426,13 +431,13 @@ def point_cycles_floor(body: list[Instruction], target: Target = DEFAULT_TARGET)
     least one vector instruction per op less the add and the mul it fuses,
     and at least one; a map plan at least one per op). What the LDM plan
     search prunes with (closed_forms.Tilings.lower_bounds)."""
-    arith = sum(1 for i in body if i.opname not in ("load", "store", "const"))
+    arith = sum(1 for i in body if not i.isa(LOAD, STORE, CONST))
     return min(_scalar_cost(body, target), max(1, arith - 1) / LANES)
 
 
 def _scalar_cost(body: list[Instruction], target: Target) -> float:
     fp = sum(map(flops_of, body))
-    mem = sum(1 for i in body if i.opname in ("load", "store"))
+    mem = sum(1 for i in body if i.isa(LOAD, STORE))
     chain = target.fp_latency if _accumulates(body) else 0
     return float(max(fp, mem, chain))
 
@@ -440,10 +445,10 @@ def _scalar_cost(body: list[Instruction], target: Target) -> float:
 def _accumulates(body: list[Instruction]) -> bool:
     """Whether the body adds into the element it loaded (a reduction through
     memory: each point waits for the previous one's add)."""
-    for s in (i for i in body if i.opname == "store"):
+    for s in (i for i in body if i.isa(STORE)):
         add = producer(body, s.args[0])
         if add is not None and flops_of(add) and any(
-                (x := producer(body, a)) is not None and x.opname == "load"
+                (x := producer(body, a)) is not None and x.isa(LOAD)
                 and _same(access_of(x), access_of(s)) for a in add.args):
             return True
     return False
@@ -510,12 +515,12 @@ def _map_cost(p: Plan) -> float:
     """Cycles of one 4-lane step of a map body."""
     fp = mem = 0
     for i in p.body:
-        if i.opname == "load":
+        if i.isa(LOAD):
             mem += 1
             fp += access_kind(access_of(i), p.v) == "invariant"     # the broadcast
-        elif i.opname == "store":
+        elif i.isa(STORE):
             mem += 1
-        elif i.opname != "const":
+        elif not i.isa(CONST):
             fp += 1
     return float(max(fp, mem))
 
@@ -548,9 +553,9 @@ def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
     add = producer(body, store.args[0])
     loads, ops = [], 0
     for i in body:
-        if i in (acc_load, store, add, fused) or i.opname == "const":
+        if i in (acc_load, store, add, fused) or i.isa(CONST):
             continue
-        if i.opname == "load":
+        if i.isa(LOAD):
             dm = m is not None and any(uses(ix, m) for ix in access_of(i).indices)  # type: ignore[arg-type]
             loads.append((dm, access_kind(access_of(i), v)))
         else:
@@ -594,10 +599,10 @@ def body_costs(region: Region, vectors: bool = True, target: Target = DEFAULT_TA
     the other bodies scalar."""
     for block in region.blocks:
         own = [i for i in block.instructions if not i.regions]
-        if any(i.opname == "store" for i in own):
+        if any(i.isa(STORE) for i in own):
             yield own, body_cost(own, None, target)
         for inst in block.instructions:
-            p = plan(inst) if vectors and inst.opname == "for" else None
+            p = plan(inst) if vectors and inst.isa(FOR) else None
             if p is not None:
                 yield p.body, body_cost(p.body, p, target)
                 continue

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Range, Value
 from swir.ir.types import ShapedType
+from swir.ops import COPY_OUT, FOR
 from swir.ops.util import attr_or_default
 from swir.target import DEFAULT_TARGET
 
@@ -55,7 +56,7 @@ def chunk_cuts(extent: int, workers: int, grain: int) -> list[int]:
 def write_grain(loop: Instruction, extent: int, workers: int) -> int:
     """The smallest grain (iterations per unit of the split) for which no two
     workers' writes share a block; ``extent`` (one worker) when none is found."""
-    puts = [i for i in loop.regions[0].blocks[0].walk() if i.opname == "copy_out"]
+    puts = [i for i in loop.regions[0].blocks[0].walk() if i.isa(COPY_OUT)]
     if not puts or extent <= 1 or workers <= 1:
         return 1
     iv = loop.regions[0].blocks[0].args[0]
@@ -255,7 +256,7 @@ def _loops_between(put: Instruction, iv: Value) -> list[Instruction]:
                              and owner.regions[0].blocks[0].args
                              and owner.regions[0].blocks[0].args[0] is iv):
             break
-        if owner.opname == "for":
+        if owner.isa(FOR):
             loops.append(owner)
         parent = owner.parent
     return loops[::-1]

@@ -41,6 +41,7 @@ class OpDefinition(Protocol):
     """What the core and the builder read of an op's definition
     (swir.ops.registry.OpDef has more)."""
 
+    name: str
     terminator: bool
     # Result-type rule: the result types, or raises OpError; None: no results.
     infer: Callable[[Any], list[Type]] | None
@@ -462,6 +463,13 @@ class Instruction:
     @property
     def opdef(self) -> OpDefinition | None:
         return op_definition(self.opname)
+
+    def isa(self, *defs: OpDefinition) -> bool:
+        """Is this an instance of one of the op definitions ``defs``
+        (``inst.isa(LOAD, STORE)``, as MLIR's ``isa<LoadOp, StoreOp>``)?
+        Compared by name: the registry holds one definition per name."""
+        name = self.opname
+        return any(d.name == name for d in defs)
 
     @property
     def operands(self) -> list[Value]:

@@ -105,7 +105,7 @@ def operands_at(k: KernelBuilder, inst: Instruction, ins: list[Value], idx: list
     """The operands of element-wise ``inst`` at output position ``idx``; an
     entry of ``ins`` that is already a scalar (a fused group's running value)
     is used as it is."""
-    if inst.opname == "batch_norm":
+    if inst.isa(BATCH_NORM):
         # scale, bias, mean, var are per channel (axis 1).
         ch = [idx[1]] if len(idx) > 1 else [Expr.of(0)]
         return [operand_value(k, ins[0], idx, shape)] + [k.load(p, ch) for p in ins[1:]]

@@ -23,6 +23,7 @@ from swir.ir.fused import body
 from swir.lowering.elementwise import apply_scalar, elementwise_epilogue, operands_at
 from swir.lowering.kernel import KernelBuilder, buffer_type
 from swir.lowering.rule import lowering, rule_for
+from swir.ops import TRANSPOSE, YIELD
 from swir.ops.graph import FUSED
 from swir.ops.registry import INLINABLE, SCALAR_FORM
 from swir.ops.util import attr_or_default
@@ -38,7 +39,7 @@ class GroupPlan:
 def plan_group(inst: Instruction) -> GroupPlan:
     """Split a fused region into prologue, master and epilogue, or refuse."""
     region = body(inst)
-    ops = [i for i in region.instructions if i.opname != "yield"]
+    ops = [i for i in region.instructions if not i.isa(YIELD)]
     members = {id(i) for i in ops}
     internal = lambda v: id(getattr(v, "owner", None)) in members
     yielded = region.instructions[-1].operands
@@ -124,7 +125,7 @@ def _producer(op: Instruction, ins: list[Value]
               ) -> Callable[[KernelBuilder, list[Expr]], Value]:
     """The element of ``op``'s result at a subscript, from its inputs."""
     shape = op.results[0].type.shape
-    if op.opname == "transpose":
+    if op.isa(TRANSPOSE):
         perm = attr_or_default(op, "perm")
 
         def transposed(k: KernelBuilder, idx: list[Expr]) -> Value:

@@ -19,6 +19,7 @@ from swir.ir.affine import Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Dense, Global, Literal, Module, Value
 from swir.ir.types import BufType, ScalarType, ShapedType, TensorType, Type
+from swir.ops import CONST, FOR
 
 if TYPE_CHECKING:
     import numpy as np
@@ -151,8 +152,8 @@ class KernelBuilder:
         spreads a kernel's top-level loops over the CPEs, and code outside
         every loop would run on none of them."""
         top = self._top.instructions
-        work = [i for i in top if i.opname != "const"]
-        if not any(i.opname == "for" for i in work) or all(i.opname == "for" for i in work):
+        work = [i for i in top if not i.isa(CONST)]
+        if not any(i.isa(FOR) for i in work) or all(i.isa(FOR) for i in work):
             return
         with Builder(self._top).loop(0, 1, name="once"):
             pass

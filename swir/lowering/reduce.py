@@ -143,16 +143,15 @@ def lower_reduce(k: KernelBuilder, inst: Instruction, ins: list[Value],
         list(range(len(shape)))
     keep = attr(inst, "keepdims")
     rows = Rows(shape, axes)
-    op = inst.opname
     finalize = None
-    if op in ("reduce_sum", "reduce_mean"):
+    if inst.isa(REDUCE_SUM, REDUCE_MEAN):
         combine, init = ("or" if elem == I1 else "add"), _zero(k, elem)
-        if op == "reduce_mean":
+        if inst.isa(REDUCE_MEAN):
             count = named(k.const(float(rows.count), elem), "count")
             finalize = lambda v: k.op("div", v, count)
-    elif op == "reduce_prod":
+    elif inst.isa(REDUCE_PROD):
         combine, init = ("and" if elem == I1 else "mul"), _zero(k, elem, one=True)
-    elif op == "reduce_max":
+    elif inst.isa(REDUCE_MAX):
         combine, init = ("or" if elem == I1 else "max"), lowest(k, elem)
     else:
         combine, init = ("and" if elem == I1 else "min"), highest(k, elem)
@@ -213,7 +212,7 @@ def lower_softmax(k: KernelBuilder, inst: Instruction, ins: list[Value],
     shape = inst.args[0].type.shape
     elem: ScalarType = inst.args[0].type.element
     axis = normalise_axis(attr(inst, "axis"), len(shape))
-    log = inst.opname == "log_softmax"
+    log = inst.isa(LOG_SOFTMAX)
     rows = Rows(shape, [axis])
     mx = k.scratch(rows.row_shape, F64, "max")
     sm = k.scratch(rows.row_shape, F64, "sum")

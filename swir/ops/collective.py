@@ -162,5 +162,7 @@ MPI_ALLGATHER = register(OpDef(
     verify=_verify_mpi_allgather, pure=False, context="host", category=Category.COLLECTIVE))
 
 # Each graph-stage collective and the host instruction -lower-loops makes of it.
-HOST_FORM = {"allgather": "mpi_allgather", "reduce_scatter": "mpi_reduce_scatter",
-             "allreduce": "mpi_allreduce"}
+HOST_FORM_OF = {ALLGATHER: MPI_ALLGATHER, REDUCE_SCATTER: MPI_REDUCE_SCATTER,
+                ALLREDUCE: MPI_ALLREDUCE}
+# The same by op name.
+HOST_FORM = {op.name: host.name for op, host in HOST_FORM_OF.items()}

@@ -78,14 +78,19 @@ def _verify_branch(inst: Instruction) -> None:
             raise OpError(f"cannot branch to the entry block '{s.block.label}")
 
 
-register(OpDef("const", "A constant: a scalar number, or a tensor dense<...>.",
-               num_args=(1, 1), infer=_infer_const, category=Category.CONSTANT))
-register(OpDef("call", "Call a function: %r = call @f(%x) : T.", num_args=(1, 1),
-               infer=_infer_call, pure=False))
-register(OpDef("return", "Return values from a function.", verify=_verify_return,
-               terminator=True, pure=False))
-register(OpDef("br", "Branch to a block, passing its block arguments.",
-               verify=_verify_branch, terminator=True, pure=False))
-register(OpDef("cond_br", "Branch on an i1 to one of two blocks.", num_args=(3, 3),
-               verify=_verify_branch, terminator=True, pure=False))
+CONST = register(OpDef(
+    "const", "A constant: a scalar number, or a tensor dense<...>.",
+    num_args=(1, 1), infer=_infer_const, category=Category.CONSTANT))
+CALL = register(OpDef(
+    "call", "Call a function: %r = call @f(%x) : T.", num_args=(1, 1),
+    infer=_infer_call, pure=False))
+RETURN = register(OpDef(
+    "return", "Return values from a function.", verify=_verify_return,
+    terminator=True, pure=False))
+BR = register(OpDef(
+    "br", "Branch to a block, passing its block arguments.",
+    verify=_verify_branch, terminator=True, pure=False))
+COND_BR = register(OpDef(
+    "cond_br", "Branch on an i1 to one of two blocks.", num_args=(3, 3),
+    verify=_verify_branch, terminator=True, pure=False))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from swir.ir.core import Instruction
 from swir.ir.types import I1, ScalarType, ShapedType, TensorType, Type
-from swir.ops.references import BINARY_REFS, UNARY_REFS
+from swir.ops import references as R
 from swir.ops.registry import (ALL_STAGES, FLOP, INLINABLE, ONE, SCALAR_FORM, X0, X1, X2, Attr,
                                Category, CCall, CConst, CExpr, COp, CSelect, OpDef, OpError,
                                register)
@@ -83,40 +83,9 @@ def _elementwise_rule(n: int, kind: str, result_bool: bool):
     return infer
 
 
-UNARY = {
-    "neg": ("any", "negation, -x"),
-    "abs": ("any", "absolute value"),
-    "exp": ("float", "e^x"),
-    "log": ("float", "natural logarithm"),
-    "sqrt": ("float", "square root"),
-    "rsqrt": ("float", "1 / sqrt(x)"),
-    "reciprocal": ("float", "1 / x"),
-    "tanh": ("float", "hyperbolic tangent"),
-    "sigmoid": ("float", "1 / (1 + e^-x)"),
-    "erf": ("float", "Gauss error function"),
-    "erfc": ("float", "complementary error function, 1 - erf(x) without cancellation"),
-    "relu": ("any", "max(x, 0)"),
-    "floor": ("float", "round toward -inf"),
-    "ceil": ("float", "round toward +inf"),
-    "not": ("bool", "logical not of an i1"),
-}
-BINARY = {
-    "add": ("any", "x + y", True),
-    "sub": ("any", "x - y", False),
-    "mul": ("any", "x * y", True),
-    "div": ("any", "x / y (integers: truncating toward zero, as C)", False),
-    "pow": ("float", "x ^ y", False),
-    "max": ("any", "larger of x and y (NaN if either is NaN)", True),
-    "min": ("any", "smaller of x and y (NaN if either is NaN)", True),
-    "and": ("bool", "logical and of i1", True),
-    "or": ("bool", "logical or of i1", True),
-}
-COMPARE = {"eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
-           "gt": "x > y", "ge": "x >= y"}
-
 # The C expressions that do not depend on the operand type beyond float / not
-# (the others, which wrap integers or treat i1 specially, are written in
-# swir.codegen.scalar).
+# (the ops without one, which wrap integers or treat i1 specially, are written
+# in swir.codegen.scalar).
 def _libm(fn: str) -> CExpr:
     return CExpr(CCall(fn, (X0,)), in_double=True)
 
@@ -124,32 +93,6 @@ def _libm(fn: str) -> CExpr:
 def _infix(sym: str) -> CExpr:
     return CExpr(COp(sym, (X0, X1)), float_only=False)
 
-
-C_EXPRS = {
-    "exp": _libm("exp"), "log": _libm("log"), "sqrt": _libm("sqrt"), "tanh": _libm("tanh"),
-    "erf": _libm("swir_erf"), "erfc": _libm("swir_erfc"),
-    "floor": _libm("floor"), "ceil": _libm("ceil"),
-    "rsqrt": CExpr(COp("/", (CConst("1.0"), CCall("sqrt", (X0,)))), in_double=True),
-    "sigmoid": CExpr(COp("/", (CConst("1.0"), COp("+", (CConst("1.0"),
-                                                        CCall("exp", (COp("-", (X0,)),)))))),
-                     in_double=True),
-    "reciprocal": CExpr(COp("/", (ONE, X0))),
-    "pow": CExpr(CCall("pow", (X0, X1)), in_double=True),
-    "eq": _infix("=="), "ne": _infix("!="), "lt": _infix("<"), "le": _infix("<="),
-    "gt": _infix(">"), "ge": _infix(">="),
-    "and": _infix("&&"), "or": _infix("||"), "not": CExpr(COp("!", (X0,)), float_only=False),
-    "select": CExpr(CSelect(X0, X1, X2), float_only=False),
-}
-# The numpy references (swir/ops/references.py).
-NUMPY_REFS = {**UNARY_REFS, **BINARY_REFS}
-# ONNX ops converted 1:1 (same operands, no attributes).
-ONNX_NAMES = {
-    "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "erf": "Erf", "sqrt": "Sqrt",
-    "exp": "Exp", "log": "Log", "abs": "Abs", "neg": "Neg", "reciprocal": "Reciprocal",
-    "floor": "Floor", "ceil": "Ceil", "not": "Not",
-    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "eq": "Equal", "lt": "Less",
-    "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual", "and": "And", "or": "Or",
-}
 
 ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE, FLOP})
 NOT_ARITHMETIC = frozenset({SCALAR_FORM, INLINABLE})  # conversions, choices, logic
@@ -167,25 +110,103 @@ def elementwise_op(name: str, summary: str, arity: int, kind: str = "any", *,
                  traits=traits, **facts)
 
 
-def _table_facts(name: str) -> dict:
-    return {"numpy": NUMPY_REFS.get(name), "c_expr": C_EXPRS.get(name),
-            "onnx": ONNX_NAMES.get(name)}
+# The ops of each shape by name, with their operand kind and description (for
+# the tests that sweep them); each row below adds its op.
+UNARY: dict[str, tuple[str, str]] = {}
+BINARY: dict[str, tuple[str, str, bool]] = {}
+COMPARE: dict[str, str] = {}
 
 
-for _name, (_kind, _doc) in UNARY.items():
-    register(elementwise_op(_name, f"Element-wise {_doc}.", 1, _kind,
-                            traits=NOT_ARITHMETIC if _kind == "bool" else ARITHMETIC,
-                            **_table_facts(_name)))
-for _name, (_kind, _doc, _comm) in BINARY.items():
-    register(elementwise_op(_name, f"Element-wise {_doc}, broadcasting.", 2, _kind,
-                            traits=NOT_ARITHMETIC if _kind == "bool" else ARITHMETIC,
-                            commutative=_comm, **_table_facts(_name)))
-for _name, _doc in COMPARE.items():
-    register(elementwise_op(_name, f"Element-wise comparison {_doc}, giving i1, broadcasting.",
-                            2, result_bool=True, traits=NOT_ARITHMETIC,
-                            commutative=_name in ("eq", "ne"), **_table_facts(_name)))
+def _unary(name: str, kind: str, doc: str, numpy, *, onnx: str | None = None,
+           c_expr: CExpr | None = None) -> OpDef:
+    """One unary op: ``kind`` of operand, what it computes, its numpy reference,
+    the ONNX op it imports from 1:1 and its C expression."""
+    UNARY[name] = (kind, doc)
+    return register(elementwise_op(
+        name, f"Element-wise {doc}.", 1, kind,
+        traits=NOT_ARITHMETIC if kind == "bool" else ARITHMETIC,
+        numpy=numpy, onnx=onnx, c_expr=c_expr))
+
+
+def _binary(name: str, kind: str, doc: str, numpy, *, commutative: bool,
+            onnx: str | None = None, c_expr: CExpr | None = None,
+            identity: tuple[float | None, float | None] = (None, None)) -> OpDef:
+    """One binary op, as :func:`_unary`; ``identity``: its (right, left)
+    identity elements (OpDef.right_identity)."""
+    BINARY[name] = (kind, doc, commutative)
+    return register(elementwise_op(
+        name, f"Element-wise {doc}, broadcasting.", 2, kind,
+        traits=NOT_ARITHMETIC if kind == "bool" else ARITHMETIC, commutative=commutative,
+        numpy=numpy, onnx=onnx, c_expr=c_expr,
+        right_identity=identity[0], left_identity=identity[1]))
+
+
+def _compare(name: str, doc: str, numpy, sym: str, *, onnx: str | None = None,
+             commutative: bool = False) -> OpDef:
+    """One comparison, giving i1: ``sym`` is its C operator."""
+    COMPARE[name] = doc
+    return register(elementwise_op(
+        name, f"Element-wise comparison {doc}, giving i1, broadcasting.", 2, result_bool=True,
+        traits=NOT_ARITHMETIC, commutative=commutative, numpy=numpy, onnx=onnx,
+        c_expr=_infix(sym)))
+
+
+NEG = _unary("neg", "any", "negation, -x", R.ref_neg, onnx="Neg")
+ABS = _unary("abs", "any", "absolute value", R.ref_abs, onnx="Abs")
+EXP = _unary("exp", "float", "e^x", R.ref_exp, onnx="Exp", c_expr=_libm("exp"))
+LOG = _unary("log", "float", "natural logarithm", R.ref_log, onnx="Log", c_expr=_libm("log"))
+SQRT = _unary("sqrt", "float", "square root", R.ref_sqrt, onnx="Sqrt", c_expr=_libm("sqrt"))
+RSQRT = _unary("rsqrt", "float", "1 / sqrt(x)", R.ref_rsqrt,
+               c_expr=CExpr(COp("/", (CConst("1.0"), CCall("sqrt", (X0,)))), in_double=True))
+RECIPROCAL = _unary("reciprocal", "float", "1 / x", R.ref_reciprocal, onnx="Reciprocal",
+                    c_expr=CExpr(COp("/", (ONE, X0))))
+TANH = _unary("tanh", "float", "hyperbolic tangent", R.ref_tanh, onnx="Tanh",
+              c_expr=_libm("tanh"))
+SIGMOID = _unary("sigmoid", "float", "1 / (1 + e^-x)", R.ref_sigmoid, onnx="Sigmoid",
+                 c_expr=CExpr(COp("/", (CConst("1.0"), COp("+", (CConst("1.0"), CCall(
+                     "exp", (COp("-", (X0,)),)))))), in_double=True))
+ERF = _unary("erf", "float", "Gauss error function", R.ref_erf, onnx="Erf",
+             c_expr=_libm("swir_erf"))
+ERFC = _unary("erfc", "float", "complementary error function, 1 - erf(x) without "
+              "cancellation", R.ref_erfc, c_expr=_libm("swir_erfc"))
+RELU = _unary("relu", "any", "max(x, 0)", R.ref_relu, onnx="Relu")
+FLOOR = _unary("floor", "float", "round toward -inf", R.ref_floor, onnx="Floor",
+               c_expr=_libm("floor"))
+CEIL = _unary("ceil", "float", "round toward +inf", R.ref_ceil, onnx="Ceil",
+              c_expr=_libm("ceil"))
+NOT = _unary("not", "bool", "logical not of an i1", R.ref_not, onnx="Not",
+             c_expr=CExpr(COp("!", (X0,)), float_only=False))
+
+# Identity elements: floats need the zero's sign (x + (-0.0) keeps -0.0).
+ADD = _binary("add", "any", "x + y", R.ref_add, commutative=True, onnx="Add",
+              identity=(-0.0, -0.0))
+SUB = _binary("sub", "any", "x - y", R.ref_sub, commutative=False, onnx="Sub",
+              identity=(0.0, None))
+MUL = _binary("mul", "any", "x * y", R.ref_mul, commutative=True, onnx="Mul",
+              identity=(1.0, 1.0))
+DIV = _binary("div", "any", "x / y (integers: truncating toward zero, as C)", R.ref_div,
+              commutative=False, onnx="Div", identity=(1.0, None))
+POW = _binary("pow", "float", "x ^ y", R.ref_pow, commutative=False,
+              c_expr=CExpr(CCall("pow", (X0, X1)), in_double=True))
+MAX = _binary("max", "any", "larger of x and y (NaN if either is NaN)", R.ref_max,
+              commutative=True)
+MIN = _binary("min", "any", "smaller of x and y (NaN if either is NaN)", R.ref_min,
+              commutative=True)
+AND = _binary("and", "bool", "logical and of i1", R.ref_and, commutative=True, onnx="And",
+              c_expr=_infix("&&"))
+OR = _binary("or", "bool", "logical or of i1", R.ref_or, commutative=True, onnx="Or",
+             c_expr=_infix("||"))
+
+EQ = _compare("eq", "x == y", R.ref_eq, "==", onnx="Equal", commutative=True)
+NE = _compare("ne", "x != y", R.ref_ne, "!=", commutative=True)
+LT = _compare("lt", "x < y", R.ref_lt, "<", onnx="Less")
+LE = _compare("le", "x <= y", R.ref_le, "<=", onnx="LessOrEqual")
+GT = _compare("gt", "x > y", R.ref_gt, ">", onnx="Greater")
+GE = _compare("ge", "x >= y", R.ref_ge, ">=", onnx="GreaterOrEqual")
+
 SELECT = register(elementwise_op("select", "Element-wise c ? x : y, broadcasting all three.",
-                                 3, traits=NOT_ARITHMETIC, **_table_facts("select")))
+                                 3, traits=NOT_ARITHMETIC,
+                                 c_expr=CExpr(CSelect(X0, X1, X2), float_only=False)))
 
 
 def _infer_cast(inst: Instruction) -> list[Type]:

@@ -227,11 +227,16 @@ def _infer_conv_transpose2d(inst: Instruction) -> list[Type]:
 
 # -- pooling ---------------------------------------------------------------------------
 
-def _infer_pool(inst: Instruction) -> list[Type]:
+def _pool_rule(is_avg: bool):
+    """The result-type rule of max_pool2d, or (``is_avg``) of avg_pool2d, which
+    takes floats only, has no dilation and counts padding or not."""
+    return lambda inst: _infer_pool(inst, is_avg)
+
+
+def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
     _arity(inst)
     x = tensor_arg(inst, 0)
     _rank(x, 4, "input (N x C x H x W)")
-    is_avg = inst.opname == "avg_pool2d"
     if is_avg:
         _float(x, "input")
     kernel = attr(inst, "kernel", 2)
@@ -319,10 +324,15 @@ def _reduced(shape: tuple[int, ...], axes: list[int], keepdims: bool) -> tuple[i
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def _infer_reduce(inst: Instruction) -> list[Type]:
+def _reduce_rule(float_only: bool):
+    """The result-type rule of a reduce_* op (``float_only``: reduce_mean's)."""
+    return lambda inst: _infer_reduce(inst, float_only)
+
+
+def _infer_reduce(inst: Instruction, float_only: bool) -> list[Type]:
     _arity(inst)
     x = tensor_arg(inst, 0)
-    if inst.opname == "reduce_mean":
+    if float_only:
         _float(x)
     axes = normalise_axes(attr(inst, "axes"), x.rank)
     keepdims = attr(inst, "keepdims")
@@ -616,11 +626,13 @@ _KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1", default=
 
 MATMUL = _op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
                        "1-D operands promoted and the unit dimension dropped).",
-             Operands(("a", "b"), "two tensors"), _infer_matmul, Category.COMPLEX, "MatMul")
+             Operands(("a", "b"), "two tensors"), _infer_matmul, Category.COMPLEX, "MatMul",
+             weight_layout=("KN", ("NK",)))
 CONV2D = _op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
                        "optional bias of O.",
              _CONV_OPERANDS, _infer_conv2d, Category.COMPLEX, "Conv",
-             (_STRIDE, _PAD, _DILATION, _GROUPS))
+             (_STRIDE, _PAD, _DILATION, _GROUPS),
+             weight_layout=("OIHW", ("OHWI", "IHWO", "HWIO")))
 CONV_TRANSPOSE2D = _op(
     "conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
                         "optional bias of O.",
@@ -629,22 +641,25 @@ CONV_TRANSPOSE2D = _op(
      Attr("output_padding", "ints", doc="[oH, oW] added at the bottom/right; each smaller "
                                         "than the stride or the dilation",
           default=(0, 0), check=_non_negative),
-     _GROUPS))
+     _GROUPS),
+    weight_layout=("IOHW", ("OHWI", "IHWO", "HWIO")))
 
 _KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0", check=_positive)
 _CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)
 _POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
                                     "kernel extent", default=(0, 0, 0, 0), check=_non_negative)
 MAX_POOL2D = _op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
-                 _INPUT, _infer_pool, Category.REDUCTION, "MaxPool",
-                 (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL))
+                 _INPUT, _pool_rule(False), Category.REDUCTION, "MaxPool",
+                 (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL), channel_wise=True)
 AVG_POOL2D = _op("avg_pool2d", "2-D average pooling over NCHW.",
-                 _INPUT, _infer_pool, Category.REDUCTION, "AveragePool",
+                 _INPUT, _pool_rule(True), Category.REDUCTION, "AveragePool",
                  (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
                   Attr("count_include_pad", "bool",
-                       doc="divide by the window size including padding", default=False)))
+                       doc="divide by the window size including padding", default=False)),
+                 channel_wise=True)
 GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
-                        _INPUT, _infer_global_avg_pool2d, Category.REDUCTION, "GlobalAveragePool")
+                        _INPUT, _infer_global_avg_pool2d, Category.REDUCTION, "GlobalAveragePool",
+                        channel_wise=True)
 
 BATCH_NORM = _op("batch_norm", "Inference batch normalisation over channel axis 1: "
                                "(x - mean) * scale / sqrt(var + epsilon) + bias.",
@@ -663,13 +678,13 @@ LAYER_NORM = _op("layer_norm", "Normalise over axes [axis, rank), then * scale (
 
 REDUCTIONS = {
     name: _op(name, f"{what} over the given axes (all when none are given).",
-              _INPUT, _infer_reduce, Category.REDUCTION, onnx,
+              _INPUT, _reduce_rule(float_only), Category.REDUCTION, onnx,
               (Attr("axes", "ints", doc="distinct axes; [] = all axes", default=()), _KEEPDIMS))
-    for name, onnx, what in (("reduce_sum", "ReduceSum", "Sum"),
-                             ("reduce_mean", "ReduceMean", "Mean"),
-                             ("reduce_max", "ReduceMax", "Maximum"),
-                             ("reduce_min", "ReduceMin", "Minimum"),
-                             ("reduce_prod", "ReduceProd", "Product"))}
+    for name, onnx, what, float_only in (("reduce_sum", "ReduceSum", "Sum", False),
+                                         ("reduce_mean", "ReduceMean", "Mean", True),
+                                         ("reduce_max", "ReduceMax", "Maximum", False),
+                                         ("reduce_min", "ReduceMin", "Minimum", False),
+                                         ("reduce_prod", "ReduceProd", "Product", False))}
 REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD = REDUCTIONS.values()
 ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
              _INPUT, _infer_argmax, Category.REDUCTION, "ArgMax",
@@ -773,7 +788,7 @@ def _fused_body(inst: Instruction):
 def _infer_fused(inst: Instruction) -> list[Type]:
     body = _fused_body(inst)
     last = body.instructions[-1] if body.instructions else None
-    if last is None or last.opname != "yield":
+    if last is None or not last.isa(YIELD):
         raise OpError("region must end with 'yield'")
     return [v.type for v in last.operands]
 
@@ -802,7 +817,7 @@ def _verify_fused(inst: Instruction) -> None:
 def _verify_yield(inst: Instruction) -> None:
     region = inst.parent.parent if inst.parent is not None else None
     owner = region.parent if region is not None else None
-    if getattr(owner, "opname", None) != "fused":
+    if not (isinstance(owner, Instruction) and owner.isa(FUSED)):
         raise OpError("ends the region of a 'fused' op and nothing else")
     if not all(isinstance(s, Value) for s in inst.args):
         raise OpError("'yield' takes values")
@@ -814,4 +829,4 @@ FUSED = register(OpDef("fused", "A fused group: one kernel computing the ops of 
                        verify=_verify_fused, num_regions=1, category=Category.FUSED))
 YIELD = register(OpDef("yield", "End a fused group's region, giving the group's results.",
                        stages=GRAPH, verify=_verify_yield, terminator=True, pure=False,
-                       ends="fused"))
+                       ends=FUSED))

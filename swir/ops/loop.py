@@ -7,12 +7,13 @@ Semantics (what the interpreter and the C emitter implement) are in docs/ir.md.
 
 from __future__ import annotations
 
-from swir.ir.core import Constraint, Instruction, Range, Value
-from swir.ir.types import INDEX, BufType, LDMType, ScalarType, Type
+from swir.ir.affine import Expr
+from swir.ir.core import Access, Constraint, Instruction, Range, Value
+from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
                                OpDef, OpError, register)
 from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
-                           value_arg)
+                           value_arg, value_ref)
 
 # -- structured control flow -------------------------------------------------
 
@@ -42,24 +43,27 @@ def _verify_if(inst: Instruction) -> None:
 
 _LOOP_ATTRS = (Attr("step", "int", default=1, doc="iteration step (printed as 'step N')"),)
 
-register(OpDef("for", "Sequential loop: for %i = lb to ub step s { body }.",
-               stages=LOOP_AND_LATER, num_args=(2, 2), attrs=_LOOP_ATTRS,
-               verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
-               category=Category.LOOP))
-register(OpDef("parallel", "Loop whose iterations are independent; spread over the CPEs.",
-               stages=LOOP_AND_LATER, num_args=(2, 2),
-               attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),
-                                    Attr("reads", "ints",
-                                         doc="per kernel parameter, the distinct elements "
-                                             "the loop's computation reads (-1: all it "
-                                             "holds, or not read); set by -ldm-plan where "
-                                             "a tensor is read in part")),
-               verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
-               category=Category.LOOP))
-register(OpDef("if", "Guarded region: if c0, c1 { then } else { otherwise }.",
-               stages=LOOP_AND_LATER, num_args=(1, None), verify=_verify_if,
-               num_regions=2, pure=False, category=Category.LOOP,
-               min_regions=1))
+FOR = register(OpDef(
+    "for", "Sequential loop: for %i = lb to ub step s { body }.",
+    stages=LOOP_AND_LATER, num_args=(2, 2), attrs=_LOOP_ATTRS,
+    verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
+    category=Category.LOOP))
+PARALLEL = register(OpDef(
+    "parallel", "Loop whose iterations are independent; spread over the CPEs.",
+    stages=LOOP_AND_LATER, num_args=(2, 2),
+    attrs=_LOOP_ATTRS + (Attr("workers", "int", doc="CPEs to spread over"),
+                         Attr("reads", "ints",
+                              doc="per kernel parameter, the distinct elements "
+                                  "the loop's computation reads (-1: all it "
+                                  "holds, or not read); set by -ldm-plan where "
+                                  "a tensor is read in part")),
+    verify=_verify_loop, num_regions=1, syntax="loop", pure=False,
+    category=Category.LOOP))
+IF = register(OpDef(
+    "if", "Guarded region: if c0, c1 { then } else { otherwise }.",
+    stages=LOOP_AND_LATER, num_args=(1, None), verify=_verify_if,
+    num_regions=2, pure=False, category=Category.LOOP,
+    min_regions=1))
 
 
 # -- memory ----------------------------------------------------------------------
@@ -151,6 +155,44 @@ def _verify_dma(inst: Instruction) -> None:
                       "size whenever there is a stride")
 
 
+def _copy_extents(inst: Instruction, bounds) -> str | None:
+    """Every range of a copy is non-empty and fits its LDM dimension, in every iteration."""
+    acc, ldm = (inst.args[0], inst.args[1]) if inst.isa(COPY_IN) else \
+        (inst.args[1], inst.args[0])
+    ranges = [i for i in acc.indices if isinstance(i, Range)]
+    for dim, (r, size) in enumerate(zip(ranges, ldm.type.shape)):
+        longest, shortest = bounds.hi(r.hi - r.lo), bounds.hi(r.lo - r.hi)
+        if longest is None or shortest is None:
+            return f"cannot bound the extent of copy range {dim} statically"
+        if longest > size:
+            return f"copy range {dim} spans up to {longest} elements, more than LDM dimension {size}"
+        if -shortest < 1:
+            return f"copy range {dim} can be empty (extent down to {-shortest})"
+    return None
+
+
+def _dma_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
+    """A DMA reads or writes count elements (in blocks, when strided) from its
+    start in main memory; the LDM side is always packed."""
+    count, bsize = inst.attrs.get("count", 0), attr_or_default(inst, "bsize")
+    stride = attr_or_default(inst, "stride")
+    span = count
+    if bsize and not isinstance(t, LDMType):
+        blocks = -(-count // bsize)
+        span = blocks * bsize + (blocks - 1) * stride
+    strides = [1] * t.rank
+    for i in range(t.rank - 2, -1, -1):
+        strides[i] = strides[i + 1] * t.shape[i + 1]
+    offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
+    r = bounds.bounds(offset)
+    if r is None:
+        return f"cannot bound the DMA start in {value_ref(acc.base)} statically"
+    if r[1] + span > t.num_elements:
+        return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
+                f"{value_ref(acc.base)} ({t.num_elements} elements)")
+    return None
+
+
 def _verify_wait(inst: Instruction) -> None:
     if attr_or_default(inst, "times") <= 0:
         raise OpError("'dma_wait' times must be positive")
@@ -163,6 +205,17 @@ def _infer_chunk(inst: Instruction) -> list[Type]:
     if attr_or_default(inst, "grain") <= 0:
         raise OpError("'chunk' needs grain > 0")
     return [INDEX, INDEX]
+
+
+def _chunk_worker(inst: Instruction, bounds) -> str | None:
+    """The worker id lies in [0, workers) in every iteration."""
+    workers = inst.attrs.get("workers", 0)
+    r = bounds.bounds(Expr.of(inst.args[0]) if not isinstance(inst.args[0], Expr)
+                      else inst.args[0])
+    if r is None or r[0] < 0 or r[1] >= workers:
+        shown = "unbounded" if r is None else f"[{r[0]}, {r[1]}]"
+        return f"worker id ranges over {shown}, outside [0, {workers - 1}] (workers = {workers})"
+    return None
 
 
 def chunk_code(wid: str, lo: str, hi: str, extent: int, workers: int, grain: int = 1
@@ -199,65 +252,83 @@ def _verify_spawn(inst: Instruction) -> None:
             raise OpError(f"'spawn' starts a cpe kernel; @{target.name} is not one")
 
 
-register(OpDef("load", "Read one element: %v = load %A[i, j] : f32.",
-               stages=LOOP_AND_LATER, num_args=(1, 1), infer=_infer_load,
-               reads_memory=True, category=Category.MEMORY))
-register(OpDef("store", "Write one element: store %v, %A[i, j].",
-               stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
-               category=Category.MEMORY))
-register(OpDef("dyn_index", "A data-dependent subscript: the integer %v (negative counts from "
-                            "the end, v + bound) as an index in [0, bound); outside "
-                            "[-bound, bound) is a run-time error.",
-               stages=LOOP_AND_LATER, num_args=(1, 1),
-               attrs=(Attr("bound", "int", required=True, doc="size of the indexed dimension"),),
-               infer=_infer_dyn_index, category=Category.MEMORY))
-register(OpDef("ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
-               stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
-               pure=False, context="cpe", category=Category.MEMORY))
-register(OpDef("copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
-               stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               attrs=(Attr("fill", "any", doc="the region may reach past %A's bounds; the "
-                                              "elements outside get this value (a padded "
-                                              "tile read from the unpadded tensor)"),),
-               arrow=True, context="cpe", category=Category.MEMORY))
-register(OpDef("copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
-               stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
-               arrow=True, context="cpe", category=Category.MEMORY))
+LOAD = register(OpDef(
+    "load", "Read one element: %v = load %A[i, j] : f32.",
+    stages=LOOP_AND_LATER, num_args=(1, 1), infer=_infer_load,
+    reads_memory=True, category=Category.MEMORY))
+STORE = register(OpDef(
+    "store", "Write one element: store %v, %A[i, j].",
+    stages=LOOP_AND_LATER, num_args=(2, 2), verify=_verify_store, pure=False,
+    writes=(1,), category=Category.MEMORY))
+DYN_INDEX = register(OpDef(
+    "dyn_index", "A data-dependent subscript: the integer %v (negative counts from "
+                 "the end, v + bound) as an index in [0, bound); outside "
+                 "[-bound, bound) is a run-time error.",
+    stages=LOOP_AND_LATER, num_args=(1, 1),
+    attrs=(Attr("bound", "int", required=True, doc="size of the indexed dimension"),),
+    infer=_infer_dyn_index, category=Category.MEMORY))
+LDM_ALLOC = register(OpDef(
+    "ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
+    stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
+    pure=False, context="cpe", category=Category.MEMORY))
+COPY_IN = register(OpDef(
+    "copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
+    stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+    verify_ranges=_copy_extents,
+    attrs=(Attr("fill", "any", doc="the region may reach past %A's bounds; the "
+                                   "elements outside get this value (a padded "
+                                   "tile read from the unpadded tensor)"),),
+    writes=(1,), arrow=True, context="cpe", category=Category.MEMORY))
+COPY_OUT = register(OpDef(
+    "copy_out", "Copy an LDM buffer to a main-memory region: copy_out %L -> %A[..].",
+    stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
+    verify_ranges=_copy_extents, writes=(1,), arrow=True, context="cpe",
+    category=Category.MEMORY))
 
 _DMA_ATTRS = (Attr("count", "int", required=True, doc="elements transferred"),
               Attr("bsize", "int", default=0,
                    doc="contiguous elements per block (strided DMA; 0: one block)"),
               Attr("stride", "int", default=0, doc="elements skipped between blocks in main memory"),
               Attr("reply", "int", required=True, doc="reply word incremented on completion"))
-register(OpDef("dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
-               num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               context="cpe", category=Category.DMA))
-register(OpDef("dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
-               num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, pure=False, arrow=True,
-               context="cpe", category=Category.DMA))
-register(OpDef("dma_bcast", "Broadcast DMA into every CPE's LDM (athread_get in BCAST_MODE): "
-               "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
-               "issues one transfer, barriers before and after, complete on return.",
-               stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma,
-               pure=False, arrow=True, context="cpe", category=Category.DMA))
-register(OpDef("dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
-               stages=DMA_ONLY, num_args=(0, 0),
-               attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
-               verify=_verify_wait, pure=False, context="cpe", category=Category.DMA))
-register(OpDef("cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
-               num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe",
-               category=Category.CPE))
-register(OpDef("chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
-                        "in units of `grain` iterations (default 1), balanced to within one unit.",
-               stages=DMA_ONLY, num_args=(1, 1),
-               attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
-                      Attr("grain", "int", default=1)),
-               infer=_infer_chunk, context="cpe", category=Category.CPE))
-register(OpDef("spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
-                        "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "
-                        "between them.", stages=DMA_ONLY,
-               num_args=(1, None), verify=_verify_spawn, pure=False, context="host",
-               category=Category.CPE))
-register(OpDef("join", "Wait for every CPE to finish the spawned kernel (athread_join).",
-               stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host",
-               category=Category.CPE))
+DMA_GET = register(OpDef(
+    "dma_get", "DMA from main memory into LDM (athread_get).", stages=DMA_ONLY,
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
+    pure=False, arrow=True, writes=(1,),
+    context="cpe", category=Category.DMA))
+DMA_PUT = register(OpDef(
+    "dma_put", "DMA from LDM into main memory (athread_put).", stages=DMA_ONLY,
+    num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
+    pure=False, arrow=True, writes=(1,),
+    context="cpe", category=Category.DMA))
+DMA_BCAST = register(OpDef(
+    "dma_bcast", "Broadcast DMA into every CPE's LDM (athread_get in BCAST_MODE): "
+                 "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
+                 "issues one transfer, barriers before and after, complete on return.",
+    stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
+    pure=False, arrow=True, writes=(1,), context="cpe", category=Category.DMA))
+DMA_WAIT = register(OpDef(
+    "dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
+    stages=DMA_ONLY, num_args=(0, 0),
+    attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
+    verify=_verify_wait, pure=False, context="cpe", category=Category.DMA))
+CPE_ID = register(OpDef(
+    "cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
+    num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe",
+    category=Category.CPE))
+CHUNK = register(OpDef(
+    "chunk", "The [lo, hi) share of `extent` iterations for worker %id of `workers`, "
+             "in units of `grain` iterations (default 1), balanced to within one unit.",
+    stages=DMA_ONLY, num_args=(1, 1),
+    attrs=(Attr("extent", "int", required=True), Attr("workers", "int", required=True),
+           Attr("grain", "int", default=1)),
+    infer=_infer_chunk, verify_ranges=_chunk_worker, context="cpe", category=Category.CPE))
+SPAWN = register(OpDef(
+    "spawn", "Start a cpe kernel on every CPE (athread_spawn); several kernels run "
+             "in order in one spawn, all CPEs meeting at a barrier (athread_syn) "
+             "between them.", stages=DMA_ONLY,
+    num_args=(1, None), verify=_verify_spawn, pure=False, context="host",
+    category=Category.CPE))
+JOIN = register(OpDef(
+    "join", "Wait for every CPE to finish the spawned kernel (athread_join).",
+    stages=DMA_ONLY, num_args=(0, 0), pure=False, context="host",
+    category=Category.CPE))

@@ -111,13 +111,22 @@ def _not(x: np.ndarray) -> np.ndarray:
     return np.logical_not(x)
 
 
-# The references by op name (swir.ops.elementwise puts them into the definitions).
-UNARY_REFS = dict((("neg", _neg), ("abs", _abs), ("relu", _relu),
-                   ("exp", _math(np.exp)), ("log", _math(np.log)),
-                   ("sqrt", _math(np.sqrt)), ("rsqrt", _rsqrt),
-                   ("reciprocal", _reciprocal), ("tanh", _math(np.tanh)),
-                   ("sigmoid", _sigmoid), ("erf", _erf), ("erfc", _erfc),
-                   ("floor", np.floor), ("ceil", np.ceil), ("not", _not)))
+# The reference of each element-wise op (its row in swir.ops.elementwise names it).
+ref_neg = _neg
+ref_abs = _abs
+ref_relu = _relu
+ref_exp = _math(np.exp)
+ref_log = _math(np.log)
+ref_sqrt = _math(np.sqrt)
+ref_rsqrt = _rsqrt
+ref_reciprocal = _reciprocal
+ref_tanh = _math(np.tanh)
+ref_sigmoid = _sigmoid
+ref_erf = _erf
+ref_erfc = _erfc
+ref_floor = np.floor
+ref_ceil = np.ceil
+ref_not = _not
 
 
 # -- binary ---------------------------------------------------------------
@@ -150,10 +159,18 @@ def _arith(fn):
     return run
 
 
-BINARY_REFS = dict((("add", _arith(np.add)), ("sub", _arith(np.subtract)),
-                   ("mul", _arith(np.multiply)), ("div", _div),
-                   ("pow", _pow),
-                   ("max", np.maximum), ("min", np.minimum),  # NaN-propagating
-                   ("and", np.logical_and), ("or", np.logical_or),
-                   ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)))
+ref_add = _arith(np.add)
+ref_sub = _arith(np.subtract)
+ref_mul = _arith(np.multiply)
+ref_div = _div
+ref_pow = _pow
+ref_max = np.maximum  # NaN-propagating
+ref_min = np.minimum
+ref_and = np.logical_and
+ref_or = np.logical_or
+ref_eq = np.equal
+ref_ne = np.not_equal
+ref_lt = np.less
+ref_le = np.less_equal
+ref_gt = np.greater
+ref_ge = np.greater_equal

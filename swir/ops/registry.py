@@ -182,7 +182,9 @@ class Operands:
         return required, len(self.names)
 
 
-@dataclass(frozen=True)
+# eq=False: a definition is equal only to itself and hashes by identity, so
+# tables may be keyed by it (``{ADD: ...}``) cheaply.
+@dataclass(frozen=True, eq=False)
 class OpDef:
     name: str
     summary: str
@@ -195,6 +197,14 @@ class OpDef:
     infer: Callable[[Any], list[Type]] | None = None
     # Extra checks beyond arity, attributes and the result-type rule.
     verify: Callable[[Any], None] | None = None
+    # Checks of the values the op's subscripts take over every iteration of
+    # the loops around it (after the verifier has bounded each subscript):
+    # ``verify_ranges(inst, bounds)`` and, per main-memory or LDM access,
+    # ``verify_access(inst, access, type, bounds)``, where ``bounds`` is the
+    # verifier's swir.verifier.bounds.IndexBounds (``bounds(e)``, ``hi(e)``).
+    # Each returns the error, or None.
+    verify_ranges: Callable[[Any, Any], str | None] | None = None
+    verify_access: Callable[[Any, Any, Any, Any], str | None] | None = None
     num_regions: int = 0
     syntax: str = "generic"  # "generic" or "loop" (``for %i = lb to ub step s``)
     terminator: bool = False
@@ -214,7 +224,7 @@ class OpDef:
     # leave out its else region).
     min_regions: int | None = None
     # A terminator that ends the region of this op only ('yield' ends 'fused').
-    ends: str | None = None
+    ends: OpDef | None = None
     # Element-wise ops' facts as data: the reference on numpy arrays (operands
     # already broadcast-compatible, the result rounded to the result type by the
     # interpreter), the C expression, and the ONNX op it corresponds to
@@ -223,6 +233,21 @@ class OpDef:
     numpy: Callable[..., Any] | None = None
     c_expr: CExpr | None = None
     onnx: str | None = None
+    # The constant c with x OP c == x for every x (``right_identity``) and with
+    # c OP x == x (``left_identity``), which -simplify drops. Floats need the
+    # zero's sign: x + (-0.0) and x - (+0.0) keep -0.0, while x + (+0.0) would
+    # not. As an integer, -0.0 is 0.
+    right_identity: float | None = None
+    left_identity: float | None = None
+    # The operand slots the op writes memory through (its Access's base or the
+    # buffer value), for the analyses of what a function writes.
+    writes: tuple[int, ...] = ()
+    # -layout: the axes of the weight (operand 1) as the op reads them, and the
+    # other layouts tried for it (None: the op's weight is not re-laid out).
+    weight_layout: tuple[str, tuple[str, ...]] | None = None
+    # -distribute: each channel (axis 1) of the result is computed from the same
+    # channel of operand 0 alone, so the op stays split by channels.
+    channel_wise: bool = False
     # The stages' per-op functions, by Hook name (attached by Hook.register).
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from swir.ir.affine import Expr
-from swir.ir.core import Access, Apply, Dense, Instruction, Value
+from swir.ir.core import Access, Apply, Dense, Global, Instruction, Value
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, TensorType
 from swir.ops.registry import OpError
 
@@ -74,6 +74,11 @@ def callee(inst: Instruction, slot: int = 0) -> Any:
         if a.type != p.type:
             raise OpError(f"argument #{i} of @{app.callee} has type {a.type}, expected {p.type}")
     return target
+
+
+def value_ref(v: Value) -> str:
+    """A value as the IR writes it: ``@global`` or ``%local``."""
+    return f"@{v.name}" if isinstance(v, Global) else f"%{v.name}"
 
 
 def check_writable(inst: Instruction, slot: int) -> None:

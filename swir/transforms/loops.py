@@ -44,9 +44,10 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX
+from swir.ops import CHUNK, CONST, FOR, PARALLEL
 from swir.ops.util import attr_or_default
 
-LOOP_OPS = ("for", "parallel")
+LOOP_OPS = (FOR, PARALLEL)
 
 
 class TransformError(Exception):
@@ -69,7 +70,7 @@ class TransformError(Exception):
 # --------------------------------------------------------------------------
 
 def is_loop(inst: object) -> bool:
-    return isinstance(inst, Instruction) and inst.opname in LOOP_OPS
+    return isinstance(inst, Instruction) and inst.isa(*LOOP_OPS)
 
 
 def loop_body(loop: Instruction) -> Block:
@@ -140,26 +141,7 @@ def split_loop(loop: Instruction, factor: int, outer_name: str | None = None,
         raise TransformError(f"split factor must be an integer >= 1, got {factor!r}", loop.loc)
     iv = loop_iv(loop)
     lb, ub, step = loop_bounds(loop)
-    count = (ub - lb).ceildiv(step)
-    if count.is_constant:
-        n = count.const
-        outer_ub: Expr = Expr.of(max(0, -(-n // factor)))
-        inner_ub: Expr | None = None  # min(factor, n - factor*%yo): a remainder tile
-        if n % factor == 0 and n > 0:
-            inner_ub = Expr.of(factor)
-        elif n <= factor:  # one tile (or none)
-            inner_ub = Expr.of(max(n, 0))
-    elif step != 1:
-        # ceildiv(ub - lb, step) of a symbolic extent: the verifier bounds the
-        # ceildiv apart from lb (their correlation is lost), so the split loop
-        # could not be verified; a step-1 loop has the exact extent ub - lb.
-        raise TransformError(
-            f"cannot split loop %{iv.name}: its trip count ({expr_text(ub)} - "
-            f"{expr_text(lb)}) ceildiv {step} is not a constant; only step-1 loops with a "
-            "symbolic trip count are split", loop.loc)
-    else:
-        outer_ub = (ub - lb).ceildiv(factor)
-        inner_ub = None
+    count, outer_ub, inner_ub = _split_bounds(loop, factor)
 
     # Plain-value uses need the value computed (under the old name); check first.
     plain = [u for u in iv.users if _has_plain_use(u, iv)]
@@ -200,6 +182,32 @@ def split_loop(loop: Instruction, factor: int, outer_name: str | None = None,
     return outer, inner
 
 
+def _split_bounds(loop: Instruction, factor: int) -> tuple[Expr, Expr, Expr | None]:
+    """The trip count of ``loop`` and the bounds of its split loops: the outer
+    loop's and the inner loop's (None: ``min(factor, count - factor*%yo)``, a
+    remainder tile)."""
+    iv = loop_iv(loop)
+    lb, ub, step = loop_bounds(loop)
+    count = (ub - lb).ceildiv(step)
+    if count.is_constant:
+        n = count.const
+        inner_ub: Expr | None = None
+        if n % factor == 0 and n > 0:
+            inner_ub = Expr.of(factor)
+        elif n <= factor:  # one tile (or none)
+            inner_ub = Expr.of(max(n, 0))
+        return count, Expr.of(max(0, -(-n // factor))), inner_ub
+    if step != 1:
+        # ceildiv(ub - lb, step) of a symbolic extent: the verifier bounds the
+        # ceildiv apart from lb (their correlation is lost), so the split loop
+        # could not be verified; a step-1 loop has the exact extent ub - lb.
+        raise TransformError(
+            f"cannot split loop %{iv.name}: its trip count ({expr_text(ub)} - "
+            f"{expr_text(lb)}) ceildiv {step} is not a constant; only step-1 loops with a "
+            "symbolic trip count are split", loop.loc)
+    return count, (ub - lb).ceildiv(factor), None
+
+
 def _has_plain_use(inst: Instruction, iv: Value) -> bool:
     for i, s in enumerate(inst.args):
         if s is iv and not _is_index_slot(inst, i):
@@ -214,7 +222,7 @@ def _is_index_slot(inst: Instruction, i: int) -> bool:
     d = inst.opdef
     if d is not None and d.syntax == "loop":
         return i < 2
-    return inst.opname in ("chunk", "const") and i == 0
+    return inst.isa(CHUNK, CONST) and i == 0
 
 
 def _replace_iv(inst: Instruction, i: int, s: object, iv: Value, expr: Expr,
@@ -374,7 +382,7 @@ def _check_permutation(dep: Dependence, nest: list[Instruction], new: list[Instr
                 f"({', '.join(loop_name(lp) for lp in new)}): {why}", nest[0].loc,
                 _access_notes(dep))
         for k, lp in enumerate(new):
-            if lp.opname == "parallel" and pv[k] != "=" and all(d == "=" for d in pv[:k]):
+            if lp.isa(PARALLEL) and pv[k] != "=" and all(d == "=" for d in pv[:k]):
                 why = _opaque(dep) or "the dependence " + _oriented(dep, v)
                 raise TransformError(
                     f"cannot reorder loops ({', '.join(loop_name(x) for x in nest)}) to "
@@ -429,7 +437,7 @@ def fuse_loops(first: Instruction, second: Instruction, *, check: bool = True) -
             f"cannot fuse loop {loop_name(first)} ({_bounds_text(b1)}) with loop "
             f"{loop_name(second)} ({_bounds_text(b2)}): their bounds differ",
             first.loc, [(f"loop {loop_name(second)} is here", second.loc)])
-    parallel = first.opname == second.opname == "parallel"
+    parallel = first.isa(PARALLEL) and second.isa(PARALLEL)
     if parallel and first.attrs.get("workers") != second.attrs.get("workers"):
         raise TransformError(f"cannot fuse parallel loops {loop_name(first)} and "
                              f"{loop_name(second)}: their workers differ", first.loc)
@@ -450,7 +458,7 @@ def fuse_loops(first: Instruction, second: Instruction, *, check: bool = True) -
     target = loop_body(first)
     for inst in list(loop_body(second).instructions):
         target.append(inst)
-    if not parallel and first.opname == "parallel":
+    if not parallel and first.isa(PARALLEL):
         first.opname = "for"
         first.attrs.pop("workers", None)
     second.erase()
@@ -482,7 +490,7 @@ def mark_parallel(loop: Instruction, workers: int | None = None, *,
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers <= 0):
         raise TransformError(f"workers must be a positive integer, got {workers!r}", loop.loc)
-    if check and loop.opname != "parallel":
+    if check and not loop.isa(PARALLEL):
         dep = carried_dependence(loop)
         if dep is not None:
             why = _opaque(dep) or ("it carries a dependence " + _between(

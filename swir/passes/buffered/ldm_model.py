@@ -18,6 +18,8 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Function, Instruction, Range, Value
 from swir.ir.types import BufType, LDMType, ldm_slot
+from swir.ops import CALL, COPY_IN, COPY_OUT, FOR, LOAD, PARALLEL, STORE
+from swir.ops.registry import OpDef
 from swir.ops.util import attr_or_default
 from swir.passes.manager import PassFailure
 from swir.target import DEFAULT_TARGET, Target
@@ -172,11 +174,11 @@ class Nest:
         items = band[-1].regions[0].blocks[0].instructions
         inner = [i for i in items if i.regions]
         red: list[Instruction] = []
-        if any(i.opname == "call" for i in top.walk()):
+        if any(i.isa(CALL) for i in top.walk()):
             return None, "it calls a function (its memory effects stay in main memory)"
         if not inner:
             pre, body, post = [], list(items), []
-        elif len(inner) == 1 and inner[0].opname == "for":
+        elif len(inner) == 1 and inner[0].isa(FOR):
             red, why = _band(inner[0])
             if red is None:
                 return None, why
@@ -187,7 +189,7 @@ class Nest:
                 return None, "the reduction band is not innermost"
         else:
             return None, "its body holds more than one inner loop nest"
-        stored = [i.args[1].base for i in body if i.opname == "store"]
+        stored = [i.args[1].base for i in body if i.isa(STORE)]
         output = stored[-1] if stored else None
         # Values the body or the finalisation use from the code before the
         # inner band are recomputed there (they are loads and arithmetic).
@@ -204,7 +206,7 @@ class Nest:
         if red and _writes_with(body, output, red):
             # The inner loops index the output: not a reduction but more
             # output loops (gather's trailing axes). One perfect nest then.
-            if any(i.opname == "store" for i in pre + post):
+            if any(i.isa(STORE) for i in pre + post):
                 return None, "stores both inside and outside its inner loops"
             band, red, pre, post = band + red, [], [], []
         vars_ = [LoopVar(lp.regions[0].blocks[0].args[0], _name(lp), lp.args[1].const, lp)
@@ -217,7 +219,7 @@ class Nest:
             return None, why
         tensors = _tensors(pre + body + post, ivs)
         nest = Nest(top, band, red, pre, body, post, vars_, tensors, output)
-        nest.initialised = any(i.opname == "store" and i.args[1].base is output for i in pre)
+        nest.initialised = any(i.isa(STORE) and i.args[1].base is output for i in pre)
         return nest, ""
 
     def dependences(self) -> tuple[str, frozenset[int]]:
@@ -260,9 +262,9 @@ def _needed(pre: list[Instruction], stmts: list[Instruction], writers: list[Inst
         if inst not in need:
             need.add(inst)
             work.extend(v for v in inst.operands if v in defs)
-    written = {i.args[1].base for i in writers if i.opname == "store"}
+    written = {i.args[1].base for i in writers if i.isa(STORE)}
     for inst in need:
-        if inst.opname == "load" and inst.args[0].base in written:
+        if inst.isa(LOAD) and inst.args[0].base in written:
             return [], "it reads, before its inner loops, memory those loops write"
     return [i for i in pre if i in need], ""
 
@@ -288,7 +290,7 @@ def _live(stmts: list[Instruction]) -> list[Instruction]:
     """The statements that contribute to a store among ``stmts``."""
     keep: set[Instruction] = set()
     for inst in reversed(stmts):
-        if inst.opname == "store" or any(u in keep for r in inst.results for u in r.users):
+        if inst.isa(STORE) or any(u in keep for r in inst.results for u in r.users):
             keep.add(inst)
     return [i for i in stmts if i in keep]
 
@@ -296,14 +298,14 @@ def _live(stmts: list[Instruction]) -> list[Instruction]:
 def _writes_with(body: list[Instruction], output: Value | None,
                  loops: list[Instruction]) -> bool:
     ivs = {lp.regions[0].blocks[0].args[0] for lp in loops}
-    return any(i.opname == "store" and i.args[1].base is output and
+    return any(i.isa(STORE) and i.args[1].base is output and
                any(v in ivs for e in i.args[1].indices for v in e.values())
                for i in body)
 
 
 def top_loops(f: Function) -> list[Instruction]:
     """The kernel's top-level loop nests, in order (what -ldm-plan plans)."""
-    return [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+    return [i for i in f.body.blocks[0].instructions if i.isa(FOR, PARALLEL)]
 
 
 def _name(loop: Instruction) -> str:
@@ -314,7 +316,7 @@ def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
     band = []
     cur = top
     while True:
-        if cur.opname != "for":
+        if not cur.isa(FOR):
             return None, f"'{cur.opname}' loops are not planned"
         lb, ub = Expr.of(cur.args[0]), Expr.of(cur.args[1])   # a bare bound is a Value
         if not (lb.is_constant and lb.const == 0 and ub.is_constant and ub.const >= 1
@@ -323,11 +325,11 @@ def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
         band.append(cur)
         items = cur.regions[0].blocks[0].instructions
         if len(items) == 1 and items[0].regions:
-            if items[0].opname != "for":
+            if not items[0].isa(FOR):
                 return None, f"'{items[0].opname}' inside the nest is not planned"
             cur = items[0]
             continue
-        if any(i.regions and i.opname != "for" for i in items):
+        if any(i.regions and not i.isa(FOR) for i in items):
             return None, "guards inside the nest are not planned"
         return band, ""
 
@@ -335,9 +337,9 @@ def _band(top: Instruction) -> tuple[list[Instruction] | None, str]:
 def _tensors(stmts: list[Instruction], ivs: set[Value]) -> list[Tensor]:
     found: dict[Value, Tensor] = {}
     for inst in stmts:
-        if inst.opname not in ("load", "store"):
+        if not inst.isa(LOAD, STORE):
             continue
-        acc = inst.args[0] if inst.opname == "load" else inst.args[1]
+        acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
         if not isinstance(acc, Access) or not isinstance(acc.base.type, BufType):
             continue
         coefs, consts, why = [], [], None
@@ -360,8 +362,8 @@ def _tensors(stmts: list[Instruction], ivs: set[Value]) -> list[Tensor]:
             t.cmax = [max(a, b) for a, b in zip(t.cmax, consts)]
         if why and t.direct is None:
             t.direct = why
-        t.read |= inst.opname == "load"
-        t.written |= inst.opname == "store"
+        t.read |= inst.isa(LOAD)
+        t.written |= inst.isa(STORE)
     for t in found.values():
         if t.written and t.direct is None and t.has_holes:
             t.direct = "its tile would have holes that other CPEs may write"
@@ -599,7 +601,7 @@ class Plan:
         for t in here:
             self._bounds(t)
             if t.copied_in and not self._initialised(t):
-                self._copy(b, t, "copy_in")
+                self._copy(b, t, COPY_IN)
         out_here = bool(self.nest.red) and pos == self.out_level
         if out_here:
             self._statements(b, self.nest.pre, [v for v in self.nest.vars if not v.reduction])
@@ -614,7 +616,7 @@ class Plan:
             self._statements(b, self.nest.post, [v for v in self.nest.vars if not v.reduction])
         for t in here:
             if t.written:
-                self._copy(b, t, "copy_out")
+                self._copy(b, t, COPY_OUT)
 
     def _open_parallel(self, b: Builder) -> None:
         """The CPE loop: the fused parallel tile loops, or, when no loop can be
@@ -681,11 +683,11 @@ class Plan:
             r[-1] = True
         return r
 
-    def _copy(self, b: Builder, t: Tensor, op: str) -> None:
+    def _copy(self, b: Builder, t: Tensor, op: OpDef) -> None:
         idx = [Range(lo, lo + ext) if ranged else lo
                for lo, ext, ranged in zip(self.lo[t], self.ext[t], self._ranged(t))]
         acc = Access(t.base, tuple(idx))
-        if op == "copy_in":
+        if op is COPY_IN:
             b.create_inst("copy_in", acc, self.ldm[t], arrow=1)
         else:
             b.create_inst("copy_out", self.ldm[t], acc, arrow=1)
@@ -758,7 +760,7 @@ def distinct_reads(nest: Nest) -> tuple[int, ...] | None:
     out = [-1] * len(f.params)
     for p in f.params:
         loads = [i.args[0] for i in nest.pre + nest.body + nest.post
-                 if i.opname == "load" and i.args[0].base is p]
+                 if i.isa(LOAD) and i.args[0].base is p]
         if not loads or not isinstance(p.type, BufType):
             continue
         counts = [_load_count(acc, extent, p.type.shape) for acc in loads]

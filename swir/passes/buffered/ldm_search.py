@@ -53,6 +53,7 @@ from swir.analysis.write_blocks import BLOCK
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Access, Function, Global, Instruction, Module, Value
+from swir.ops import FOR, PARALLEL
 from swir.passes.buffered.closed_forms import (
     Tilings,
     broadcast_seconds,
@@ -635,7 +636,7 @@ def kernel_copy(k: Function, index: int) -> tuple[Module, Function]:
     lowers, in memory."""
     top = top_loops(k)[index]
     body = [i for i in k.body.blocks[0].instructions
-            if i is top or i.opname not in ("for", "parallel")]
+            if i is top or not i.isa(FOR, PARALLEL)]
     m = Module("search", stage="loop")
     mapping: dict = {}
     for inst in body:
@@ -673,7 +674,7 @@ def canonical_kernel(k: Function, index: int) -> tuple[str, list[str | None], di
     module); the loop variables' names, in order; the globals' new names."""
     from swir.printer import print_module
     m, f = kernel_copy(k, index)
-    loops = [_loop_name(i) for i in f.walk() if i.opname in ("for", "parallel")]
+    loops = [_loop_name(i) for i in f.walk() if i.isa(FOR, PARALLEL)]
     globals_ = {g.name: f"g{n}" for n, g in enumerate(m.globals)}
     for g in m.globals:
         g.name = globals_[g.name]

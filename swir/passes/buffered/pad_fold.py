@@ -33,6 +33,7 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import BufType
+from swir.ops import CALL, CONST, COPY_IN, COPY_OUT, FOR, LOAD, PARALLEL, STORE
 from swir.ops.util import attr_or_default
 
 
@@ -57,7 +58,7 @@ def find_padded_copies(module: Module, f: Function) -> list[PaddedCopy]:
     """The pad-then-copy nest pairs of kernel f whose %P is private scratch:
     a parameter every caller passes a buffer of its own, read only by f's
     later nests, and whose %X f never writes."""
-    tops = [i for i in f.body.blocks[0].instructions if i.opname in ("for", "parallel")]
+    tops = [i for i in f.body.blocks[0].instructions if i.isa(FOR, PARALLEL)]
     found = []
     for first, second in itertools.pairwise(tops):
         filled = _fill_nest(first)
@@ -93,7 +94,7 @@ def read_from_source(scratch: Value, source: Value, before: tuple[int, ...], fil
     else change nothing and return False. The plan search measures its
     candidate plans so too (ldm_search.measure)."""
     users = [u for u in scratch.users if id(u) not in skip]
-    if not users or any(u.opname != "copy_in" or u.args[0].base is not scratch for u in users):
+    if not users or any(not u.isa(COPY_IN) or u.args[0].base is not scratch for u in users):
         return False
     for u in users:
         acc = u.args[0]
@@ -112,13 +113,13 @@ def _perfect(top: Instruction) -> tuple[list[Value], list[int], list[Instruction
     ivs, extents, cur = [], [], top
     while True:
         lb, ub = cur.args[0], cur.args[1]
-        if cur.opname != "for" or attr_or_default(cur, "step") != 1 or not lb.is_constant \
+        if not cur.isa(FOR) or attr_or_default(cur, "step") != 1 or not lb.is_constant \
                 or lb.const != 0 or not ub.is_constant:
             return None
         ivs.append(cur.regions[0].blocks[0].args[0])
         extents.append(ub.const)
         body = cur.regions[0].blocks[0].instructions
-        if len(body) == 1 and body[0].opname == "for":
+        if len(body) == 1 and body[0].isa(FOR):
             cur = body[0]
             continue
         if any(i.regions for i in body):
@@ -133,7 +134,7 @@ def _plain(ix: Any, iv: Value, offset: int = 0) -> bool:
 def _fill_nest(top: Instruction) -> tuple[FuncParam, Any] | None:
     """``store %c, %P[i0, ..., in]`` over all of a parameter %P, %c a constant."""
     band = _perfect(top)
-    if band is None or len(band[2]) != 1 or band[2][0].opname != "store":
+    if band is None or len(band[2]) != 1 or not band[2][0].isa(STORE):
         return None
     ivs, extents, (st,) = band
     value, acc = st.args
@@ -142,7 +143,7 @@ def _fill_nest(top: Instruction) -> tuple[FuncParam, Any] | None:
             or not all(_plain(ix, iv) for ix, iv in zip(acc.indices, ivs)):
         return None
     const = getattr(value, "owner", None)
-    if not isinstance(const, Instruction) or const.opname != "const":
+    if not isinstance(const, Instruction) or not const.isa(CONST):
         return None
     lit = const.args[0]
     if isinstance(lit, Literal):
@@ -158,7 +159,7 @@ def _copy_nest(top: Instruction, scratch: Value) -> tuple[Value, tuple[int, ...]
     if band is None or len(band[2]) != 2:
         return None
     ivs, extents, (ld, st) = band
-    if ld.opname != "load" or st.opname != "store" or st.args[0] is not ld.results[0]:
+    if not ld.isa(LOAD) or not st.isa(STORE) or st.args[0] is not ld.results[0]:
         return None
     src, dst = ld.args[0], st.args[1]
     if dst.base is not scratch or src.base is scratch \
@@ -177,20 +178,20 @@ def _copy_nest(top: Instruction, scratch: Value) -> tuple[Value, tuple[int, ...]
 
 
 def _written(f: Function, buf: Value) -> bool:
-    return any(u.function is f and u.opname in ("store", "copy_out", "call")
+    return any(u.function is f and u.isa(STORE, COPY_OUT, CALL)
                for u in buf.users)
 
 
 def _calls(module: Module, f: Function) -> list[Instruction]:
     return [i for g in module.functions for i in g.walk()
-            if i.opname == "call" and isinstance(i.args[0], Apply) and i.args[0].callee == f.name]
+            if i.isa(CALL) and isinstance(i.args[0], Apply) and i.args[0].callee == f.name]
 
 
 def _private(module: Module, f: Function, pc: PaddedCopy) -> bool:
     """%P is scratch: f stores to it only in the pad nests, and every call
     of f (there is one at least) passes a ``buffer`` no other instruction names."""
     inside = {id(i) for n in pc.nests for i in n.walk()}
-    if any(u.opname != "load" and id(u) not in inside for u in pc.scratch.users):
+    if any(not u.isa(LOAD) and id(u) not in inside for u in pc.scratch.users):
         return False
     calls = _calls(module, f)
     k = pc.scratch.index
@@ -216,7 +217,7 @@ def _drop_param(module: Module, f: Function, p: FuncParam) -> None:
     for i, q in enumerate(f.params):
         q.index = i
     for inst in f.walk():     # -ldm-plan's per-parameter counts (ldm_model.distinct_reads)
-        if inst.opname == "parallel" and "reads" in inst.attrs:
+        if inst.isa(PARALLEL) and "reads" in inst.attrs:
             reads = tuple(r for i, r in enumerate(inst.attrs.pop("reads")) if i != k)
             if any(r >= 0 for r in reads):
                 inst.attrs["reads"] = reads

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator
 
 from swir.analysis.vector_plan import trip_count
+from swir.ops import FOR, PARALLEL
 from swir.parallel import fork_map
 from swir.passes.buffered.ldm_model import Nest, size_buffers
 from swir.passes.buffered.ldm_search import Decision, search
@@ -49,6 +50,6 @@ def _search_one(item: tuple) -> Decision | None:
 def _size(top) -> float:
     """How long a nest's search may take, roughly: its loops (each adds a
     variable to search) and the log of its points; the longest go first."""
-    loops = [i for i in top.walk() if i.opname in ("for", "parallel")]
+    loops = [i for i in top.walk() if i.isa(FOR, PARALLEL)]
     points = sum(math.log(max(1, trip_count(lp) or 1)) for lp in loops)
     return len(loops) * 100 + points

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from swir.analysis.dominance import DominanceInfo
 from swir.ir.core import Block, Instruction, Module, Region, Type, slot_key, value_key
 from swir.ir.fused import structural_key
+from swir.ops import FUSED
 from swir.passes.manager import AnalysisManager, Pass
 
 
 def cse_key(inst: Instruction) -> tuple | None:
     d = inst.opdef
     if d is None or not d.pure or d.reads_memory or d.terminator or not inst.results \
-            or (inst.regions and inst.opname != "fused"):
+            or (inst.regions and not inst.isa(FUSED)):
         return None
     args = [slot_key(s) for s in inst.args]
     if d.commutative:
@@ -69,7 +70,7 @@ class CommonSubexpressionElimination(Pass):
                     continue
                 scopes[-1][key] = inst
             for r in inst.regions:
-                merged += self._region(r, [{}] if inst.opname == "fused" else scopes)
+                merged += self._region(r, [{}] if inst.isa(FUSED) else scopes)
         for child in dom.tree_children(block):
             merged += self._block(child, dom, scopes)
         scopes.pop()

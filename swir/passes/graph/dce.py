@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from swir.ir.core import Instruction, Module
 from swir.ir.fused import drop_unused_inputs
+from swir.ops import FUSED
 from swir.passes.manager import AnalysisManager, Pass
 
 
 def is_trivially_dead(inst: Instruction) -> bool:
     d = inst.opdef
     return (d is not None and d.pure and not d.terminator
-            and (not inst.regions or inst.opname == "fused")
+            and (not inst.regions or inst.isa(FUSED))
             and not any(r.has_uses for r in inst.results))
 
 
@@ -39,7 +40,7 @@ class DeadCodeElimination(Pass):
             inst.erase()
             removed += 1
             worklist.extend(p for p in producers if is_trivially_dead(p))
-        dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.opname == "fused")
+        dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.isa(FUSED))
         unread = [g for g in module.globals if not g.has_uses] if module.stage == "graph" else []
         for g in unread:
             module.remove(g)

@@ -55,6 +55,7 @@ from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, module_ranks
 from swir.ir.core import ArrayInit, Function, Global, Instruction, Module, Value
 from swir.ir.types import TensorType
+from swir.ops import CALL, CONV2D, FUSED, MATMUL, RESHAPE, RETURN, TRANSPOSE
 from swir.ops.collective import ALLGATHER
 from swir.ops.registry import SCALAR_FORM, Category, OpError
 from swir.ops.util import attr
@@ -79,7 +80,7 @@ class Distribute(Pass):
         if "ranks" in module.attrs:
             raise PassFailure([Diagnostic(f"-distribute: the module is already distributed "
                                           f"over {module_ranks(module)} ranks", module.loc)])
-        if any(i.opname == "fused" for i in module.walk()):
+        if any(i.isa(FUSED) for i in module.walk()):
             raise PassFailure([Diagnostic("-distribute runs before -fuse: the module has "
                                           "fused groups", module.loc)])
         batch = common_batch(module)
@@ -102,7 +103,7 @@ def _fail(message: str, loc=None) -> PassFailure:
 
 
 def _roots(module: Module) -> list[Function]:
-    called = {i.args[0].callee for i in module.walk() if i.opname == "call"}
+    called = {i.args[0].callee for i in module.walk() if i.isa(CALL)}
     return [f for f in module.functions if f.name not in called and f.body is not None]
 
 
@@ -118,7 +119,7 @@ def common_batch(module: Module) -> int | None:
 def batch_split_refused(module: Module, ranks: int, batch: int | None) -> str | None:
     """Why the program's batch cannot be split over ``ranks`` (None: it can, as far as its
     signature tells; the ops are checked as they are re-typed)."""
-    if any(i.opname == "call" for i in module.walk()):
+    if any(i.isa(CALL) for i in module.walk()):
         return "split=data needs a module without calls (the batch of a called function is " \
                "not known)"
     for f in _roots(module):
@@ -158,7 +159,7 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
             p.type = _per_rank(p.type, batch, part)
             varying.add(id(p))
     for inst in f.walk():
-        if inst.opname == "return":
+        if inst.isa(RETURN):
             for i, v in enumerate(inst.operands):
                 if id(v) not in varying:
                     raise _fail(f"split=data: result {i} of @{f.name} does not depend on the "
@@ -171,7 +172,7 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
                for t in old) or _along_batch(inst):
             raise _fail(f"'{inst.opname}' mixes the batch with other axes (its result "
                         f"{old[0]} does not keep the batch of {batch} apart)", inst.loc)
-        if inst.opname == "reshape":
+        if inst.isa(RESHAPE):
             shape = tuple(inst.attrs["shape"])
             inst.attrs = {**inst.attrs, "shape": (part,) + shape[1:]} if shape[0] == batch \
                 else inst.attrs
@@ -260,7 +261,7 @@ def _weight_global(v: Value) -> tuple[Global, tuple[int, ...] | None] | None:
     if isinstance(v, Global):
         return (v, None) if _plain_constant(v) else None
     owner = getattr(v, "owner", None)
-    if isinstance(owner, Instruction) and owner.opname == "transpose" \
+    if isinstance(owner, Instruction) and owner.isa(TRANSPOSE) \
             and isinstance(owner.args[0], Global) and _plain_constant(owner.args[0]):
         return owner.args[0], tuple(owner.attrs["perm"])
     return None
@@ -272,31 +273,31 @@ def _plain_constant(g: Global) -> bool:
 
 def _out_axis(inst: Instruction) -> tuple[int, int]:
     """(axis of the result, axis of the weight) that hold the output channels."""
-    if inst.opname == "conv2d":
+    if inst.isa(CONV2D):
         return 1, 0
     return inst.results[0].type.rank - 1, 1
 
 
 def _in_axis(inst: Instruction) -> tuple[int, int]:
     """(axis of the input, axis of the weight) that hold the input channels (the sum)."""
-    if inst.opname == "conv2d":
+    if inst.isa(CONV2D):
         return 1, 1
     return inst.args[0].type.rank - 1, 0
 
 
 def _splittable(inst: Instruction) -> int | None:
     """The output channels of a conv2d / matmul this pass can split, else None."""
-    if inst.opname == "conv2d":
+    if inst.isa(CONV2D):
         if attr(inst, "groups") != 1:
             return None
         if len(inst.args) > 2 and not (isinstance(inst.args[2], Global)
                                        and _plain_constant(inst.args[2])):
             return None
-    elif inst.opname != "matmul":
+    elif not inst.isa(MATMUL):
         return None
     w = inst.args[1]
     if not isinstance(w, Value) or not isinstance(w.type, TensorType) or \
-            (inst.opname == "matmul" and w.type.rank != 2) or _weight_global(w) is None:
+            (inst.isa(MATMUL) and w.type.rank != 2) or _weight_global(w) is None:
         return None
     axis, _ = _out_axis(inst)
     return inst.results[0].type.shape[axis]
@@ -343,7 +344,7 @@ def _reads_split_inputs(inst: Instruction, parted: dict[int, Parted]) -> bool:
     p = parted.get(id(inst.args[0]))
     summable = inst.results[0].type.element.name in ("f32", "f64")    # MPI_SUM's types
     return p is not None and p.axis == _in_axis(inst)[0] and summable and \
-        (inst.opname != "conv2d" or attr(inst, "groups") == 1)
+        (not inst.isa(CONV2D) or attr(inst, "groups") == 1)
 
 
 def _split_inputs(module: Module, inst: Instruction, ranks: int,
@@ -362,7 +363,7 @@ def _split_inputs(module: Module, inst: Instruction, ranks: int,
                                 attrs=dict(inst.attrs), names=[f"{name}.partial"])
     partial.loc = inst.loc
     whole = inst.results[0].type
-    scatter = inst.opname == "conv2d" and math.prod(whole.shape[:axis]) == 1 \
+    scatter = inst.isa(CONV2D) and math.prod(whole.shape[:axis]) == 1 \
         and whole.shape[axis] % ranks == 0
     if scatter:
         total = build.create_inst("reduce_scatter", partial.results[0],
@@ -387,15 +388,11 @@ def _reshaped_global(module: Module, g: Global, shape: tuple[int, ...]) -> Globa
                       np.asarray(constant_value(g)).reshape(shape))
 
 
-# Ops that compute each channel (axis 1) from the same channel alone.
-CHANNEL_WISE = frozenset({"max_pool2d", "avg_pool2d", "global_avg_pool2d"})
-
-
 def _stays_split(inst: Instruction, parted: dict[int, Parted]) -> bool:
     """An element-wise op of a split value whose other operands are split the same way
     or constants it can slice, or a pooling of a value split by channels."""
     d = inst.opdef
-    if inst.opname in CHANNEL_WISE:
+    if d is not None and d.channel_wise:
         p = parted.get(id(inst.args[0]))
         return p is not None and p.axis == 1
     if d is None or SCALAR_FORM not in d.traits or len(inst.results) != 1 \

@@ -29,13 +29,15 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
+from swir.ops import BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, MATMUL
+from swir.ops.registry import OpDef
 from swir.ops.util import attr
 from swir.parallel import processes
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
-PRODUCERS = ("conv2d", "conv_transpose2d", "matmul")
+PRODUCERS = (CONV2D, CONV_TRANSPOSE2D, MATMUL)
 
 
 @dataclass
@@ -55,7 +57,7 @@ class FoldBatchNorm(Pass):
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         folded = 0
-        norms = [i for i in module.walk() if i.opname == "batch_norm"]
+        norms = [i for i in module.walk() if i.isa(BATCH_NORM)]
         self._measure_ahead(module, norms)
         self.progress.total(len(norms), "batch norm")
         for bn in norms:
@@ -137,9 +139,9 @@ def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:
     pattern matches but a condition fails, why not."""
     p = bn.args[0]
     producer = getattr(p, "owner", None)
-    if not isinstance(producer, Instruction) or producer.opname not in PRODUCERS:
+    if not isinstance(producer, Instruction) or not producer.isa(*PRODUCERS):
         return None, None
-    if producer.opname == "matmul" and not _is_matrix_product(producer):
+    if producer.isa(MATMUL) and not _is_matrix_product(producer):
         return None, "matmul not rank 2"
     if len(p.uses) != 1:  # the other users need the value before the batch_norm
         return None, "producer has other uses"
@@ -167,17 +169,17 @@ def folded_parameters(bn: Instruction, producer: Instruction) -> tuple[np.ndarra
     # inf and nan (var + eps = 0, an overflow of dtype) are refused by the caller.
     with np.errstate(all="ignore"):
         factor = scale / np.sqrt(var + eps)  # as the batch_norm kernel computes it
-        weight = weight * channel_factor(producer.opname, weight.shape, groups, factor)
+        weight = weight * channel_factor(producer.opdef, weight.shape, groups, factor)
         return weight.astype(dtype), ((bias - mean) * factor + shift).astype(dtype)
 
 
-def channel_factor(opname: str, weight_shape: tuple[int, ...], groups: int,
+def channel_factor(op: OpDef, weight_shape: tuple[int, ...], groups: int,
                    factor: np.ndarray) -> np.ndarray:
     """``factor`` arranged to multiply each weight element by the factor of the
     output channel it contributes to."""
-    if opname == "conv2d":        # O x C/g x kH x kW: axis 0 is the output channel
+    if op is CONV2D:              # O x C/g x kH x kW: axis 0 is the output channel
         return factor[:, None, None, None]
-    if opname == "matmul":        # K x N: the columns are the channels
+    if op is MATMUL:              # K x N: the columns are the channels
         return factor[None, :]
     # conv_transpose2d, C x O/g x kH x kW: weight[c, j] feeds output channel
     # (c // (C/g)) * (O/g) + j.
@@ -201,7 +203,7 @@ def _rewrite(module: Module, bn: Instruction, producer: Instruction,
     w = new_global(module, f"{base}.weight", w_type, weight)
     b = new_global(module, f"{base}.bias", TensorType(bias.shape, w_type.element), bias)
     build = Builder(producer.parent, producer)
-    if producer.opname == "matmul":
+    if producer.isa(MATMUL):
         mm = build.create_inst("matmul", producer.args[0], w, names=[producer.results[0].name])
         new = build.create_inst("add", mm.results[0], b, names=[out.name])
         mm.loc = producer.loc
@@ -210,7 +212,7 @@ def _rewrite(module: Module, bn: Instruction, producer: Instruction,
                                 attrs=dict(producer.attrs), names=[out.name])
     new.loc = bn.loc
     out.replace_all_uses_with(new.results[0])
-    return [mm, new] if producer.opname == "matmul" else [new]
+    return [mm, new] if producer.isa(MATMUL) else [new]
 
 
 def _undo(module: Module, bn: Instruction, made: list[Instruction]) -> None:

@@ -31,17 +31,18 @@ from swir.ir.core import (
 from swir.ir.constants import constant_value, is_constant
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import ScalarType, ShapedType, TensorType, Type
+from swir.ops import CALL, CONST
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.printer import INLINE_ELEMENTS, array_dense, is_splat
 
-NOT_FOLDED = ("const", "call")  # already constant; a call is not evaluated here
+NOT_FOLDED = (CONST, CALL)  # already constant; a call is not evaluated here
 
 
 def is_candidate(inst: Instruction) -> bool:
     """Pure, region-free, with a used result, and every operand a constant."""
     d = inst.opdef
     if d is None or not d.pure or d.reads_memory or d.terminator or inst.regions \
-            or inst.opname in NOT_FOLDED:
+            or inst.isa(*NOT_FOLDED):
         return False
     if not any(r.has_uses for r in inst.results):
         return False  # dead: -dce removes it, folding would only add a global
@@ -161,7 +162,7 @@ def fold(inst: Instruction) -> list[np.ndarray] | None:
     (the hook for constant folding); None if it cannot be folded."""
     d = inst.opdef
     if d is None or not d.pure or d.reads_memory or inst.regions or not inst.results \
-            or inst.opname in ("const", "call"):
+            or inst.isa(CONST, CALL):
         return None
     if not all(isinstance(s, Value) for s in inst.args):
         return None

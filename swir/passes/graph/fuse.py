@@ -49,6 +49,7 @@ from swir.analysis.trial import Cost, measure_ahead, ops_module, plan_options, t
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType
+from swir.ops import TRANSPOSE
 from swir.ops.registry import INLINABLE, SCALAR_FORM, Category
 from swir.parallel import processes
 from swir.passes import options
@@ -238,5 +239,5 @@ def _inlinable(inst: Instruction) -> bool:
 
 def _constant_transpose(g: Group) -> bool:
     """A weight read through a permutation (-layout's form)."""
-    return len(g.ops) == 1 and g.ops[0].opname == "transpose" \
+    return len(g.ops) == 1 and g.ops[0].isa(TRANSPOSE) \
         and isinstance(g.ops[0].operands[0], Global)

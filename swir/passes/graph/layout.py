@@ -60,17 +60,16 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Dense, Global, Instruction, Module, Value, value_key
 from swir.ir.fused import group
 from swir.ir.types import TensorType
+from swir.ops.registry import OpDef, all_ops
 from swir.parallel import processes
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 
-# op -> (the weight's axes as the op reads them, the other layouts tried).
+# op name -> (the weight's axes as the op reads them, the other layouts tried):
+# the ops' OpDef.weight_layout, as a table for reports and tests.
 LAYOUTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "matmul": ("KN", ("NK",)),
-    "conv2d": ("OIHW", ("OHWI", "IHWO", "HWIO")),
-    "conv_transpose2d": ("IOHW", ("OHWI", "IHWO", "HWIO")),
-}
+    op.name: op.weight_layout for op in all_ops() if op.weight_layout is not None}
 WEIGHT = 1  # the weight's operand position in each of these ops
 @dataclass(frozen=True)
 class Decision:
@@ -138,7 +137,7 @@ class Layout(Pass):
             return
         trials: dict[tuple, Module] = {}
         for op in candidates:
-            axes, others = LAYOUTS[op.opname]
+            axes, others = op.opdef.weight_layout
             for perm in [None, *(permutation(axes, layout) for layout in others)]:
                 if (_key(op), perm) not in trials:
                     try:
@@ -156,7 +155,7 @@ class Layout(Pass):
 
     def _measure(self, op: Instruction) -> Decision:
         """The cheapest layout by the trial kernels' DMA (None: as it is)."""
-        axes, others = LAYOUTS[op.opname]
+        axes, others = op.opdef.weight_layout
         base = self._cost(op, None)
         if base is None:
             return Decision(None)
@@ -184,14 +183,15 @@ class Layout(Pass):
 
 
 def _candidate(inst: Instruction) -> bool:
-    """An op of LAYOUTS whose weight is a constant of the expected rank."""
-    if inst.opname not in LAYOUTS or len(inst.results) != 1 or inst.regions:
+    """An op with a weight_layout (LAYOUTS) whose weight is a constant of the expected rank."""
+    d = inst.opdef
+    if d is None or d.weight_layout is None or len(inst.results) != 1 or inst.regions:
         return False
     if len(inst.args) <= WEIGHT or not all(isinstance(s, Value) for s in inst.args):
         return False
     w = inst.args[WEIGHT]
     return isinstance(w, Value) and isinstance(w.type, TensorType) and is_constant(w) \
-        and w.type.rank == len(LAYOUTS[inst.opname][0])
+        and w.type.rank == len(d.weight_layout[0])
 
 
 def _key(op: Instruction) -> tuple:
@@ -244,7 +244,7 @@ class _Copies:
         if key not in self._copy:
             w = op.args[WEIGHT]
             assert isinstance(w, Value)
-            g = _store(self.module, w, layout, op.opname, self._last.get(id(w)))
+            g = _store(self.module, w, layout, op.opdef, self._last.get(id(w)))
             self._copy[key] = self._last[id(w)] = g
             self._weights[id(w)] = w
             self.made += 1
@@ -257,11 +257,11 @@ class _Copies:
                 self.module.remove(w)
 
 
-def _store(module: Module, w: Value, layout: str, opname: str,
+def _store(module: Module, w: Value, layout: str, opdef: OpDef,
            after: Global | None) -> Global:
     """A new global ``<W>_<layout>`` holding the weight permuted, after
     ``after`` or W's global (or after the last global, for a ``const`` weight)."""
-    axes = LAYOUTS[opname][0]
+    axes = opdef.weight_layout[0]
     try:
         array = constant_value(w)
     except Diagnostic as e:  # a weight file that cannot be read
@@ -281,7 +281,7 @@ def _read_through(op: Instruction, g: Global, layout: str) -> None:
     """Make ``op`` read ``g`` through the transpose back to the op's layout."""
     w = op.args[WEIGHT]
     assert isinstance(w, Value)
-    perm = permutation(LAYOUTS[op.opname][0], layout)
+    perm = permutation(op.opdef.weight_layout[0], layout)
     t = Builder(op.parent, op).create_inst("transpose", g, attrs={"perm": inverse(perm)},
                                            names=[w.name])
     t.loc = op.loc

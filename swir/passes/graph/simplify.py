@@ -75,19 +75,16 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import ScalarType, ShapedType, Type
+from swir.ops import (ABS, CAST, DIV, FLATTEN, MUL, NEG, RELU, RESHAPE, SQUEEZE, TRANSPOSE,
+                      UNSQUEEZE)
+from swir.ops.registry import OpDef, all_ops
 from swir.ops.util import attr
 from swir.passes.manager import AnalysisManager, Pass
 
 # Larger constants are weights, not identities: never read them.
 MAX_CONSTANT_ELEMENTS = 1024
 
-RESHAPES = ("reshape", "flatten", "squeeze", "unsqueeze")
-
-# The constant c with x OP c == x for every x. Floats need the zero's sign:
-# x + (-0.0) and x - (+0.0) keep -0.0, while x + (+0.0) would not. As an
-# integer, -0.0 is 0.
-RIGHT_NEUTRAL = {"add": -0.0, "sub": 0.0, "mul": 1.0, "div": 1.0}
-LEFT_NEUTRAL = {"add": -0.0, "mul": 1.0}
+RESHAPES = (RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE)
 
 # A rewrite: None, or (statistic, the value that replaces the instruction's result).
 Rewrite = tuple[str, Value] | None
@@ -110,11 +107,11 @@ class Simplify(Pass):
         changed = False
         while worklist:
             inst = worklist.pop()
-            if inst.parent is None or inst.opname not in rules or not _simple(inst) \
+            if inst.parent is None or inst.opdef not in rules or not _simple(inst) \
                     or not inst.result.has_uses:
                 continue  # erased meanwhile, nothing to try, or dead (for -dce)
             self._created = []
-            hit = _first(rules[inst.opname], inst)
+            hit = _first(rules[inst.opdef], inst)
             if hit is None:
                 continue
             stat, new = hit
@@ -126,14 +123,14 @@ class Simplify(Pass):
             changed = True
         return changed
 
-    def _rules(self) -> dict[str, list[Callable[[Instruction], Rewrite]]]:
-        rules: dict[str, list[Callable[[Instruction], Rewrite]]] = {
-            "add": [_neutral_operand], "sub": [_neutral_operand],
-            "mul": [_neutral_operand, self._negation],
-            "div": [_neutral_operand, self._reciprocal],
-            "transpose": [self._transpose], "cast": [self._cast],
-            "neg": [self._unary_pair], "relu": [self._unary_pair], "abs": [self._unary_pair],
-        }
+    def _rules(self) -> dict[OpDef, list[Callable[[Instruction], Rewrite]]]:
+        rules: dict[OpDef, list[Callable[[Instruction], Rewrite]]] = {
+            op: [_neutral_operand] for op in all_ops() if op.right_identity is not None}
+        rules[MUL] = rules[MUL] + [self._negation]
+        rules[DIV] = rules[DIV] + [self._reciprocal]
+        rules.update({TRANSPOSE: [self._transpose], CAST: [self._cast],
+                      NEG: [self._unary_pair], RELU: [self._unary_pair],
+                      ABS: [self._unary_pair]})
         for op in RESHAPES:
             rules[op] = [self._reshape]
         return rules
@@ -179,7 +176,7 @@ class Simplify(Pass):
     def _transpose(self, inst: Instruction) -> Rewrite:
         x = inst.operands[0]
         perm = _perm(inst)
-        inner = _defined_by(x, ("transpose",))
+        inner = _defined_by(x, (TRANSPOSE,))
         if inner is not None:
             inner_perm = _perm(inner)
             perm = [inner_perm[p] for p in perm]
@@ -210,7 +207,7 @@ class Simplify(Pass):
         x, out = inst.operands[0], inst.result.type
         if x.type == out:
             return "no-op casts removed", x
-        inner = _defined_by(x, ("cast",))
+        inner = _defined_by(x, (CAST,))
         if inner is None or not _widens(inner.operands[0].type, x.type):
             return None
         source = inner.operands[0]
@@ -221,15 +218,14 @@ class Simplify(Pass):
 
     def _unary_pair(self, inst: Instruction) -> Rewrite:
         x = inst.operands[0]
-        inner = _defined_by(x, ("neg", "relu", "abs"))
+        inner = _defined_by(x, (NEG, RELU, ABS))
         if inner is None:
             return None
-        pair = (inst.opname, inner.opname)
-        if pair == ("neg", "neg"):
+        if inst.isa(NEG) and inner.isa(NEG):
             return "unary pairs folded", inner.operands[0]
-        if pair in (("relu", "relu"), ("abs", "abs")):
+        if inst.isa(RELU, ABS) and inner.isa(inst.opdef):
             return "unary pairs folded", x
-        if pair == ("abs", "neg"):
+        if inst.isa(ABS) and inner.isa(NEG):
             return "unary pairs folded", self._build(inst, "abs", inner.operands[0],
                                                      name=inst.result.name)
         return None
@@ -261,9 +257,10 @@ class _Worklist:
 # -- rewrites that need no new instructions ------------------------------------------
 
 def _neutral_operand(inst: Instruction) -> Rewrite:
-    x = _operand_beside_splat(inst, RIGHT_NEUTRAL[inst.opname], both_sides=False)
-    if x is None and inst.opname in LEFT_NEUTRAL:
-        x = _operand_beside_splat(inst, LEFT_NEUTRAL[inst.opname], both_sides=True)
+    op = inst.opdef
+    x = _operand_beside_splat(inst, op.right_identity, both_sides=False)
+    if x is None and op.left_identity is not None:
+        x = _operand_beside_splat(inst, op.left_identity, both_sides=True)
     return None if x is None else ("neutral operations removed", x)
 
 
@@ -304,10 +301,10 @@ def _producers(inst: Instruction) -> list[Instruction]:
     return [o for o in owners if isinstance(o, Instruction)]
 
 
-def _defined_by(v: Value, opnames: tuple[str, ...]) -> Instruction | None:
-    """The instruction defining v if it is one of opnames (in the simple form)."""
+def _defined_by(v: Value, ops: tuple[OpDef, ...]) -> Instruction | None:
+    """The instruction defining v if it is one of ops (in the simple form)."""
     owner = getattr(v, "owner", None)
-    if isinstance(owner, Instruction) and owner.opname in opnames and _simple(owner):
+    if isinstance(owner, Instruction) and owner.isa(*ops) and _simple(owner):
         return owner
     return None
 

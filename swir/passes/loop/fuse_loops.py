@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Module
+from swir.ops import FOR, PARALLEL
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.transforms.loops import TransformError, fuse_loops, loop_name, select_loop
 
@@ -29,7 +30,7 @@ class FuseLoops(Pass):
             assert block is not None
             k = block.index_of(first)
             second = block.instructions[k + 1] if k + 1 < len(block.instructions) else None
-            if second is None or second.opname not in ("for", "parallel"):
+            if second is None or not second.isa(FOR, PARALLEL):
                 what = "nothing" if second is None else f"a '{second.opname}'"
                 raise TransformError(f"cannot fuse loop {loop_name(first)}: it is followed by "
                                      f"{what}, not a loop", first.loc)

@@ -38,10 +38,9 @@ from swir.ir.fused import body, structural_key
 from swir.ir.types import TensorType, Type
 from swir.lowering import OpLowering, param_names, rule_for
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
-from swir.ops.collective import HOST_FORM
+from swir.ops import BR, CALL, COND_BR, CONST, FUSED, RETURN, YIELD
+from swir.ops.collective import HOST_FORM_OF
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-
-_CONTROL = {"call", "return", "br", "cond_br"}
 
 
 def is_tensor(v: Value) -> bool:
@@ -111,7 +110,7 @@ class ModuleLowering:
         types, constant tables); shared with an earlier identical instruction."""
         key = (inst.opname, tuple(str(v.type) for v in inst.operands),
                tuple(str(r.type) for r in inst.results), tuple(sorted(inst.attrs.items())),
-               structural_key(inst) if inst.opname == "fused" else None)
+               structural_key(inst) if inst.isa(FUSED) else None)
         if self.p.share_kernels and key in self.kernels:
             f = self.kernels[key]
             return f, self.extras[f.name]
@@ -128,7 +127,7 @@ class ModuleLowering:
         ins = list(inst.operands)
         names = param_names(low, len(ins), len(inst.results))
         base = inst.opname
-        if inst.opname == "fused":
+        if inst.isa(FUSED):
             names = fused_param_names(inst)
             base = fused_kernel_name(inst)
         types = [buffer_type(v.type) for v in ins] + [buffer_type(r.type) for r in inst.results]
@@ -210,7 +209,7 @@ class FunctionLowering:
 
     def _direct_outputs(self) -> dict[Value, Value]:
         """Values the only ``return`` returns, computed here: written in place."""
-        returns = [i for i in self.old.walk() if i.opname == "return"]
+        returns = [i for i in self.old.walk() if i.isa(RETURN)]
         if len(returns) != 1:
             return {}
         direct: dict[Value, Value] = {}
@@ -227,21 +226,20 @@ class FunctionLowering:
         return buf
 
     def lower_inst(self, b: Builder, inst: Instruction) -> None:
-        op = inst.opname
-        if op == "const" and inst.results and is_tensor(inst.results[0]):
+        if inst.isa(CONST) and inst.results and is_tensor(inst.results[0]):
             slot = inst.args[0]
             assert isinstance(slot, DenseSlot)
             g = Builder.global_(self.ml.m, self.ml.unique(inst.results[0].name or "cst"),
                                 buffer_type(inst.results[0].type), init=slot.dense)
             self.map[inst.results[0]] = g
-        elif op == "call":
+        elif inst.isa(CALL):
             self.lower_call(b, inst)
-        elif op == "return":
+        elif inst.isa(RETURN):
             self.lower_return(b, inst)
-        elif op in ("br", "cond_br"):
+        elif inst.isa(BR, COND_BR):
             self.lower_branch(b, inst)
-        elif op in HOST_FORM:       # a collective: a host MPI call, not a kernel
-            b.create_inst(HOST_FORM[op], self.value(inst.args[0]),
+        elif inst.opdef in HOST_FORM_OF:       # a collective: a host MPI call, not a kernel
+            b.create_inst(HOST_FORM_OF[inst.opdef].name, self.value(inst.args[0]),
                           self.result_buffer(inst.results[0]), attrs=dict(inst.attrs))
         elif any(is_tensor(v) for v in list(inst.operands) + list(inst.results)):
             kernel, extras = self.ml.kernel(inst)
@@ -252,7 +250,7 @@ class FunctionLowering:
                      for e, p in zip(extras, kernel.params[-len(extras):] if extras else [])]
             b.create_inst("call", Apply(kernel.name, tuple(args)))
         else:
-            new = b.create_inst(op, *[self.slot(a) for a in inst.args],
+            new = b.create_inst(inst.opname, *[self.slot(a) for a in inst.args],
                                 types=[r.type for r in inst.results], attrs=dict(inst.attrs),
                                 names=[r.name for r in inst.results])
             for r, nr in zip(inst.results, new.results):
@@ -305,7 +303,7 @@ class FunctionLowering:
             scalars = tuple(self.value(v) for v, dst in zip(s.args, self.phis[s.block])
                             if dst is None)
             moves = self.moves(s)
-            if moves and inst.opname != "br":
+            if moves and not inst.isa(BR):
                 edge = Block(f"{target.label or 'bb'}_edge")
                 self.new.body.add_block(edge)
                 eb = Builder(edge)
@@ -339,7 +337,7 @@ def reject_recursion(funcs: list[Function]) -> None:
     """Every tensor gets one static buffer, so a function that can call itself
     would overwrite its caller's tensors: refuse, at the call that closes the
     cycle."""
-    calls = {f.name: [(i, i.args[0].callee) for i in f.walk() if i.opname == "call"]
+    calls = {f.name: [(i, i.args[0].callee) for i in f.walk() if i.isa(CALL)]
              for f in funcs}
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
 
@@ -360,7 +358,7 @@ def reject_recursion(funcs: list[Function]) -> None:
 
 def fused_kernel_name(inst: Instruction) -> str:
     """``conv2d_add_relu``: the group's ops in order, each once, at most four."""
-    ops = list(dict.fromkeys(i.opname for i in body(inst).instructions if i.opname != "yield"))
+    ops = list(dict.fromkeys(i.opname for i in body(inst).instructions if not i.isa(YIELD)))
     return "_".join(ops[:4])
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Apply, Function, Global, Instruction, Module
 from swir.ir.types import MAX_BYTES
+from swir.ops import FOR, JOIN, PARALLEL, SPAWN
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option, power_of_two
 
 
@@ -282,7 +283,7 @@ class Lifetimes:
         args = [v for v in inst.operands if isinstance(v, Global) and v.kind == "buffer"]
         for g in args:
             span.use(g)
-        if inst.opname == "join":
+        if inst.isa(JOIN):
             for g in pending:
                 span.use(g)
             pending.clear()
@@ -290,10 +291,10 @@ class Lifetimes:
             start = span.t
             for r in inst.regions:
                 self.region_uses(r, span)
-            if inst.opname in ("for", "parallel"):
+            if inst.isa(FOR, PARALLEL):
                 span.hold_since(start)
             return
-        if inst.opname == "spawn":           # one or more kernels, in use until the join
+        if inst.isa(SPAWN):           # one or more kernels, in use until the join
             for app in inst.args:
                 callee = self.m.lookup(app.callee) if isinstance(app, Apply) else None
                 if isinstance(callee, Function) and callee.body is not None:

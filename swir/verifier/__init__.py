@@ -29,7 +29,7 @@ from typing import Any
 from swir.analysis.calling import all_written_params, writes_global
 from swir.analysis.dominance import dominator_sets
 from swir.diagnostics import Diagnostic, Location
-from swir.ir.affine import Compound, Expr
+from swir.ir.affine import Expr
 from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument, Constraint, Dense, FileInit,
                           FuncParam, Function, Global, Instruction, Module, Range, Region,
                           Result, Value, slot_values)
@@ -38,16 +38,19 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
-from swir.ops.collective import HOST_FORM
+from swir.ops import (CALL, CHUNK, CONST, COPY_IN, CPE_ID, DMA_BCAST, DYN_INDEX, FUSED, IF,
+                      LDM_ALLOC, RETURN)
+from swir.ops.collective import HOST_FORM_OF
 from swir.ops.registry import OpError, lookup
 
-COLLECTIVES = frozenset(HOST_FORM) | frozenset(HOST_FORM.values())
-from swir.ops.util import attr_or_default, check_dense
+COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
+from swir.ops.util import check_dense, value_ref
 from swir.target import DEFAULT_TARGET, TARGETS, target_of
+from swir.verifier.bounds import IndexBounds, TooComplex
 
 MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
-_SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
+_SYMBOL_OPS = (CPE_ID, CHUNK, CONST, DYN_INDEX)
 
 # Every arena offset is a multiple of this (-mem-plan's align is at least it).
 ARENA_ALIGN = DEFAULT_TARGET.write_block
@@ -86,23 +89,14 @@ def _legal_type(t: Type, stage: str) -> str | None:
     return None
 
 
-class _Verifier:
+class _ModuleChecks:
+    """The reporting every check shares, and the checks of the module's
+    attributes (ranks, split) and globals."""
+
     def __init__(self, module: Module) -> None:
         self.m = module
         self.errors: list[Diagnostic] = []
-        self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
-        self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
-        # id(loop variable) -> (lower bound, upper bound, nesting depth)
-        self.loop_bounds: dict[int, tuple[Expr, Expr, int]] = {}
-        self._budget = _BOUNDS_BUDGET
-        self.guards: list[dict[tuple, list[int]]] = []
-        self._substituted: set[int] = set()  # symbols being bounded through a guard
-        self.func: Function | None = None
-        # each function's written parameters (calling.all_written_params), found
-        # at the first broadcast from a parameter
-        self.written: dict[int, set[int]] | None = None
-        ldm = module_attr_ldm(module)
-        self.ldm_bytes = ldm
+        self.func: Function | None = None   # the function being checked
 
     # -- reporting -------------------------------------------------------------------------
     def error(self, message: str, loc: Location | None, where: str = "") -> None:
@@ -117,22 +111,6 @@ class _Verifier:
         self.error(f"'{inst.opname}' op {message}", inst.loc, where=f"in {fn}")
 
     # -- module ------------------------------------------------------------------------------
-    def run(self) -> list[Diagnostic]:
-        m = self.m
-        if m.stage not in STAGES:
-            self.error(f"unknown stage '{m.stage}'", m.loc)
-            return self.errors
-        if "target" in m.attrs and m.attrs["target"] not in TARGETS:
-            self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
-                       m.loc)
-        self.ranks()
-        for g in m.globals:
-            self.global_(g)
-        for f in m.functions:
-            self.func = f
-            self.function(f)
-        return self.errors
-
     def ranks(self) -> None:
         """``{ranks = N, split = "data" | "model"}`` (-distribute): the ranks that run
         the module, and how they share it; each per-rank global and each collective
@@ -154,20 +132,21 @@ class _Verifier:
         if m.attrs.get("split") == "data":
             self.batched_ports()
         for inst in m.walk():
-            if inst.opname not in COLLECTIVES:
+            if not inst.isa(*COLLECTIVES):
                 continue
             if inst.attrs.get("ranks") != n:
                 self.error(f"'{inst.opname}' op gathers from {inst.attrs.get('ranks')!r} ranks; "
                            f"the module runs on {n}", inst.loc)
             region = inst.parent.parent if inst.parent is not None else None
-            if getattr(getattr(region, "parent", None), "opname", None) == "fused":
+            owner = getattr(region, "parent", None)
+            if isinstance(owner, Instruction) and owner.isa(FUSED):
                 self.error(f"'{inst.opname}' op in a fused group: a collective is a host MPI "
                            "call between kernels, not part of one", inst.loc)
 
     def batched_ports(self) -> None:
         """A data split cuts every parameter and result of the program's
         functions along its leading axis (the batch): each must have one."""
-        called = {i.args[0].callee for i in self.m.walk() if i.opname == "call"}
+        called = {i.args[0].callee for i in self.m.walk() if i.isa(CALL)}
         for f in self.m.functions:
             if f.name in called or f.kind != "func" or f.target == "cpe":
                 continue
@@ -242,6 +221,36 @@ class _Verifier:
         elif not all(isinstance(p.type, BufType) for p in f.params[len(f.params) - n:]):
             self.error("'outputs' parameters must be buffers", f.loc, where)
 
+
+class _Verifier(_ModuleChecks):
+    def __init__(self, module: Module) -> None:
+        super().__init__(module)
+        self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
+        self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
+        self.index = IndexBounds()   # the loops and guards around the instruction
+        # each function's written parameters (calling.all_written_params), found
+        # at the first broadcast from a parameter
+        self.written: dict[int, set[int]] | None = None
+        ldm = module_attr_ldm(module)
+        self.ldm_bytes = ldm
+
+    # -- module ------------------------------------------------------------------------------
+    def run(self) -> list[Diagnostic]:
+        m = self.m
+        if m.stage not in STAGES:
+            self.error(f"unknown stage '{m.stage}'", m.loc)
+            return self.errors
+        if "target" in m.attrs and m.attrs["target"] not in TARGETS:
+            self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
+                       m.loc)
+        self.ranks()
+        for g in m.globals:
+            self.global_(g)
+        for f in m.functions:
+            self.func = f
+            self.function(f)
+        return self.errors
+
     def function(self, f: Function) -> None:
         where = f"@{f.name}"
         stage = self.m.stage
@@ -304,10 +313,11 @@ class _Verifier:
                 if not last:
                     self.op_error(inst, "is a terminator and must end its block")
                     continue
-                ends_owner = d.ends is not None and \
-                    getattr(b.parent.parent, "opname", None) == d.ends
+                owner = b.parent.parent
+                ends_owner = d.ends is not None and isinstance(owner, Instruction) and \
+                    owner.isa(d.ends)
                 if structured and not ends_owner and \
-                        (inst.opname != "return" or not is_function_body):
+                        (not inst.isa(RETURN) or not is_function_body):
                     self.op_error(inst, "cannot end a structured region")
                     continue
             self.instruction(inst)
@@ -373,8 +383,8 @@ class _Verifier:
             self.op_error(inst, str(e))
             return
         if self.m.stage != "graph" and len(self.errors) == n_before:
-            self.bounds(inst)
-        if inst.opname == "dma_bcast":
+            self.bounds(inst, d)
+        if inst.isa(DMA_BCAST):
             self.broadcast_source(inst)
         self.nested(inst, d)
 
@@ -409,17 +419,17 @@ class _Verifier:
             iv = body.blocks[0].args[0] if body.blocks[0].args else None
             if iv is not None:
                 lb, ub = (a if isinstance(a, Expr) else Expr.of(a) for a in inst.args[:2])
-                self.loop_bounds[id(iv)] = (lb, ub, len(self.loop_bounds))
+                self.index.loop_bounds[id(iv)] = (lb, ub, len(self.index.loop_bounds))
             self.region(body, structured=True)
             if iv is not None:
-                del self.loop_bounds[id(iv)]
+                del self.index.loop_bounds[id(iv)]
             return
-        if inst.opname == "if":
-            guards = self._guards(inst)
+        if inst.isa(IF):
+            guards = self.index.guards_of(inst)
             for i, r in enumerate(inst.regions):
-                self.guards.append(guards if i == 0 else self._negated(inst))
+                self.index.guards.append(guards if i == 0 else self.index.negated_guards(inst))
                 self.region(r, structured=True)
-                self.guards.pop()
+                self.index.guards.pop()
             return
         for r in inst.regions:
             self.region(r, structured=True)
@@ -508,269 +518,45 @@ class _Verifier:
                         "variable nor an index symbol")
         return None
 
-    # Bounds of index expressions. min/max are distributed first (so terms in
-    # the same loop variable cancel), then loop variables are replaced,
-    # innermost first, by their (possibly symbolic) bounds,
-    # so remainder tiles like ``64*%io + %ii`` with ``%ii < min(64, 1000 - 64*%io)``
-    # are bounded exactly (by 999) rather than by plain interval arithmetic.
-    def _bounds(self, e: Expr) -> tuple[int, int] | None:
-        hi, lo = self._hi(e), self._hi(-e)
-        if hi is None or lo is None:
-            return None
-        return -lo, hi
-
-    def _hi(self, e: Expr) -> int | None:
-        """An upper bound of e over every iteration, or None if unbounded."""
-        best = self._guard_hi(e)
-        found = self._hi_unguarded(e)
-        if found is None:
-            return best
-        return found if best is None else min(best, found)
-
-    def _guard_hi(self, e: Expr) -> int | None:
-        """The tightest upper bound enclosing ``if`` guards give e (or its negation)."""
-        lin = e.linear_part()
-        key, neg_key, out = lin.key(), (-lin).key(), None
-        for guards in self.guards:
-            cands = []
-            g = guards.get(key)
-            if g is not None and g[1] < _INF:
-                cands.append(g[1])
-            g = guards.get(neg_key)
-            if g is not None and g[0] > -_INF:
-                cands.append(-g[0])
-            for c in cands:
-                out = c + e.const if out is None else min(out, c + e.const)
-        return out
-
-    def _guard_bounds(self, iv: Value) -> tuple[list[Expr], list[Expr]]:
-        """Upper and lower bounds of ``iv`` from enclosing guards lo <= L <= hi
-        whose linear part L has ``iv`` with coefficient +-1 (the rest of L may
-        hold other symbols: t < %hi - 1 bounds t by %hi - 2)."""
-        tops: list[Expr] = []
-        bottoms: list[Expr] = []
-        for guards in self.guards:
-            for entry in guards.values():
-                lo, hi, lin = entry
-                c = next((c for a, c in lin.terms if a is iv), 0)
-                if c in (1, -1) and any(id(a) in self._substituted
-                                         for a in lin.values() if a is not iv):
-                    continue
-                if c not in (1, -1):
-                    continue
-                rest = lin - Expr.of(iv).scale(c)      # L = c*iv + rest
-                if any(id(a) in self.loop_bounds for a in rest.values()):
-                    continue   # a guard between loop variables: may go in circles
-                if c == 1:
-                    if hi < _INF:
-                        tops.append(Expr.of(hi) - rest)
-                    if lo > -_INF:
-                        bottoms.append(Expr.of(lo) - rest)
-                else:
-                    if hi < _INF:
-                        bottoms.append(rest - hi)
-                    if lo > -_INF:
-                        tops.append(rest - lo)
-        return tops, bottoms
-
-    def _hi_unguarded(self, e: Expr) -> int | None:
-        self._budget -= 1
-        if self._budget < 0:  # distributing min/max is exponential in the worst case
-            raise _TooComplex
-        for atom, coef in e.terms:
-            if isinstance(atom, Compound) and atom.kind in ("min", "max"):
-                rest = Expr(tuple((a, c) for a, c in e.terms if a is not atom), e.const)
-                his = [self._hi(rest + a.scale(coef)) for a in atom.args]
-                if (atom.kind == "min") == (coef > 0):  # behaves as a min
-                    known = [h for h in his if h is not None]
-                    return min(known) if known else None
-                return None if any(h is None for h in his) else max(his)
-        iv = self._innermost_loop_var(e)
-        if iv is not None:
-            coef = dict((id(a), c) for a, c in e.terms)[id(iv)]
-            lb, ub, _ = self.loop_bounds[id(iv)]
-            rest = Expr(tuple((a, c) for a, c in e.terms if a is not iv), e.const)
-            # Enclosing guards on the variable (if %t < 15, if %t < %hi - 1)
-            # tighten its bounds.
-            tops, bottoms = self._guard_bounds(iv)
-            top = Expr.minmax("min", [ub - 1] + tops)
-            bottom = Expr.minmax("max", [lb] + bottoms)
-            return self._hi(rest + (top if coef > 0 else bottom).scale(coef))
-        # A symbol isolated by a guard (if %lo < %hi) is bounded by the other
-        # symbols, once per symbol on the way (guards may relate them in circles).
-        for atom, coef in e.terms:
-            if isinstance(atom, Compound) or id(atom) in self._substituted:
-                continue
-            tops, bottoms = self._guard_bounds(atom)
-            cands = tops if coef > 0 else bottoms
-            if not cands:
-                continue
-            rest = Expr(tuple((a, c) for a, c in e.terms if a is not atom), e.const)
-            self._substituted.add(id(atom))
-            try:
-                plain = self._hi_plain(e)
-                tight = [h for h in (self._hi(rest + c.scale(coef)) for c in cands)
-                         if h is not None]
-            finally:
-                self._substituted.discard(id(atom))
-            known = [h for h in [plain] + tight if h is not None]
-            return min(known) if known else None
-        return self._hi_plain(e)
-
-    def _hi_plain(self, e: Expr) -> int | None:
-        total = e.const
-        for atom, coef in e.terms:
-            r = self._atom_range(atom)
-            if r is None:
-                return None
-            total += coef * (r[1] if coef > 0 else r[0])
-        return total
-
-    def _innermost_loop_var(self, e: Expr) -> Value | None:
-        best, depth = None, -1
-        for atom, _ in e.terms:
-            entry = self.loop_bounds.get(id(atom))
-            if entry is not None and entry[2] > depth:
-                best, depth = atom, entry[2]
-        return best
-
-    def _atom_range(self, atom: object) -> tuple[int, int] | None:
-        # min/max atoms never get here: _hi_unguarded distributes them first.
-        hi, lo = self._guard_hi(Expr.of(atom)), self._guard_hi(-Expr.of(atom))
-        if isinstance(atom, Compound):  # floordiv / ceildiv / mod of one expression
-            r = self._compound_range(atom)
-        else:
-            r = self._symbol_range(atom)
-        if r is None:
-            return None if hi is None or lo is None else (-lo, hi)
-        return (r[0] if lo is None else max(r[0], -lo), r[1] if hi is None else min(r[1], hi))
-
-    def _compound_range(self, atom: Compound) -> tuple[int, int] | None:
-        r = self._bounds(atom.args[0])
-        d = atom.divisor
-        if atom.kind == "mod":
-            return (r[0], r[1]) if r is not None and r[0] >= 0 and r[1] < d else (0, d - 1)
-        if r is None:
-            return None
-        if atom.kind == "floordiv":
-            return r[0] // d, r[1] // d
-        return -(-r[0] // d), -(-r[1] // d)
-
-    def _symbol_range(self, v: object) -> tuple[int, int] | None:
-        if isinstance(v, Result) and v.owner.opname == "cpe_id":
-            return 0, 63
-        # The attributes are checked when their op is, which may be later: a
-        # malformed one leaves the range unknown here.
-        if isinstance(v, Result) and v.owner.opname == "chunk":
-            extent = v.owner.attrs.get("extent", 0)
-            return (0, extent) if _attr_kind_error("int", extent) is None else None
-        if isinstance(v, Result) and v.owner.opname == "dyn_index":
-            bound = v.owner.attrs.get("bound", 1)
-            return (0, bound - 1) if _attr_kind_error("int", bound) is None else None
-        if isinstance(v, Result) and v.owner.opname == "const":
-            c = v.owner.args[0]
-            return (c.const, c.const) if isinstance(c, Expr) and c.is_constant else None
-        return None
-
-    def _guards(self, inst: Instruction) -> dict[tuple, list[int]]:
-        out: dict[tuple, list[int]] = {}
-        for c in inst.args:
-            if isinstance(c, Constraint):
-                _add_guard(out, c.lhs - c.rhs, c.rel)
-        return out
-
-    def _negated(self, inst: Instruction) -> dict[tuple, list[int]]:
-        out: dict[tuple, list[int]] = {}
-        if len(inst.args) == 1 and isinstance(inst.args[0], Constraint):
-            c = inst.args[0]
-            neg = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}[c.rel]
-            _add_guard(out, c.lhs - c.rhs, neg)
-        return out
-
-    def bounds(self, inst: Instruction) -> None:
-        self._budget = _BOUNDS_BUDGET
+    def bounds(self, inst: Instruction, d: Any) -> None:
+        """Every subscript in range over the loops and guards around inst, and
+        the op's own checks of the values its subscripts take."""
+        self.index.reset_budget()
         try:
             why = None
-            padded = inst.opname == "copy_in" and inst.attrs.get("fill") is not None
+            padded = inst.isa(COPY_IN) and inst.attrs.get("fill") is not None
             for s in inst.args:
                 if isinstance(s, Access) and not padded:   # a padded copy may leave %A
-                    why = why or self._access_bounds(s, inst)
-            if why is None and inst.opname in ("copy_in", "copy_out"):
-                why = self._copy_extents(inst)
-            if why is None and inst.opname == "chunk":
-                why = self._chunk_worker(inst)
-        except _TooComplex:
+                    why = why or self._access_bounds(s, inst, d)
+            if why is None and d.verify_ranges is not None:
+                why = d.verify_ranges(inst, self.index)
+        except TooComplex:
             why = "index expressions too complex to bound statically"
         if why:
             self.op_error(inst, why)
 
-    def _copy_extents(self, inst: Instruction) -> str | None:
-        """Every range of a copy is non-empty and fits its LDM dimension, in every iteration."""
-        acc, ldm = (inst.args[0], inst.args[1]) if inst.opname == "copy_in" else \
-            (inst.args[1], inst.args[0])
-        ranges = [i for i in acc.indices if isinstance(i, Range)]
-        for dim, (r, size) in enumerate(zip(ranges, ldm.type.shape)):
-            longest, shortest = self._hi(r.hi - r.lo), self._hi(r.lo - r.hi)
-            if longest is None or shortest is None:
-                return f"cannot bound the extent of copy range {dim} statically"
-            if longest > size:
-                return f"copy range {dim} spans up to {longest} elements, more than LDM dimension {size}"
-            if -shortest < 1:
-                return f"copy range {dim} can be empty (extent down to {-shortest})"
-        return None
-
-    def _chunk_worker(self, inst: Instruction) -> str | None:
-        workers = inst.attrs.get("workers", 0)
-        r = self._bounds(Expr.of(inst.args[0]) if not isinstance(inst.args[0], Expr)
-                         else inst.args[0])
-        if r is None or r[0] < 0 or r[1] >= workers:
-            shown = "unbounded" if r is None else f"[{r[0]}, {r[1]}]"
-            return f"worker id ranges over {shown}, outside [0, {workers - 1}] (workers = {workers})"
-        return None
-
-    def _access_bounds(self, acc: Access, inst: Instruction) -> str | None:
+    def _access_bounds(self, acc: Access, inst: Instruction, d: Any) -> str | None:
         t = acc.base.type
         if not isinstance(t, ShapedType):
             return None
-        name = _vname(acc.base)
+        name = value_ref(acc.base)
         for dim, (ix, size) in enumerate(zip(acc.indices, t.shape)):
             if isinstance(ix, Range):
-                lo, hi = self._bounds(ix.lo), self._bounds(ix.hi)
+                lo, hi = self.index.bounds(ix.lo), self.index.bounds(ix.hi)
                 if lo is None or hi is None:
                     return f"cannot bound subscript {dim} of {name} statically"
                 if lo[0] < 0 or hi[1] > size:
                     return (f"region [{lo[0]}, {hi[1]}) in dimension {dim} of {name} is "
                             f"outside [0, {size})")
                 continue
-            r = self._bounds(ix)
+            r = self.index.bounds(ix)
             if r is None:
                 return f"cannot bound subscript {dim} of {name} statically"
             if r[0] < 0 or r[1] >= size:
                 return (f"subscript {dim} of {name} ranges over [{r[0]}, {r[1]}], outside "
                         f"[0, {size - 1}]")
-        if inst.opname in ("dma_get", "dma_put", "dma_bcast"):
-            return self._dma_span(acc, inst, t)
-        return None
-
-    def _dma_span(self, acc: Access, inst: Instruction, t: ShapedType) -> str | None:
-        """A DMA reads or writes count elements (in blocks, when strided) from its
-        start in main memory; the LDM side is always packed."""
-        count, bsize = inst.attrs.get("count", 0), attr_or_default(inst, "bsize")
-        stride = attr_or_default(inst, "stride")
-        span = count
-        if bsize and not isinstance(t, LDMType):
-            blocks = -(-count // bsize)
-            span = blocks * bsize + (blocks - 1) * stride
-        strides = [1] * t.rank
-        for i in range(t.rank - 2, -1, -1):
-            strides[i] = strides[i + 1] * t.shape[i + 1]
-        offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
-        r = self._bounds(offset)
-        if r is None:
-            return f"cannot bound the DMA start in {_vname(acc.base)} statically"
-        if r[1] + span > t.num_elements:
-            return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
-                    f"{_vname(acc.base)} ({t.num_elements} elements)")
+        if d.verify_access is not None:
+            return d.verify_access(inst, acc, t, self.index)
         return None
 
     # -- LDM -----------------------------------------------------------------------------------------
@@ -778,52 +564,13 @@ class _Verifier:
         total, nested = 0, 0
         for b in region.blocks:
             for inst in b.instructions:
-                if inst.opname == "ldm_alloc" and inst.results:
+                if inst.isa(LDM_ALLOC) and inst.results:
                     t = inst.results[0].type
                     if isinstance(t, LDMType):
                         total += t.slot_bytes    # each buffer starts 32-byte aligned
                 for r in inst.regions:
                     nested = max(nested, self._ldm_need(r))
         return total + nested
-
-
-_INF = float("inf")
-# Steps of the symbolic bounds analysis allowed per instruction; beyond it the
-# access is reported as too complex (failing closed, never silently accepted).
-_BOUNDS_BUDGET = 20000
-
-
-class _TooComplex(Exception):
-    pass
-
-
-def _add_guard(out: dict[tuple, list[int]], d: Expr, rel: str) -> None:
-    """Record ``d REL 0`` as bounds on d's linear part (and, for one scaled
-    variable, c*x + k REL 0, on the variable itself)."""
-    if len(d.terms) == 1 and abs(d.terms[0][1]) > 1 and rel in (">=", ">", "<=", "<"):
-        (atom, c), k = d.terms[0], d.const
-        if rel in (">", "<"):  # integers: x > 0 is x - 1 >= 0
-            k, rel = (k - 1, ">=") if rel == ">" else (k + 1, "<=")
-        if rel == "<=":
-            c, k = -c, -k      # now c*x + k >= 0
-        x = Expr.of(atom)
-        if c > 0:   # x >= ceil(-k / c)
-            _add_guard(out, x - (-(k // c)), ">=")
-        else:       # x <= floor(k / -c)
-            _add_guard(out, x - (k // -c), "<=")
-    lin = d.linear_part()
-    key = lin.key()
-    lo, hi = out.get(key, [-_INF, _INF])[:2]
-    c = d.const
-    if rel in (">=", "=="):
-        lo = max(lo, -c)
-    if rel == ">":
-        lo = max(lo, -c + 1)
-    if rel in ("<=", "=="):
-        hi = min(hi, -c)
-    if rel == "<":
-        hi = min(hi, -c - 1)
-    out[key] = [lo, hi, lin]
 
 
 def _param_writer(m: Module, f: Function, index: int, seen: set[int],
@@ -839,7 +586,7 @@ def _param_writer(m: Module, f: Function, index: int, seen: set[int],
         if g.target != "cpe" or g.body is None or id(g) in seen:
             continue
         for call in g.walk():
-            app = call.args[0] if call.opname == "call" and call.args else None
+            app = call.args[0] if call.isa(CALL) and call.args else None
             if not isinstance(app, Apply) or app.callee != f.name or index >= len(app.args):
                 continue
             a = app.args[index]
@@ -879,7 +626,7 @@ def _is_affine_symbol(v: Value) -> bool:
     if isinstance(v, FuncParam):
         return True
     if isinstance(v, Result):
-        return v.owner.opname in _SYMBOL_OPS
+        return v.owner.isa(*_SYMBOL_OPS)
     return False
 
 
@@ -910,10 +657,6 @@ def _attr_kind_error(kind: str, v: Any) -> str | None:
 
 def _types(ts: list[Type]) -> str:
     return ", ".join(map(str, ts)) if ts else "(none)"
-
-
-def _vname(v: Value) -> str:
-    return f"@{v.name}" if isinstance(v, Global) else f"%{v.name}"
 
 
 def module_attr_ldm(module: Module) -> int:
