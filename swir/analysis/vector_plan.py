@@ -1,6 +1,6 @@
 """Which CPE loop nests become vector micro-kernels, and how: the plan
 swir-cg's code generator writes (swir/codegen/vector.py) and the cost model
-charges (swir/analysis/traffic.py, "compute"). One decision serves both, so
+charges (swir/costmodel/traffic.py, "compute"). One decision serves both, so
 the modeled compute time is that of the code written.
 
 Two shapes of perfect nest (loops directly inside loops, a straight-line body

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import swir
-from swir.analysis.cost import Machine, cost_report
+from swir.costmodel.cost import Machine, cost_report
 from swir.codegen.project import TARGET_HEADER
 from swir.parser import parse_module
 from swir.target import DEFAULT_TARGET, SW26010, SW26010_PRO, TARGETS, target_named

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from swir.analysis.cost import Machine
+from swir.costmodel.cost import Machine
 from swir.passes.buffered.ldm_model import Nest, Tensor, corr
 from swir.target import DEFAULT_TARGET
 

@@ -1,5 +1,5 @@
 """-ldm-plan{strategy=search}: tile sizes and tile-loop orders chosen by the
-SW26010 cost model (swir.analysis.cost), never slower than the paper's
+SW26010 cost model (swir.costmodel.cost), never slower than the paper's
 greedy plan by that model.
 
 The greedy plan (Algorithms 1 and 2) grows tiles in powers of two in a fixed
@@ -25,7 +25,7 @@ does, in three steps:
    the time budget.
 3. **Exact check.** The best few plans by estimate and greedy's plan are
    each applied to a copy of the kernel with only this nest, through
-   -insert-dma, and measured with :func:`swir.analysis.cost.cost_report`
+   -insert-dma, and measured with :func:`swir.costmodel.cost.cost_report`
    (exact counts). The fastest wins; greedy's on a tie. When the copy cannot
    be measured (the nest's trip counts depend on kernel parameters), greedy's
    plan is kept. Counting stops at the end of the budget: the best plan
@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swir.analysis.cost import Machine, cost_report
+from swir.costmodel.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
-from swir.analysis.traffic import CountLimit, TrafficError
+from swir.costmodel.traffic import CountLimit, TrafficError
 from swir.analysis.vector_plan import body_cost, point_cycles_floor, tile_plan
 from swir.analysis.write_blocks import BLOCK
 from swir.ir.builder import Builder

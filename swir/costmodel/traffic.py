@@ -5,7 +5,7 @@ For one call of the root function (by default the one ``swir-run`` picks:
 ``@main``, else the only function with a body), :func:`dma_traffic` gives per
 function exactly the DMA counters the dma-stage interpreter
 (:class:`swir.interp.dma.DMAInterpreter`) reports after running it — the keys
-of :data:`swir.codegen.emulate.DMA_COUNTERS` (gets, puts, bytes each way,
+of :data:`swir.dma_counters.DMA_COUNTERS` (gets, puts, bytes each way,
 waits, the transfer-size histogram, small transfers, contiguous blocks and
 their histogram) — plus ``spawns`` and ``calls``, with the interpreter's rules:
 a ``spawn`` runs its cpe kernel on CPEs 63 .. 0, a DMA counts for the function
@@ -22,8 +22,8 @@ index values alone: in a cpe kernel those are affine symbols (loop variables,
 and ``if`` guards are evaluated from integers, as the interpreter does,
 without touching data. Each function is compiled once into a Python function
 of its index parameters that adds to one counter per DMA / wait instruction
-(the index expressions become Python text through the loop-stage
-interpreter's :class:`swir.interp.pycode.Emit`); only loops and ``if``s that
+(written with the interpreters' Python code generator,
+:class:`swir.interp.pycode.PyWriter`, in a :class:`~swir.interp.pycode.CodeSpace`); only loops and ``if``s that
 contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
 variable no kept bound, guard or argument reads is not iterated but multiplies
 what its body counts by its trip count. A loop whose variable a guard or an
@@ -55,7 +55,6 @@ does a ``chunk`` worker id outside its range (the run would stop there).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -65,13 +64,14 @@ from typing import Any
 
 from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
-from swir.codegen.emulate import DMA_COUNTERS
+from swir.dma_counters import DMA_COUNTERS
 from swir.interp.arguments import default_function
 from swir.interp.buffered import CPES
 from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_attr,
                              size_bucket)
 from swir.interp.loop import loop_range
-from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
+from swir.interp.pycode import (MAX_INDENT, MAX_NESTED_FOR, CodeSpace, PyWriter, free_values,
+                                function_values, index_constant, value_text)
 from swir.ir.affine import Expr
 from swir.ops.loop import chunk_code
 from swir.analysis.vector_plan import PointCost, body_costs, flops_of
@@ -99,11 +99,6 @@ DMA_OPS = ("dma_get", "dma_put", "dma_bcast")
 DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
 # Ops whose execution counts are what the traffic is made of.
 COUNTED_OPS = ("dma_get", "dma_put", "dma_bcast", "dma_wait", "spawn")
-# Generated Python nests at most this many `for` statements (CPython allows 20
-# statically nested blocks), and indents at most this deep (CPython allows
-# 100), before a loop or if goes into a function of its own.
-MAX_NESTED_FOR = 12
-MAX_INDENT = 48
 # Loop iterations a count may walk or evaluate (loops it cannot sum piecewise
 # are walked): a few seconds of Python. The zoo models at paper size need
 # under 7,000 (docs/reliability.md).
@@ -156,7 +151,7 @@ class KernelTraffic(TransferShares):
     spawns: int = 0
     barriers: int = 0               # runs after a barrier inside a spawn
     calls: int = 0
-    # Beyond the interpreter's counters, for the cost model (swir.analysis.cost):
+    # Beyond the interpreter's counters, for the cost model (swir.costmodel.cost):
     # executions per DMA shape, (double-buffered?, ((block bytes, blocks), ...)).
     transfers_by_shape: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = \
         field(default_factory=dict)
@@ -448,21 +443,19 @@ Compiled = Callable[..., None]
 Profile = list[tuple[int, int]]
 
 
-class _Counter:
+class _Counter(CodeSpace):
     """Compiles the module's functions (on first use) into Python functions
     that count how often each DMA / wait / call / spawn runs."""
 
+    label = "swir traffic"
+
     def __init__(self, module: Module, count_compute: bool = False,
                  work_limit: int = WORK_LIMIT, deadline: float | None = None) -> None:
+        super().__init__()
         self.module = module
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
         self.bcast_slots: list[int] = []
-        # What Emit needs from an interpreter: value names, index constants, fresh names.
-        self.names: dict[int, str] = {}
-        self.int_consts: dict[int, int] = {}
-        self.ns: dict[str, Any] = {"__builtins__": __builtins__}
-        self._ids = itertools.count()
         self.slots: list[_Slot] = []
         self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
         self.calls_slot: dict[str, int] = {}
@@ -534,15 +527,6 @@ class _Counter:
             for s, x in enumerate(sum_of_polynomial(samples, length)):
                 if x:
                     counts[s] += m * x
-
-    # -- the Emit interface ---------------------------------------------------------
-    def fresh(self, prefix: str) -> str:
-        return f"_{prefix}{next(self._ids)}"
-
-    def bind(self, obj: Any, prefix: str = "k") -> str:
-        name = self.fresh(prefix)
-        self.ns[name] = obj
-        return name
 
     # -- slots ------------------------------------------------------------------------
     def _slot(self, slot: _Slot) -> int:
@@ -699,11 +683,6 @@ class _Counter:
             fn = self._compiled[f.name] = _FunctionWriter(self, f).compile()
         return fn
 
-    def define(self, fname: str, source: str, f: Function) -> Compiled:
-        code = compile(source, f"<swir traffic @{f.name}>", "exec")
-        exec(code, self.ns)  # noqa: S102  (our own generated code)
-        return self.ns[fname]
-
 
 def _index_params(f: Function) -> list[Value]:
     return [p for p in f.params if p.type == INDEX]
@@ -722,7 +701,7 @@ class _FunctionWriter:
     def __init__(self, counter: _Counter, f: Function, needed: set[int] | None = None) -> None:
         self.counter = counter
         self.f = f
-        self.emit = Emit(counter, f)     # type: ignore[arg-type]  (the Emit interface above)
+        self.emit = PyWriter(counter, f)
         self.mult = "_m"                 # the Python name of the current multiplier
         self.for_depth = 0               # `for` statements around the code being written
         if needed is None:               # the whole function, not a unit of it
@@ -732,8 +711,8 @@ class _FunctionWriter:
 
     # -- names ----------------------------------------------------------------------
     def _name_values(self) -> None:
-        """Name every index value of f (Emit.expr spells them by these names);
-        index constants become literals."""
+        """Name every index value of f (PyWriter.expr spells them by these
+        names); index constants become literals."""
         c = self.counter
         for inst in self.f.walk():
             k = index_constant(inst)
@@ -741,7 +720,7 @@ class _FunctionWriter:
                 c.int_consts[id(inst.results[0])] = k
         for v in function_values(self.f):
             if v.type == INDEX and id(v) not in c.names:
-                c.names[id(v)] = f"v{next(c._ids)}"
+                c.names[id(v)] = c.fresh("v")
 
     def name(self, v: Value) -> str:
         return self.emit.expr(v)

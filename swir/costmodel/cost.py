@@ -2,7 +2,7 @@
 
 swir cannot time code on a Sunway machine, so it counts what it can count
 exactly — per kernel, the floating-point operations, the DMAs by size and
-double-buffering, LDM bytes (:func:`swir.analysis.traffic.dma_traffic` with
+double-buffering, LDM bytes (:func:`swir.costmodel.traffic.dma_traffic` with
 ``count_compute``; its DMA counts are the emulated run's) — and turns the counts
 into time with the constants of :class:`Machine`. The model is for comparing
 plans and finding bad kernels; the counts are the ground truth.
@@ -39,8 +39,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from swir.analysis.network import CollectiveCost, host_steps
-from swir.analysis.traffic import KernelTraffic, dma_traffic
+from swir.costmodel.network import CollectiveCost, host_steps
+from swir.costmodel.traffic import KernelTraffic, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
@@ -254,11 +254,11 @@ class CostReport:
     machine: Machine
     kernels: list[KernelCost] = field(default_factory=list)
     # A program for several ranks: the ranks (each runs the kernels above on
-    # its share) and the collectives between them (swir.analysis.network).
+    # its share) and the collectives between them (swir.costmodel.network).
     ranks: int = 1
     collectives: list[CollectiveCost] = field(default_factory=list)
     # The run in program order: kernel names (at their first spawn) and the
-    # collectives (swir.analysis.network.host_steps).
+    # collectives (swir.costmodel.network.host_steps).
     steps: list[str | CollectiveCost] = field(default_factory=list)
 
     def total(self, key: str) -> float:
