@@ -43,14 +43,13 @@ from swir.ops.registry import OpError, lookup
 
 COLLECTIVES = frozenset(HOST_FORM) | frozenset(HOST_FORM.values())
 from swir.ops.util import attr_or_default, check_dense
-from swir.target import DEFAULT_TARGET, TARGETS, target_of
+from swir.target import TARGETS, target_of
 
 MAX_ERRORS = 20
 # Ops whose index results are affine symbols (usable in subscripts).
 _SYMBOL_OPS = {"cpe_id", "chunk", "const", "dyn_index"}
 
 # Every arena offset is a multiple of this (-mem-plan's align is at least it).
-ARENA_ALIGN = DEFAULT_TARGET.write_block
 
 
 class VerificationError(Exception):
@@ -228,8 +227,8 @@ class _Verifier:
         elif off + g.type.bytes > MAX_BYTES:
             self.error("the buffer ends past swir's limit of 2^62 bytes (arena offset "
                        f"{off}, {g.type.bytes} bytes)", g.loc, where)
-        elif off % ARENA_ALIGN:
-            self.error(f"arena offset {off} is not a multiple of {ARENA_ALIGN} bytes (every "
+        elif off % (block := target_of(self.m.attrs).write_block):
+            self.error(f"arena offset {off} is not a multiple of {block} bytes (every "
                        "buffer starts on a 32-byte block: the CPEs' DMA writes are kept to "
                        "whole blocks, and the alignment counts assume it)", g.loc, where)
 

@@ -10,7 +10,8 @@ waits, the transfer-size histogram, small transfers, contiguous blocks and
 their histogram) — plus ``spawns`` and ``calls``, with the interpreter's rules:
 a ``spawn`` runs its cpe kernel on CPEs 63 .. 0, a DMA counts for the function
 whose code issues it, histogram buckets are :func:`swir.interp.dma.size_bucket`
-and small transfers are those under :data:`swir.interp.dma.SMALL_TRANSFER`.
+and small transfers are those under the target's ``small_transfer`` (the
+module's target, :func:`swir.target.target_of`, as everywhere in the count).
 
 Why it is exact. Every counter of a DMA depends on its instruction only
 (``count``, ``bsize`` and the LDM element size are attributes and types; the
@@ -66,8 +67,7 @@ from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
 from swir.dma_counters import DMA_COUNTERS
 from swir.interp.arguments import default_function
-from swir.interp.buffered import CPES
-from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_attr,
+from swir.interp.dma import (TransferShares, int_attr,
                              size_bucket)
 from swir.interp.loop import loop_range
 from swir.interp.pycode import (MAX_INDENT, MAX_NESTED_FOR, CodeSpace, PyWriter, free_values,
@@ -93,6 +93,7 @@ from swir.ir.core import (
 from swir.ir.types import INDEX, LDMType
 from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
+from swir.target import Target, target_of
 
 DMA_OPS = ("dma_get", "dma_put", "dma_bcast")
 # The reply words of double-buffered gets: they overlap the previous tile's compute.
@@ -323,7 +324,7 @@ class _DMA:
     bcast: bool = False                        # a broadcast (dma_bcast)
 
 
-def _dma_facts(inst: Instruction) -> _DMA:
+def _dma_facts(inst: Instruction, align: int) -> _DMA:
     """As :meth:`DMAInterpreter.transfer` computes them: ``count`` elements of
     the LDM side's element size, in blocks of ``bsize`` when 0 < bsize < count."""
     get = inst.opname != "dma_put"
@@ -343,17 +344,17 @@ def _dma_facts(inst: Instruction) -> _DMA:
     sizes = tuple((size_bucket(b), k) for b, k in exact)
     mside = inst.args[0] if get else inst.args[1]
     return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
-                blocks_32=sum(k for b, k in exact if b % ALIGN_BYTES == 0),
-                mem_aligned=_always_aligned(mside, esize),
-                ldm_aligned=_always_aligned(lside, esize), bcast=inst.opname == "dma_bcast")
+                blocks_32=sum(k for b, k in exact if b % align == 0),
+                mem_aligned=_always_aligned(mside, esize, align),
+                ldm_aligned=_always_aligned(lside, esize, align), bcast=inst.opname == "dma_bcast")
 
 
-def _always_aligned(side: object, esize: int) -> bool:
-    """Whether a DMA side's start is a multiple of ALIGN_BYTES whatever its
+def _always_aligned(side: object, esize: int, align: int) -> bool:
+    """Whether a DMA side's start is a multiple of ``align`` whatever its
     subscripts' values: every term of the byte offset is. The buffers
     themselves start aligned (the C places main-memory buffers at multiples
-    of 64 bytes, -mem-plan's arena offsets at multiples of its align, at
-    least 32, and LDM buffers at 32); a buffer global whose ``offset`` is not
+    of the target's mem_align, -mem-plan's arena offsets at multiples of its
+    align, at least 32, and LDM buffers at the dma_align); a buffer global whose ``offset`` is not
     a multiple counts as unaligned."""
     if not isinstance(side, Access):
         base = side
@@ -361,15 +362,15 @@ def _always_aligned(side: object, esize: int) -> bool:
     else:
         base, subs = side.base, side.indices
     offset = base.attrs.get("offset", 0) if isinstance(base, Global) else 0
-    if not isinstance(offset, int) or offset % ALIGN_BYTES:
+    if not isinstance(offset, int) or offset % align:
         return False
     shape = getattr(base.type, "shape", ())
     stride = esize * math.prod(shape)
     for d, ix in enumerate(subs):
         stride //= shape[d]
         e = ix.lo if isinstance(ix, Range) else ix
-        if (e.const * stride) % ALIGN_BYTES or \
-                any((c * stride) % ALIGN_BYTES for _, c in e.terms):
+        if (e.const * stride) % align or \
+                any((c * stride) % align for _, c in e.terms):
             return False
     return True
 
@@ -383,8 +384,8 @@ class _Slot:
     cost: PointCost | None = None   # a compute slot: one execution of a loop body
 
 
-def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
-    """Add n executions of what ``slot`` counts."""
+def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
+    """Add n executions of what ``slot`` counts, on ``target``'s CPEs."""
     if slot.kind == "flops":
         stats.flops += n
         stats.muls += n if slot.mul else 0
@@ -403,12 +404,13 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     if d.bcast:
         # Every CPE runs it (in a run that succeeds: the interpreter checks);
         # main memory moves once, by CPE 0's transfer.
-        if n % CPES:
+        cpes = target.cpes
+        if n % cpes:
             raise TrafficError(f"a dma_bcast of @{slot.function} runs {n} times in all, not "
-                               f"the same number of times on each of the {CPES} CPEs (the "
+                               f"the same number of times on each of the {cpes} CPEs (the "
                                "run would stop there)")
         stats.bcast_bytes += n * d.nbytes
-        n //= CPES
+        n //= cpes
         stats.bcasts += n
         stats.bcasts_by_shape[d.exact_blocks] = stats.bcasts_by_shape.get(d.exact_blocks, 0) + n
     if d.get:
@@ -419,7 +421,7 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
         stats.bytes_out += n * d.nbytes
     b = size_bucket(d.nbytes)
     stats.size_histogram[b] = stats.size_histogram.get(b, 0) + n
-    if d.nbytes < SMALL_TRANSFER:
+    if d.nbytes < target.small_transfer:
         stats.small_transfers += n
     stats.blocks += n * d.blocks
     stats.blocks_32 += n * d.blocks_32
@@ -453,6 +455,7 @@ class _Counter(CodeSpace):
                  work_limit: int = WORK_LIMIT, deadline: float | None = None) -> None:
         super().__init__()
         self.module = module
+        self.target = target_of(module.attrs)     # its CPEs and DMA rules
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
         self.bcast_slots: list[int] = []
@@ -541,7 +544,8 @@ class _Counter(CodeSpace):
         self.barriers_slot[f.name] = self._slot(_Slot("barriers", f.name))
         for inst in f.walk():
             if inst.opname in DMA_OPS:
-                self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
+                self.slot_of[id(inst)] = self._slot(_Slot(
+                    "dma", f.name, _dma_facts(inst, self.target.dma_align)))
                 if inst.opname == "dma_bcast":
                     self.bcast_slots.append(self.slot_of[id(inst)])
             elif inst.opname == "dma_wait":
@@ -560,7 +564,8 @@ class _Counter(CodeSpace):
         out: dict[str, KernelTraffic] = {}
         for slot, n in zip(self.slots, counts):
             if n:
-                _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n)
+                _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n,
+                     self.target)
         for name, k in out.items():
             k.busy_cpes = self.busy.get(name, 0)
         return {name: k for name, k in out.items() if k.moves_anything or k.flops}
@@ -603,7 +608,7 @@ class _Counter(CodeSpace):
 
                 def on_every_cpe(c: list[int]) -> None:
                     busy = 0
-                    for cpe in range(CPES - 1, -1, -1):
+                    for cpe in range(self.target.cpes - 1, -1, -1):
                         before = work(c) if self.count_compute else 0
                         fn(c, 1, cpe, *args)
                         # (the call itself adds 1: its calls counter)

@@ -20,7 +20,7 @@ from swir.ir.core import Access, Function, Instruction, Range, Value
 from swir.ir.types import BufType, LDMType, ldm_slot
 from swir.ops.util import attr_or_default
 from swir.passes.manager import PassFailure
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import Target, default_target
 
 
 # Why Constraint 1 loads a tensor directly (the search re-decides it per plan).
@@ -38,7 +38,7 @@ class SearchContext:
     budget: float       # seconds
     ldm_size: int
     double: bool        # the -ldm-plan option double-buffer
-    target: Target = DEFAULT_TARGET
+    target: Target = field(default_factory=default_target)
     # padded copies to be read from their source (pad-in-load): per scratch
     # parameter, (its index, the source's parameter index or global name,
     # offsets, fill)

@@ -68,7 +68,7 @@ from swir.ir.core import (
 from swir.ir.types import INDEX
 from swir.ops.util import attr_or_default
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
+from swir.target import Target, stream_seconds, target_of
 from swir.verifier import module_attr_ldm
 
 GET_REPLY, PUT_REPLY, EDGE_REPLY = 0, 1, 2
@@ -79,7 +79,6 @@ MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
 MAX_CLIPPED_STARTS = 64
 EVEN_REPLY, ODD_REPLY = 3, 4     # double buffering: the two halves of a tile pair
 BCAST_REPLY = 5                  # broadcasts: CPE 0 waits for each alone
-CPES = DEFAULT_TARGET.cpes
 
 
 @dataclass
@@ -199,15 +198,16 @@ class InsertDMA(Pass):
         self.place_get_waits(f)
 
     def distribute(self, loop: Instruction, cpe: Value) -> None:
-        if "reads" in loop.attrs:     # the I/O lower bound's input (swir.analysis.cost)
+        if "reads" in loop.attrs:     # the I/O lower bound's input (swir.costmodel.cost)
             loop.function.attrs["reads"] = tuple(loop.attrs["reads"])
         lb, ub = loop.args[0], loop.args[1]
-        workers = int(loop.attrs.get("workers", CPES))
+        cpes = self.target_figures.cpes
+        workers = int(loop.attrs.get("workers", cpes))
         extent = ub - lb
         assert extent.is_constant, "parallel loops of the buffered stage have constant bounds"
         b = Builder(loop.parent, before=loop)
         guard = None
-        if workers < CPES:
+        if workers < cpes:
             guard = b.create_inst("if", Constraint(Expr.of(cpe), "<", Expr.of(workers)),
                                   regions=[Region([Block(None)])])
             b = Builder(guard.regions[0].blocks[0])
@@ -224,7 +224,7 @@ class InsertDMA(Pass):
         lo, hi = chunk.results
         body = loop.regions[0]
         shared = self.shared_copies(loop)
-        busy = min(workers, CPES, -(-extent.const // grain))
+        busy = min(workers, cpes, -(-extent.const // grain))
         bcast = [c for c in shared if self.broadcast and busy >= 2 and
                  _hoisted_pays(c, busy, self.target_figures)]
         shared = [c for c in shared if c not in bcast]
@@ -245,8 +245,8 @@ class InsertDMA(Pass):
             for copy in shared:
                 g.regions[0].blocks[0].append(copy.detach())
                 self.bump("tiles every CPE reads alike, fetched once per CPE")
-        if self.broadcast and workers == CPES and extent.const % grain == 0 and \
-                extent.const // grain % CPES == 0:
+        if self.broadcast and workers == cpes and extent.const % grain == 0 and \
+                extent.const // grain % cpes == 0:
             self.lockstep |= {id(c) for c in self.lockstep_copies(loop)}
         loop.regions = []
         new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
@@ -319,7 +319,7 @@ class InsertDMA(Pass):
         before = {id(i) for i in block.instructions}
         self.lower_copy_once(inst)
         new = [i for i in block.instructions if id(i) not in before]
-        if decided or _broadcast_pays(_gets_in(new), CPES, self.target_figures):
+        if decided or _broadcast_pays(_gets_in(new), self.target_figures.cpes, self.target_figures):
             _to_broadcasts(new)
             if not decided:
                 self.bump("tiles broadcast in lock-step tile loops")
@@ -978,7 +978,9 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
     if isinstance(owner, Instruction) and owner.opname == "chunk":
         return 0, int(owner.attrs["extent"])
     if isinstance(owner, Instruction) and owner.opname == "cpe_id":
-        return 0, CPES - 1
+        f = owner.function
+        module = f.module if f is not None else None
+        return 0, target_of(module.attrs if module is not None else {}).cpes - 1
     if isinstance(owner, Block) and owner.parent is not None and \
             isinstance(owner.parent.parent, Instruction) and \
             owner.parent.parent.opname in ("for", "parallel"):
