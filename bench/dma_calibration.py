@@ -4,7 +4,7 @@
 The measurements are swCandle's (commit f0ee5ca), as tabled in
 ../shared/design/sunway-measured.md 1a (contiguous) and 1b (strided), Copy;
 test/unit/test_dma_calibration.py holds them and checks the fit. With every
-one of a core group's 64 CPEs issuing DMAs, the model (swir.analysis.cost,
+one of a core group's 64 CPEs issuing DMAs, the model (swir.costmodel.cost,
 Machine.dma_seconds) charges one DMA of n blocks and N bytes
 
     tau = s * min(1, N / N0) / 64  +  n * h / BW  +  N / BW
@@ -61,7 +61,7 @@ def fit(t, n0: float):
 
 
 def machine(sol, n0):
-    from swir.analysis.cost import Machine
+    from swir.costmodel.cost import Machine
     a, k, inv_bw = sol
     return Machine(dma_efficiency=1 / inv_bw / PEAK, half_block=round(k / inv_bw),
                    dma_startup_cycles=round(a * CPES * CLOCK), startup_bytes=n0)
@@ -74,7 +74,7 @@ def worst_error(t, m) -> float:
 
 def main() -> int:
     t = tables()
-    from swir.analysis.cost import Machine
+    from swir.costmodel.cost import Machine
     fits = [(n0, *fit(t, n0)) for n0 in range(16, 257, 16)]
     print("N0 (B)  rms relative error  worst bandwidth error (test's)")
     for n0, sol, res in fits:

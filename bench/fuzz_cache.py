@@ -81,7 +81,7 @@ def compile_module(model: Path, cache_dir: Path | None, folder: Path) -> str:
     written in ``folder`` under one name for every case (its weights sidecar
     is named after it)."""
     from swir import cache
-    from swir.analysis import trial
+    from swir.costmodel import trial
     from swir.passes.buffered import ldm_plan
     from swir.passes.pipelines import pipeline_flags
     from swir.tools import swir_opt

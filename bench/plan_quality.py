@@ -8,8 +8,8 @@ model can be named) at the paper's sizes
 passes and -lower-loops, then -ldm-plan with ``strategy=greedy`` and with
 ``strategy=search`` (then -insert-dma), it compares per kernel:
 
-  DMA bytes, DMA operations (counted exactly, swir.analysis.traffic),
-  modeled Sunway time and traffic / I/O lower bound (swir.analysis.cost);
+  DMA bytes, DMA operations (counted exactly, swir.costmodel.traffic),
+  modeled Sunway time and traffic / I/O lower bound (swir.costmodel.cost);
 
 and it counts the kernels of every kind (copies, pools, element-wise too)
 that search made slower than greedy by the model, which must be none.
@@ -17,7 +17,7 @@ that search made slower than greedy by the model, which must be none.
 Search chooses its plans with the default machine constants. The DMA
 constants are assumptions (../shared/design/sunway.md), so both plans are
 also timed with the pessimistic and optimistic constants of
-swir.analysis.cost.DMA_ASSUMPTIONS: the table says how often search stays
+swir.costmodel.cost.DMA_ASSUMPTIONS: the table says how often search stays
 ahead when the constants are wrong.
 
     python bench/plan_quality.py                     # the three models
@@ -53,7 +53,7 @@ class Compiled:
 def compile_model(zoo, name: str, sizes: dict, work: Path) -> dict[str, Compiled]:
     """The model at the loop stage (-O3 graph passes, -lower-loops), then
     planned by each strategy."""
-    from swir.analysis.cost import DMA_ASSUMPTIONS, cost_report
+    from swir.costmodel.cost import DMA_ASSUMPTIONS, cost_report
     from swir.parser import parse_module
     from swir.passes.pipelines import OPT_LEVELS
     onnx_path, swir_path, loop = work / f"{name}.onnx", work / f"{name}.swir", \

@@ -3,7 +3,7 @@
 
 For each zoo model named (bench/models/zoo.py, at the paper's sizes, batch
 1), compiled by swir-cg's -O3 pipeline to the dma stage, it prints from
-swir.analysis.cost (the model's figures, not timings):
+swir.costmodel.cost (the model's figures, not timings):
 
   kernels       the CPE kernels swir-report lists
   no-flop       of them, the kernels that move data without computing
@@ -43,7 +43,7 @@ SMOKE = {"resnet18": {"resolution": 32, "width": 4}}   # as test/unit/test_zoo_e
 
 
 def measure(zoo, name: str, work: Path, bindir: Path, sizes: dict) -> dict[str, str]:
-    from swir.analysis.cost import cost_report
+    from swir.costmodel.cost import cost_report
     from swir.parser import parse_module
     from swir.passes.pipelines import pipeline_flags
     onnx, graph, dma = work / f"{name}.onnx", work / f"{name}.swir", work / f"{name}.dma.swir"

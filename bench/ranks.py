@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 from common import load_zoo
 
-from swir.analysis.cost import cost_report
-from swir.analysis.network import Network, collective_costs
+from swir.costmodel.cost import cost_report
+from swir.costmodel.network import Network, collective_costs
 from swir.codegen import emulate
 from swir.parser import parse_module
 from swir.passes.pipelines import DEFAULT_LEVEL, pipeline_flags

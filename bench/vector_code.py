@@ -8,7 +8,7 @@ Per model, compiled at -O3 (swir-cg's default) with vector code:
   conv/matmul flops     flops of the kernels that run a conv2d,
                         conv_transpose2d or matmul (epilogues included)
   as vector FMAs        the share of them vector instructions do
-                        (swir.analysis.cost: the plan swir-cg writes)
+                        (swir.costmodel.cost: the plan swir-cg writes)
   compute eff.          their flops at the busy CPEs' vector FMA peak over
                         their modeled compute time
   roofline, median      of those kernels, the roofline bound over the
@@ -49,7 +49,7 @@ def children_cpu() -> float:
 
 
 def static_figures(dma_path: Path) -> dict[str, str]:
-    from swir.analysis.cost import cost_report, is_matmul_like
+    from swir.costmodel.cost import cost_report, is_matmul_like
     from swir.parser import parse_module
     m = parse_module(dma_path.read_text(), str(dma_path))
     r = cost_report(m)

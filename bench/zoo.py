@@ -15,7 +15,7 @@ data (what torch.onnx.export writes), and at each optimisation level (-O0,
   DMA       gets + puts, bytes in + out, the bytes of memory-intensive
             kernels (those without a conv / matmul: batch norm, bias,
             activations, pools, copies), share of transfers < 256 B:
-            swir.analysis.traffic on the dma-stage module, without running
+            swir.costmodel.traffic on the dma-stage module, without running
   make      `make emu` wall time (gcc -O2 -Wall -Wextra -Werror)
   run       with --run: the emulated run's wall time and DMA bytes, whether
             its DMA counters equal the static count, and its outputs against
@@ -124,8 +124,8 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
     """One level of one model: compile, count, build and (with ``want``, the
     reference outputs) run."""
     from swir.analysis.calling import io_signature
-    from swir.analysis.cost import is_matmul_like
-    from swir.analysis.traffic import dma_traffic
+    from swir.costmodel.cost import is_matmul_like
+    from swir.costmodel.traffic import dma_traffic
     from swir.codegen import emulate
     from swir.parser import parse_module
     d = swir_path.parent

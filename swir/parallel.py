@@ -1,6 +1,6 @@
 """Independent work shared out over forked processes, one per core: the plan
 search of many loop nests (-ldm-plan) and the trial lowerings of the graph
-passes (swir.analysis.trial) are pure Python, and no item needs another's.
+passes (swir.costmodel.trial) are pure Python, and no item needs another's.
 
 The workers are forked, so they start with the compiler's objects in memory;
 they are handed the items as they start (the Pool initializer: nothing is

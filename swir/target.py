@@ -43,6 +43,10 @@ class Target:
     write_block: int            # no two CPEs may write one aligned block of this many bytes
     dma_align: int              # DMA blocks and starts stream best at multiples of this
     small_transfer: int         # a DMA under this many bytes counts as small
+    # Main memory: every buffer, constant and weights-file array starts at a
+    # multiple of this many bytes (the C's arrays and blob, -mem-plan's arena
+    # offsets, the weights files swir-import and the printer write).
+    mem_align: int
     # The DMA curve (docs/cost-model.md, "The DMA curve"): the share of peak
     # bandwidth large DMAs reach, each contiguous block's overhead in bytes
     # (a block of this many bytes streams at half the bandwidth), each DMA's
@@ -125,6 +129,7 @@ SW26010 = Target(
     core_groups=4, cpes=64, cpe_grid=(8, 8), ldm_bytes=64 * 1024, reserve_divisor=16,
     clock_hz=1.45e9, flops_per_cycle=8, vector_bits=256, vector_registers=32,
     fp_latency=7, peak_bandwidth=34.1e9, write_block=32, dma_align=32, small_transfer=256,
+    mem_align=64,
     # Fitted to TaihuLight measurements (swCandle, below; bench/dma_calibration.py):
     # 0.6 x 34.1 = 20.5 GB/s for large DMAs, 330 B per block, 1650 cycles
     # (1.14 us) per DMA with 64 CPEs issuing, paid in full from 96 B.
@@ -185,7 +190,16 @@ SW26010_PRO = replace(
              "SW26010P': 8 x 8 CPE cluster per core group, DDR4 at 51.2 GB/s per core group"))
 
 TARGETS: dict[str, Target] = {t.name: t for t in (SW26010, SW26010_PRO)}
+# The target of a run that names none. Modules other than this one read it
+# when they run (default_target), never into a constant at import, so that
+# what they compute follows the target they are handed.
 DEFAULT_TARGET = SW26010
+
+
+def default_target() -> Target:
+    """The target of a run that names none (``--target``, a module's
+    ``target`` attribute): where no target is handed down."""
+    return DEFAULT_TARGET
 
 
 class UnknownTarget(ValueError):
@@ -196,7 +210,7 @@ def target_of(module_attrs: Mapping[str, Any]) -> Target:
     """The target a module was planned for: its ``target`` attribute (which
     -ldm-plan writes for any target but the default), else the default."""
     name = module_attrs.get("target")
-    return TARGETS[name] if isinstance(name, str) and name in TARGETS else DEFAULT_TARGET
+    return TARGETS[name] if isinstance(name, str) and name in TARGETS else default_target()
 
 
 def target_named(name: str) -> Target:

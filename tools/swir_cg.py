@@ -36,7 +36,7 @@ from swir.passes.pipelines import (
 )
 from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, Target, target_of
+from swir.target import DEFAULT_TARGET, Target, default_target, target_of
 from swir.verifier import VerificationError, module_attr_ldm, verify
 
 from .driver import (
@@ -276,14 +276,15 @@ def level_passes(stage: str, level: str, globals_: dict, ranks: bool = False
 
 
 def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
-             argv: list[str], prog: str, target: Target = DEFAULT_TARGET) -> list[Pass]:
+             argv: list[str], prog: str, target: Target | None = None) -> list[Pass]:
     """The passes, with the global options given to those that take them; a
     global option is an error when no pass runs."""
     if not passes:
         for k, (_, idx) in globals_.items():
             raise command_line_error(prog, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
                                                       "module runs no passes)")
-    return build_passes(Options(passes=passes, globals=globals_, target=target), argv, prog)
+    return build_passes(Options(passes=passes, globals=globals_,
+                                target=target or default_target()), argv, prog)
 
 
 def check_ldm(module: Module, passes: list[Pass], c: Command, argv: list[str]) -> None:

@@ -24,7 +24,7 @@ from swir.passes.manager import Pass, PassFailure, PassManager, option_flag, tar
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, target_named
+from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, default_target, target_named
 from swir.verifier import VerificationError, verify
 
 from .driver import (
@@ -60,7 +60,7 @@ class Options:
     passes: list[tuple[str, dict[str, str], int]] = field(default_factory=list)
     flags: dict[str, bool] = field(default_factory=lambda: {"verify-each": True})
     globals: dict[str, tuple[str, int]] = field(default_factory=dict)
-    target: Target = DEFAULT_TARGET
+    target: Target = field(default_factory=default_target)
 
 
 def usage() -> str:

@@ -8,7 +8,7 @@ The module may be at any stage. swir-report lowers it to the dma stage as
 swir-cg would (the level's graph passes, then what is left of -lower-loops
 -ldm-plan -insert-dma; default -O3), or with the swir-opt pass flags of
 --pipeline instead, verifying after every pass. Then it prints, per kernel
-and largest first, what :mod:`swir.analysis.cost` counts and models: flops,
+and largest first, what :mod:`swir.costmodel.cost` counts and models: flops,
 LDM use, DMA operations and bytes, the share of small transfers, the modeled
 time, how close that is to the roofline bound, and the DMA traffic over the
 I/O lower bound of conv / matmul kernels; a totals row; and the machine
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from swir import __version__
-from swir.analysis.cost import (
+from swir.costmodel.cost import (
     DMA_ASSUMPTIONS,
     CostReport,
     KernelCost,
@@ -37,7 +37,7 @@ from swir.analysis.cost import (
     cost_report,
     dma_assumptions,
 )
-from swir.analysis.traffic import TrafficError
+from swir.costmodel.traffic import TrafficError
 from swir.diagnostics import Diagnostic
 from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
@@ -77,7 +77,7 @@ _TOKEN = re.compile(r'(?:\{(?:"(?:[^"\\]|\\.)*"|[^}"])*\}?|"(?:[^"\\]|\\.)*"?|[^
 def usage() -> str:
     lines = [f"usage: {PROG} IN.swir [options] [--PASS-OPTION=VALUE ...]", "",
              "Lowers a swir module (any stage) to the dma stage as swir-cg does and prints",
-             "each kernel's modeled Sunway cost (swir.analysis.cost), largest first.", "",
+             "each kernel's modeled Sunway cost (swir.costmodel.cost), largest first.", "",
              "Options:",
              ("  -O0, -O1, -O3              the optimisation level (default: "
              f"-{DEFAULT_LEVEL}; swir-cg --help lists its passes)"),

@@ -1,6 +1,6 @@
 """Summing what a loop's iterations count without running every iteration.
 
-The DMA traffic counter (:mod:`swir.analysis.traffic`) adds up, per DMA, how
+The DMA traffic counter (:mod:`swir.costmodel.traffic`) adds up, per DMA, how
 often it runs. A tile loop whose variable decides a guard (double buffering's
 ``if %t < %hi - 1``) or the trip count of a loop inside it (a remainder tile's
 ``min(4096, %n - 4096*%t)``) cannot simply be multiplied out, and walking it

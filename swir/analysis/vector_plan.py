@@ -1,6 +1,6 @@
 """Which CPE loop nests become vector micro-kernels, and how: the plan
 swir-cg's code generator writes (swir/codegen/vector.py) and the cost model
-charges (swir/analysis/traffic.py, "compute"). One decision serves both, so
+charges (swir/costmodel/traffic.py, "compute"). One decision serves both, so
 the modeled compute time is that of the code written.
 
 Two shapes of perfect nest (loops directly inside loops, a straight-line body
@@ -34,7 +34,7 @@ from swir.ir.types import LDMType, ScalarType, ShapedType
 from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MUL, NEG, STORE, SUB
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import Target, default_target
 
 LANES = 4                     # floatv4 and doublev4: 4 lanes (sunway.md, "SIMD")
 VECTOR_TYPES = ("f32", "f64")
@@ -338,7 +338,8 @@ def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: in
     its rows (None: no m) and the step's profile; ``columns``: v's most
     iterations. The index of the best candidate, M and U. Kept: the LDM plan
     search asks the same for many tilings."""
-    budget = DEFAULT_TARGET.vector_registers - SPARE_REGISTERS
+    target = default_target()
+    budget = target.vector_registers - SPARE_REGISTERS
     vectors = max(1, columns // LANES)
     best: tuple = ()
     for k, (rows, prof) in enumerate(candidates):
@@ -351,7 +352,7 @@ def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: in
                     per[False, False] * U + per[False, True]
                 if live > budget:
                     continue
-                cost = _block_point_cost(prof, columns, rows, M, U, DEFAULT_TARGET)
+                cost = _block_point_cost(prof, columns, rows, M, U, target)
                 key = (-cost, M * U, -abs(M - U))
                 if not best or key > best[0]:
                     best = (key, k, M, U)
@@ -408,12 +409,13 @@ class PointCost:
 
 
 def body_cost(body: list[Instruction], p: Plan | None,
-              target: Target = DEFAULT_TARGET) -> PointCost:
+              target: Target | None = None) -> PointCost:
     """The cost of one point of straight-line ``body``: written by plan ``p``
     (its innermost body), or scalar (``p`` None). The pipeline model: per
     cycle one floating-point or vector instruction (P0) and one LDM load or
     store (P1); a chain of dependent floating-point instructions waits
     ``target.fp_latency`` cycles per link."""
+    target = target or default_target()
     if p is None:
         return PointCost(_scalar_cost(body, target), 0.0)
     scalar, flops = _memo(p, ("counts", tuple(body), target), lambda: (
@@ -424,13 +426,14 @@ def body_cost(body: list[Instruction], p: Plan | None,
     return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
 
 
-def point_cycles_floor(body: list[Instruction], target: Target = DEFAULT_TARGET) -> float:
+def point_cycles_floor(body: list[Instruction], target: Target | None = None) -> float:
     """A lower bound of ``body_cost(body, p).cycles`` over every plan ``p``
     (None included) that :func:`tile_plan` may make for any trip counts: the
     scalar code's, or the arithmetic in 4 lanes (a reduce plan issues at
     least one vector instruction per op less the add and the mul it fuses,
     and at least one; a map plan at least one per op). What the LDM plan
     search prunes with (closed_forms.Tilings.lower_bounds)."""
+    target = target or default_target()
     arith = sum(1 for i in body if not i.isa(LOAD, STORE, CONST))
     return min(_scalar_cost(body, target), max(1, arith - 1) / LANES)
 
@@ -591,7 +594,7 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
     return (step + block) / (lanes * M * U)
 
 
-def body_costs(region: Region, vectors: bool = True, target: Target = DEFAULT_TARGET
+def body_costs(region: Region, vectors: bool = True, target: Target | None = None
                ) -> Iterator[tuple[list[Instruction], PointCost]]:
     """Every straight-line loop body of ``region`` that stores, with the cost
     of one execution: the innermost body of each nest :func:`plan` vectorises

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Range, Value
 from swir.ir.types import ShapedType
 from swir.ops import COPY_OUT, FOR
 from swir.ops.util import attr_or_default
-from swir.target import DEFAULT_TARGET
+from swir.target import Target, default_target, target_of
 
-BLOCK = DEFAULT_TARGET.write_block               # bytes: the write granularity no two CPEs may share
 _CORNER_LIMIT = 4096     # loop-corner environments evaluated per hull at most
 _EXACT_LIMIT = 1 << 14   # loops up to this long have every iteration's hull looked at
 _SEGMENT_LIMIT = 1 << 16  # contiguous runs the block-exact check enumerates at most
@@ -65,17 +65,25 @@ def write_grain(loop: Instruction, extent: int, workers: int) -> int:
     for put in puts:
         by_buffer.setdefault(id(put.args[1].base) if isinstance(put.args[1], Access) else 0,
                              []).append(put)
-    checks = [_BufferCuts(group, iv, lb, extent) for group in by_buffer.values()]
-    for grain in _candidates(extent):
+    block = _target(loop).write_block     # bytes: the write granularity no two CPEs may share
+    checks = [_BufferCuts(group, iv, lb, extent, block) for group in by_buffer.values()]
+    for grain in _candidates(extent, block):
         cuts = chunk_cuts(extent, workers, grain)
         if all(c.separates(b) for c in checks for b in cuts):
             return grain
     return extent
 
 
-def _candidates(extent: int) -> Iterator[int]:
-    yield from range(1, min(extent, 2 * BLOCK) + 1)
-    g = 4 * BLOCK
+def _target(inst: Instruction) -> Target:
+    """The target of the module inst is in (the default outside a module)."""
+    f = inst.function
+    module = f.module if f is not None else None
+    return target_of(module.attrs) if module is not None else default_target()
+
+
+def _candidates(extent: int, block: int) -> Iterator[int]:
+    yield from range(1, min(extent, 2 * block) + 1)
+    g = 4 * block
     while g < extent:
         yield g
         g *= 2
@@ -92,8 +100,10 @@ class _BufferCuts:
     the layout (the loop steps along one dimension whose boundary at b falls
     on a block boundary in every row)."""
 
-    def __init__(self, puts: list[Instruction], iv: Value, lb: int, extent: int) -> None:
+    def __init__(self, puts: list[Instruction], iv: Value, lb: int, extent: int,
+                 block: int) -> None:
         self.puts, self.iv, self.lb, self.extent = puts, iv, lb, extent
+        self.block = block
         self.loops = [_loops_between(put, iv) for put in puts]
         self._hull_cache: dict[int, tuple[int, int] | None] = {}
         self._prefix: list[int] | None = None     # last block written by iterations <= i
@@ -138,7 +148,7 @@ class _BufferCuts:
                 if box is None:
                     return None
                 room = _SEGMENT_LIMIT - len(runs)
-                runs += [(lo // BLOCK, hi // BLOCK, i)
+                runs += [(lo // self.block, hi // self.block, i)
                          for lo, hi in itertools.islice(_box_runs(box, acc.base.type), room + 1)]
                 if len(runs) > _SEGMENT_LIMIT:
                     return None
@@ -172,7 +182,7 @@ class _BufferCuts:
                     self._hull_cache[i] = None
                     return None
                 if h[0] <= h[1]:
-                    first, last = min(first, h[0] // BLOCK), max(last, h[1] // BLOCK)
+                    first, last = min(first, h[0] // self.block), max(last, h[1] // self.block)
             self._hull_cache[i] = (first, last)
         return self._hull_cache[i]
 
@@ -207,8 +217,8 @@ class _BufferCuts:
         """The loop variable p appears, affinely with a positive coefficient,
         in the subscript of one dimension d only; iteration p's range along d
         lies in [c*p + k, c*p + k + c); the offset where iteration b's range
-        starts is a multiple of BLOCK in every row (each outer dimension that
-        varies has a byte stride that is a multiple of BLOCK). Then every
+        starts is a multiple of the block in every row (each outer dimension that
+        varies has a byte stride that is a multiple of it). Then every
         row splits at a block boundary: before it iterations < b, after it
         the others."""
         if len(self.puts) != 1:
@@ -238,12 +248,12 @@ class _BufferCuts:
         offset = start * strides[d]
         for outer in range(d):
             lo, hi = after[outer]
-            if strides[outer] % BLOCK == 0:
+            if strides[outer] % self.block == 0:
                 continue
             if lo != hi or before[outer] != (lo, hi):
                 return False
             offset += lo * strides[outer]
-        return offset % BLOCK == 0
+        return offset % self.block == 0
 
 
 def _loops_between(put: Instruction, iv: Value) -> list[Instruction]:
@@ -396,3 +406,11 @@ def _byte_strides(t: ShapedType) -> list[int]:
 
 
 __all__ = ["BLOCK", "chunk_cuts", "write_grain"]
+
+
+def __getattr__(name: str) -> Any:
+    """BLOCK: the default target's write block, for code that asks for it by
+    this name; write_grain reads the target of the module it looks at."""
+    if name == "BLOCK":
+        return default_target().write_block
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from swir.codegen.names import file_stem
+from swir.dma_counters import DMA_COUNTERS
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import ShapedType, Type
 
@@ -128,13 +129,6 @@ def run(program: Path, inputs: list[np.ndarray], input_types: list[Type],
             outputs.append(data.astype(dtype_of(t)).reshape(shape))
         stats = json.loads((d / "stats.json").read_text())
         return Run(outputs, stats, r.stderr)
-
-
-# The DMA counters the emulation and the dma-stage interpreter both keep, which
-# must agree exactly.
-DMA_COUNTERS = ("spawns", "barriers", "gets", "puts", "bytes_in", "bytes_out", "waits",
-                "size_histogram", "small_transfers", "blocks", "block_histogram", "blocks_32",
-                "bcasts", "bcast_bytes")
 
 
 def dma_counters(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -50,13 +50,13 @@ from swir.ir.core import (
     Module,
     Successor,
 )
-from swir.ir.types import LDM_ALIGN, LDMType, ScalarType, ShapedType
+from swir.ir.types import LDMType, ScalarType, ShapedType
 from swir.target import SW26010
 from swir.verifier import module_attr_ldm
 
 WEIGHTS_FILE = "weights.bin"
 PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
-ALIGN = 64          # main-memory alignment of every buffer and constant (bytes)
+ALIGN = SW26010.mem_align     # main-memory alignment of every buffer and constant (bytes)
 RUNTIME_FILES = ("athread.h", "slave.h", "simd.h", "swir_emu.h", "swir_emu.c")
 TARGET_HEADER = "swir_target.h"   # emu/: the target's figures, generated (swir/target.py)
 
@@ -687,7 +687,7 @@ class Project:
         Each buffer starts LDM_ALIGN-aligned (what the planner counts), the
         larger elements first."""
         counter = [0]
-        aligned = f"__attribute__((aligned({LDM_ALIGN})))"
+        aligned = f"__attribute__((aligned({SW26010.dma_align})))"
 
         def members(block, path: str) -> tuple[C.Decl, ...]:
             own = [i for i in block.instructions if i.opname == "ldm_alloc"]

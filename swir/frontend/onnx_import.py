@@ -53,11 +53,10 @@ from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import (I1, ScalarType, TensorType,
                              size_error)
+from swir.target import default_target
 
 # Constants with at most this many elements are dense<...> literals in the module.
 DENSE_MAX = 16
-# Byte alignment of each tensor in the sidecar weights file.
-WEIGHT_ALIGN = 64
 MIN_OPSET = 13
 
 # -- loading ---------------------------------------------------------------------------
@@ -310,7 +309,7 @@ class Importer:
         if a.size <= DENSE_MAX:
             self.stats["inline"] += 1
             return Dense(tuple(_literal(x, elem) for x in flat))
-        pad = -len(self.blob) % WEIGHT_ALIGN
+        pad = -len(self.blob) % default_target().mem_align   # each tensor of the weights file
         self.blob += b"\0" * pad
         offset = len(self.blob)
         data = np.ascontiguousarray(a, dtype=dtype_of(TensorType((1,), elem)).newbyteorder("<"))

@@ -51,10 +51,11 @@ from swir.interp.loop import (
 from swir.interp.pycode import Emit, expr_text, value_text
 from swir.ir.core import Access, Function, Global, Instruction, Module, Range, Value
 from swir.ir.types import INDEX, LDMType, ShapedType
-from swir.target import DEFAULT_TARGET
+from swir.target import default_target, target_of
 
-# Simulated CPEs of one core group (the SW26010's 8 x 8 grid).
-CPES = DEFAULT_TARGET.cpes
+# The module name CPES (see __getattr__) and the Target field it reads: the
+# simulated CPEs of one core group.
+_DEFAULT_FIGURES = {"CPES": "cpes"}
 
 BUFFERED_EMITTERS: dict[str, OpEmitter] = {}
 
@@ -110,7 +111,7 @@ class KernelStats:
     # The most LDM bytes live at once on one CPE while the function ran (its own
     # buffers, its callers' and its callees'), overall and per CPE.
     ldm_peak: int = 0
-    ldm_peak_cpe: list[int] = field(default_factory=lambda: [0] * CPES)
+    ldm_peak_cpe: list[int] = field(default_factory=list)     # sized by the interpreter
     copies_in: int = 0
     elements_in: int = 0
     bytes_in: int = 0
@@ -118,14 +119,14 @@ class KernelStats:
     elements_out: int = 0
     bytes_out: int = 0
     # Iterations of the function's spreading parallel loops each CPE ran.
-    cpe_iterations: list[int] = field(default_factory=lambda: [0] * CPES)
+    cpe_iterations: list[int] = field(default_factory=list)
 
     def reset(self) -> None:
         self.calls = self.ldm_peak = 0
         self.copies_in = self.elements_in = self.bytes_in = 0
         self.copies_out = self.elements_out = self.bytes_out = 0
-        self.ldm_peak_cpe[:] = [0] * CPES
-        self.cpe_iterations[:] = [0] * CPES
+        self.ldm_peak_cpe[:] = [0] * len(self.ldm_peak_cpe)
+        self.cpe_iterations[:] = [0] * len(self.cpe_iterations)
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "ldm_peak": self.ldm_peak,
@@ -185,10 +186,11 @@ class BufferedInterpreter(LoopInterpreter):
         super().__init__(module, base_dir, max_steps)
         from swir.verifier import module_attr_ldm
         self.ldm_size = module_attr_ldm(module) if ldm_size is None else ldm_size
+        self.target = target_of(module.attrs)          # its CPEs and DMA rules
         # [CPE running now, 1 while a parallel loop is spread over the CPEs]
         self.cpe_state = [0, 0]
-        self.live = [0] * CPES                         # LDM bytes live per CPE
-        self.live_buffers: list[dict[int, LDMBuffer]] = [{} for _ in range(CPES)]
+        self.live = [0] * self.target.cpes             # LDM bytes live per CPE
+        self.live_buffers: list[dict[int, LDMBuffer]] = [{} for _ in range(self.target.cpes)]
         self.active: list[KernelStats] = []            # functions running, outermost first
         self.kernel_stats: dict[str, KernelStats] = {}
         self.cpe_trace: list[tuple[str, str, int, int]] | None = [] if trace else None
@@ -213,7 +215,7 @@ class BufferedInterpreter(LoopInterpreter):
     def call(self, f: Function, args: list[np.ndarray],
              arg_names: list[str] | None = None) -> list[np.ndarray]:
         self.cpe_state[:] = [0, 0]
-        self.live[:] = [0] * CPES
+        self.live[:] = [0] * self.target.cpes
         for d in self.live_buffers:
             d.clear()
         self.active.clear()
@@ -226,7 +228,9 @@ class BufferedInterpreter(LoopInterpreter):
     def stats_for(self, f: Function) -> KernelStats:
         s = self.kernel_stats.get(f.name)
         if s is None:
-            s = self.kernel_stats[f.name] = self.stats_class(f.name)
+            cpes = self.target.cpes
+            s = self.kernel_stats[f.name] = self.stats_class(
+                f.name, ldm_peak_cpe=[0] * cpes, cpe_iterations=[0] * cpes)
         return s
 
     def _compile(self, f: Function) -> Callable[..., tuple]:
@@ -577,9 +581,18 @@ def _emit_copy(e: Emit, inst: Instruction) -> None:
 
 @buffered_emitter("parallel")
 def _emit_parallel(e: Emit, inst: Instruction) -> None:
-    workers = inst.attrs.get("workers", CPES)
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= CPES:
-        raise Diagnostic(f"a parallel loop spreads over 1 to {CPES} CPEs; workers = "
+    cpes = _interp(e).target.cpes
+    workers = inst.attrs.get("workers", cpes)
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= cpes:
+        raise Diagnostic(f"a parallel loop spreads over 1 to {cpes} CPEs; workers = "
                          f"{workers!r}", inst.loc)
     dist = e.bind(_interp(e).distributor(inst, e.function, workers), "par")
     emit_loop(e, inst, lambda r: f"{dist}({r})")
+
+
+def __getattr__(name: str) -> Any:
+    """CPES: the default target's figure, for code that asks for it by this
+    name; the interpreter itself reads its module's target (target_of)."""
+    if name in _DEFAULT_FIGURES:
+        return getattr(default_target(), _DEFAULT_FIGURES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

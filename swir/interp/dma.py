@@ -44,7 +44,6 @@ from numpy.lib.stride_tricks import as_strided
 from swir.diagnostics import Diagnostic, Location
 from swir.interp.buffered import (
     BUFFERED_EMITTERS,
-    CPES,
     BufferedInterpreter,
     KernelStats,
     LDMBuffer,
@@ -70,14 +69,15 @@ from swir.ir.core import (
 from swir.ir.types import LDMType, ShapedType
 from swir.ops.loop import chunk_code
 from swir.ops.util import attr_or_default
-from swir.target import DEFAULT_TARGET
+from swir.target import default_target
 
-# Transfers smaller than this many bytes are counted as small (DMA efficiency
-# falls for blocks below a few hundred bytes; ../shared/design/sunway.md).
-SMALL_TRANSFER = DEFAULT_TARGET.small_transfer
-# blocks_32 counts the blocks whose length is a multiple of this many bytes:
-# the CPEs' write blocks and the LDM buffers' alignment (docs/codegen.md).
-ALIGN_BYTES = DEFAULT_TARGET.dma_align
+# The module names SMALL_TRANSFER and ALIGN_BYTES (see __getattr__), the Target
+# fields they read. Transfers smaller than small_transfer bytes are counted as
+# small (DMA efficiency falls for blocks below a few hundred bytes;
+# ../shared/design/sunway.md); blocks_32 counts the blocks whose length is a
+# multiple of dma_align bytes: the CPEs' write blocks and the LDM buffers'
+# alignment (docs/codegen.md).
+_DEFAULT_FIGURES = {"SMALL_TRANSFER": "small_transfer", "ALIGN_BYTES": "dma_align"}
 
 DMA_EMITTERS: dict[str, OpEmitter] = {}
 
@@ -210,11 +210,11 @@ class DMAStats(KernelStats, TransferShares):
         return d
 
     @classmethod
-    def total(cls, stats: Iterable[DMAStats], name: str = "total") -> DMAStats:
+    def total(cls, stats: Iterable[DMAStats], name: str = "total", cpes: int = 0) -> DMAStats:
         """Counters summed over functions (DMA counters belong to one function
         each, so the sums count every DMA once); LDM high-water marks are the
-        maxima, per CPE."""
-        out = cls(name)
+        maxima, per CPE (of ``cpes``, or as many as the stats have)."""
+        out = cls(name, ldm_peak_cpe=[0] * cpes)
         for s in stats:
             for k in ("calls", "copies_in", "elements_in", "bytes_in", "copies_out",
                       "elements_out", "bytes_out", "spawns", "barriers", "gets", "puts", "waits",
@@ -225,7 +225,8 @@ class DMAStats(KernelStats, TransferShares):
                 for b, n in theirs.items():
                     mine[b] = mine.get(b, 0) + n
             out.ldm_peak = max(out.ldm_peak, s.ldm_peak)
-            out.ldm_peak_cpe[:] = [max(a, b) for a, b in zip(out.ldm_peak_cpe, s.ldm_peak_cpe)]
+            out.ldm_peak_cpe[:] = [max(a, b) for a, b in itertools.zip_longest(
+                out.ldm_peak_cpe, s.ldm_peak_cpe, fillvalue=0)]
         return out
 
 
@@ -303,21 +304,22 @@ class DMAInterpreter(BufferedInterpreter):
                  max_steps: int = MAX_STEPS, ldm_size: int | None = None) -> None:
         super().__init__(module, base_dir, max_steps, ldm_size)
         # Per CPE: reply word -> the transfers counted on it and not yet waited for.
-        self.replies: list[dict[int, list[Transfer]]] = [{} for _ in range(CPES)]
+        self.replies: list[dict[int, list[Transfer]]] = [{} for _ in range(self.target.cpes)]
         # [the spawn whose kernel has not been joined, or None; its call depth]
         self.spawned: list[Any] = [None, 0]
         self._seq = itertools.count()
         self._dma_touched: dict[int, set[int]] = {}
         self._spawns: dict[int, bool] = {}
         # Per CPE, the broadcasts of the kernel run: (inst, start, LDM buffer, LDM start).
-        self.bcast_log: list[list[tuple]] = [[] for _ in range(CPES)]
+        self.bcast_log: list[list[tuple]] = [[] for _ in range(self.target.cpes)]
         self.ns.update(_sp=self.spawned)
 
     # -- results of the last run ----------------------------------------------------
     @property
     def dma_totals(self) -> DMAStats:
         """The counters of the last run summed over its functions."""
-        return DMAStats.total(s for s in self.kernel_stats.values() if s.calls)
+        return DMAStats.total((s for s in self.kernel_stats.values() if s.calls),
+                              cpes=self.target.cpes)
 
     def stats(self) -> dict[str, Any]:
         """JSON-ready counters of the last run: steps, per function run
@@ -362,7 +364,7 @@ class DMAInterpreter(BufferedInterpreter):
         for log in self.bcast_log:
             log.clear()
         try:
-            for cpe in range(CPES - 1, -1, -1):
+            for cpe in range(self.target.cpes - 1, -1, -1):
                 state[0] = cpe
                 try:
                     fn(*args)
@@ -383,7 +385,7 @@ class DMAInterpreter(BufferedInterpreter):
         start and LDM place, in the same order."""
         logs = self.bcast_log
         ref = logs[0]
-        for cpe in range(1, CPES):
+        for cpe in range(1, self.target.cpes):
             mine = logs[cpe]
             if mine == ref:
                 continue
@@ -539,6 +541,7 @@ class DMAInterpreter(BufferedInterpreter):
         lsubs = isinstance(lside, Access)
         n_main, n_ldm = mt.num_elements, lt.num_elements
         esize = lt.bytes // lt.num_elements
+        align = self.target.dma_align
         strided = 0 < bsize < count
         if strided:
             full, rem = divmod(count, bsize)
@@ -547,18 +550,18 @@ class DMAInterpreter(BufferedInterpreter):
             extent = (nblocks - 1) * pitch + (rem or bsize)
             block_sizes = [(size_bucket(bsize * esize), full)] + \
                 ([(size_bucket(rem * esize), 1)] if rem else [])
-            blocks_32 = full * (bsize * esize % ALIGN_BYTES == 0) + \
-                (1 if rem and rem * esize % ALIGN_BYTES == 0 else 0)
+            blocks_32 = full * (bsize * esize % align == 0) + \
+                (1 if rem and rem * esize % align == 0 else 0)
             shape_text = f" in {nblocks} blocks of {bsize} with {stride} skipped between them"
         else:
             full = rem = pitch = 0
             nblocks, extent = 1, count
             block_sizes = [(size_bucket(count * esize), 1)]
-            blocks_32 = int(count * esize % ALIGN_BYTES == 0)
+            blocks_32 = int(count * esize % align == 0)
             shape_text = ""
         nbytes = count * esize
         bucket = size_bucket(nbytes)
-        small = nbytes < SMALL_TRANSFER
+        small = nbytes < self.target.small_transfer
         what, lwhat = value_text(macc.base), value_text(lbase)
         text = _dma_text(inst)
         mem_indices, ldm_indices = macc.indices, lside.indices if lsubs else ()
@@ -897,3 +900,12 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
 # No spreading at the dma stage: a parallel loop runs on the CPE running it, in
 # reverse order (the loop stage's rule); the work split is cpe_id and chunk.
 DMA_EMITTERS["parallel"] = EMITTERS["parallel"]
+
+
+def __getattr__(name: str) -> Any:
+    """SMALL_TRANSFER, ALIGN_BYTES: the default target's figures, for code that
+    asks for them by these names; the interpreter itself reads its module's
+    target (target_of)."""
+    if name in _DEFAULT_FIGURES:
+        return getattr(default_target(), _DEFAULT_FIGURES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

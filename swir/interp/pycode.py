@@ -1,28 +1,40 @@
-"""The Python code generator of the loop-stage interpreter and its later
-stages (swir.interp.loop, buffered, dma), also used by the traffic counter
-(swir.analysis.traffic): :class:`Emit` writes the body of one generated Python
-function; the ``*_text`` functions spell IR values and index expressions as
-they appear in messages; ``*_reporter`` and :func:`raiser` make the callables
-that generated code calls to raise a diagnostic."""
+"""The Python code generator of the reference interpreters and the cost
+model's traffic counter: IR becomes Python source, compiled and run in a
+namespace of its own.
+
+- :class:`CodeSpace`: the namespace generated functions are defined in, the
+  Python names of IR values, and the index constants spelled as literals;
+- :class:`PyWriter`: writes the body of one generated function (statements,
+  index expressions, value ranges); the traffic counter
+  (swir.costmodel.traffic) writes its counting functions with it;
+- :class:`Emit`: a PyWriter for the interpreters of the loop stage and later
+  (swir.interp.loop, buffered, dma), which also executes instructions by the
+  interpreter's op emitters, checks bounds and counts steps;
+- the ``*_text`` functions spell IR values and index expressions as they
+  appear in messages; ``*_reporter`` and :func:`raiser` make the callables
+  that generated code calls to raise a diagnostic."""
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Block, Function, Global, Instruction, Value
 from swir.ir.types import INDEX, ShapedType
 
-if TYPE_CHECKING:  # pragma: no cover  (the interpreter imports this module)
-    from swir.interp.loop import LoopInterpreter
-
 # Structured ops nested deeper than this inside one generated Python function go
-# into a function of their own (Python allows 20 statically nested loops).
+# into a function of their own: CPython allows 20 statically nested blocks and
+# 100 levels of indentation. The interpreters count structured ops
+# (MAX_INLINE_DEPTH); the traffic counter, which keeps only some of them,
+# counts the `for` statements and the indentation it writes.
 MAX_INLINE_DEPTH = 10
+MAX_NESTED_FOR = 12
+MAX_INDENT = 48
 
 
 def value_text(v: Any) -> str:
@@ -79,35 +91,82 @@ def free_values(inst: Instruction) -> list[Value]:
     return [v for k, v in used.items() if k not in defined]
 
 
-class Emit:
+class Space(Protocol):
+    """What a :class:`PyWriter` needs of the namespace its code runs in."""
+
+    names: dict[int, str]
+    int_consts: dict[int, int]
+
+    def bind(self, obj: Any, prefix: str = "k") -> str: ...
+
+    def fresh(self, prefix: str) -> str: ...
+
+
+class EmitHost(Space, Protocol):
+    """What :class:`Emit` needs of the interpreter it writes code for
+    (swir.interp.loop.LoopInterpreter and its later stages)."""
+
+    stage: str
+    max_steps: int
+
+    def name_of(self, v: Value) -> str: ...
+
+    def global_name(self, g: Global) -> str: ...
+
+    def emitter_for(self, inst: Instruction) -> Callable[[Emit, Instruction], None] | None: ...
+
+    def compile_unit(self, parent: Emit, inst: Instruction) -> None: ...
+
+
+class CodeSpace:
+    """The namespace generated Python functions are defined and run in: the
+    objects they call, bound by name (:meth:`bind`); the Python names of IR
+    values (``names``); index constants, which the code spells as literals
+    (``int_consts``)."""
+
+    # Names the compiled code's file in tracebacks: <label @function>.
+    label = "swir"
+
+    def __init__(self, ns: Mapping[str, Any] | None = None) -> None:
+        self.ns: dict[str, Any] = {"__builtins__": __builtins__, **(ns or {})}
+        self.names: dict[int, str] = {}
+        self.int_consts: dict[int, int] = {}
+        self._ids = itertools.count()
+
+    def fresh(self, prefix: str) -> str:
+        return f"_{prefix}{next(self._ids)}"
+
+    def bind(self, obj: Any, prefix: str = "k") -> str:
+        name = self.fresh(prefix)
+        self.ns[name] = obj
+        return name
+
+    def define(self, fname: str, source: str, f: Function) -> Callable[..., Any]:
+        """Compile the source of the generated function ``fname`` (written for
+        IR function f) into the namespace; return it."""
+        code = compile(source, f"<{self.label} @{f.name}>", "exec")
+        exec(code, self.ns)  # noqa: S102  (our own generated code)
+        return self.ns[fname]
+
+
+class PyWriter:
     """Writes the body of one generated Python function.
 
-    Emitters call :meth:`line` to write statements, :meth:`name` for the Python
+    Writers call :meth:`line` to write statements, :meth:`name` for the Python
     variable holding a value, :meth:`define` for the variable a result is
     assigned to, :meth:`expr` for the Python text of an index expression,
     :meth:`bind` to make a Python object available to the code, and
-    :meth:`region` to emit a nested single-block region."""
+    :meth:`assemble` for the function's source."""
 
-    def __init__(self, interp: LoopInterpreter, function: Function) -> None:
-        self.interp = interp
+    def __init__(self, space: Space, function: Function) -> None:
+        self.space = space
         self.function = function
         self.lines: list[str] = []
         self.indent = 1
-        self.depth = 0  # structured nesting inside this generated function
         self.hoisted: dict[str, str] = {}  # local name -> namespace name (globals)
         # Inclusive value ranges of loop variables with constant bounds, to leave
         # out bounds checks that can never fail.
         self.ranges: dict[int, tuple[int, int]] = {}
-        # Block -> its number, for branches in a func's CFG.
-        self.blocks: dict[int, int] = {}
-        # Per open structured region (the function body first): Python lines to
-        # run when the region ends (see at_exit).
-        self.exits: list[list[str]] = [[]]
-        # Number of `parallel` loops enclosing the code being emitted, in this
-        # generated function.
-        self.parallel_depth = 0
-        # Scratch space for a later stage's emitters (per generated function).
-        self.data: dict[str, Any] = {}
 
     # -- writing code ------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -125,19 +184,19 @@ class Emit:
             self.indent -= 1
 
     def bind(self, obj: Any, prefix: str = "k") -> str:
-        return self.interp.bind(obj, prefix)
+        return self.space.bind(obj, prefix)
 
     def fresh(self, prefix: str) -> str:
-        return self.interp.fresh(prefix)
+        return self.space.fresh(prefix)
+
+    def assemble(self, fname: str, params: list[str]) -> str:
+        head = [f"def {fname}({', '.join(params)}):"]
+        head += [f"    {local} = {ns}" for local, ns in self.hoisted.items()]
+        return "\n".join(head + (self.lines or ["    pass"])) + "\n"
 
     # -- values ------------------------------------------------------------------
     def name(self, v: Any) -> str:
-        if isinstance(v, Global):
-            local = f"g_{self.interp.name_of(v)}"
-            if local not in self.hoisted:
-                self.hoisted[local] = self.interp.global_name(v)
-            return local
-        n = self.interp.names.get(id(v))
+        n = self.space.names.get(id(v))
         if n is None:
             raise Diagnostic(f"value {value_text(v)} is used where it is not defined",
                              self.function.loc)
@@ -151,7 +210,7 @@ class Emit:
         if isinstance(e, int) and not isinstance(e, bool):
             return str(e)
         if isinstance(e, Value):
-            c = self.interp.int_consts.get(id(e))
+            c = self.space.int_consts.get(id(e))
             return str(c) if c is not None else self.name(e)
         e = Expr.of(e)
         parts: list[str] = []
@@ -183,7 +242,7 @@ class Emit:
         """Inclusive bounds of an index expression from the constant loop bounds
         around it, or None when unknown."""
         if isinstance(e, Value):
-            c = self.interp.int_consts.get(id(e))
+            c = self.space.int_consts.get(id(e))
             return (c, c) if c is not None else self.ranges.get(id(e))
         e = Expr.of(e)
         lo = hi = e.const
@@ -211,6 +270,37 @@ class Emit:
             lo, hi = (lo + coef * r[0], hi + coef * r[1]) if coef > 0 else \
                 (lo + coef * r[1], hi + coef * r[0])
         return lo, hi
+
+
+class Emit(PyWriter):
+    """A :class:`PyWriter` for an interpreter: :meth:`instruction` executes an
+    instruction by the interpreter's op emitter, :meth:`region` a nested
+    single-block region, :meth:`offset` checks an element access's bounds,
+    :meth:`count` counts executed instructions; globals are read through
+    names hoisted to the function's start."""
+
+    def __init__(self, interp: EmitHost, function: Function) -> None:
+        super().__init__(interp, function)
+        self.interp = interp
+        self.depth = 0  # structured nesting inside this generated function
+        # Block -> its number, for branches in a func's CFG.
+        self.blocks: dict[int, int] = {}
+        # Per open structured region (the function body first): Python lines to
+        # run when the region ends (see at_exit).
+        self.exits: list[list[str]] = [[]]
+        # Number of `parallel` loops enclosing the code being emitted, in this
+        # generated function.
+        self.parallel_depth = 0
+        # Scratch space for a later stage's emitters (per generated function).
+        self.data: dict[str, Any] = {}
+
+    def name(self, v: Any) -> str:
+        if isinstance(v, Global):
+            local = f"g_{self.interp.name_of(v)}"
+            if local not in self.hoisted:
+                self.hoisted[local] = self.interp.global_name(v)
+            return local
+        return super().name(v)
 
     # -- memory accesses -----------------------------------------------------------
     def offset(self, inst: Instruction, acc: Access) -> str:
@@ -297,11 +387,6 @@ class Emit:
             for text in reversed(lines):
                 self.line(text)
 
-    def assemble(self, fname: str, params: list[str]) -> str:
-        head = [f"def {fname}({', '.join(params)}):"]
-        head += [f"    {local} = {ns}" for local, ns in self.hoisted.items()]
-        return "\n".join(head + (self.lines or ["    pass"])) + "\n"
-
 
 def oob_reporter(inst: Instruction, acc: Access) -> Callable[..., None]:
     t = acc.base.type
@@ -317,7 +402,7 @@ def oob_reporter(inst: Instruction, acc: Access) -> Callable[..., None]:
     return report
 
 
-def limit_reporter(interp: LoopInterpreter, inst: Instruction) -> Callable[[], None]:
+def limit_reporter(interp: EmitHost, inst: Instruction) -> Callable[[], None]:
     def report() -> None:
         raise Diagnostic(f"execution did not finish within {interp.max_steps} instructions "
                          "(an endless loop?)", inst.loc)

@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from swir.target import DEFAULT_TARGET
+from swir.target import default_target
 
 FLOAT_TYPES = ("f16", "f32", "f64")
 INT_TYPES = ("i1", "i8", "i16", "i32", "i64")
@@ -133,21 +133,19 @@ class LDMType(ShapedType):
 
     @property
     def slot_bytes(self) -> int:
-        """The LDM the buffer takes: its bytes rounded up to LDM_ALIGN, as
-        every buffer starts LDM_ALIGN-aligned."""
+        """The LDM the buffer takes on the default target: its bytes rounded
+        up to the target's dma_align, as every buffer starts so aligned."""
         return ldm_slot(self.bytes)
 
 
-# Every LDM buffer starts at a multiple of this many bytes: the SW26010's
-# aligned vector loads and stores (simd_load / simd_store of a floatv4 or
-# doublev4) need 32-byte addresses, and aligned DMA blocks stream best
-# (docs/codegen.md, "On a real Sunway machine").
-LDM_ALIGN = DEFAULT_TARGET.dma_align
-
-
-def ldm_slot(nbytes: int) -> int:
-    """``nbytes`` of LDM buffer rounded up to LDM_ALIGN (what it occupies)."""
-    return -(-nbytes // LDM_ALIGN) * LDM_ALIGN
+def ldm_slot(nbytes: int, align: int | None = None) -> int:
+    """``nbytes`` of LDM buffer rounded up to ``align`` (what it occupies).
+    Every LDM buffer starts at a multiple of the target's dma_align (the
+    default): the SW26010's aligned vector loads and stores (simd_load /
+    simd_store of a floatv4 or doublev4) need 32-byte addresses, and aligned
+    DMA blocks stream best (docs/codegen.md, "On a real Sunway machine")."""
+    align = default_target().dma_align if align is None else align
+    return -(-nbytes // align) * align
 
 
 _SHAPED = {"": TensorType, "buf": BufType, "ldm": LDMType}

@@ -25,7 +25,7 @@ from swir.ir.core import FileInit, Module
 from swir.ir.constants import load_weights_outside
 from swir.printer import WeightSink, print_module
 from swir.progress import QUIET, Progress
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import Target, default_target
 from swir.verifier import VerificationError, verify
 
 
@@ -62,7 +62,7 @@ class Pass:
     stages: ClassVar[tuple[str, ...] | None] = None
     # The machine the pass plans for: a tool's --target (not an option: it
     # sets options' defaults, see target_defaults).
-    target: Target = field(default=DEFAULT_TARGET, init=False, repr=False, compare=False)
+    target: Target = field(default_factory=default_target, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.statistics: dict[str, int] = {}

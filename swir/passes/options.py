@@ -10,10 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from swir.passes.manager import at_least, in_range, option
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import DEFAULT_TARGET, Target, default_target
 
+# Pass options' defaults are values (the tools print them, and compare the
+# options given with them); these are the default target's, and a tool's
+# --target replaces them (manager.target_defaults).
 DEFAULT_LDM = DEFAULT_TARGET.ldm_bytes    # bytes of LDM per CPE
 MAX_CPES = DEFAULT_TARGET.cpes            # CPEs per core group
+DEFAULT_MEM_ALIGN = DEFAULT_TARGET.mem_align
 
 
 def _reserve_value(v: int) -> str | None:
@@ -38,15 +42,21 @@ def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
     return option(MAX_CPES, help, check=in_range(1, MAX_CPES), target="cpes")
 
 
+def mem_align(help: str, check: Any = None) -> Any:
+    return option(DEFAULT_MEM_ALIGN, help, check=check, target="mem_align")
+
+
 def jobs(help: str = "processes measuring trial lowerings at once (0: one per core); the "
                      "decisions are the same for any number") -> Any:
     return option(0, help, check=at_least(0))
 
 
-def reserve_bytes(size: int, reserve: int, target: Target = DEFAULT_TARGET) -> int:
+def reserve_bytes(size: int, reserve: int, target: Target | None = None) -> int:
     """The LDM bytes kept back: ``reserve``, or for -1 the target's default
     (ldm-size / 16 on both targets)."""
-    return target.default_reserve(size) if reserve == -1 else reserve
+    if reserve != -1:
+        return reserve
+    return (target or default_target()).default_reserve(size)
 
 
 def check_reserve(pass_name: str, size: int, reserve: int) -> list[tuple[str, str]]:

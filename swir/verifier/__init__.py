@@ -45,7 +45,7 @@ from swir.ops.registry import OpError, lookup
 
 COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
 from swir.ops.util import check_dense, value_ref
-from swir.target import DEFAULT_TARGET, TARGETS, target_of
+from swir.target import TARGETS, target_of
 from swir.verifier.bounds import IndexBounds, TooComplex
 
 MAX_ERRORS = 20
@@ -53,7 +53,6 @@ MAX_ERRORS = 20
 _SYMBOL_OPS = (CPE_ID, CHUNK, CONST, DYN_INDEX)
 
 # Every arena offset is a multiple of this (-mem-plan's align is at least it).
-ARENA_ALIGN = DEFAULT_TARGET.write_block
 
 
 class VerificationError(Exception):
@@ -207,8 +206,8 @@ class _ModuleChecks:
         elif off + g.type.bytes > MAX_BYTES:
             self.error("the buffer ends past swir's limit of 2^62 bytes (arena offset "
                        f"{off}, {g.type.bytes} bytes)", g.loc, where)
-        elif off % ARENA_ALIGN:
-            self.error(f"arena offset {off} is not a multiple of {ARENA_ALIGN} bytes (every "
+        elif off % (block := target_of(self.m.attrs).write_block):
+            self.error(f"arena offset {off} is not a multiple of {block} bytes (every "
                        "buffer starts on a 32-byte block: the CPEs' DMA writes are kept to "
                        "whole blocks, and the alignment counts assume it)", g.loc, where)
 

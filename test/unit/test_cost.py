@@ -1,4 +1,4 @@
-"""The SW26010 cost model (swir.analysis.cost): the counts and every formula
+"""The SW26010 cost model (swir.costmodel.cost): the counts and every formula
 checked against hand computation on swTVM's worked matmul and a small conv."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from swir.analysis.cost import DMA_ASSUMPTIONS, Machine, cost_report
-from swir.analysis.traffic import dma_traffic
+from swir.costmodel.cost import DMA_ASSUMPTIONS, Machine, cost_report
+from swir.costmodel.traffic import dma_traffic
 from swir.analysis.vector_plan import flops_of
 from swir.parser import parse_module
 from swir.passes import pass_class

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swir.analysis.network import Network
+from swir.costmodel.network import Network
 from swir.codegen import emulate
 from swir.codegen.project import Options, generate, write_project
 from swir.interp.ranks import RankAborted, World, run_ranks

@@ -30,7 +30,7 @@ import math
 
 import pytest
 
-from swir.analysis.cost import Machine, dma_assumptions
+from swir.costmodel.cost import Machine, dma_assumptions
 from swir.target import SW26010, SW26010_PRO
 
 CONTIGUOUS = {8: 0.47, 16: 0.94, 32: 1.33, 64: 1.86, 128: 2.95, 256: 5.99, 512: 8.78,

@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 import pytest
 
-from swir.analysis.traffic import dma_traffic
+from swir.costmodel.traffic import dma_traffic
 from swir.interp.kernels import dtype_of
 from swir.interp.run import run_function
 from swir.ir.core import Module

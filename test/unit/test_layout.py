@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swir.analysis.traffic import dma_traffic
-from swir.analysis.trial import plan_options
+from swir.costmodel.traffic import dma_traffic
+from swir.costmodel.trial import plan_options
 from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import ArrayInit, Module

@@ -32,7 +32,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from swir.analysis.traffic import dma_traffic
+from swir.costmodel.traffic import dma_traffic
 from swir.codegen import emulate
 from swir.parser import parse_module
 from swir.passes.pipelines import DEFAULT_LEVEL, pipeline_flags
@@ -135,7 +135,7 @@ def test_every_rank_reports_its_counters(cases, case, ranks):
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_ranks_dma_is_the_static_count(cases, case, ranks):
     """Every rank runs the same kernels on its share: each rank's DMA counters
-    are swir.analysis.traffic's static count of the module (the MPI bytes are
+    are swir.costmodel.traffic's static count of the module (the MPI bytes are
     checked against the interpreters in test_distribute.py)."""
     c = cases[(case, ranks)].result()
     static = dma_traffic(c.dma).counters()

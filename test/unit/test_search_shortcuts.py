@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from swir.analysis.cost import Machine
+from swir.costmodel.cost import Machine
 from swir.analysis.vector_plan import body_cost, tile_plan
 from swir.ir.core import Module
 from swir.parallel import memo

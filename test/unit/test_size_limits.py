@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from siblings import sibling
 
-from swir.analysis import traffic
-from swir.analysis.traffic import CountLimit, dma_traffic
+from swir.costmodel import traffic
+from swir.costmodel.traffic import CountLimit, dma_traffic
 from swir.ir.builder import Builder
 from swir.ir.core import Module
 from swir.ir.types import F32, MAX_BYTES, TensorType

@@ -1,7 +1,7 @@
 """swir-report: the per-kernel cost table, its JSON and its roofline plot.
 
 The paper matmul's figures are worked out by hand below from its LDM plan
-and the formulas of swir.analysis.cost (docs/swir-report.md); a small conv's
+and the formulas of swir.costmodel.cost (docs/swir-report.md); a small conv's
 from its shape. Then the tool itself: bad inputs are one diagnostic, exit
 status 1 and no output file; the JSON round-trips; the plot is a PNG. Last,
 every model of the benchmark zoo (reduced, as test_zoo_e2e.py builds them)
@@ -25,7 +25,7 @@ import siblings
 from swir.tools import swir_opt, swir_report
 from swir.tools.driver import run_tool
 
-from swir.analysis.cost import KernelCost, Machine, cost_report
+from swir.costmodel.cost import KernelCost, Machine, cost_report
 from swir.parser import parse_module
 from swir.passes.pipelines import pipeline_flags
 
@@ -67,7 +67,7 @@ def micros(cell: str) -> float:
 # The paper matmul, by hand
 # ---------------------------------------------------------------------------
 
-# The default machine (swir.analysis.cost.Machine), constant by constant.
+# The default machine (swir.costmodel.cost.Machine), constant by constant.
 CPE_FLOPS = 1.45e9 * 8          # 1.45 GHz x 8 flop/cycle = 11.6 GFLOP/s per CPE
 PEAK = 64 * CPE_FLOPS           # 742.4 GFLOP/s
 BANDWIDTH = 34.1e9 * 0.6        # 60% of 34.1 GB/s = 20.46 GB/s (fitted, test_dma_calibration.py)

@@ -3,11 +3,15 @@ machine's figures down, and --target plans, interprets and models for the
 SW26010-Pro.
 
 The scan: in swir/ and tools/, no literal 65536 / 64 * 1024 or the clocks and
-bandwidths, and no name about CPEs, small transfers, blocks or alignment set
-to the SW26010's figure (64 CPEs, 256 bytes, 32 bytes); in the C runtime and
-the C templates, no #define of the target's constants to a number. The scan
-is shown to catch each kind on planted text, and to catch what e745b55 had
-(the commit before the target description) on its text.
+bandwidths, and no name about CPEs (or busy CPEs), small transfers, blocks or
+alignment set to, defaulting to or compared with the SW26010's figure (64
+CPEs, 256 bytes, 32 bytes, the 64-byte main-memory alignment); in the C
+runtime and the C templates, no #define of the target's constants to a
+number. The scan is shown to catch each kind on planted text, and to catch
+what e745b55 had (the commit before the target description) on its text.
+And no module but swir/target.py reads DEFAULT_TARGET when it is imported
+(into a constant, a class attribute or a parameter default): the target is
+handed down, or read when the code runs.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 import pytest
 
 import swir
-from swir.analysis.cost import Machine, cost_report
+from swir.costmodel.cost import Machine, cost_report
 from swir.codegen.project import TARGET_HEADER
 from swir.parser import parse_module
 from swir.target import DEFAULT_TARGET, SW26010, SW26010_PRO, TARGETS, target_named
@@ -35,8 +39,8 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 BIN = Path(sys.executable).parent
 
 FIGURES = {"65536", "64 * 1024", "1.45e9", "34.1e9", "2.25e9", "51.2e9", "262144"}
-NAMED = [(re.compile(r"cpe", re.I), 64), (re.compile(r"small|transfer", re.I), 256),
-         (re.compile(r"block|align", re.I), 32)]
+NAMED = [(re.compile(r"cpe|busy", re.I), 64), (re.compile(r"small|transfer", re.I), 256),
+         (re.compile(r"block|align", re.I), 32), (re.compile(r"align", re.I), 64)]
 C_DEFINE = re.compile(r"#define SWIR_(CPES|LDM_BYTES|LDM_RESERVE|WRITE_BLOCK|SMALL_TRANSFER"
                       r"|FAULT_SLOTS) \d|-cgsp \d")
 
@@ -53,6 +57,15 @@ def _assigned(node: ast.AST) -> list[tuple[str, ast.AST]]:
         return [(_name(node.target), node.value)]
     if isinstance(node, ast.keyword):
         return [(node.arg or "", node.value)]
+    if isinstance(node, ast.arguments):     # parameter defaults: def f(cpes: int = 64)
+        positional = node.posonlyargs + node.args
+        pairs = list(zip(positional[len(positional) - len(node.defaults):], node.defaults))
+        pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+        return [(a.arg, d) for a, d in pairs]
+    if isinstance(node, ast.Compare):       # comparisons: cpes == 64, 64 > busy
+        sides = [node.left, *node.comparators]
+        return [(_name(a) or _name(b), b if _name(a) else a)
+                for a, b in zip(sides, sides[1:]) if _name(a) or _name(b)]
     return []
 
 
@@ -68,7 +81,7 @@ def stray_figures(source: str, where: str) -> list[str]:
             if isinstance(value, ast.Call) and value.args:   # option(64, ...)
                 value = value.args[0]
             if isinstance(value, ast.Constant) and type(value.value) is int:
-                out += [f"{where}:{node.lineno}: {name} = {value.value}"
+                out += [f"{where}:{value.lineno}: {name} = {value.value}"
                         for rx, figure in NAMED if rx.search(name) and value.value == figure]
     return out + [f"{where}: {m.group(0)}" for m in C_DEFINE.finditer(source)]
 
@@ -93,9 +106,74 @@ def test_no_target_figure_outside_the_target_description():
 @pytest.mark.parametrize("text", [
     "LDM = 65536", "x = 64 * 1024", "MAX_CPES = 64", "cpes: int = option(64, 'h')",
     "SMALL_TRANSFER = 256", "f(write_block=32)", "clock_hz: float = 1.45e9",
+    "def f(cpes: int = 64): pass", "def f(m, busy: int = 64): pass",
+    "def f(*, small: int = 256): pass", "if cpes == 64: pass", "ok = 32 == self.block",
+    "ALIGN = 64", "align: int = option(64, 'h')",
     "T = '#define SWIR_CPES 64'", "M = '-cgsp 64 -share_size'"])
 def test_the_scan_catches_planted_figures(text):
     assert stray_figures(text, "planted")
+
+
+def default_target_reads_at_import(source: str, where: str) -> list[str]:
+    """Where Python ``source`` reads DEFAULT_TARGET while it is imported: in
+    module-level statements, class bodies, decorators and parameter defaults
+    (function bodies run later)."""
+    out: list[str] = []
+
+    def reads(node: ast.AST) -> None:
+        out.extend(f"{where}:{n.lineno}" for n in ast.walk(node)
+                   if isinstance(n, ast.Name) and n.id == "DEFAULT_TARGET")
+
+    def statements(body: list[ast.stmt]) -> None:
+        for st in body:
+            if isinstance(st, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in [*st.decorator_list, *st.args.defaults, *st.args.kw_defaults]:
+                    if d is not None:
+                        reads(d)
+            elif isinstance(st, ast.ClassDef):
+                for d in [*st.decorator_list, *st.bases, *st.keywords]:
+                    reads(d)
+                statements(st.body)
+            else:
+                reads(st)
+    statements(ast.parse(source).body)
+    return out
+
+
+# The one module left that reads it at import (docs/architecture.md, "Targets"):
+# the pass options whose defaults are figures hold values (the tools print
+# them and compare with them), which --target replaces.
+READS_AT_IMPORT = {"options.py": 3}
+
+
+def test_no_module_reads_the_default_target_at_import():
+    found, left = [], {}
+    for root in (PACKAGE, TOOLS):
+        for p in sorted(root.rglob("*.py")):
+            if p.name != "target.py":
+                reads = default_target_reads_at_import(p.read_text(encoding="utf-8"), str(p))
+                if p.parent.name == "passes" and p.name in READS_AT_IMPORT:
+                    left[p.name] = len(reads)
+                else:
+                    found += reads
+    assert not found, "DEFAULT_TARGET read at import:\n" + "\n".join(found)
+    assert left == READS_AT_IMPORT
+
+
+@pytest.mark.parametrize("text", [
+    "CPES = DEFAULT_TARGET.cpes", "def f(t: Target = DEFAULT_TARGET): pass",
+    "class A:\n    target: Target = DEFAULT_TARGET",
+    "@dataclass\nclass A:\n    t: Target = field(default=DEFAULT_TARGET)"])
+def test_the_import_scan_catches_planted_reads(text):
+    assert default_target_reads_at_import(text, "planted")
+
+
+def test_the_import_scan_leaves_reads_when_code_runs():
+    assert not default_target_reads_at_import(
+        "def f(t=None):\n    return t or DEFAULT_TARGET\n"
+        "class A:\n    def g(self):\n        return DEFAULT_TARGET.cpes", "planted")
 
 
 def test_the_scan_caught_the_figures_before_the_target_description():

@@ -1,4 +1,4 @@
-"""swir.analysis.traffic: the DMA counters of a dma-stage module counted from
+"""swir.costmodel.traffic: the DMA counters of a dma-stage module counted from
 its structure equal, exactly, what the dma-stage interpreter counts when it
 runs the module — on every graph-op configuration of test_codegen (lowered
 with swir-cg's pipeline at 64 KB and 2 KB of LDM, no C compiled), the bundled
@@ -21,7 +21,7 @@ import pytest
 from siblings import sibling
 from swir.passes.pipelines import compile_pipeline
 
-from swir.analysis.traffic import TrafficError, dma_traffic
+from swir.costmodel.traffic import TrafficError, dma_traffic
 from swir.codegen import emulate
 from swir.interp.dma import DMAInterpreter
 from swir.interp.kernels import dtype_of

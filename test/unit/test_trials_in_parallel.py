@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from swir import parallel
-from swir.analysis import trial
+from swir.costmodel import trial
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from swir.analysis import vector_plan as V
-from swir.analysis.cost import cost_report
+from swir.costmodel.cost import cost_report
 from swir.codegen.project import Options, generate
 from swir.ir.core import Module
 from swir.parser import parse_module

@@ -21,7 +21,7 @@ Each model is compiled once per level: swir-cg's pipeline at that level,
 run in process by swir-opt, writes the dma-stage module, and swir-cg makes
 the C from it (test_codegen_onnx.py and test_examples_codegen.py run swir-cg
 from the graph stage). The same run checks the DMA counters the program
-reports, per kernel, against swir.analysis.traffic's static count of that
+reports, per kernel, against swir.costmodel.traffic's static count of that
 module. So the bench's static DMA figures are tied to what the C does on the
 zoo models.
 
@@ -64,8 +64,8 @@ ort = pytest.importorskip("onnxruntime")
 from swir.tools import swir_opt
 from swir.passes.pipelines import pipeline_flags
 
-from swir.analysis.cost import cost_report
-from swir.analysis.traffic import dma_traffic
+from swir.costmodel.cost import cost_report
+from swir.costmodel.traffic import dma_traffic
 from swir.codegen import emulate
 from swir.interp.loop import io_signature
 from swir.parser import parse_module
@@ -101,9 +101,9 @@ class Result:
     outputs: list[np.ndarray]          # the program's
     reference: list[np.ndarray]        # onnxruntime's
     counters: dict                     # the program's DMA counters, per kernel
-    static: dict                       # swir.analysis.traffic's
+    static: dict                       # swir.costmodel.traffic's
     misaligned: dict                   # per kernel: (program's, static bound), main memory and LDM
-    modeled: dict[str, float]          # modeled time per kernel (swir.analysis.cost)
+    modeled: dict[str, float]          # modeled time per kernel (swir.costmodel.cost)
     greedy: dict[str, float] | None    # the same with -ldm-plan's greedy strategy (at -O3)
     sanitized: dict[str, Sanitized]    # by make target, at -O3 (when cc links it)
 
@@ -184,7 +184,7 @@ def sanitized_run(project: Path, module: str, target: str, inputs: list[np.ndarr
 
 
 def modeled(dma) -> dict[str, float]:
-    """Each kernel's modeled Sunway time (swir.analysis.cost)."""
+    """Each kernel's modeled Sunway time (swir.costmodel.cost)."""
     return {k.name: k.modeled_s for k in cost_report(dma).kernels}
 
 

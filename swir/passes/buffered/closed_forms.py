@@ -24,9 +24,8 @@ import math
 
 import numpy as np
 
-from swir.analysis.cost import Machine
+from swir.costmodel.cost import Machine
 from swir.passes.buffered.ldm_model import Nest, Tensor, corr
-from swir.target import DEFAULT_TARGET
 
 # Per buffered tensor: its tile's bytes, contiguous runs, DMAs per copy, and
 # whether the tile is one element (each an array over the tilings).
@@ -95,7 +94,7 @@ class Tilings:
                 if v.iv in deps and not (init and v.reduction):
                     copies *= self.ntiles[:, i]
             gets = sum(get_seconds(m, copies, nbytes, runs, dmas, cpes))
-            if cpes == DEFAULT_TARGET.cpes and t.read and not t.written:
+            if cpes == m.cpes and t.read and not t.written:
                 gets = np.minimum(gets, broadcast_seconds(m, copies, cpes, nbytes, runs, dmas))
             if t.read and not t.written:      # a one-element tile is loaded directly
                 gets = np.where(single, sum(direct_seconds(nest, t, m, cpes)), gets)

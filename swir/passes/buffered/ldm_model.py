@@ -22,7 +22,7 @@ from swir.ops import CALL, COPY_IN, COPY_OUT, FOR, LOAD, PARALLEL, STORE
 from swir.ops.registry import OpDef
 from swir.ops.util import attr_or_default
 from swir.passes.manager import PassFailure
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import Target, default_target
 
 
 # Why Constraint 1 loads a tensor directly (the search re-decides it per plan).
@@ -40,7 +40,7 @@ class SearchContext:
     budget: float       # seconds
     ldm_size: int
     double: bool        # the -ldm-plan option double-buffer
-    target: Target = DEFAULT_TARGET
+    target: Target = field(default_factory=default_target)
     # padded copies to be read from their source (pad-in-load): per scratch
     # parameter, (its index, the source's parameter index or global name,
     # offsets, fill)

@@ -1,5 +1,5 @@
 """-ldm-plan{strategy=search}: tile sizes and tile-loop orders chosen by the
-SW26010 cost model (swir.analysis.cost), never slower than the paper's
+SW26010 cost model (swir.costmodel.cost), never slower than the paper's
 greedy plan by that model.
 
 The greedy plan (Algorithms 1 and 2) grows tiles in powers of two in a fixed
@@ -25,7 +25,7 @@ does, in three steps:
    the time budget.
 3. **Exact check.** The best few plans by estimate and greedy's plan are
    each applied to a copy of the kernel with only this nest, through
-   -insert-dma, and measured with :func:`swir.analysis.cost.cost_report`
+   -insert-dma, and measured with :func:`swir.costmodel.cost.cost_report`
    (exact counts). The fastest wins; greedy's on a tie. When the copy cannot
    be measured (the nest's trip counts depend on kernel parameters), greedy's
    plan is kept. Counting stops at the end of the budget: the best plan
@@ -44,12 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swir.analysis.cost import Machine, cost_report
+from swir.costmodel.cost import Machine, cost_report
 from swir.analysis.dependence import carried_dependence
 from swir.analysis.placement import copy_level, executions
-from swir.analysis.traffic import CountLimit, TrafficError
+from swir.costmodel.traffic import CountLimit, TrafficError
 from swir.analysis.vector_plan import body_cost, point_cycles_floor, tile_plan
-from swir.analysis.write_blocks import BLOCK
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
 from swir.ir.core import Access, Function, Global, Instruction, Module, Value
@@ -74,7 +73,7 @@ from swir.passes.buffered.ldm_model import (
     top_loops,
 )
 from swir.passes.buffered.pad_fold import read_from_source
-from swir.target import DEFAULT_TARGET, Target
+from swir.target import DEFAULT_TARGET, Target, default_target
 
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
@@ -86,7 +85,6 @@ ALIGNED_SCAN = 200  # plans looked at (by estimate) for those
 # does not price alignment (no public figure: sunway.md, "aligned blocks of
 # 256 B or more stream best"); this buys it where it costs little.
 ALIGN_SLACK = 0.02
-ALIGN_BYTES = DEFAULT_TARGET.dma_align
 ROUNDS_SHARE = 0.75  # of the time budget, for the local search (the rest: exact checks)
 
 Choice = tuple[tuple[int, ...], tuple[int, ...]]   # (tile per var, order as var indices)
@@ -373,12 +371,13 @@ def orders(nest: Nest) -> list[tuple[int, ...]]:
     return out
 
 
-def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
+def nest_cycles(nest: Nest, target: Target | None = None) -> float:
     """CPE cycles of one run of the whole nest with its current tiles, as
     swir-cg will write each tile's loops (vector_plan.tile_plan: a vector
     micro-kernel or loop where the tile allows one, scalar code elsewhere;
     docs/cost-model.md, "Compute"): the body per point of the nest, the
     pre and post parts (zero fill, epilogue) per output point."""
+    target = target or default_target()
     every = math.prod(v.extent for v in nest.vars)
     band = [v for v in nest.vars if not v.reduction]
     per_output = math.prod(v.extent for v in band)
@@ -398,9 +397,10 @@ def nest_cycles(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
         sum(per_output_point(part) for part in ("pre", "post") if getattr(nest, part)) * per_output
 
 
-def nest_cycles_floor(nest: Nest, target: Target = DEFAULT_TARGET) -> float:
+def nest_cycles_floor(nest: Nest, target: Target | None = None) -> float:
     """A lower bound of :func:`nest_cycles` for any tiles
     (vector_plan.point_cycles_floor of each part)."""
+    target = target or default_target()
     every = math.prod(v.extent for v in nest.vars)
     per_output = math.prod(v.extent for v in nest.vars if not v.reduction)
     return point_cycles_floor(nest.body, target) * every + sum(
@@ -429,7 +429,7 @@ def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     stream, starts, bcast = 0.0, 0.0, 0.0
     # Every CPE runs as many tasks: a tile no parallel loop moves is fetched
     # in the same round by every CPE, and -insert-dma may broadcast it.
-    lockstep = cpes == DEFAULT_TARGET.cpes and units % cpes == 0 and tasks % grain == 0
+    lockstep = cpes == m.cpes and units % cpes == 0 and tasks % grain == 0
     moved = {nest.vars[i].iv for i in order_i[:floor]}
     for t, copies in _copies(nest, order_i, floor, lambda t: shapes[t][3]):
         if copies is None:
@@ -462,7 +462,8 @@ def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
     return tasks, floor
 
 
-def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64) -> int:
+def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | None = None
+                ) -> int:
     """The tasks per unit of the work split, in closed form: the fewest
     consecutive tasks whose written tiles, together, write only whole 32-byte
     blocks of every buffered output, so a cut between two units never splits
@@ -472,7 +473,9 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64
     tasks along the innermost parallel loop first, then whole inner loops;
     all the tasks when no grouping keeps to whole blocks. When the CPEs share
     the tasks evenly, the cuts fall only between their shares: 1 when those
-    keep to whole blocks."""
+    keep to whole blocks. ``cpes``: those sharing the tasks (default: all of
+    the default target's)."""
+    cpes = default_target().cpes if cpes is None else cpes
     par = [nest.vars[i] for i in order_i[:floor]]
     outs = [t for t in nest.buffered() if t.written]
     tasks = math.prod(v.ntiles for v in par)
@@ -497,7 +500,7 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int = 64
     size = next((size for size in _group_sizes(par) if whole(size)), tasks)
     # -insert-dma tries the grains 1..64 and 128 x 2^k only: another size
     # may not be found there, so count on none (one CPE) rather than more
-    return size if size <= 2 * BLOCK or size & (size - 1) == 0 else tasks
+    return size if size <= 2 * default_target().write_block or size & (size - 1) == 0 else tasks
 
 
 def _group_sizes(par: list[LoopVar]):
@@ -520,7 +523,7 @@ def _whole_blocks(t, steps: dict, extents: dict) -> bool:
     """Whether every tile of ``t`` that loops stepping by ``steps`` write (the
     other loops over their whole range; ``extents``: each loop's) starts and
     ends its contiguous runs on a block boundary (or at the buffer's end)."""
-    block = DEFAULT_TARGET.write_block
+    block = default_target().write_block
     shape, nbytes = t.shape, t.base.type.element.bytes
     stride = [nbytes * math.prod(shape[d + 1:]) for d in range(len(shape))]
     dims = []                      # per dimension: (first index, step or 0, extent)
@@ -567,7 +570,9 @@ def _copies(nest: Nest, order_i: tuple[int, ...], floor: int,
 
 def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int]) -> float:
     """The share of the contiguous runs the plan's copies move whose length
-    is a multiple of ALIGN_BYTES (full tiles; what DMA blocks become)."""
+    is a multiple of the target's dma_align (full tiles; what DMA blocks
+    become)."""
+    align = default_target().dma_align
     tiles_, order_i = choice
     with tiled(nest, tiles_):
         tiles = nest.tiles()
@@ -578,7 +583,7 @@ def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int])
                 continue
             runs = t.segments(tiles)
             total += copies * runs
-            aligned += copies * runs * (t.bytes(tiles) // runs % ALIGN_BYTES == 0)
+            aligned += copies * runs * (t.bytes(tiles) // runs % align == 0)
     return aligned / total if total else 1.0
 
 

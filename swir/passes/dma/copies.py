@@ -15,10 +15,8 @@ from swir.ir.core import Access, Block, Constraint, Instruction, Range, Region, 
 from swir.ops import CHUNK, CPE_ID, DMA_GET, DMA_PUT, FOR, PARALLEL
 from swir.passes.dma.replies import EDGE_REPLY
 from swir.passes.manager import PassFailure
-from swir.target import DEFAULT_TARGET
+from swir.target import target_of
 
-
-CPES = DEFAULT_TARGET.cpes   # cpe_id ranges over [0, CPES)
 MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
 # A padded tile's branches per dimension: each start that clips it. Within
 # the padding these are at most the pad's size; remainder tiles' shorter
@@ -340,7 +338,9 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
     if isinstance(owner, Instruction) and owner.isa(CHUNK):
         return 0, int(owner.attrs["extent"])
     if isinstance(owner, Instruction) and owner.isa(CPE_ID):
-        return 0, CPES - 1
+        f = owner.function
+        module = f.module if f is not None else None
+        return 0, target_of(module.attrs if module is not None else {}).cpes - 1
     if isinstance(owner, Block) and owner.parent is not None and \
             isinstance(owner.parent.parent, Instruction) and \
             owner.parent.parent.isa(FOR, PARALLEL):

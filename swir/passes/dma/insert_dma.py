@@ -75,13 +75,11 @@ from swir.passes.dma.copies import CopyRegion, PaddedCopy, erase_all
 from swir.passes.dma.double_buffer import (ancestors, double_buffer, double_buffer_plan,
                                            wait_groups)
 from swir.passes.dma.replies import BCAST_REPLY, GET_REPLY, PUT_REPLY
-# swir.analysis.traffic reads the double-buffering reply words from here.
+# swir.costmodel.traffic reads the double-buffering reply words from here.
 from swir.passes.dma.replies import EVEN_REPLY, ODD_REPLY  # noqa: F401
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
+from swir.target import Target, stream_seconds, target_of
 from swir.verifier import module_attr_ldm
-
-CPES = DEFAULT_TARGET.cpes
 
 
 @dataclass
@@ -201,15 +199,16 @@ class InsertDMA(Pass):
         self.place_get_waits(f)
 
     def distribute(self, loop: Instruction, cpe: Value) -> None:
-        if "reads" in loop.attrs:     # the I/O lower bound's input (swir.analysis.cost)
+        if "reads" in loop.attrs:     # the I/O lower bound's input (swir.costmodel.cost)
             loop.function.attrs["reads"] = tuple(loop.attrs["reads"])
         lb, ub = loop.args[0], loop.args[1]
-        workers = int(loop.attrs.get("workers", CPES))
+        cpes = self.target_figures.cpes
+        workers = int(loop.attrs.get("workers", cpes))
         extent = ub - lb
         assert extent.is_constant, "parallel loops of the buffered stage have constant bounds"
         b = Builder(loop.parent, before=loop)
         guard = None
-        if workers < CPES:
+        if workers < cpes:
             guard = b.create_inst("if", Constraint(Expr.of(cpe), "<", Expr.of(workers)),
                                   regions=[Region([Block(None)])])
             b = Builder(guard.regions[0].blocks[0])
@@ -226,7 +225,7 @@ class InsertDMA(Pass):
         lo, hi = chunk.results
         body = loop.regions[0]
         shared = self.shared_copies(loop)
-        busy = min(workers, CPES, -(-extent.const // grain))
+        busy = min(workers, cpes, -(-extent.const // grain))
         bcast = [c for c in shared if self.broadcast and busy >= 2 and
                  _hoisted_pays(c, busy, self.target_figures)]
         shared = [c for c in shared if c not in bcast]
@@ -247,8 +246,8 @@ class InsertDMA(Pass):
             for copy in shared:
                 g.regions[0].blocks[0].append(copy.detach())
                 self.bump("tiles every CPE reads alike, fetched once per CPE")
-        if self.broadcast and workers == CPES and extent.const % grain == 0 and \
-                extent.const // grain % CPES == 0:
+        if self.broadcast and workers == cpes and extent.const % grain == 0 and \
+                extent.const // grain % cpes == 0:
             self.lockstep |= {id(c) for c in self.lockstep_copies(loop)}
         loop.regions = []
         new = b.create_inst("for", Expr.of(lo) + lb.const, Expr.of(hi) + lb.const,
@@ -321,7 +320,7 @@ class InsertDMA(Pass):
         before = {id(i) for i in block.instructions}
         self.lower_copy_once(inst)
         new = [i for i in block.instructions if id(i) not in before]
-        if decided or _broadcast_pays(_gets_in(new), CPES, self.target_figures):
+        if decided or _broadcast_pays(_gets_in(new), self.target_figures.cpes, self.target_figures):
             _to_broadcasts(new)
             if not decided:
                 self.bump("tiles broadcast in lock-step tile loops")

@@ -12,7 +12,7 @@ element type.
 Folding changes the conv (it gains a bias) and with it the LDM plan the
 greedy -ldm-plan picks for its kernel, which can move more data than the
 conv and batch_norm kernels did. So each fold is measured first (trial
-lowering, swir.analysis.trial) and kept only when it moves no more DMA
+lowering, swir.costmodel.trial) and kept only when it moves no more DMA
 bytes; ``check-traffic=false`` folds regardless.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from swir.analysis.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
+from swir.costmodel.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, is_constant

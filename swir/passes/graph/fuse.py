@@ -27,7 +27,7 @@ produced one of its operands:
    stored in another layout by -layout: a pure index map, nothing recomputed).
 3. Otherwise the op starts a group of its own.
 
-**Fusion never moves more data.** Each group is measured (swir.analysis.trial:
+**Fusion never moves more data.** Each group is measured (swir.costmodel.trial:
 the kernels -lower-loops, -ldm-plan and -insert-dma make, counted by the DMA
 traffic analysis) fused and unfused; when the fused kernel would move more
 DMA bytes (the greedy LDM plan can pick smaller tiles for a kernel with more
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from swir.analysis.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
+from swir.costmodel.trial import Cost, measure_ahead, ops_module, plan_options, traffic_of
 from swir.ir.core import Block, Global, Instruction, Module
 from swir.ir.fused import group
 from swir.ir.types import TensorType

@@ -17,7 +17,7 @@ alone becomes a trial module (the fused group ``[transpose, op]`` that
 ``-fuse`` will make, or the plain op for the layout as it is), lowered with
 the normal pipeline (``-lower-loops``, ``-ldm-plan`` with this pass's LDM
 options, ``-insert-dma``), and its DMA is counted statically
-(:func:`swir.analysis.traffic.dma_traffic`). The layout with the fewest DMA
+(:func:`swir.costmodel.traffic.dma_traffic`). The layout with the fewest DMA
 bytes wins, ties broken by fewer DMA operations; the layout as it is wins
 unless another is strictly better and gives as many CPEs work (fewer bytes
 from bigger tiles on fewer CPEs would be slower). A trial that fails
@@ -25,7 +25,7 @@ from bigger tiles on fewer CPEs would be slower). A trial that fails
 drops that candidate; if the layout as it is cannot be measured, nothing
 changes. Decisions are
 cached by op name, operand types and attributes, so repeated layers are
-measured once. The trials are those of swir.analysis.trial, shared with
+measured once. The trials are those of swir.costmodel.trial, shared with
 -fuse and -fold-batchnorm.
 
 **Candidates** (:data:`LAYOUTS`, named by the weight's axes): matmul
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from swir.analysis.trial import TRIAL_FAILURES, Cost, measure, measure_ahead, plan_options
+from swir.costmodel.trial import TRIAL_FAILURES, Cost, measure, measure_ahead, plan_options
 from swir.diagnostics import Diagnostic
 from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, is_constant

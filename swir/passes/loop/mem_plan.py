@@ -37,7 +37,8 @@ from swir.diagnostics import Diagnostic
 from swir.ir.core import Apply, Function, Global, Instruction, Module
 from swir.ir.types import MAX_BYTES
 from swir.ops import FOR, JOIN, PARALLEL, SPAWN
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, option, power_of_two
+from swir.passes import options
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, power_of_two
 
 
 def block_aligned(v: int) -> str | None:
@@ -53,9 +54,9 @@ class MemPlan(Pass):
     summary = "Place intermediate buffers in one arena, sharing memory between disjoint lifetimes"
     stages = ("loop", "buffered", "dma")
 
-    align: int = option(64, "alignment of every buffer's offset, in bytes (a power of two, at "
-                        "least 32: the CPEs' DMA writes are kept to whole 32-byte blocks)",
-                        check=block_aligned)
+    align: int = options.mem_align("alignment of every buffer's offset, in bytes (a power of two, "
+                                   "at least 32: the CPEs' DMA writes are kept to whole 32-byte "
+                                   "blocks)", check=block_aligned)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         buffers = [g for g in module.globals if g.kind == "buffer"]

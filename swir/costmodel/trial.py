@@ -1,6 +1,6 @@
 """Trial lowering: the DMA traffic some graph ops would cost, measured by
 lowering them as swir-cg does (-lower-loops, -ldm-plan, -insert-dma) in a
-module of their own and counting with :func:`swir.analysis.traffic.dma_traffic`.
+module of their own and counting with :func:`swir.costmodel.traffic.dma_traffic`.
 
 Graph passes that must never make the generated code move more data (-fuse,
 -fold-batchnorm, -layout) compare the traffic before and after a rewrite
@@ -15,7 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from swir import cache
-from swir.analysis.traffic import TrafficError, dma_traffic
+from swir.costmodel.traffic import TrafficError, dma_traffic
 from swir.diagnostics import Diagnostic
 from swir.interp.pycode import function_values
 from swir.ir.builder import Builder

@@ -5,12 +5,13 @@ For one call of the root function (by default the one ``swir-run`` picks:
 ``@main``, else the only function with a body), :func:`dma_traffic` gives per
 function exactly the DMA counters the dma-stage interpreter
 (:class:`swir.interp.dma.DMAInterpreter`) reports after running it — the keys
-of :data:`swir.codegen.emulate.DMA_COUNTERS` (gets, puts, bytes each way,
+of :data:`swir.dma_counters.DMA_COUNTERS` (gets, puts, bytes each way,
 waits, the transfer-size histogram, small transfers, contiguous blocks and
 their histogram) — plus ``spawns`` and ``calls``, with the interpreter's rules:
 a ``spawn`` runs its cpe kernel on CPEs 63 .. 0, a DMA counts for the function
 whose code issues it, histogram buckets are :func:`swir.interp.dma.size_bucket`
-and small transfers are those under :data:`swir.interp.dma.SMALL_TRANSFER`.
+and small transfers are those under the target's ``small_transfer`` (the
+module's target, :func:`swir.target.target_of`, as everywhere in the count).
 
 Why it is exact. Every counter of a DMA depends on its instruction only
 (``count``, ``bsize`` and the LDM element size are attributes and types; the
@@ -22,8 +23,8 @@ index values alone: in a cpe kernel those are affine symbols (loop variables,
 and ``if`` guards are evaluated from integers, as the interpreter does,
 without touching data. Each function is compiled once into a Python function
 of its index parameters that adds to one counter per DMA / wait instruction
-(the index expressions become Python text through the loop-stage
-interpreter's :class:`swir.interp.pycode.Emit`); only loops and ``if``s that
+(written with the interpreters' Python code generator,
+:class:`swir.interp.pycode.PyWriter`, in a :class:`~swir.interp.pycode.CodeSpace`); only loops and ``if``s that
 contain a DMA, a wait, a spawn or such a call are kept, and a loop whose
 variable no kept bound, guard or argument reads is not iterated but multiplies
 what its body counts by its trip count. A loop whose variable a guard or an
@@ -55,7 +56,6 @@ does a ``chunk`` worker id outside its range (the run would stop there).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -65,13 +65,13 @@ from typing import Any
 
 from swir.analysis.loop_sums import (piece_cuts, piecewise_forms, reads, slope,
                                      sum_of_polynomial)
-from swir.codegen.emulate import DMA_COUNTERS
+from swir.dma_counters import DMA_COUNTERS
 from swir.interp.arguments import default_function
-from swir.interp.buffered import CPES
-from swir.interp.dma import (ALIGN_BYTES, SMALL_TRANSFER, TransferShares, int_attr,
+from swir.interp.dma import (TransferShares, int_attr,
                              size_bucket)
 from swir.interp.loop import loop_range
-from swir.interp.pycode import Emit, free_values, function_values, index_constant, value_text
+from swir.interp.pycode import (MAX_INDENT, MAX_NESTED_FOR, CodeSpace, PyWriter, free_values,
+                                function_values, index_constant, value_text)
 from swir.ir.affine import Expr
 from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
                       DMA_WAIT, FOR, IF, MUL, PARALLEL, SPAWN, STORE)
@@ -95,17 +95,13 @@ from swir.ir.core import (
 from swir.ir.types import INDEX, LDMType
 from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
+from swir.target import Target, target_of
 
 DMA_OPS = (DMA_GET, DMA_PUT, DMA_BCAST)
 # The reply words of double-buffered gets: they overlap the previous tile's compute.
 DOUBLE_BUFFER_REPLIES = (EVEN_REPLY, ODD_REPLY)
 # Ops whose execution counts are what the traffic is made of.
 COUNTED_OPS = (DMA_GET, DMA_PUT, DMA_BCAST, DMA_WAIT, SPAWN)
-# Generated Python nests at most this many `for` statements (CPython allows 20
-# statically nested blocks), and indents at most this deep (CPython allows
-# 100), before a loop or if goes into a function of its own.
-MAX_NESTED_FOR = 12
-MAX_INDENT = 48
 # Loop iterations a count may walk or evaluate (loops it cannot sum piecewise
 # are walked): a few seconds of Python. The zoo models at paper size need
 # under 7,000 (docs/reliability.md).
@@ -158,7 +154,7 @@ class KernelTraffic(TransferShares):
     spawns: int = 0
     barriers: int = 0               # runs after a barrier inside a spawn
     calls: int = 0
-    # Beyond the interpreter's counters, for the cost model (swir.analysis.cost):
+    # Beyond the interpreter's counters, for the cost model (swir.costmodel.cost):
     # executions per DMA shape, (double-buffered?, ((block bytes, blocks), ...)).
     transfers_by_shape: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = \
         field(default_factory=dict)
@@ -330,7 +326,7 @@ class _DMA:
     bcast: bool = False                        # a broadcast (dma_bcast)
 
 
-def _dma_facts(inst: Instruction) -> _DMA:
+def _dma_facts(inst: Instruction, align: int) -> _DMA:
     """As :meth:`DMAInterpreter.transfer` computes them: ``count`` elements of
     the LDM side's element size, in blocks of ``bsize`` when 0 < bsize < count."""
     get = not inst.isa(DMA_PUT)
@@ -350,17 +346,17 @@ def _dma_facts(inst: Instruction) -> _DMA:
     sizes = tuple((size_bucket(b), k) for b, k in exact)
     mside = inst.args[0] if get else inst.args[1]
     return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
-                blocks_32=sum(k for b, k in exact if b % ALIGN_BYTES == 0),
-                mem_aligned=_always_aligned(mside, esize),
-                ldm_aligned=_always_aligned(lside, esize), bcast=inst.isa(DMA_BCAST))
+                blocks_32=sum(k for b, k in exact if b % align == 0),
+                mem_aligned=_always_aligned(mside, esize, align),
+                ldm_aligned=_always_aligned(lside, esize, align), bcast=inst.isa(DMA_BCAST))
 
 
-def _always_aligned(side: object, esize: int) -> bool:
-    """Whether a DMA side's start is a multiple of ALIGN_BYTES whatever its
+def _always_aligned(side: object, esize: int, align: int) -> bool:
+    """Whether a DMA side's start is a multiple of ``align`` whatever its
     subscripts' values: every term of the byte offset is. The buffers
     themselves start aligned (the C places main-memory buffers at multiples
-    of 64 bytes, -mem-plan's arena offsets at multiples of its align, at
-    least 32, and LDM buffers at 32); a buffer global whose ``offset`` is not
+    of the target's mem_align, -mem-plan's arena offsets at multiples of its
+    align, at least 32, and LDM buffers at the dma_align); a buffer global whose ``offset`` is not
     a multiple counts as unaligned."""
     if not isinstance(side, Access):
         base = side
@@ -368,15 +364,15 @@ def _always_aligned(side: object, esize: int) -> bool:
     else:
         base, subs = side.base, side.indices
     offset = base.attrs.get("offset", 0) if isinstance(base, Global) else 0
-    if not isinstance(offset, int) or offset % ALIGN_BYTES:
+    if not isinstance(offset, int) or offset % align:
         return False
     shape = getattr(base.type, "shape", ())
     stride = esize * math.prod(shape)
     for d, ix in enumerate(subs):
         stride //= shape[d]
         e = ix.lo if isinstance(ix, Range) else ix
-        if (e.const * stride) % ALIGN_BYTES or \
-                any((c * stride) % ALIGN_BYTES for _, c in e.terms):
+        if (e.const * stride) % align or \
+                any((c * stride) % align for _, c in e.terms):
             return False
     return True
 
@@ -390,8 +386,8 @@ class _Slot:
     cost: PointCost | None = None   # a compute slot: one execution of a loop body
 
 
-def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
-    """Add n executions of what ``slot`` counts."""
+def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
+    """Add n executions of what ``slot`` counts, on ``target``'s CPEs."""
     if slot.kind == "flops":
         stats.flops += n
         stats.muls += n if slot.mul else 0
@@ -410,12 +406,13 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
     if d.bcast:
         # Every CPE runs it (in a run that succeeds: the interpreter checks);
         # main memory moves once, by CPE 0's transfer.
-        if n % CPES:
+        cpes = target.cpes
+        if n % cpes:
             raise TrafficError(f"a dma_bcast of @{slot.function} runs {n} times in all, not "
-                               f"the same number of times on each of the {CPES} CPEs (the "
+                               f"the same number of times on each of the {cpes} CPEs (the "
                                "run would stop there)")
         stats.bcast_bytes += n * d.nbytes
-        n //= CPES
+        n //= cpes
         stats.bcasts += n
         stats.bcasts_by_shape[d.exact_blocks] = stats.bcasts_by_shape.get(d.exact_blocks, 0) + n
     if d.get:
@@ -426,7 +423,7 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int) -> None:
         stats.bytes_out += n * d.nbytes
     b = size_bucket(d.nbytes)
     stats.size_histogram[b] = stats.size_histogram.get(b, 0) + n
-    if d.nbytes < SMALL_TRANSFER:
+    if d.nbytes < target.small_transfer:
         stats.small_transfers += n
     stats.blocks += n * d.blocks
     stats.blocks_32 += n * d.blocks_32
@@ -450,21 +447,20 @@ Compiled = Callable[..., None]
 Profile = list[tuple[int, int]]
 
 
-class _Counter:
+class _Counter(CodeSpace):
     """Compiles the module's functions (on first use) into Python functions
     that count how often each DMA / wait / call / spawn runs."""
 
+    label = "swir traffic"
+
     def __init__(self, module: Module, count_compute: bool = False,
                  work_limit: int = WORK_LIMIT, deadline: float | None = None) -> None:
+        super().__init__()
         self.module = module
+        self.target = target_of(module.attrs)     # its CPEs and DMA rules
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
         self.bcast_slots: list[int] = []
-        # What Emit needs from an interpreter: value names, index constants, fresh names.
-        self.names: dict[int, str] = {}
-        self.int_consts: dict[int, int] = {}
-        self.ns: dict[str, Any] = {"__builtins__": __builtins__}
-        self._ids = itertools.count()
         self.slots: list[_Slot] = []
         self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
         self.calls_slot: dict[str, int] = {}
@@ -537,15 +533,6 @@ class _Counter:
                 if x:
                     counts[s] += m * x
 
-    # -- the Emit interface ---------------------------------------------------------
-    def fresh(self, prefix: str) -> str:
-        return f"_{prefix}{next(self._ids)}"
-
-    def bind(self, obj: Any, prefix: str = "k") -> str:
-        name = self.fresh(prefix)
-        self.ns[name] = obj
-        return name
-
     # -- slots ------------------------------------------------------------------------
     def _slot(self, slot: _Slot) -> int:
         self.slots.append(slot)
@@ -559,7 +546,8 @@ class _Counter:
         self.barriers_slot[f.name] = self._slot(_Slot("barriers", f.name))
         for inst in f.walk():
             if inst.isa(*DMA_OPS):
-                self.slot_of[id(inst)] = self._slot(_Slot("dma", f.name, _dma_facts(inst)))
+                self.slot_of[id(inst)] = self._slot(_Slot(
+                    "dma", f.name, _dma_facts(inst, self.target.dma_align)))
                 if inst.isa(DMA_BCAST):
                     self.bcast_slots.append(self.slot_of[id(inst)])
             elif inst.isa(DMA_WAIT):
@@ -578,7 +566,8 @@ class _Counter:
         out: dict[str, KernelTraffic] = {}
         for slot, n in zip(self.slots, counts):
             if n:
-                _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n)
+                _add(out.setdefault(slot.function, KernelTraffic(slot.function)), slot, n,
+                     self.target)
         for name, k in out.items():
             k.busy_cpes = self.busy.get(name, 0)
         return {name: k for name, k in out.items() if k.moves_anything or k.flops}
@@ -621,7 +610,7 @@ class _Counter:
 
                 def on_every_cpe(c: list[int]) -> None:
                     busy = 0
-                    for cpe in range(CPES - 1, -1, -1):
+                    for cpe in range(self.target.cpes - 1, -1, -1):
                         before = work(c) if self.count_compute else 0
                         fn(c, 1, cpe, *args)
                         # (the call itself adds 1: its calls counter)
@@ -701,11 +690,6 @@ class _Counter:
             fn = self._compiled[f.name] = _FunctionWriter(self, f).compile()
         return fn
 
-    def define(self, fname: str, source: str, f: Function) -> Compiled:
-        code = compile(source, f"<swir traffic @{f.name}>", "exec")
-        exec(code, self.ns)  # noqa: S102  (our own generated code)
-        return self.ns[fname]
-
 
 def _index_params(f: Function) -> list[Value]:
     return [p for p in f.params if p.type == INDEX]
@@ -724,7 +708,7 @@ class _FunctionWriter:
     def __init__(self, counter: _Counter, f: Function, needed: set[int] | None = None) -> None:
         self.counter = counter
         self.f = f
-        self.emit = Emit(counter, f)     # type: ignore[arg-type]  (the Emit interface above)
+        self.emit = PyWriter(counter, f)
         self.mult = "_m"                 # the Python name of the current multiplier
         self.for_depth = 0               # `for` statements around the code being written
         if needed is None:               # the whole function, not a unit of it
@@ -734,8 +718,8 @@ class _FunctionWriter:
 
     # -- names ----------------------------------------------------------------------
     def _name_values(self) -> None:
-        """Name every index value of f (Emit.expr spells them by these names);
-        index constants become literals."""
+        """Name every index value of f (PyWriter.expr spells them by these
+        names); index constants become literals."""
         c = self.counter
         for inst in self.f.walk():
             k = index_constant(inst)
@@ -743,7 +727,7 @@ class _FunctionWriter:
                 c.int_consts[id(inst.results[0])] = k
         for v in function_values(self.f):
             if v.type == INDEX and id(v) not in c.names:
-                c.names[id(v)] = f"v{next(c._ids)}"
+                c.names[id(v)] = c.fresh("v")
 
     def name(self, v: Value) -> str:
         return self.emit.expr(v)

@@ -2,7 +2,7 @@
 
 swir cannot time code on a Sunway machine, so it counts what it can count
 exactly — per kernel, the floating-point operations, the DMAs by size and
-double-buffering, LDM bytes (:func:`swir.analysis.traffic.dma_traffic` with
+double-buffering, LDM bytes (:func:`swir.costmodel.traffic.dma_traffic` with
 ``count_compute``; its DMA counts are the emulated run's) — and turns the counts
 into time with the constants of :class:`Machine`. The model is for comparing
 plans and finding bad kernels; the counts are the ground truth.
@@ -39,18 +39,27 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from swir.analysis.network import CollectiveCost, host_steps
-from swir.analysis.traffic import KernelTraffic, dma_traffic
+from swir.costmodel.network import CollectiveCost, host_steps
+from swir.costmodel.traffic import KernelTraffic, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
 from swir.ops import CONV2D, CONV_TRANSPOSE2D, DMA_BCAST, DMA_GET, DMA_PUT, LDM_ALLOC, MATMUL
 from swir.passes.dma.insert_dma import ldm_total
-from swir.target import DEFAULT_TARGET, Target, stream_seconds, target_of
+from swir.target import SW26010, Target, default_target, stream_seconds, target_of
 
 # Ops whose kernels are matmul-like (TVM's complex-out-fusable pattern): the
 # I/O lower bound applies to them. Kernel names list the ops they run.
 MATMUL_LIKE = (CONV2D, CONV_TRANSPOSE2D, MATMUL)
+
+# A Machine figure not given: the target's (Machine.__post_init__).
+FROM_TARGET: Any = None
+# The Target field of a Machine figure, where the names differ.
+TARGET_FIELD = {"half_block": "dma_half_block", "startup_bytes": "dma_startup_bytes"}
+
+
+def _target_figure(t: Target, machine_field: str) -> Any:
+    return getattr(t, TARGET_FIELD.get(machine_field, machine_field))
 
 
 @dataclass(frozen=True)
@@ -62,40 +71,43 @@ class Machine:
     not measure (fewer CPEs, GET- or PUT-only, alignment) is covered by
     repeating plan comparisons over :func:`dma_assumptions`."""
 
-    clock_hz: float = DEFAULT_TARGET.clock_hz
-    flops_per_cycle: int = DEFAULT_TARGET.flops_per_cycle   # the vector FMA peak per CPE
-    cpes: int = DEFAULT_TARGET.cpes
-    ldm_bytes: int = DEFAULT_TARGET.ldm_bytes               # LDM per CPE
-    peak_bandwidth: float = DEFAULT_TARGET.peak_bandwidth   # per core group, theoretical
+    # Each figure is the target's field of the same name (FROM_TARGET renames
+    # two); a Machine made without one takes the default target's.
+    clock_hz: float = FROM_TARGET
+    flops_per_cycle: int = FROM_TARGET      # the vector FMA peak per CPE
+    cpes: int = FROM_TARGET
+    ldm_bytes: int = FROM_TARGET            # LDM per CPE
+    peak_bandwidth: float = FROM_TARGET     # per core group, theoretical
     # Fitted: the share of the theoretical bandwidth large DMAs reach
     # (0.6: 20.5 GB/s; swCandle Copy measured 20.4 GB/s with 24 KB DMAs).
-    dma_efficiency: float = DEFAULT_TARGET.dma_efficiency
+    dma_efficiency: float = FROM_TARGET
     # Fitted: each contiguous block's overhead, in bytes of streaming time (a
     # block of this many bytes streams at half the bandwidth; measured: about
     # 340 B for blocks of one 24 KB strided DMA).
-    half_block: int = DEFAULT_TARGET.dma_half_block
+    half_block: int = FROM_TARGET
     # Fitted: each DMA's start-up, in cycles, paid by the CPE that issues it
-    # with all 64 CPEs issuing (about 1 us per blocking DMA under contention).
-    dma_startup_cycles: int = DEFAULT_TARGET.dma_startup_cycles
+    # with all the CPEs issuing (about 1 us per blocking DMA under contention).
+    dma_startup_cycles: int = FROM_TARGET
     # Fitted: a DMA of fewer bytes pays bytes / startup_bytes of the start-up
     # (measured: 8 and 16 B DMAs cost a third of 128 B ones).
-    startup_bytes: int = DEFAULT_TARGET.dma_startup_bytes
+    startup_bytes: int = FROM_TARGET
     # The LDM a plan keeps back: ldm_size // reserve_divisor (swir's rule).
-    reserve_divisor: int = DEFAULT_TARGET.reserve_divisor
+    reserve_divisor: int = FROM_TARGET
     # Measured: broadcast gets' main-memory bandwidth, per-block overhead and
     # fixed cost (swir/target.py gives the sources).
-    bcast_bandwidth: float = DEFAULT_TARGET.bcast_bandwidth
-    bcast_half_block: int = DEFAULT_TARGET.bcast_half_block
-    bcast_fixed_cycles: int = DEFAULT_TARGET.bcast_fixed_cycles
+    bcast_bandwidth: float = FROM_TARGET
+    bcast_half_block: int = FROM_TARGET
+    bcast_fixed_cycles: int = FROM_TARGET
+
+    def __post_init__(self) -> None:
+        t = default_target()
+        for f in fields(self):
+            if getattr(self, f.name) is FROM_TARGET:
+                object.__setattr__(self, f.name, _target_figure(t, f.name))
 
     @classmethod
     def for_target(cls, t: Target) -> Machine:
-        return cls(clock_hz=t.clock_hz, flops_per_cycle=t.flops_per_cycle, cpes=t.cpes,
-                   ldm_bytes=t.ldm_bytes, peak_bandwidth=t.peak_bandwidth,
-                   dma_efficiency=t.dma_efficiency, half_block=t.dma_half_block,
-                   dma_startup_cycles=t.dma_startup_cycles, startup_bytes=t.dma_startup_bytes,
-                   reserve_divisor=t.reserve_divisor, bcast_bandwidth=t.bcast_bandwidth,
-                   bcast_half_block=t.bcast_half_block, bcast_fixed_cycles=t.bcast_fixed_cycles)
+        return cls(**{f.name: _target_figure(t, f.name) for f in fields(cls)})
 
     @property
     def cpe_flops(self) -> float:
@@ -122,11 +134,12 @@ class Machine:
         return min(1.0, nbytes / self.startup_bytes) if self.startup_bytes > 0 else 1.0
 
     def dma_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...],
-                    busy: int = 64) -> float:
+                    busy: int | None = None) -> float:
         """Modeled seconds of one DMA moving ``blocks`` ((bytes, how many)
-        contiguous blocks) while ``busy`` CPEs issue DMAs: its streaming, a
-        share of the core group's bandwidth, plus its start-up over the busy
-        CPEs. What :func:`kernel_cost` charges per DMA."""
+        contiguous blocks) while ``busy`` CPEs (default: all of them) issue
+        DMAs: its streaming, a share of the core group's bandwidth, plus its
+        start-up over the busy CPEs. What :func:`kernel_cost` charges per DMA."""
+        busy = self.cpes if busy is None else busy
         nbytes = sum(b * k for b, k in blocks)
         stream = stream_seconds(blocks, self.half_block, self.bandwidth)
         return stream + self.startup_share(nbytes) * self.dma_startup / max(busy, 1)
@@ -143,7 +156,7 @@ class Machine:
         return Machine(**{**asdict(self), **changes})
 
 
-def dma_assumptions(t: Target = DEFAULT_TARGET) -> dict[str, Machine]:
+def dma_assumptions(t: Target | None = None) -> dict[str, Machine]:
     """The range of DMA constants that plan comparisons are repeated over:
     pessimistic, the target's own (fitted to 64-CPE Copy measurements),
     optimistic. The range covers what was not measured (docs/cost-model.md,
@@ -153,13 +166,15 @@ def dma_assumptions(t: Target = DEFAULT_TARGET) -> dict[str, Machine]:
     17 GB/s (below every large-DMA figure measured), with a block overhead
     that halves 512 B blocks and the whole 2.2 us of a blocking 8 B GET+PUT
     pair charged to each DMA."""
-    m = Machine.for_target(t)
+    m = Machine.for_target(t or default_target())
     return {"pessimistic": m.with_(dma_efficiency=0.5, half_block=512, dma_startup_cycles=3200),
             "default": m,
             "optimistic": m.with_(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)}
 
 
-DMA_ASSUMPTIONS: dict[str, Machine] = dma_assumptions()
+# The SW26010's range, by name (docs/cost-model.md tables it; other targets:
+# dma_assumptions(target)).
+DMA_ASSUMPTIONS: dict[str, Machine] = dma_assumptions(SW26010)
 
 
 @dataclass
@@ -255,11 +270,11 @@ class CostReport:
     machine: Machine
     kernels: list[KernelCost] = field(default_factory=list)
     # A program for several ranks: the ranks (each runs the kernels above on
-    # its share) and the collectives between them (swir.analysis.network).
+    # its share) and the collectives between them (swir.costmodel.network).
     ranks: int = 1
     collectives: list[CollectiveCost] = field(default_factory=list)
     # The run in program order: kernel names (at their first spawn) and the
-    # collectives (swir.analysis.network.host_steps).
+    # collectives (swir.costmodel.network.host_steps).
     steps: list[str | CollectiveCost] = field(default_factory=list)
 
     def total(self, key: str) -> float:
