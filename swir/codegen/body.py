@@ -13,12 +13,12 @@ import math
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from swir.analysis import vector_plan
 from swir.codegen import c_ast as C
 from swir.codegen import scalar, vector
 from swir.codegen.names import Scope, c_string, display_text
+from swir.codegen.unit import Unit
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.constants import constant_array
@@ -36,9 +36,6 @@ from swir.ir.core import (
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
 from swir.ops.registry import SCALAR_FORM
 from swir.ops.util import attr_or_default
-
-if TYPE_CHECKING:
-    from swir.codegen.project import Project
 
 CONST_LONG = C.Named("long", const=True)
 VOID_P = C.Pointer(C.VOID)
@@ -63,7 +60,7 @@ def declare_pointer(t: ShapedType, name: str, init: C.Expr, const: bool = False,
 class BodyEmitter:
     """Writes the C body of one function, statement by statement."""
 
-    def __init__(self, project: Project, f: Function, side: str, scope: Scope) -> None:
+    def __init__(self, project: Unit, f: Function, side: str, scope: Scope) -> None:
         self.project, self.f, self.side, self.scope = project, f, side, scope
         self.body = C.Block()        # the function's statements
         self.labels: dict[int, str] = {}

@@ -16,7 +16,6 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from swir.analysis.vector_plan import (
     BINARY,
@@ -31,12 +30,10 @@ from swir.analysis.vector_plan import (
 )
 from swir.codegen import c_ast as C
 from swir.codegen import scalar
+from swir.codegen.unit import Emitter
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Instruction, Value
 from swir.ir.types import LDMType
-
-if TYPE_CHECKING:
-    from swir.codegen.body import BodyEmitter
 
 VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
 SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
@@ -47,7 +44,7 @@ FMA = {"f32": "simd_vmas", "f64": "simd_vmad"}
 # Emission
 # ---------------------------------------------------------------------------
 
-def emit(e: BodyEmitter, p: Plan) -> None:
+def emit(e: Emitter, p: Plan) -> None:
     """The nest's C, in place of the scalar translation."""
     e.project.uses_simd = True
     with e.block() as nest:
@@ -80,7 +77,7 @@ def _runs(trip: int, steps: list[int], step: int) -> bool:
     raise ValueError(step)
 
 
-def _loops(e: BodyEmitter, loops: list[Instruction], inner: Callable[[], None]) -> None:
+def _loops(e: Emitter, loops: list[Instruction], inner: Callable[[], None]) -> None:
     """``loops`` as C for loops (their own bounds and names), ``inner`` inside."""
     if not loops:
         inner()
@@ -97,7 +94,7 @@ def _loops(e: BodyEmitter, loops: list[Instruction], inner: Callable[[], None]) 
 class _Writer:
     """The C of one planned nest."""
 
-    def __init__(self, e: BodyEmitter, p: Plan) -> None:
+    def __init__(self, e: Emitter, p: Plan) -> None:
         self.e, self.p = e, p
         self.vtype = C.Named(VECTOR_TYPE[p.element.name])
         self.stype = C.Named(scalar.c_type(p.element), const=True)

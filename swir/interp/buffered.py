@@ -149,6 +149,29 @@ def region_text(acc: Access) -> str:
     return f"{value_text(acc.base)}[{', '.join(_index_text(i) for i in acc.indices)}]"
 
 
+def _copy_form(inst: Instruction) -> tuple[bool, Access, ShapedType, LDMType, list[bool]]:
+    """A copy_in / copy_out checked: inbound or not, its main-memory access,
+    the types of both sides, and which subscripts of the access are ranges;
+    a Diagnostic if it is not well formed."""
+    inbound = inst.opname == "copy_in"
+    acc, lv = (inst.args[0], inst.args[1]) if inbound else (inst.args[1], inst.args[0])
+    if not isinstance(acc, Access) or not isinstance(lv, Value) \
+            or not isinstance(lv.type, LDMType):
+        raise Diagnostic(f"'{inst.opname}' is written {inst.opname} "
+                         f"{'%A[...] -> %L' if inbound else '%L -> %A[...]'} with %L an "
+                         "LDM buffer", inst.loc)
+    mt, lt = acc.base.type, lv.type
+    if not isinstance(mt, ShapedType) or len(acc.indices) != mt.rank:
+        raise Diagnostic(f"'{inst.opname}' needs one subscript or range per dimension of "
+                         f"{value_text(acc.base)}", inst.loc)
+    ranged = [isinstance(i, Range) for i in acc.indices]
+    if sum(ranged) != lt.rank:
+        raise Diagnostic(f"'{inst.opname}' region has {sum(ranged)} ranged dimensions but "
+                         f"the LDM buffer {value_text(lv)} : {lt} has rank {lt.rank}",
+                         inst.loc)
+    return inbound, acc, mt, lt, ranged
+
+
 def _copy_text(inst: Instruction) -> str:
     a, b = inst.args
     side = (lambda s: region_text(s) if isinstance(s, Access) else value_text(s))
@@ -340,22 +363,7 @@ class BufferedInterpreter(LoopInterpreter):
         """copy_in / copy_out of one instruction: called with the main-memory
         array, the LDM buffer and the values of the region's subscripts (a
         range gives two)."""
-        inbound = inst.opname == "copy_in"
-        acc, lv = (inst.args[0], inst.args[1]) if inbound else (inst.args[1], inst.args[0])
-        if not isinstance(acc, Access) or not isinstance(lv, Value) \
-                or not isinstance(lv.type, LDMType):
-            raise Diagnostic(f"'{inst.opname}' is written {inst.opname} "
-                             f"{'%A[...] -> %L' if inbound else '%L -> %A[...]'} with %L an "
-                             "LDM buffer", inst.loc)
-        mt, lt = acc.base.type, lv.type
-        if not isinstance(mt, ShapedType) or len(acc.indices) != mt.rank:
-            raise Diagnostic(f"'{inst.opname}' needs one subscript or range per dimension of "
-                             f"{value_text(acc.base)}", inst.loc)
-        ranged = [isinstance(i, Range) for i in acc.indices]
-        if sum(ranged) != lt.rank:
-            raise Diagnostic(f"'{inst.opname}' region has {sum(ranged)} ranged dimensions but "
-                             f"the LDM buffer {value_text(lv)} : {lt} has rank {lt.rank}",
-                             inst.loc)
+        inbound, acc, mt, lt, ranged = _copy_form(inst)
         if isinstance(acc.base, Global) and acc.base.kind == "global" and not inbound:
             def refuse(*_: Any) -> None:
                 raise Diagnostic(f"'copy_out' writes to @{acc.base.name}, a constant global",

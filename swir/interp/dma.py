@@ -19,7 +19,8 @@ capacity per CPE) with the dma stage's emitters overlaid (:data:`DMA_EMITTERS`):
   reply word: reading data in flight, overwriting LDM that is in flight,
   waiting for more (or fewer) completions than were issued, freeing a buffer
   or ending the kernel with DMAs not waited for are located errors, and so is
-  a DMA whose span leaves its main-memory tensor or its LDM buffer.
+  a DMA whose span leaves its main-memory tensor or its LDM buffer. How one
+  transfer runs, by kind, is :mod:`swir.interp.transfer`'s.
 * Per function (:class:`DMAStats`, ``DMAInterpreter.kernel_stats``): spawns
   (and barriers: runs after another kernel of the same spawn),
   runs, gets and puts, elements and bytes each way, waits, histograms of
@@ -39,9 +40,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from swir.diagnostics import Diagnostic, Location
+from swir.diagnostics import Diagnostic
 from swir.interp.buffered import (
     BUFFERED_EMITTERS,
     BufferedInterpreter,
@@ -50,12 +50,24 @@ from swir.interp.buffered import (
     element_text,
     ldm_locals,
     region_text,
-    report_foreign_ldm,
     simple_operand,
 )
 from swir.interp.graph import MAX_STEPS
 from swir.interp.loop import EMITTERS, OpEmitter
 from swir.interp.pycode import Emit, expr_text, raiser, value_text
+from swir.interp.transfer import (
+    DMABuffer,
+    Run,
+    Transfer,
+    at_text,
+    dma_shape,
+    dma_sides,
+    in_flight_text,
+    int_attr,
+    issued_note,
+    size_bucket,         # as swir.interp.dma.size_bucket for the reports and tests
+    transfer_function,
+)
 from swir.ir.core import (
     Access,
     Apply,
@@ -63,10 +75,9 @@ from swir.ir.core import (
     Global,
     Instruction,
     Module,
-    Range,
     Value,
 )
-from swir.ir.types import LDMType, ShapedType
+from swir.ir.types import LDMType
 from swir.ops.loop import chunk_code
 from swir.ops.util import attr_or_default
 from swir.target import default_target
@@ -92,55 +103,6 @@ def dma_emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
             DMA_EMITTERS[n] = fn
         return fn
     return register
-
-
-def size_bucket(nbytes: int) -> int:
-    """The histogram bucket of a size: the power of two 2**k with
-    2**k <= nbytes < 2**(k+1) (0 for 0)."""
-    return 1 << (nbytes.bit_length() - 1) if nbytes > 0 else 0
-
-
-# ---------------------------------------------------------------------------
-# Run-time objects
-# ---------------------------------------------------------------------------
-
-class Transfer:
-    """One DMA issued and not yet waited for: the LDM elements [lo, hi) of
-    ``buf`` it writes (get) or reads (put), and its reply word."""
-
-    __slots__ = ("buf", "get", "hi", "inst", "lo", "reply", "seq")
-
-    def __init__(self, inst: Instruction, get: bool, buf: DMABuffer, lo: int, hi: int,
-                 reply: int, seq: int) -> None:
-        self.inst, self.get, self.buf, self.lo, self.hi = inst, get, buf, lo, hi
-        self.reply, self.seq = reply, seq
-
-    @property
-    def op(self) -> str:
-        return "dma_get" if self.get else "dma_put"
-
-
-class DMABuffer(LDMBuffer):
-    """An LDM buffer at the dma stage: also which elements are in flight (the
-    destination of a get or the source of a put not yet waited for) and the
-    transfers doing it."""
-
-    __slots__ = ("busy", "busyf", "okf", "pending")
-
-    def __init__(self, t: LDMType, owner: int, name: str, loc: Any) -> None:
-        super().__init__(t, owner, name, loc)
-        self.okf = np.frombuffer(self.ok, np.uint8)     # flat view of the validity bytes
-        self.busy = bytearray(t.num_elements)           # 1 = in flight
-        self.busyf = np.frombuffer(self.busy, np.uint8)
-        self.pending: list[Transfer] = []
-
-    def in_flight(self, flat: int, get: bool | None = None) -> Transfer | None:
-        """The first pending transfer covering element ``flat`` (of either
-        direction, or only gets / puts)."""
-        for t in self.pending:
-            if t.lo <= flat < t.hi and (get is None or t.get == get):
-                return t
-        return None
 
 
 class TransferShares:
@@ -234,48 +196,8 @@ class DMAStats(KernelStats, TransferShares):
 # Messages
 # ---------------------------------------------------------------------------
 
-def _at(loc: Location | None) -> str:
-    return f"{loc.line}:{loc.col}" if loc is not None else "?"
-
-
-def _side_text(s: Any) -> str:
-    if isinstance(s, Access):
-        return f"{value_text(s.base)}[{', '.join(expr_text(i) for i in s.indices)}]"
-    return value_text(s)
-
-
-def _dma_text(inst: Instruction) -> str:
-    return f"{inst.opname} {_side_text(inst.args[0])} -> {_side_text(inst.args[1])}"
-
-
-def _issued_note(t: Transfer) -> tuple[str, Location | None]:
-    note = (f"the {t.op}, issued here on reply word {t.reply}; a dma_wait {{reply = "
-            f"{t.reply}}} completes it")
-    return note, t.inst.loc
-
-
-def _in_flight_text(t: Transfer) -> str:
-    return (f"the {t.op} ({_at(t.inst.loc)}) {'writing' if t.get else 'reading'} it has not "
-            "been waited for")
-
-
 def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def _strides(shape: tuple[int, ...]) -> list[int]:
-    out = [1] * len(shape)
-    for k in range(len(shape) - 2, -1, -1):
-        out[k] = out[k + 1] * shape[k + 1]
-    return out
-
-
-def int_attr(inst: Instruction, name: str, default: int | None, least: int) -> int:
-    v = inst.attrs.get(name, default)
-    if not isinstance(v, int) or isinstance(v, bool) or v < least:
-        raise Diagnostic(f"'{inst.opname}' needs an integer {name} >= {least}, got {v!r}",
-                         inst.loc)
-    return v
 
 
 # ---------------------------------------------------------------------------
@@ -456,8 +378,8 @@ class DMAInterpreter(BufferedInterpreter):
             t = buf.in_flight(flat, get=True) if isinstance(buf, DMABuffer) else None
             if t is not None:
                 raise Diagnostic(f"CPE {state[0]}: read of LDM {elem} whose dma_get "
-                                 f"({_at(t.inst.loc)}) has not been waited for ({text})",
-                                 inst.loc, [_issued_note(t)])
+                                 f"({at_text(t.inst.loc)}) has not been waited for ({text})",
+                                 inst.loc, [issued_note(t)])
             raise Diagnostic(f"CPE {state[0]}: read of LDM {elem} that was neither fetched by "
                              f"dma_get nor written ({text})", inst.loc)
         return report
@@ -471,7 +393,7 @@ class DMAInterpreter(BufferedInterpreter):
             t = buf.in_flight(flat)
             assert t is not None
             raise Diagnostic(f"CPE {state[0]}: store to LDM {element_text(buf, flat)} while "
-                             f"{_in_flight_text(t)} ({text})", inst.loc, [_issued_note(t)])
+                             f"{in_flight_text(t)} ({text})", inst.loc, [issued_note(t)])
         return report
 
     def copy_hook(self, buf: LDMBuffer, local: tuple, inbound: bool,
@@ -492,191 +414,22 @@ class DMAInterpreter(BufferedInterpreter):
             assert t is not None
             what = "onto" if inbound else "of"
             fail(f"{'copy_in' if inbound else 'copy_out'} {what} LDM "
-                 f"{element_text(buf, flat)} while {_in_flight_text(t)}")
+                 f"{element_text(buf, flat)} while {in_flight_text(t)}")
 
     def transfer(self, inst: Instruction, f: Function) -> tuple[Callable[..., None], Access, Any]:
-        """The run-time function of one dma_get / dma_put, called with the
-        main-memory array, the LDM buffer, the main-memory subscripts and
-        (when the LDM side is an element) the LDM subscripts; also the
-        main-memory access and the LDM side of the instruction."""
-        op = inst.opname
-        get, bcast = op != "dma_put", op == "dma_bcast"
-        form = (f"{op} %A[i, ...] -> %L {{count, reply}}" if get else
-                f"{op} %L -> %A[i, ...] {{count, reply}}")
-        if len(inst.args) != 2:
-            raise Diagnostic(f"'{op}' is written {form}", inst.loc)
-        macc, lside = (inst.args[0], inst.args[1]) if get else (inst.args[1], inst.args[0])
-        if not isinstance(macc, Access) or not isinstance(macc.base.type, ShapedType) \
-                or isinstance(macc.base.type, LDMType) \
-                or len(macc.indices) != macc.base.type.rank \
-                or any(isinstance(i, Range) for i in macc.indices):
-            raise Diagnostic(f"'{op}' is written {form}: its main-memory side is one element "
-                             "of a buffer, one subscript per dimension", inst.loc)
-        lbase = lside.base if isinstance(lside, Access) else lside
-        lt = getattr(lbase, "type", None)
-        if not isinstance(lt, LDMType) or (isinstance(lside, Access) and (
-                len(lside.indices) != lt.rank or any(isinstance(i, Range)
-                                                     for i in lside.indices))):
-            raise Diagnostic(f"'{op}' is written {form}: its local side is an LDM buffer or "
-                             "one element of it", inst.loc)
-        mt = macc.base.type
-        if mt.element != lt.element:
-            raise Diagnostic(f"'{op}' element types differ: {mt.element} in main memory, "
-                             f"{lt.element} in LDM", inst.loc)
-        count = int_attr(inst, "count", None, 1)
-        reply = int_attr(inst, "reply", None, 0)
-        bsize = int_attr(inst, "bsize", attr_or_default(inst, "bsize"), 0)
-        stride = int_attr(inst, "stride", attr_or_default(inst, "stride"), 0)
-        if stride and not bsize:
-            raise Diagnostic(f"'{op}' has a stride but no block size (bsize)", inst.loc)
-        if not get and isinstance(macc.base, Global) and macc.base.kind == "global":
-            return raiser(f"'dma_put' writes to @{macc.base.name}, a constant global",
-                           inst.loc), macc, lside
-
-        state, replies, seq, stats = self.cpe_state, self.replies, self._seq, self.stats_for(f)
-        bcast_log = self.bcast_log
-        mdims, mstr = tuple(mt.shape), _strides(tuple(mt.shape))
-        ldims, lstr = tuple(lt.shape), _strides(tuple(lt.shape))
-        mrank = len(mdims)
-        lsubs = isinstance(lside, Access)
-        n_main, n_ldm = mt.num_elements, lt.num_elements
-        esize = lt.bytes // lt.num_elements
-        align = self.target.dma_align
-        strided = 0 < bsize < count
-        if strided:
-            full, rem = divmod(count, bsize)
-            pitch = bsize + stride
-            nblocks = full + (rem > 0)
-            extent = (nblocks - 1) * pitch + (rem or bsize)
-            block_sizes = [(size_bucket(bsize * esize), full)] + \
-                ([(size_bucket(rem * esize), 1)] if rem else [])
-            blocks_32 = full * (bsize * esize % align == 0) + \
-                (1 if rem and rem * esize % align == 0 else 0)
-            shape_text = f" in {nblocks} blocks of {bsize} with {stride} skipped between them"
-        else:
-            full = rem = pitch = 0
-            nblocks, extent = 1, count
-            block_sizes = [(size_bucket(count * esize), 1)]
-            blocks_32 = int(count * esize % align == 0)
-            shape_text = ""
-        nbytes = count * esize
-        bucket = size_bucket(nbytes)
-        small = nbytes < self.target.small_transfer
-        what, lwhat = value_text(macc.base), value_text(lbase)
-        text = _dma_text(inst)
-        mem_indices, ldm_indices = macc.indices, lside.indices if lsubs else ()
-
-        def fail(message: str, notes: list | None = None) -> None:
-            raise Diagnostic(f"CPE {state[0]}: {message} ({text})", inst.loc, notes or [])
-
-        def bad_subscript(side: str, base: str, t: Any, indices: Any, k: int, v: int,
-                          dim: int) -> None:
-            fail(f"{op} {side} element {base}[...] is outside {base} : {t}: subscript #{k} "
-                 f"({expr_text(indices[k])}) is {v}, outside [0, {dim})")
-
-        def run(mem: np.ndarray, buf: DMABuffer, *subs: int) -> None:
-            cpe = state[0]
-            if buf.owner != cpe:
-                report_foreign_ldm(buf, cpe, inst)
-            start = 0
-            for k in range(mrank):
-                s = subs[k]
-                if not 0 <= s < mdims[k]:
-                    bad_subscript("start", what, mt, mem_indices, k, s, mdims[k])
-                start += s * mstr[k]
-            end = start + extent
-            if end > n_main:
-                fail(f"{op} {'reads' if get else 'writes'} outside {what} : {mt}: {count} "
-                     f"elements from {what}[{', '.join(str(s) for s in subs[:mrank])}] "
-                     f"(element {start}){shape_text} reach element {end - 1}, past its "
-                     f"last element, {n_main - 1}")
-            lo = 0
-            if lsubs:
-                for k in range(len(ldims)):
-                    s = subs[mrank + k]
-                    if not 0 <= s < ldims[k]:
-                        bad_subscript("LDM", lwhat, lt, ldm_indices, k, s, ldims[k])
-                    lo += s * lstr[k]
-            hi = lo + count
-            if hi > n_ldm:
-                fail(f"{op} of {count} elements {'into' if get else 'from'} LDM "
-                     f"{element_text(buf, lo)} runs past the end of {lwhat} : {lt} "
-                     f"({n_ldm} elements)")
-            data = buf.data
-            if bcast and replies[cpe].get(reply):
-                fail(f"dma_bcast on reply word {reply} while {len(replies[cpe][reply])} DMA(s) "
-                     f"on it are outstanding: CPE 0 waits for its broadcast alone there",
-                     [_issued_note(replies[cpe][reply][0])])
-            if get:
-                if buf.pending:
-                    i = buf.busy.find(1, lo, hi)
-                    if i >= 0:
-                        t = buf.in_flight(i)
-                        assert t is not None
-                        fail(f"dma_get into LDM {element_text(buf, i)} while "
-                             f"{_in_flight_text(t)}", [_issued_note(t)])
-                if strided:
-                    data[lo:lo + full * bsize].reshape(full, bsize)[...] = as_strided(
-                        mem[start:], shape=(full, bsize),
-                        strides=(pitch * mem.itemsize, mem.itemsize), writeable=False)
-                    if rem:
-                        m0 = start + full * pitch
-                        data[lo + full * bsize:hi] = mem[m0:m0 + rem]
-                else:
-                    data[lo:hi] = mem[start:end]
-                if bcast:
-                    # Complete on return; main memory is read once, by CPE 0's
-                    # transfer (every CPE checks that it reaches the same one).
-                    buf.okf[lo:hi] = 1
-                    stats.bcast_bytes += nbytes
-                    bcast_log[cpe].append((inst, start, buf.name, lo))
-                    if cpe != 0:
-                        return
-                    stats.bcasts += 1
-                else:
-                    buf.okf[lo:hi] = 0
-                stats.gets += 1
-                stats.elements_in += count
-                stats.bytes_in += nbytes
-            else:
-                i = buf.ok.find(0, lo, hi)
-                if i >= 0:
-                    t = buf.in_flight(i, get=True)
-                    if t is not None:
-                        fail(f"dma_put of LDM {element_text(buf, i)} whose dma_get "
-                             f"({_at(t.inst.loc)}) has not been waited for", [_issued_note(t)])
-                    fail(f"dma_put of LDM {element_text(buf, i)} that was neither fetched "
-                         "by dma_get nor written")
-                if strided:
-                    as_strided(mem[start:], shape=(full, bsize),
-                               strides=(pitch * mem.itemsize, mem.itemsize))[...] = \
-                        data[lo:lo + full * bsize].reshape(full, bsize)
-                    if rem:
-                        m0 = start + full * pitch
-                        mem[m0:m0 + rem] = data[lo + full * bsize:hi]
-                else:
-                    mem[start:end] = data[lo:hi]
-                stats.puts += 1
-                stats.elements_out += count
-                stats.bytes_out += nbytes
-            if not bcast:
-                buf.busyf[lo:hi] = 1
-                t = Transfer(inst, get, buf, lo, hi, reply, next(seq))
-                buf.pending.append(t)
-                q = replies[cpe].get(reply)
-                if q is None:
-                    q = replies[cpe][reply] = []
-                q.append(t)
-            h = stats.size_histogram
-            h[bucket] = h.get(bucket, 0) + 1
-            if small:
-                stats.small_transfers += 1
-            stats.blocks += nblocks
-            stats.blocks_32 += blocks_32
-            h = stats.block_histogram
-            for b, n in block_sizes:
-                h[b] = h.get(b, 0) + n
-        return run, macc, lside
+        """The run-time function of one dma_get / dma_put / dma_bcast
+        (swir/interp/transfer.py), called with the main-memory array, the LDM
+        buffer, the main-memory subscripts and (when the LDM side is an
+        element) the LDM subscripts; also the main-memory access and the LDM
+        side of the instruction."""
+        s = dma_sides(inst)
+        reply, blocks = dma_shape(inst, s, self.target.dma_align)
+        if not s.get and isinstance(s.macc.base, Global) and s.macc.base.kind == "global":
+            return raiser(f"'dma_put' writes to @{s.macc.base.name}, a constant global",
+                           inst.loc), s.macc, s.lside
+        run = Run(self.cpe_state, self.replies, self._seq, self.stats_for(f), self.bcast_log,
+                  self.target.small_transfer)
+        return transfer_function(inst, s, reply, blocks, run), s.macc, s.lside
 
     def waiter(self, inst: Instruction, f: Function) -> Callable[[], None]:
         reply = int_attr(inst, "reply", None, 0)
@@ -689,7 +442,7 @@ class DMAInterpreter(BufferedInterpreter):
             q = replies[cpe].get(reply) or []
             n = len(q)
             if n != times:
-                notes = [_issued_note(t) for t in q[:4]]
+                notes = [issued_note(t) for t in q[:4]]
                 if n < times:
                     raise Diagnostic(
                         f"CPE {cpe}: {text} waits for {times} completion(s) of reply word "
@@ -747,7 +500,7 @@ class DMAInterpreter(BufferedInterpreter):
         def spawn(*args: Any) -> None:
             if spawned[0] is not None:
                 raise Diagnostic(f"'spawn' while the cpe kernel spawned at "
-                                 f"{_at(spawned[0].loc)} is still running: join it first",
+                                 f"{at_text(spawned[0].loc)} is still running: join it first",
                                  inst.loc, [("spawned here, not joined", spawned[0].loc)])
             if not compiled:
                 compiled.extend(self.function(k) for k in kernels)
@@ -772,7 +525,7 @@ class DMAInterpreter(BufferedInterpreter):
     def unjoined_reporter(self, inst: Instruction, f: Function) -> Callable[[Any], None]:
         def report(site: Instruction) -> None:
             raise Diagnostic(f"@{f.name} returns while the cpe kernel spawned at "
-                             f"{_at(site.loc)} is still running: join it first", inst.loc,
+                             f"{at_text(site.loc)} is still running: join it first", inst.loc,
                              [("spawned here, not joined", site.loc)])
         return report
 
