@@ -38,10 +38,9 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
-from swir.ops import (CALL, CHUNK, CONST, COPY_IN, CPE_ID, DMA_BCAST, DYN_INDEX, FUSED, IF,
-                      LDM_ALLOC, RETURN)
+from swir.ops import CALL, CHUNK, CONST, COPY_IN, CPE_ID, DYN_INDEX, FUSED, IF, RETURN
 from swir.ops.collective import HOST_FORM_OF
-from swir.ops.registry import OpError, lookup
+from swir.ops.registry import OpError, all_ops, lookup
 
 COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
 from swir.ops.util import check_dense, value_ref
@@ -228,11 +227,10 @@ class _Verifier(_ModuleChecks):
         self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
         self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
         self.index = IndexBounds()   # the loops and guards around the instruction
-        # each function's written parameters (calling.all_written_params), found
-        # at the first broadcast from a parameter
-        self.written: dict[int, set[int]] | None = None
-        ldm = module_attr_ldm(module)
-        self.ldm_bytes = ldm
+        self.context = _Context(module)
+        # the ops with checks of a whole function (verify_function)
+        self.function_checks = [d for d in all_ops()
+                                if d.verify_function is not None and module.stage in d.stages]
 
     # -- module ------------------------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -276,11 +274,10 @@ class _Verifier(_ModuleChecks):
         self._index_positions(f.body)
         structured = f.kind == "kernel"
         self.region(f.body, structured=structured, is_function_body=True)
-        if stage in ("buffered", "dma") and f.kind == "kernel":
-            need = self._ldm_need(f.body)
-            if need > self.ldm_bytes:
-                self.error(f"LDM buffers live at once need {need} bytes, more than the "
-                           f"{self.ldm_bytes} bytes of LDM", f.loc, where)
+        for d in self.function_checks:
+            why = d.verify_function(f, self.context)
+            if why:
+                self.error(why, f.loc, where)
 
     def _index_positions(self, region: Region) -> None:
         for b in region.blocks:
@@ -384,33 +381,11 @@ class _Verifier(_ModuleChecks):
             return
         if self.m.stage != "graph" and len(self.errors) == n_before:
             self.bounds(inst, d)
-        if inst.isa(DMA_BCAST):
-            self.broadcast_source(inst)
+        if d.verify_in_context is not None:
+            why = d.verify_in_context(inst, self.context)
+            if why:
+                self.op_error(inst, why)
         self.nested(inst, d)
-
-    def broadcast_source(self, inst: Instruction) -> None:
-        """A broadcast reads main memory once for every CPE (CPE 0 issues it),
-        so no CPE of the kernel run may write what it reads: the
-        interpreter's CPEs, run one after another, would see other data than
-        Sunway's. Written: by the function, by a cpe function that calls it
-        (through the argument it passes), or, for a `buffer` global, by any
-        cpe function."""
-        base = inst.args[0].base if isinstance(inst.args[0], Access) else inst.args[0]
-        f = self.func
-        if f is None:
-            return
-        if isinstance(base, Global):
-            if base.kind != "global" and _cpe_writes_global(self.m, base):
-                self.op_error(inst, f"broadcasts from @{base.name}, which a cpe kernel also "
-                                    "writes (every CPE must read what CPE 0 fetched)")
-            return
-        if isinstance(base, FuncParam) and base.owner is f:
-            if self.written is None:        # asked once per module: a fixpoint over it
-                self.written = all_written_params(self.m)
-            writer = _param_writer(self.m, f, base.index, set(), self.written)
-            if writer is not None:
-                self.op_error(inst, f"broadcasts from %{base.name}, which @{writer} also writes "
-                                    "(every CPE must read what CPE 0 fetched)")
 
     def nested(self, inst: Instruction, d: Any) -> None:
         """Verify regions, tracking loop variable ranges and if-guards."""
@@ -559,18 +534,26 @@ class _Verifier(_ModuleChecks):
             return d.verify_access(inst, acc, t, self.index)
         return None
 
-    # -- LDM -----------------------------------------------------------------------------------------
-    def _ldm_need(self, region: Region) -> int:
-        total, nested = 0, 0
-        for b in region.blocks:
-            for inst in b.instructions:
-                if inst.isa(LDM_ALLOC) and inst.results:
-                    t = inst.results[0].type
-                    if isinstance(t, LDMType):
-                        total += t.slot_bytes    # each buffer starts 32-byte aligned
-                for r in inst.regions:
-                    nested = max(nested, self._ldm_need(r))
-        return total + nested
+
+class _Context:
+    """What the ops' checks ask of the module (swir.ops.registry.VerifyContext),
+    computed here, where the module-wide analyses may be imported."""
+
+    def __init__(self, module: Module) -> None:
+        self.m = module
+        self.stage = module.stage
+        self.ldm_bytes = module_attr_ldm(module)
+        # each function's written parameters (calling.all_written_params), found
+        # at the first question about one: a fixpoint over the module
+        self.written: dict[int, set[int]] | None = None
+
+    def cpe_writes_global(self, g: Global) -> bool:
+        return _cpe_writes_global(self.m, g)
+
+    def param_writer(self, f: Function, index: int) -> str | None:
+        if self.written is None:
+            self.written = all_written_params(self.m)
+        return _param_writer(self.m, f, index, set(), self.written)
 
 
 def _param_writer(m: Module, f: Function, index: int, seen: set[int],
