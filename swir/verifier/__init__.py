@@ -35,6 +35,7 @@ from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument
                           Result, Value, slot_values)
 from swir.ir.constants import contents_shape, contents_type
 from swir.ir.dtypes import dtype_of
+from swir.ir.module_attrs import MODULE_ATTRS
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
@@ -44,7 +45,7 @@ from swir.ops.registry import OpError, all_ops, lookup
 
 COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
 from swir.ops.util import check_dense, value_ref
-from swir.target import DEFAULT_TARGET, TARGETS, target_of
+from swir.target import DEFAULT_TARGET
 from swir.verifier.bounds import IndexBounds, TooComplex
 
 MAX_ERRORS = 20
@@ -110,19 +111,24 @@ class _ModuleChecks:
         self.error(f"'{inst.opname}' op {message}", inst.loc, where=f"in {fn}")
 
     # -- module ------------------------------------------------------------------------------
+    def module_attributes(self) -> bool:
+        """Each module attribute by its definition (swir/ir/module_attrs.py); one
+        written together with another is checked once the other is legal.
+        Whether ``ranks`` is legal (the checks of the ranks build on it)."""
+        bad: set[str] = set()
+        for a in MODULE_ATTRS.values():
+            why = None if a.together_with in bad else a.error(self.m.attrs)
+            if why:
+                self.error(why, self.m.loc)
+                bad.add(a.name)
+        return "ranks" not in bad
+
     def ranks(self) -> None:
         """``{ranks = N, split = "data" | "model"}`` (-distribute): the ranks that run
         the module, and how they share it; each per-rank global and each collective
         is for those N ranks."""
         m = self.m
-        n = m.attrs.get("ranks", 1)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            self.error(f"ranks must be a positive integer, got {n!r}", m.loc)
-            return
-        if ("ranks" in m.attrs) != ("split" in m.attrs) or \
-                m.attrs.get("split", "data") not in ("data", "model"):
-            self.error("a module for several ranks says how they share it: "
-                       "{ranks = N, split = \"data\"} or {ranks = N, split = \"model\"}", m.loc)
+        n = m.attr("ranks")
         for g in m.globals:
             k = g.attrs.get("ranks")
             if k is not None and k != n:
@@ -238,10 +244,8 @@ class _Verifier(_ModuleChecks):
         if m.stage not in STAGES:
             self.error(f"unknown stage '{m.stage}'", m.loc)
             return self.errors
-        if "target" in m.attrs and m.attrs["target"] not in TARGETS:
-            self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
-                       m.loc)
-        self.ranks()
+        if self.module_attributes():
+            self.ranks()
         for g in m.globals:
             self.global_(g)
         for f in m.functions:
@@ -644,8 +648,6 @@ def _types(ts: list[Type]) -> str:
 
 def module_attr_ldm(module: Module) -> int:
     """The LDM bytes per CPE the module was planned for: its ``ldm_size``,
-    else its target's."""
-    v = module.attrs.get("ldm_size")
-    return v if isinstance(v, int) and not isinstance(v, bool) else \
-        target_of(module.attrs).ldm_bytes
+    else its target's (swir/ir/module_attrs.py)."""
+    return module.attr("ldm_size")
 
