@@ -269,6 +269,10 @@ class OpDef:
     # -layout: the axes of the weight (operand 1) as the op reads them, and the
     # other layouts tried for it (None: the op's weight is not re-laid out).
     weight_layout: tuple[str, tuple[str, ...]] | None = None
+    # -fold-batchnorm: the output channel each element of the weight (operand 1)
+    # contributes to, as indices broadcastable to the weight, given the weight's
+    # shape and the op's groups (None: no batch_norm folds into the op).
+    weight_channels: Callable[[tuple[int, ...], int], Any] | None = None
     # -distribute: each channel (axis 1) of the result is computed from the same
     # channel of operand 0 alone, so the op stays split by channels.
     channel_wise: bool = False
