@@ -35,7 +35,7 @@ class Layout:
         # at file scope (kernel locals live in other scopes and may use them).
         self.scope.reserve(*templates.NAMES, inner=False)
         # An MPI program (-distribute): its support code's names too.
-        self.ranks = templates.Ranks(module_ranks(module), module.attrs.get("split", "data")) \
+        self.ranks = templates.Ranks(module_ranks(module), module.attr("split")) \
             if "ranks" in module.attrs else None
         if self.ranks is not None:
             self.scope.reserve(*templates.RANKS_NAMES, inner=False)

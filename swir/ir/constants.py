@@ -42,8 +42,7 @@ def constant_array(slot: Any, t: Type) -> np.ndarray:
 
 def module_ranks(module: Module) -> int:
     """How many ranks run the module (``{ranks = N}``, written by -distribute; else 1)."""
-    v = module.attrs.get("ranks", 1)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 1
+    return module.attr("ranks")
 
 
 def global_ranks(g: Global) -> int | None:

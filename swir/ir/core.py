@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from swir.diagnostics import Location
 from swir.ir.affine import Expr
+from swir.ir.module_attrs import read_attr
 from swir.ir.types import Type
 
 STAGES = ("graph", "loop", "buffered", "dma")
@@ -773,11 +774,18 @@ class Module:
         # symbols (forgotten when a symbol is removed), so asking for the same
         # base again and again does not probe from base_1 each time.
         self._taken: dict[str, int] = {}
-        self.attrs: dict[str, Any] = {}  # e.g. ldm_size, read by the verifier
+        # ranks, split, target, ldm_size: read them by attr(name)
+        self.attrs: dict[str, Any] = {}
         self.loc: Location | None = None
         # The directory that sidecar weight files (``file "x.weights"``) are
         # relative to: the module file's, set by the parser (None: unknown).
         self.base_dir: str | None = None
+
+    def attr(self, name: str) -> Any:
+        """The module attribute ``name`` (swir/ir/module_attrs.py): its value if
+        written and legal, else its default (the target of an unset ``target``
+        is the default target, its ``ldm_size`` that target's LDM)."""
+        return read_attr(self.attrs, name)
 
     @property
     def items(self) -> list[Global | Function]:

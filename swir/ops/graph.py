@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from swir.ir.core import Instruction, Value
 from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
@@ -624,15 +626,33 @@ _GROUPS = Attr("groups", "int", doc="divides the input channels", default=1,
 _EPSILON = Attr("epsilon", "float", doc=">= 0", default=1e-5, check=_non_negative_float)
 _KEEPDIMS = Attr("keepdims", "bool", doc="keep reduced axes as size 1", default=True)
 
+def _columns(weight_shape: tuple[int, ...], groups: int) -> np.ndarray:
+    """K x N: the columns are the output channels."""
+    return np.arange(weight_shape[1])[None, :]
+
+
+def _first_axis(weight_shape: tuple[int, ...], groups: int) -> np.ndarray:
+    """O x C/g x kH x kW: axis 0 is the output channel."""
+    return np.arange(weight_shape[0])[:, None, None, None]
+
+
+def _grouped_second_axis(weight_shape: tuple[int, ...], groups: int) -> np.ndarray:
+    """C x O/g x kH x kW: weight[c, j] feeds output channel (c // (C/g)) * (O/g) + j."""
+    in_channels, out_per_group = weight_shape[0], weight_shape[1]
+    group = np.arange(in_channels) // (in_channels // groups)
+    channel = group[:, None] * out_per_group + np.arange(out_per_group)[None, :]
+    return channel[:, :, None, None]
+
+
 MATMUL = _op("matmul", "Matrix product with numpy.matmul semantics (batch dims broadcast, "
                        "1-D operands promoted and the unit dimension dropped).",
              Operands(("a", "b"), "two tensors"), _infer_matmul, Category.COMPLEX, "MatMul",
-             weight_layout=("KN", ("NK",)))
+             weight_layout=("KN", ("NK",)), weight_channels=_columns)
 CONV2D = _op("conv2d", "2-D convolution, NCHW input, OIHW weight (O x C/groups x kH x kW), "
                        "optional bias of O.",
              _CONV_OPERANDS, _infer_conv2d, Category.COMPLEX, "Conv",
              (_STRIDE, _PAD, _DILATION, _GROUPS),
-             weight_layout=("OIHW", ("OHWI", "IHWO", "HWIO")))
+             weight_layout=("OIHW", ("OHWI", "IHWO", "HWIO")), weight_channels=_first_axis)
 CONV_TRANSPOSE2D = _op(
     "conv_transpose2d", "2-D transposed convolution, weight C x O/groups x kH x kW, "
                         "optional bias of O.",
@@ -642,7 +662,7 @@ CONV_TRANSPOSE2D = _op(
                                         "than the stride or the dilation",
           default=(0, 0), check=_non_negative),
      _GROUPS),
-    weight_layout=("IOHW", ("OHWI", "IHWO", "HWIO")))
+    weight_layout=("IOHW", ("OHWI", "IHWO", "HWIO")), weight_channels=_grouped_second_axis)
 
 _KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0", check=_positive)
 _CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)

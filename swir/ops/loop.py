@@ -8,10 +8,11 @@ Semantics (what the interpreter and the C emitter implement) are in docs/ir.md.
 from __future__ import annotations
 
 from swir.ir.affine import Expr
-from swir.ir.core import Access, Constraint, Instruction, Range, Value
+from swir.ir.core import (Access, Constraint, FuncParam, Function, Global, Instruction, Range,
+                          Region, Value)
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
-                               OpDef, OpError, register)
+                               OpDef, OpError, VerifyContext, register)
 from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
                            value_arg, value_ref)
 
@@ -252,6 +253,56 @@ def _verify_spawn(inst: Instruction) -> None:
             raise OpError(f"'spawn' starts a cpe kernel; @{target.name} is not one")
 
 
+def _ldm_fits(f: Function, context: VerifyContext) -> str | None:
+    """The LDM buffers live at once in a kernel fit the module's LDM."""
+    if f.kind != "kernel":
+        return None
+    need = _ldm_need(f.body)
+    if need > context.ldm_bytes:
+        return (f"LDM buffers live at once need {need} bytes, more than the "
+                f"{context.ldm_bytes} bytes of LDM")
+    return None
+
+
+def _ldm_need(region: Region) -> int:
+    """The LDM bytes of a region's buffers and, at most, of one nested region's
+    at a time (a nested region's buffers die with it)."""
+    total, nested = 0, 0
+    for b in region.blocks:
+        for inst in b.instructions:
+            if inst.isa(LDM_ALLOC) and inst.results:
+                t = inst.results[0].type
+                if isinstance(t, LDMType):
+                    total += t.slot_bytes    # each buffer starts 32-byte aligned
+            for r in inst.regions:
+                nested = max(nested, _ldm_need(r))
+    return total + nested
+
+
+def _broadcast_source(inst: Instruction, context: VerifyContext) -> str | None:
+    """A broadcast reads main memory once for every CPE (CPE 0 issues it),
+    so no CPE of the kernel run may write what it reads: the
+    interpreter's CPEs, run one after another, would see other data than
+    Sunway's. Written: by the function, by a cpe function that calls it
+    (through the argument it passes), or, for a `buffer` global, by any
+    cpe function."""
+    base = inst.args[0].base if isinstance(inst.args[0], Access) else inst.args[0]
+    f = inst.function
+    if f is None:
+        return None
+    if isinstance(base, Global):
+        if base.kind != "global" and context.cpe_writes_global(base):
+            return (f"broadcasts from @{base.name}, which a cpe kernel also "
+                    "writes (every CPE must read what CPE 0 fetched)")
+        return None
+    if isinstance(base, FuncParam) and base.owner is f:
+        writer = context.param_writer(f, base.index)
+        if writer is not None:
+            return (f"broadcasts from %{base.name}, which @{writer} also writes "
+                    "(every CPE must read what CPE 0 fetched)")
+    return None
+
+
 LOAD = register(OpDef(
     "load", "Read one element: %v = load %A[i, j] : f32.",
     stages=LOOP_AND_LATER, num_args=(1, 1), infer=_infer_load,
@@ -270,7 +321,7 @@ DYN_INDEX = register(OpDef(
 LDM_ALLOC = register(OpDef(
     "ldm_alloc", "Declare a buffer in the CPE's LDM: %b = ldm_alloc : ldm<...>.",
     stages=BUFFERED_AND_LATER, num_args=(0, 0), infer=_infer_ldm_alloc,
-    pure=False, context="cpe", category=Category.MEMORY))
+    verify_function=_ldm_fits, pure=False, context="cpe", category=Category.MEMORY))
 COPY_IN = register(OpDef(
     "copy_in", "Copy a main-memory region into an LDM buffer: copy_in %A[..] -> %L.",
     stages=BUFFERED_AND_LATER, num_args=(2, 2), verify=_verify_copy, pure=False,
@@ -305,7 +356,8 @@ DMA_BCAST = register(OpDef(
                  "collective, every CPE of the spawn reaches it with the same operands; CPE 0 "
                  "issues one transfer, barriers before and after, complete on return.",
     stages=DMA_ONLY, num_args=(2, 2), attrs=_DMA_ATTRS, verify=_verify_dma, verify_access=_dma_span,
-    pure=False, arrow=True, writes=(1,), context="cpe", category=Category.DMA))
+    verify_in_context=_broadcast_source, pure=False, arrow=True, writes=(1,), context="cpe",
+    category=Category.DMA))
 DMA_WAIT = register(OpDef(
     "dma_wait", "Wait until a reply word has counted `times` completions, then reset it.",
     stages=DMA_ONLY, num_args=(0, 0),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 # OpError lives in the IR core (the builder catches it); op rules import it from here.
 from swir.ir.core import OpError, install_op_definitions  # noqa: F401
@@ -182,6 +182,23 @@ class Operands:
         return required, len(self.names)
 
 
+class VerifyContext(Protocol):
+    """What the verifier has computed about the module, handed to the checks of
+    an op that need more than the op itself (as MLIR hands an op's verifier the
+    symbol table): the verifier computes, the op decides. The analyses behind it
+    (swir.analysis.calling) sit above swir.ops, so the op never calls them."""
+
+    stage: str
+    ldm_bytes: int      # LDM bytes per CPE the module was planned for
+
+    def cpe_writes_global(self, g: Any) -> bool:
+        """Whether a cpe kernel of the module writes the buffer global g."""
+
+    def param_writer(self, f: Any, index: int) -> str | None:
+        """The name of a function of f's kernel run that writes f's parameter
+        ``index`` (f itself, or a cpe function passing it what it writes), or None."""
+
+
 # eq=False: a definition is equal only to itself and hashes by identity, so
 # tables may be keyed by it (``{ADD: ...}``) cheaply.
 @dataclass(frozen=True, eq=False)
@@ -205,6 +222,13 @@ class OpDef:
     # Each returns the error, or None.
     verify_ranges: Callable[[Any, Any], str | None] | None = None
     verify_access: Callable[[Any, Any, Any, Any], str | None] | None = None
+    # Checks that need the module around the op (a VerifyContext):
+    # ``verify_in_context(inst, context)`` after the checks above, and
+    # ``verify_function(function, context)`` once per function with a body at
+    # a stage the op is legal at, for what the op's instances in one function
+    # make together. Each returns the error, or None.
+    verify_in_context: Callable[[Any, VerifyContext], str | None] | None = None
+    verify_function: Callable[[Any, VerifyContext], str | None] | None = None
     num_regions: int = 0
     syntax: str = "generic"  # "generic" or "loop" (``for %i = lb to ub step s``)
     terminator: bool = False
@@ -245,6 +269,10 @@ class OpDef:
     # -layout: the axes of the weight (operand 1) as the op reads them, and the
     # other layouts tried for it (None: the op's weight is not re-laid out).
     weight_layout: tuple[str, tuple[str, ...]] | None = None
+    # -fold-batchnorm: the output channel each element of the weight (operand 1)
+    # contributes to, as indices broadcastable to the weight, given the weight's
+    # shape and the op's groups (None: no batch_norm folds into the op).
+    weight_channels: Callable[[tuple[int, ...], int], Any] | None = None
     # -distribute: each channel (axis 1) of the result is computed from the same
     # channel of operand 0 alone, so the op stays split by channels.
     channel_wise: bool = False

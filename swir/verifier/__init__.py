@@ -35,17 +35,17 @@ from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument
                           Result, Value, slot_values)
 from swir.ir.constants import contents_shape, contents_type
 from swir.ir.dtypes import dtype_of
+from swir.ir.module_attrs import MODULE_ATTRS
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
 from swir.limits import deep_recursion
-from swir.ops import (CALL, CHUNK, CONST, COPY_IN, CPE_ID, DMA_BCAST, DYN_INDEX, FUSED, IF,
-                      LDM_ALLOC, RETURN)
+from swir.ops import CALL, CHUNK, CONST, COPY_IN, CPE_ID, DYN_INDEX, FUSED, IF, RETURN
 from swir.ops.collective import HOST_FORM_OF
-from swir.ops.registry import OpError, lookup
+from swir.ops.registry import OpError, all_ops, lookup
 
 COLLECTIVES = (*HOST_FORM_OF, *HOST_FORM_OF.values())
 from swir.ops.util import check_dense, value_ref
-from swir.target import TARGETS, target_of
+from swir.target import target_of
 from swir.verifier.bounds import IndexBounds, TooComplex
 
 MAX_ERRORS = 20
@@ -110,19 +110,24 @@ class _ModuleChecks:
         self.error(f"'{inst.opname}' op {message}", inst.loc, where=f"in {fn}")
 
     # -- module ------------------------------------------------------------------------------
+    def module_attributes(self) -> bool:
+        """Each module attribute by its definition (swir/ir/module_attrs.py); one
+        written together with another is checked once the other is legal.
+        Whether ``ranks`` is legal (the checks of the ranks build on it)."""
+        bad: set[str] = set()
+        for a in MODULE_ATTRS.values():
+            why = None if a.together_with in bad else a.error(self.m.attrs)
+            if why:
+                self.error(why, self.m.loc)
+                bad.add(a.name)
+        return "ranks" not in bad
+
     def ranks(self) -> None:
         """``{ranks = N, split = "data" | "model"}`` (-distribute): the ranks that run
         the module, and how they share it; each per-rank global and each collective
         is for those N ranks."""
         m = self.m
-        n = m.attrs.get("ranks", 1)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            self.error(f"ranks must be a positive integer, got {n!r}", m.loc)
-            return
-        if ("ranks" in m.attrs) != ("split" in m.attrs) or \
-                m.attrs.get("split", "data") not in ("data", "model"):
-            self.error("a module for several ranks says how they share it: "
-                       "{ranks = N, split = \"data\"} or {ranks = N, split = \"model\"}", m.loc)
+        n = m.attr("ranks")
         for g in m.globals:
             k = g.attrs.get("ranks")
             if k is not None and k != n:
@@ -227,11 +232,10 @@ class _Verifier(_ModuleChecks):
         self.pos: dict[int, int] = {}      # id(instruction) -> index in its block
         self.doms: dict[int, dict[int, set[int]]] = {}  # id(region) -> dominators
         self.index = IndexBounds()   # the loops and guards around the instruction
-        # each function's written parameters (calling.all_written_params), found
-        # at the first broadcast from a parameter
-        self.written: dict[int, set[int]] | None = None
-        ldm = module_attr_ldm(module)
-        self.ldm_bytes = ldm
+        self.context = _Context(module)
+        # the ops with checks of a whole function (verify_function)
+        self.function_checks = [d for d in all_ops()
+                                if d.verify_function is not None and module.stage in d.stages]
 
     # -- module ------------------------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -239,10 +243,8 @@ class _Verifier(_ModuleChecks):
         if m.stage not in STAGES:
             self.error(f"unknown stage '{m.stage}'", m.loc)
             return self.errors
-        if "target" in m.attrs and m.attrs["target"] not in TARGETS:
-            self.error(f"unknown target {m.attrs['target']!r} (targets: {', '.join(TARGETS)})",
-                       m.loc)
-        self.ranks()
+        if self.module_attributes():
+            self.ranks()
         for g in m.globals:
             self.global_(g)
         for f in m.functions:
@@ -275,11 +277,10 @@ class _Verifier(_ModuleChecks):
         self._index_positions(f.body)
         structured = f.kind == "kernel"
         self.region(f.body, structured=structured, is_function_body=True)
-        if stage in ("buffered", "dma") and f.kind == "kernel":
-            need = self._ldm_need(f.body)
-            if need > self.ldm_bytes:
-                self.error(f"LDM buffers live at once need {need} bytes, more than the "
-                           f"{self.ldm_bytes} bytes of LDM", f.loc, where)
+        for d in self.function_checks:
+            why = d.verify_function(f, self.context)
+            if why:
+                self.error(why, f.loc, where)
 
     def _index_positions(self, region: Region) -> None:
         for b in region.blocks:
@@ -383,33 +384,11 @@ class _Verifier(_ModuleChecks):
             return
         if self.m.stage != "graph" and len(self.errors) == n_before:
             self.bounds(inst, d)
-        if inst.isa(DMA_BCAST):
-            self.broadcast_source(inst)
+        if d.verify_in_context is not None:
+            why = d.verify_in_context(inst, self.context)
+            if why:
+                self.op_error(inst, why)
         self.nested(inst, d)
-
-    def broadcast_source(self, inst: Instruction) -> None:
-        """A broadcast reads main memory once for every CPE (CPE 0 issues it),
-        so no CPE of the kernel run may write what it reads: the
-        interpreter's CPEs, run one after another, would see other data than
-        Sunway's. Written: by the function, by a cpe function that calls it
-        (through the argument it passes), or, for a `buffer` global, by any
-        cpe function."""
-        base = inst.args[0].base if isinstance(inst.args[0], Access) else inst.args[0]
-        f = self.func
-        if f is None:
-            return
-        if isinstance(base, Global):
-            if base.kind != "global" and _cpe_writes_global(self.m, base):
-                self.op_error(inst, f"broadcasts from @{base.name}, which a cpe kernel also "
-                                    "writes (every CPE must read what CPE 0 fetched)")
-            return
-        if isinstance(base, FuncParam) and base.owner is f:
-            if self.written is None:        # asked once per module: a fixpoint over it
-                self.written = all_written_params(self.m)
-            writer = _param_writer(self.m, f, base.index, set(), self.written)
-            if writer is not None:
-                self.op_error(inst, f"broadcasts from %{base.name}, which @{writer} also writes "
-                                    "(every CPE must read what CPE 0 fetched)")
 
     def nested(self, inst: Instruction, d: Any) -> None:
         """Verify regions, tracking loop variable ranges and if-guards."""
@@ -558,18 +537,26 @@ class _Verifier(_ModuleChecks):
             return d.verify_access(inst, acc, t, self.index)
         return None
 
-    # -- LDM -----------------------------------------------------------------------------------------
-    def _ldm_need(self, region: Region) -> int:
-        total, nested = 0, 0
-        for b in region.blocks:
-            for inst in b.instructions:
-                if inst.isa(LDM_ALLOC) and inst.results:
-                    t = inst.results[0].type
-                    if isinstance(t, LDMType):
-                        total += t.slot_bytes    # each buffer starts 32-byte aligned
-                for r in inst.regions:
-                    nested = max(nested, self._ldm_need(r))
-        return total + nested
+
+class _Context:
+    """What the ops' checks ask of the module (swir.ops.registry.VerifyContext),
+    computed here, where the module-wide analyses may be imported."""
+
+    def __init__(self, module: Module) -> None:
+        self.m = module
+        self.stage = module.stage
+        self.ldm_bytes = module_attr_ldm(module)
+        # each function's written parameters (calling.all_written_params), found
+        # at the first question about one: a fixpoint over the module
+        self.written: dict[int, set[int]] | None = None
+
+    def cpe_writes_global(self, g: Global) -> bool:
+        return _cpe_writes_global(self.m, g)
+
+    def param_writer(self, f: Function, index: int) -> str | None:
+        if self.written is None:
+            self.written = all_written_params(self.m)
+        return _param_writer(self.m, f, index, set(), self.written)
 
 
 def _param_writer(m: Module, f: Function, index: int, seen: set[int],
@@ -660,8 +647,6 @@ def _types(ts: list[Type]) -> str:
 
 def module_attr_ldm(module: Module) -> int:
     """The LDM bytes per CPE the module was planned for: its ``ldm_size``,
-    else its target's."""
-    v = module.attrs.get("ldm_size")
-    return v if isinstance(v, int) and not isinstance(v, bool) else \
-        target_of(module.attrs).ldm_bytes
+    else its target's (swir/ir/module_attrs.py)."""
+    return module.attr("ldm_size")
 

@@ -78,8 +78,7 @@ from swir.passes.dma.replies import BCAST_REPLY, GET_REPLY, PUT_REPLY
 # swir.costmodel.traffic reads the double-buffering reply words from here.
 from swir.passes.dma.replies import EVEN_REPLY, ODD_REPLY  # noqa: F401
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-from swir.target import Target, stream_seconds, target_of
-from swir.verifier import module_attr_ldm
+from swir.target import Target, stream_seconds
 
 
 @dataclass
@@ -106,9 +105,9 @@ class InsertDMA(Pass):
         for f in list(module.functions):
             if f.kind == "kernel" and f.body is not None:
                 split[f.name] = self.split_kernel(module, f)
-        self.target_figures = target_of(module.attrs)
-        size = module_attr_ldm(module)
-        self.capacity = size - target_of(module.attrs).default_reserve(size)
+        self.target_figures = module.attr("target")
+        size = module.attr("ldm_size")
+        self.capacity = size - self.target_figures.default_reserve(size)
         for f in module.functions:
             if f.kind == "kernel":
                 f.target = "cpe"

@@ -29,16 +29,13 @@ from swir.ir.constants import constant_value, is_constant
 from swir.ir.core import Global, Instruction, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import TensorType
-from swir.ops import BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, MATMUL
+from swir.ops import BATCH_NORM, MATMUL
 from swir.ops.registry import OpDef
 from swir.ops.util import attr
 from swir.parallel import processes
 from swir.passes import options
 from swir.passes.graph.fold_constants import new_global
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-
-PRODUCERS = (CONV2D, CONV_TRANSPOSE2D, MATMUL)
-
 
 @dataclass
 class FoldBatchNorm(Pass):
@@ -139,7 +136,8 @@ def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:
     pattern matches but a condition fails, why not."""
     p = bn.args[0]
     producer = getattr(p, "owner", None)
-    if not isinstance(producer, Instruction) or not producer.isa(*PRODUCERS):
+    if not isinstance(producer, Instruction) or producer.opdef is None or \
+            producer.opdef.weight_channels is None:
         return None, None
     if producer.isa(MATMUL) and not _is_matrix_product(producer):
         return None, "matmul not rank 2"
@@ -176,17 +174,8 @@ def folded_parameters(bn: Instruction, producer: Instruction) -> tuple[np.ndarra
 def channel_factor(op: OpDef, weight_shape: tuple[int, ...], groups: int,
                    factor: np.ndarray) -> np.ndarray:
     """``factor`` arranged to multiply each weight element by the factor of the
-    output channel it contributes to."""
-    if op is CONV2D:              # O x C/g x kH x kW: axis 0 is the output channel
-        return factor[:, None, None, None]
-    if op is MATMUL:              # K x N: the columns are the channels
-        return factor[None, :]
-    # conv_transpose2d, C x O/g x kH x kW: weight[c, j] feeds output channel
-    # (c // (C/g)) * (O/g) + j.
-    in_channels, out_per_group = weight_shape[0], weight_shape[1]
-    group = np.arange(in_channels) // (in_channels // groups)
-    channel = group[:, None] * out_per_group + np.arange(out_per_group)[None, :]
-    return factor[channel][:, :, None, None]
+    output channel it contributes to (the op's definition says which that is)."""
+    return factor[op.weight_channels(weight_shape, groups)]
 
 
 def _wide(v: Value) -> np.ndarray:
