@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 import os
 import shutil
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
-# Tests import siblings.py (loading files by path) by name.
+from swir.codegen import emulate
+
+# Tests import siblings.py (loading files by path) and the helper modules by name.
 sys.path.insert(0, str(Path(__file__).parent))
+import prebuilt_runtime  # noqa: E402  (found through the line above)
 
 # Every project the tests build (swir.codegen.emulate.build, and the tests that
 # run make themselves through emulate.sunway_check) is also compiled as the
@@ -24,6 +28,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 # SWIR_SW5CC_CHECK to another stand-in, or to nothing to skip the check.
 SW5CC_CHECK = Path(__file__).parents[1] / "sunway" / "sw5cc"
 os.environ.setdefault("SWIR_SW5CC_CHECK", str(SW5CC_CHECK))
+
+# The emulation's runtime is compiled once per set of flags in this process, not
+# once per program (prebuilt_runtime.py); the objects go to a temporary folder.
+RUNTIME_CACHE = Path(tempfile.mkdtemp(prefix="swir-emu-runtime-"))
+atexit.register(shutil.rmtree, RUNTIME_CACHE, ignore_errors=True)
+emulate.make_variables = functools.partial(prebuilt_runtime.make_variables, RUNTIME_CACHE)
 
 # Hypothesis keeps its example database and caches in a folder of its own,
 # .hypothesis/ in the working directory by default: a temporary one instead,
