@@ -17,6 +17,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import threading
 from pathlib import Path
 
 RUNTIME = "emu/swir_emu.c"
@@ -46,9 +47,9 @@ def _runtime_flags(project: Path) -> str:
 
 
 def _compile(project: Path, flags: str, obj: Path) -> None:
-    """Compile the runtime to ``obj``, by way of a file of this process's own
-    so that no reader sees half an object."""
-    part = obj.with_name(f"{obj.name}.{os.getpid()}.part")
+    """Compile the runtime to ``obj``, by way of a file of this thread's own
+    (tests build from several threads) so that no reader sees half an object."""
+    part = obj.with_name(f"{obj.name}.{os.getpid()}.{threading.get_ident()}.part")
     _run([*shlex.split(flags), "-c", RUNTIME, "-o", str(part)], project)
     part.replace(obj)
 
