@@ -43,6 +43,14 @@ set_hypothesis_home_dir(HYPOTHESIS_HOME)
 atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def compile_cache_dir(tmp_path_factory):
+    """One compile cache (swir/cache.py) for the end-to-end tests of a run, used
+    through helpers.compile_cache: a loop nest planned by one of their compiles
+    is not searched again by another (with pytest-xdist, one per worker)."""
+    return tmp_path_factory.mktemp("compile-cache")
+
+
 @pytest.fixture
 def interpretable_example(tmp_path):
     """A bundled example the interpreters run in seconds: the example itself,

@@ -3,10 +3,13 @@ ONNX models run by onnxruntime as the oracles do."""
 
 from __future__ import annotations
 
+import contextlib
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 
 
 def f32(*shape: int, seed: int = 0) -> np.ndarray:
@@ -47,3 +50,19 @@ def ort_session(model: Any) -> Any:
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+@contextlib.contextmanager
+def compile_cache(directory: Any) -> Iterator[None]:
+    """swir's compile cache (swir/cache.py) in ``directory`` while the block
+    runs, for the tools it starts ($SWIR_CACHE_DIR) and for passes run in this
+    process; as before afterwards. A test that compiles one module twice (by
+    swir-cg, and by swir-opt for the interpreters) plans each loop nest once:
+    the second compile reads the first one's plans, which the cache checks as
+    strictly as plans it searched (test_compile_cache.py: the same C)."""
+    from swir import cache
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cache.ENV, str(directory))
+        mp.setattr(cache, "_configured", False)     # read the variable again
+        mp.setattr(cache, "_directory", None)
+        yield

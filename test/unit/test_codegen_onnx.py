@@ -102,7 +102,7 @@ from swir.ops.registry import all_ops  # noqa: E402
 from swir.parser import parse_module  # noqa: E402
 from swir.tools import swir_opt  # noqa: E402
 from swir.passes.pipelines import pipeline_flags  # noqa: E402
-from helpers import onnx_model, ort_session
+from helpers import compile_cache, onnx_model, ort_session
 
 OPSET = 20
 IR_VERSION = 9
@@ -958,19 +958,23 @@ def _done(fn, *args) -> Future:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def compiled(tmp_path_factory, compile_cache_dir):
     """{model name: (case, reference future, {ldm: built future})}. The references
     are computed first, in this thread. Then every
-    (model, LDM size) is compiled, built and run, two at a time."""
+    (model, LDM size) is compiled, built and run, two at a time. Under the
+    compile cache: swir-opt's lowering for the interpreter reads the plans
+    swir-cg searched for the same module and LDM size (a third of a build's
+    CPU, issue 42) instead of searching again."""
     root = tmp_path_factory.mktemp("codegen_onnx")
     cases = [_prepare(make(), root) for make in MODELS]
     refs = {c.model.name: _done(_reference, c) for c in cases}
-    pool = ThreadPoolExecutor(max_workers=2)
-    out = {c.model.name: (c, refs[c.model.name],
-                          {ldm: pool.submit(_build, c, ldm) for ldm in LDM_SIZES})
-           for c in cases}
-    yield out
-    pool.shutdown(wait=True, cancel_futures=True)
+    with compile_cache(compile_cache_dir):
+        pool = ThreadPoolExecutor(max_workers=2)
+        out = {c.model.name: (c, refs[c.model.name],
+                              {ldm: pool.submit(_build, c, ldm) for ldm in LDM_SIZES})
+               for c in cases}
+        yield out
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 MODEL_IDS = [make.__name__ for make in MODELS]
