@@ -9,6 +9,10 @@ such an object, keyed by those flags (the LDM size and reserve, -march, ...)
 and by the bytes of the project's emu/ folder (the runtime, its headers and the
 target's figures). Projects a test wrote a Makefile for itself, with no
 EMU_RUNTIME, and the sanitizer targets, build as they always did.
+
+The same `make emu` runs its compiler through object_cache.py (CC on make's
+command line), which reuses the object of a source compiled before with the
+same preprocessed text and flags.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -24,26 +29,34 @@ RUNTIME = "emu/swir_emu.c"
 # The flags make would compile the runtime with, printed by a rule given on
 # make's command line (the Makefile itself is not changed).
 PRINT_FLAGS = "swir-test-emu-flags: ; @echo $(CC) $(CFLAGS) $(EMU_DEFS)"
+PRINT_CC = "swir-test-cc: ; @echo $(CC)"
+OBJECT_CACHE = Path(__file__).with_name("object_cache.py")
 
 
 def make_variables(cache: Path, project: Path, target: str) -> list[str]:
-    """``["EMU_RUNTIME=OBJECT"]`` for a `make emu` of a generated project, the
-    object compiled into ``cache`` on first use; ``[]`` for anything else."""
+    """``["EMU_RUNTIME=OBJECT", "CC=..."]`` for a `make emu` of a generated
+    project, the object compiled into ``cache`` on first use, the compiler
+    wrapped by object_cache.py (its objects in ``cache`` too); ``[]`` for
+    anything else."""
     if target != "emu" or "\nEMU_RUNTIME = " not in (project / "Makefile").read_text():
         return []
-    flags = _runtime_flags(project)
+    cc, flags = _runtime_flags(project)
     key = hashlib.sha256(flags.encode())
     for header in sorted((project / "emu").iterdir()):
         key.update(header.name.encode() + b"\0" + header.read_bytes() + b"\0")
     obj = cache / f"swir_emu-{key.hexdigest()[:32]}.o"
     if not obj.exists():
         _compile(project, flags, obj)
-    return [f"EMU_RUNTIME={obj}"]
+    wrapped = shlex.join([sys.executable, str(OBJECT_CACHE), str(cache), cc])
+    return [f"EMU_RUNTIME={obj}", f"CC={wrapped}"]
 
 
-def _runtime_flags(project: Path) -> str:
-    return _run(["make", "-s", "--no-print-directory", "-C", str(project),
-                 "--eval", PRINT_FLAGS, "swir-test-emu-flags"], project).strip()
+def _runtime_flags(project: Path) -> tuple[str, str]:
+    """The project's compiler, and the command line it compiles the runtime with."""
+    cc, flags = _run(["make", "-s", "--no-print-directory", "-C", str(project),
+                      "--eval", PRINT_CC, "--eval", PRINT_FLAGS,
+                      "swir-test-cc", "swir-test-emu-flags"], project).splitlines()
+    return cc.strip(), flags.strip()
 
 
 def _compile(project: Path, flags: str, obj: Path) -> None:
