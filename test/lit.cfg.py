@@ -38,3 +38,13 @@ for tool in ("swir-opt", "swir-run", "swir-cg", "swir-import", "filecheck"):
     if shutil.which(tool, path=config.environment["PATH"]) is None:
         lit_config.fatal(f"'{tool}' is not on PATH: install swir with its test extra "
                          "(pip install '.[test]')")
+
+# MPI (Open MPI's mpicc and mpirun) for the programs of several core groups: a
+# test that builds or runs one says `REQUIRES: mpi`. Where MPI is missing such
+# a test is unsupported, unless SWIR_REQUIRE_MPI is set (scripts/test sets it
+# and installs MPI): then a missing MPI is an error, as in the unit tests.
+if all(shutil.which(t, path=config.environment["PATH"]) for t in ("mpicc", "mpirun")):
+    config.available_features.add("mpi")
+elif os.environ.get("SWIR_REQUIRE_MPI"):
+    lit_config.fatal("SWIR_REQUIRE_MPI is set but mpicc or mpirun is not on PATH: "
+                     "install Open MPI (openmpi-bin, libopenmpi-dev)")

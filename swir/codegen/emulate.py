@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,18 @@ def mpi_include_dirs() -> list[str]:
     return r.stdout.split()
 
 
+# make variables (NAME=value) for build() to add, from the project and the target:
+# swir's tests point EMU_RUNTIME at a runtime built once (test/unit/prebuilt_runtime.py).
+make_variables: Callable[[Path, str], list[str]] | None = None
+
+
 def build(project: Path, module_name: str, target: str = "emu", timeout: float = 300) -> Path:
     """``make -C project target``; the program it built. Under the Sunway
     dialect check (SWIR_SW5CC_CHECK), the project passes it first."""
     sunway_check(project, timeout)
-    r = subprocess.run(["make", "-s", "-C", str(project), target], capture_output=True,
-                       text=True, timeout=timeout)
+    variables = make_variables(Path(project), target) if make_variables else []
+    r = subprocess.run(["make", "-s", "-C", str(project), target, *variables],
+                       capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise EmulationError(f"make {target} failed in {project}:\n{r.stdout}{r.stderr}")
     return program_path(project, module_name, target)

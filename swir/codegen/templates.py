@@ -492,7 +492,11 @@ EMU_ARCH = -march=native
 LDM_BYTES = {ldm_bytes}
 LDM_RESERVE = {reserve}
 EMU_DEFS = $(EMU_ARCH) -DSWIR_EMU -DSWIR_LDM_BYTES=$(LDM_BYTES) -DSWIR_LDM_RESERVE=$(LDM_RESERVE) -Iemu
-EMU_SOURCES = main.c layers.c layers_slave.c emu/swir_emu.c
+# The emulation's runtime, compiled with the program; an object compiled from it
+# with the same CC, CFLAGS and EMU_DEFS may stand in (make emu EMU_RUNTIME=...o:
+# swir's tests build it once for all the programs that share those flags).
+EMU_RUNTIME = emu/swir_emu.c
+EMU_SOURCES = main.c layers.c layers_slave.c $(EMU_RUNTIME)
 EMU_DEPS = $(EMU_SOURCES) layers.h layers_mix.h emu/athread.h emu/slave.h emu/simd.h emu/swir_emu.h emu/swir_target.h
 EMU_LIBS = -lpthread -lm
 

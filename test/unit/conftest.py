@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 import os
 import shutil
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
-# Tests import siblings.py (loading files by path) by name.
+from swir.codegen import emulate
+
+# Tests import siblings.py (loading files by path) and the helper modules by name.
 sys.path.insert(0, str(Path(__file__).parent))
+import prebuilt_runtime  # noqa: E402  (found through the line above)
 
 # Every project the tests build (swir.codegen.emulate.build, and the tests that
 # run make themselves through emulate.sunway_check) is also compiled as the
@@ -25,12 +29,26 @@ sys.path.insert(0, str(Path(__file__).parent))
 SW5CC_CHECK = Path(__file__).parents[1] / "sunway" / "sw5cc"
 os.environ.setdefault("SWIR_SW5CC_CHECK", str(SW5CC_CHECK))
 
+# The emulation's runtime is compiled once per set of flags in this process, not
+# once per program (prebuilt_runtime.py); the objects go to a temporary folder.
+RUNTIME_CACHE = Path(tempfile.mkdtemp(prefix="swir-emu-runtime-"))
+atexit.register(shutil.rmtree, RUNTIME_CACHE, ignore_errors=True)
+emulate.make_variables = functools.partial(prebuilt_runtime.make_variables, RUNTIME_CACHE)
+
 # Hypothesis keeps its example database and caches in a folder of its own,
 # .hypothesis/ in the working directory by default: a temporary one instead,
 # so that the tests write nothing into the source tree.
 HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="swir-hypothesis-")
 set_hypothesis_home_dir(HYPOTHESIS_HOME)
 atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def compile_cache_dir(tmp_path_factory):
+    """One compile cache (swir/cache.py) for the end-to-end tests of a run, used
+    through helpers.compile_cache: a loop nest planned by one of their compiles
+    is not searched again by another (with pytest-xdist, one per worker)."""
+    return tmp_path_factory.mktemp("compile-cache")
 
 
 @pytest.fixture

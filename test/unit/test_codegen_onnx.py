@@ -102,6 +102,7 @@ from swir.ops.registry import all_ops  # noqa: E402
 from swir.parser import parse_module  # noqa: E402
 from swir.tools import swir_opt  # noqa: E402
 from swir.passes.pipelines import pipeline_flags  # noqa: E402
+from helpers import compile_cache, onnx_model, ort_session
 
 OPSET = 20
 IR_VERSION = 9
@@ -213,8 +214,7 @@ class Model:
                 for n, t in zip(self.outputs, result_types) if n is not None]
         inits = [numpy_helper.from_array(a, n) for n, a in self.weights.items()] + g.inits
         graph = helper.make_graph(g.nodes, self.name, ins, outs, inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                                 ir_version=IR_VERSION)
+        return onnx_model(graph, OPSET, IR_VERSION)
 
 
 DENSE_MAX = 16     # weights with at most this many elements are dense<...> literals
@@ -938,15 +938,10 @@ def _reference(case: Case) -> Reference:
     m = case.model
     module = parse_module(case.path.read_text(), str(case.path))
     graph = interpreter_for(module, case.path.parent).run("main", case.args)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
     proto = m.onnx_model(case.result_types)
     # Valid ONNX, and its shape inference agrees with the swir result types.
     onnx.checker.check_model(proto, full_check=True)
-    sess = ort.InferenceSession(proto.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    sess = ort_session(proto.SerializeToString())
     names = [n for n in m.outputs if n is not None]
     got = dict(zip(names, sess.run(names, m.inputs)))
     return Reference([got[n] if n is not None else None for n in m.outputs], graph)
@@ -963,19 +958,23 @@ def _done(fn, *args) -> Future:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def compiled(tmp_path_factory, compile_cache_dir):
     """{model name: (case, reference future, {ldm: built future})}. The references
     are computed first, in this thread. Then every
-    (model, LDM size) is compiled, built and run, two at a time."""
+    (model, LDM size) is compiled, built and run, two at a time. Under the
+    compile cache: swir-opt's lowering for the interpreter reads the plans
+    swir-cg searched for the same module and LDM size (a third of a build's
+    CPU, issue 42) instead of searching again."""
     root = tmp_path_factory.mktemp("codegen_onnx")
     cases = [_prepare(make(), root) for make in MODELS]
     refs = {c.model.name: _done(_reference, c) for c in cases}
-    pool = ThreadPoolExecutor(max_workers=2)
-    out = {c.model.name: (c, refs[c.model.name],
-                          {ldm: pool.submit(_build, c, ldm) for ldm in LDM_SIZES})
-           for c in cases}
-    yield out
-    pool.shutdown(wait=True, cancel_futures=True)
+    with compile_cache(compile_cache_dir):
+        pool = ThreadPoolExecutor(max_workers=2)
+        out = {c.model.name: (c, refs[c.model.name],
+                              {ldm: pool.submit(_build, c, ldm) for ldm in LDM_SIZES})
+               for c in cases}
+        yield out
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 MODEL_IDS = [make.__name__ for make in MODELS]

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import helpers
+
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.swir"
 BIN = Path(sys.executable).parent
@@ -41,8 +43,7 @@ def onnx_model(tmp_path_factory) -> Path:
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], [w])
     path = folder / "lin.onnx"
-    path.write_bytes(helper.make_model(
-        g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    path.write_bytes(helpers.onnx_model(g, 17).SerializeToString())
     return path
 
 
@@ -279,8 +280,7 @@ def test_a_negative_initializer_dimension_is_refused_without_the_checker(tmp_pat
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])], [w])
     path = tmp_path / "neg.onnx"
-    path.write_bytes(helper.make_model(
-        g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    path.write_bytes(helpers.onnx_model(g, 17).SerializeToString())
     one_error(tool("swir-import", path, "-o", tmp_path / "m.swir", "--no-check"),
               "initializer 'w' has a negative dimension ([-1, 32])")
 

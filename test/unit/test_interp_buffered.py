@@ -18,6 +18,7 @@ from swir.interp.pycode import MAX_INLINE_DEPTH
 from swir.interp.run import run_function
 from swir.parser import parse_module
 from swir.verifier import VerificationError, verify
+from helpers import f32, in_order_matmul
 
 ROOT = Path(__file__).resolve().parents[2]
 BUFFERED_STAGE = ROOT / "test" / "IR" / "buffered-stage.swir"
@@ -36,18 +37,6 @@ def interp(text: str, check: bool = True, **kw) -> BufferedInterpreter:
 
 def run(text: str, name: str, args: list, check: bool = True, **kw) -> list[np.ndarray]:
     return interp(text, check, **kw).run(name, args)
-
-
-def f32(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def in_order_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """f32 sums over k in order: what the kernels compute, bit for bit."""
-    C = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k in range(A.shape[1]):
-        C += A[:, k:k + 1] * B[k]
-    return C
 
 
 # -- the kernel of test/IR/buffered-stage.swir ----------------------------------------------

@@ -24,6 +24,7 @@ from swir.interp.dma import DMAInterpreter, DMAStats, size_bucket
 from swir.interp.run import run_function
 from swir.parser import parse_module
 from swir.verifier import VerificationError, verify
+from helpers import f32, in_order_matmul
 
 ROOT = Path(__file__).resolve().parents[2]
 DMA_STAGE = ROOT / "test" / "IR" / "dma-stage.swir"
@@ -39,18 +40,6 @@ def module(text: str, check: bool = True):
 
 def interp(text: str, check: bool = True, **kw) -> DMAInterpreter:
     return DMAInterpreter(module(text, check), **kw)
-
-
-def f32(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def in_order_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """f32 sums over k in order: what the kernels compute, bit for bit."""
-    C = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k in range(A.shape[1]):
-        C += A[:, k:k + 1] * B[k]
-    return C
 
 
 def at(text: str, needle: str, op: str | None = None, nth: int = 0) -> str:

@@ -25,6 +25,7 @@ from swir.interp.run import run_function, signature
 from swir.ir.types import TensorType, scalar
 from swir.parser import parse_module
 from swir.verifier import verify
+from helpers import f32
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_STAGE = ROOT / "test" / "IR" / "loop-stage.swir"
@@ -42,10 +43,6 @@ def module(text: str, check: bool = True):
 def run(text: str, name: str, args: list, check: bool = True, **kw) -> list[np.ndarray]:
     m = module(text, check)
     return LoopInterpreter(m, **kw).run(name, args)
-
-
-def f32(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 # -- the kernels of test/IR/loop-stage.swir ------------------------------------------------

@@ -8,7 +8,6 @@ CPE tasks occur, checking that no simulated CPE exceeds its LDM.
 from __future__ import annotations
 
 
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from swir.passes.loop.lower_loops import LowerLoops
 from swir.passes.manager import AnalysisManager, PassFailure
 from swir.printer import print_module
 from swir.verifier import verify
+from helpers import rng_for
 
 PAPER = """
 module "paper"
@@ -131,10 +131,6 @@ def test_copy_level_is_the_placement_rule():
 
 
 # -- every graph op through the buffered stage ---------------------------------------------
-
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
 
 def T(shape, elem="f32") -> TensorType:
     return TensorType(tuple(shape), scalar(elem))

@@ -13,7 +13,6 @@ rounding of the graph result).
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +35,7 @@ from swir.passes.loop.mem_plan import Lifetimes, MemPlan
 from swir.passes.manager import AnalysisManager
 from swir.printer import print_module
 from swir.verifier import verify
-
-
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+from helpers import rng_for
 
 
 def lower(text: str, mem_plan: bool = True) -> Module:

@@ -18,7 +18,6 @@ pool).
 
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
 import pytest
@@ -37,12 +36,9 @@ from swir.passes.loop.lower_loops import LowerLoops
 from swir.passes.manager import AnalysisManager
 from swir.printer import print_module
 from swir.verifier import verify
+from helpers import rng_for
 
 U = {"f32": 2.0 ** -24, "f64": 2.0 ** -53}
-
-
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
 def ty(shape, elem: str) -> str:

@@ -26,8 +26,6 @@ The loop interpreter is scalar Python, so shapes are small.
 
 from __future__ import annotations
 
-import zlib
-from typing import Any
 
 import numpy as np
 import pytest
@@ -42,12 +40,9 @@ from swir.passes.loop.lower_loops import LowerLoops
 from swir.passes.manager import AnalysisManager
 from swir.printer import print_module
 from swir.verifier import verify
+from helpers import rng_for
 
 # -- harness ------------------------------------------------------------------------------
-
-def rng_for(*key: Any) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
 
 def data(shape: tuple[int, ...], elem: str, rng: np.random.Generator) -> np.ndarray:
     dt = dtype_of(scalar(elem))

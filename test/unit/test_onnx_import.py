@@ -39,6 +39,7 @@ from swir.verifier import verify
 
 import siblings
 from siblings import sibling
+from helpers import onnx_model, ort_session
 
 IMPORT = str(Path(sys.executable).with_name("swir-import"))
 TOL = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-12, 1e-13),
@@ -49,8 +50,7 @@ TOL = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float64): (1e-12, 1e-13),
 
 def make_model(nodes, inputs, outputs, inits=(), opset=17):
     graph = helper.make_graph(nodes, "t", inputs, outputs, list(inits))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                             ir_version=9)
+    return onnx_model(graph, opset, 9)
 
 
 def vi(name, shape, elem=TensorProto.FLOAT):
@@ -64,13 +64,7 @@ def const(name, values, dtype=np.int64):
 def onnxruntime_run(proto, inputs: dict[str, np.ndarray], path: Path | None = None
                     ) -> list[np.ndarray]:
     """onnxruntime's results; from ``path`` when the model has external data."""
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(path) if path else proto.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
-    return sess.run(None, inputs)
+    return ort_session(str(path) if path else proto.SerializeToString()).run(None, inputs)
 
 
 def import_and_run(tmp_path: Path, proto, inputs: dict[str, np.ndarray],

@@ -28,6 +28,7 @@ from swir.passes.manager import PassManager
 from swir.passes.pipelines import compile_pipeline, level_options
 from swir.printer import print_module
 from swir.verifier import verify
+from helpers import onnx_model
 
 SWIR = Path(__file__).resolve().parents[2] / "swir"
 
@@ -229,8 +230,7 @@ def _one_node_model(path: Path, op: str, shape: list[int], **attrs) -> Path:
         [helper.make_node(op, ["x"], ["y"], **attrs)], "toy",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              ir_version=9)
+    model = onnx_model(graph, 17, 9)
     onnx.save(model, path)
     return path
 

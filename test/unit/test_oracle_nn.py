@@ -39,6 +39,7 @@ from swir.ops.references import erf  # noqa: E402
 from swir.ir.core import Instruction, Value  # noqa: E402
 from swir.ir.types import F32, F64, I32, I64, TensorType  # noqa: E402
 from swir.ops.registry import OpError, lookup  # noqa: E402
+from helpers import onnx_model, ort_session
 
 # Gelu needs opset 20 (LayerNormalization 17, AveragePool-19 / MaxPool-12 are older).
 # IR version 9 is opset 20's, which every onnxruntime >= 1.17 (pyproject) accepts.
@@ -82,21 +83,14 @@ def _model(op_type: str, inputs: list[np.ndarray], attrs: dict, dtype) -> onnx.M
         [helper.make_tensor_value_info(n, ONNX_DTYPE[dtype], a.shape)
          for n, a in zip(names, inputs)],
         [helper.make_tensor_value_info("out", ONNX_DTYPE[dtype], None)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             ir_version=IR_VERSION)
+    return onnx_model(graph, OPSET, IR_VERSION)
 
 
 def run_onnx(op_type: str, inputs: list[np.ndarray], attrs: dict, dtype) -> np.ndarray:
     """The oracle: the one-node model run by onnxruntime."""
     model = _model(op_type, inputs, _onnx_attrs(attrs), dtype)
     feeds = {f"in{i}": a for i, a in enumerate(inputs)}
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
-    return sess.run(["out"], feeds)[0]
+    return ort_session(model.SerializeToString()).run(["out"], feeds)[0]
 
 
 def run_swir(opname: str, inputs: list[np.ndarray], attrs: dict, dtype) -> np.ndarray:

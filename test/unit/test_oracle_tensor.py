@@ -12,10 +12,8 @@ arithmetic, scalar operands) are checked against numpy / math at the end.
 from __future__ import annotations
 
 import math
-import zlib
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -23,6 +21,7 @@ from swir.interp.kernels import dtype_of, evaluate
 from swir.ir.core import Instruction, Value
 from swir.ir.types import F16, F32, F64, I1, I32, I64, ScalarType, TensorType
 from swir.ops.registry import lookup
+from helpers import onnx_model, ort_session, rng_for
 
 OPSET = 18   # Reduce*/Split/Squeeze/Unsqueeze/Pad/Clip take axes, sizes, bounds as inputs
 IR_VERSION = 8
@@ -54,10 +53,6 @@ class Graph:
         return name
 
 
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
 def rand(rng: np.random.Generator, shape, dtype, lo=-3.0, hi=3.0) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
@@ -86,16 +81,8 @@ def ort_run(build, arrays: list[np.ndarray], result_types) -> list[np.ndarray]:
         [helper.make_tensor_value_info(n, ONNX_TYPE[t.element], None)
          for n, t in zip(outs, result_types)],
         initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              ir_version=IR_VERSION)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3  # errors only
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
-    return sess.run(outs, dict(zip(ins, arrays)))
+    model = onnx_model(graph, OPSET, IR_VERSION)
+    return ort_session(model.SerializeToString()).run(outs, dict(zip(ins, arrays)))
 
 
 def check(op: str, arrays: list[np.ndarray], attrs: dict, build, tol=None) -> None:
@@ -595,8 +582,7 @@ def test_resize_nearest_same_size_follows_the_onnx_reference(d, s):
                               [helper.make_tensor_value_info("x0", TensorProto.FLOAT, (d,))],
                               [helper.make_tensor_value_info("y0", TensorProto.FLOAT, None)],
                               initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              ir_version=IR_VERSION)
+    model = onnx_model(graph, OPSET, IR_VERSION)
     (want,) = ReferenceEvaluator(model).run(None, {"x0": x})
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, [min(math.floor(o / s), d - 1) for o in range(d)])

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import onnx_model
+
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).parents[2]
 MLP = ROOT / "examples" / "mlp.swir"
@@ -46,7 +48,7 @@ def tiny_onnx(path: Path) -> Path:
     x = h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
     y = h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
     g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "tiny", [x], [y])
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    onnx.save(onnx_model(g, 17), str(path))
     return path
 
 
@@ -207,7 +209,7 @@ def test_swir_import_to_a_device_needs_a_weights_file(tmp_path):
                      [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
                      [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], [w])
     model = tmp_path / "dense.onnx"
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(model))
+    onnx.save(onnx_model(g, 17), str(model))
     link = tmp_path / "null"
     link.symlink_to("/dev/null")
     p = run("swir-import", model, "-o", link)

@@ -15,6 +15,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from helpers import onnx_model
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mlp.swir"
 SWIR_RUN = str(Path(sys.executable).parent / "swir-run")
@@ -59,7 +61,7 @@ def _onnx_mlp(x: np.ndarray) -> np.ndarray:
     graph = helper.make_graph(
         nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = onnx_model(graph, 18)
     model.ir_version = 9
     onnx.checker.check_model(model)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -467,7 +469,7 @@ def _gather_model(path: Path) -> Path:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
     g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], "g",
                           [x, i], [y])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(onnx_model(g, 17), str(path))
     return path
 
 
