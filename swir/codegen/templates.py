@@ -500,7 +500,11 @@ EMU_SOURCES = main.c layers.c layers_slave.c $(EMU_RUNTIME)
 EMU_DEPS = $(EMU_SOURCES) layers.h layers_mix.h emu/athread.h emu/slave.h emu/simd.h emu/swir_emu.h emu/swir_target.h
 EMU_LIBS = -lpthread -lm
 
-all: $(PROGRAM)
+""" + _MAKE_RULES
+
+
+# The Makefile's rules (no figures in them: _makefile writes those above).
+_MAKE_RULES = """all: $(PROGRAM)
 
 # The Sunway build on a machine without sw5cc: one line saying so, before any
 # compile, instead of the shell's "sw5cc: not found" and make's error trail.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from swir.target import DEFAULT_TARGET, TARGETS
+from swir.target import TARGETS, default_target
 
 SPLITS = ("data", "model")
 
@@ -72,7 +72,7 @@ class ModuleAttr:
 MODULE_ATTRS: dict[str, ModuleAttr] = {a.name: a for a in (
     ModuleAttr("target", "string", "the machine the module was planned for "
                "(swir/target.py)", "-ldm-plan (any target but the default)",
-               default=lambda attrs: DEFAULT_TARGET, check=_target,
+               default=lambda attrs: default_target(), check=_target,
                value=lambda name: TARGETS[name]),
     ModuleAttr("ranks", "integer >= 1", "how many ranks (MPI processes) run the module",
                "-distribute", default=lambda attrs: 1, check=_positive_int("ranks")),

@@ -19,10 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = {"class": 400, "function": 80}
 
-# (path, qualified name) -> lines today; to be emptied as the items land.
+# (path, qualified name) -> lines: an offender allowed while it is being split (none now).
 ALLOWED: dict[tuple[str, str], int] = {
-    # item 6 owns the Makefile text in swir/codegen/templates.py
-    ("swir/codegen/templates.py", "_makefile"): 98,
 }
 
 
