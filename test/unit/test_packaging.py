@@ -134,3 +134,15 @@ def test_an_installed_swir_parses_with_its_shipped_tables():
         return          # an editable install of the source tree: tables built in memory
     tables = parse_tables._read(folder / parse_tables.FILE_NAME, parser.grammar_text())
     assert tables is not None, f"no usable {parse_tables.FILE_NAME} in {folder}"
+
+
+def test_every_package_of_the_source_tree_is_installed():
+    """A package folder missing from pyproject's list is left out of the wheel
+    (swir.verifier once was: every tool failed to import, installed)."""
+    import tomllib
+    root = Path(__file__).resolve().parents[2]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts)
+             for p in (root / "swir").rglob("__init__.py")}
+    assert found - listed == set()
