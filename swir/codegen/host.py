@@ -91,9 +91,7 @@ class HostCode:
         blob = bytearray()
         read, fill, decls = [], [], []
         base_dir = Path(lay.opt.source).parent
-        for g in lay.m.globals:
-            if g.kind != "global" or id(g) not in lay.used_globals:
-                continue
+        for g in lay.used_globals_of("global"):
             t = g.type
             assert isinstance(t, ShapedType)
             n = lay.globals[id(g)]
@@ -120,9 +118,7 @@ class HostCode:
         lay = self.layout
         placed, own, decls = [], [], []
         size = 0
-        for g in lay.m.globals:
-            if g.kind != "buffer" or id(g) not in lay.used_globals:
-                continue
+        for g in lay.used_globals_of("buffer"):
             t = g.type
             assert isinstance(t, ShapedType)
             n = lay.globals[id(g)]

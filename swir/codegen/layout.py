@@ -174,6 +174,11 @@ class Layout:
             self.slave_globals[id(g)] = g
         return self.globals[id(g)]
 
+    def used_globals_of(self, kind: str) -> list[Global]:
+        """The module's globals of ``kind`` ("global" or "buffer") that the
+        written code names, in module order."""
+        return [g for g in self.m.globals if g.kind == kind and id(g) in self.used_globals]
+
     def check_writes(self, callee: Function, app: Apply, inst: Instruction) -> None:
         """A constant global passed where the callee writes is an error (the
         interpreters refuse it too; the weights block is no place to write)."""

@@ -6,6 +6,7 @@ group of gets waited for just before its buffers are first used.
 
 from __future__ import annotations
 
+from swir.analysis.dependence import ancestors
 from swir.ir.affine import Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Block, Constraint, Instruction, Region, Value
@@ -84,16 +85,6 @@ def double_buffer_plan(loop: Instruction):
         if u.isa(CALL, SPAWN):
             return None
     return gets, wait, rest, bufs
-
-
-def ancestors(inst: Instruction):
-    p = inst.parent
-    while p is not None and p.parent is not None:
-        owner = p.parent.parent
-        if not isinstance(owner, Instruction):
-            return
-        yield owner
-        p = owner.parent
 
 
 def _after(u: Instruction, loop: Instruction) -> bool:

@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swir.analysis.calling import writes_global, written_params
+from swir.analysis.dependence import ancestors
 from swir.analysis.write_blocks import write_grain
 from swir.diagnostics import Diagnostic
 from swir.ir.affine import Expr
@@ -72,7 +73,7 @@ from swir.ops import (CALL, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_GET, DMA_PUT, 
                       IF, LDM_ALLOC, LOAD, PARALLEL, RETURN)
 from swir.ops.util import attr_or_default
 from swir.passes.dma.copies import CopyRegion, PaddedCopy, erase_all
-from swir.passes.dma.double_buffer import (ancestors, double_buffer, double_buffer_plan,
+from swir.passes.dma.double_buffer import (double_buffer, double_buffer_plan,
                                            wait_groups)
 from swir.passes.dma.replies import BCAST_REPLY, GET_REPLY, PUT_REPLY
 # swir.costmodel.traffic reads the double-buffering reply words from here.
