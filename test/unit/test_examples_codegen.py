@@ -12,6 +12,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ from swir.passes.pipelines import pipeline_flags
 from swir.codegen import emulate
 from swir.interp.run import interpreter_for, signature
 from swir.parser import parse_module
+
+from helpers import compile_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -74,7 +77,10 @@ class Example:
 
 
 @pytest.fixture(scope="module")
-def examples(tmp_path_factory) -> dict[str, Example]:
+def examples(tmp_path_factory, compile_cache_dir) -> Iterator[Callable[[str], Example]]:
+    """The examples, each made on first use. Under the compile cache: the
+    dma-stage interpreter's swir-opt run reads the LDM plans and trial
+    lowerings swir-cg searched for the same module."""
     made: dict[str, Example] = {}
 
     def get(name: str) -> Example:
@@ -87,7 +93,8 @@ def examples(tmp_path_factory) -> dict[str, Example]:
                 made[name] = Example(EXAMPLES / f"{name}.swir",
                                      [EXAMPLES / f"{name}_input.npy"], work)
         return made[name]
-    return get  # type: ignore[return-value]
+    with compile_cache(compile_cache_dir):
+        yield get
 
 
 @pytest.mark.parametrize("name", ["mlp", "resnet", "resnet8"])
