@@ -69,12 +69,22 @@ def _assigned(node: ast.AST) -> list[tuple[str, ast.AST]]:
     return []
 
 
+def _one_line_segment(lines: list[bytes], node: ast.AST) -> str:
+    """ast.get_source_segment's text of a node on one line ("" for a node over
+    several lines, which no figure is). get_source_segment splits the whole
+    source at every call: over swir/ that made this test 800 s (issue 42)."""
+    if node.end_lineno != node.lineno:
+        return ""
+    return lines[node.lineno - 1][node.col_offset:node.end_col_offset].decode()
+
+
 def stray_figures(source: str, where: str) -> list[str]:
     """The target figures written in Python ``source``."""
     out = []
+    lines = [line.encode() for line in re.split(r"\r\n|\r|\n", source)]   # as the parser counts
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Constant, ast.BinOp)):
-            text = ast.get_source_segment(source, node) or ""
+            text = _one_line_segment(lines, node)
             if text in FIGURES:
                 out.append(f"{where}:{node.lineno}: {text}")
         for name, value in _assigned(node):
