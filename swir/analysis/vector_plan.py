@@ -42,9 +42,6 @@ VECTOR_TYPES = ("f32", "f64")
 VECTOR_BINARY = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 VECTOR_UNARY = {NEG: "-"}
 VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY)
-# The same by op name, as swir.codegen.vector reads them.
-BINARY = {op.name: sym for op, sym in VECTOR_BINARY.items()}
-UNARY = {op.name: sym for op, sym in VECTOR_UNARY.items()}
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).

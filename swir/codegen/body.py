@@ -34,6 +34,10 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
+from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST,
+                      DMA_GET, DMA_PUT, DMA_WAIT, DYN_INDEX, FOR, IF, JOIN, LDM_ALLOC, LOAD,
+                      MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, PARALLEL, RETURN,
+                      SPAWN, STORE)
 from swir.ops.registry import SCALAR_FORM
 from swir.ops.util import attr_or_default
 
@@ -172,12 +176,11 @@ class BodyEmitter:
             self.instruction(inst)
 
     def instruction(self, inst: Instruction) -> None:
-        op = inst.opname
-        fn = _STATEMENTS.get(op)
+        fn = _STATEMENTS.get(inst.opdef)
         if fn is None and _computes_on_scalars(inst):
             fn = _elementwise
         if fn is None:
-            raise self.fail(f"'{op}' has no C translation in a "
+            raise self.fail(f"'{inst.opname}' has no C translation in a "
                             f"{'CPE' if self.side == 'cpe' else 'host'} function", inst)
         try:
             fn(self, inst)
@@ -228,7 +231,7 @@ def _elementwise(e: BodyEmitter, inst: Instruction) -> None:
                      "compute on scalars", inst)
     t = inst.results[0].type
     assert isinstance(t, ScalarType)
-    value = scalar.node(inst.opname, [a.type for a in args],  # type: ignore[union-attr]
+    value = scalar.node(inst.opdef, [a.type for a in args],  # type: ignore[union-attr]
                         [e.var(a) for a in args], t, dict(inst.attrs))  # type: ignore[arg-type]
     _emit_value(e, inst, value)
 
@@ -248,7 +251,7 @@ def _store(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _loop(e: BodyEmitter, inst: Instruction) -> None:
-    if e.side == "cpe" and e.project.opt.simd and inst.opname == "for":
+    if e.side == "cpe" and e.project.opt.simd and inst.isa(FOR):
         nest = vector_plan.plan(inst)
         if nest is not None:
             vector.emit(e, nest)
@@ -330,7 +333,7 @@ def _ldm_alloc(e: BodyEmitter, inst: Instruction) -> None:
 
 
 def _dma(e: BodyEmitter, inst: Instruction) -> None:
-    get = inst.opname != "dma_put"
+    get = not inst.isa(DMA_PUT)
     mem, local = (inst.args[0], inst.args[1]) if get else (inst.args[1], inst.args[0])
     assert isinstance(mem, Access)
     mt = mem.base.type
@@ -347,7 +350,7 @@ def _dma(e: BodyEmitter, inst: Instruction) -> None:
     e.project.note_reply(reply)
     size_and_reply = (C.as_expr(count * esize), reply_address(reply))
     strides = (C.as_expr(stride * esize), C.as_expr(bsize * esize))
-    if inst.opname == "dma_bcast":
+    if inst.isa(DMA_BCAST):
         _broadcast(e, C.call("athread_get", "BCAST_MODE", mem_ptr, ldm_ptr, *size_and_reply,
                              C.Lit("(char)0xff"), *strides), reply)
     elif get:
@@ -499,17 +502,20 @@ def _mpi_reduce(e: BodyEmitter, inst: Instruction) -> None:
     the buffer filled, summed as MPI_FLOAT or MPI_DOUBLE."""
     target = inst.args[1].type  # type: ignore[union-attr]
     mpi_type = {"f32": "MPI_FLOAT", "f64": "MPI_DOUBLE"}[target.element.name]
-    fn = "swir_" + inst.opname.removeprefix("mpi_")
+    fn = _MPI_REDUCTIONS[inst.opdef]
     e.emit(C.ExprStmt(C.call(fn, e.var(inst.args[0]), e.var(inst.args[1]),  # type: ignore
                              C.as_expr(target.num_elements), C.Id(mpi_type),
                              C.as_expr(target.element.bytes))))
 
 
+# The functions of program_ranks.c that do each reduction.
+_MPI_REDUCTIONS = {MPI_REDUCE_SCATTER: "swir_reduce_scatter", MPI_ALLREDUCE: "swir_allreduce"}
+
 _STATEMENTS = {
-    "const": _const, "load": _load, "store": _store, "for": _loop, "parallel": _loop,
-    "if": _if, "dyn_index": _dyn_index, "cpe_id": _cpe_id, "chunk": _chunk,
-    "ldm_alloc": _ldm_alloc, "dma_get": _dma, "dma_put": _dma, "dma_bcast": _dma, "dma_wait": _dma_wait,
-    "call": _call, "spawn": _spawn, "join": _join, "return": _return, "br": _br,
-    "cond_br": _cond_br, "copy_in": _copy, "copy_out": _copy, "mpi_allgather": _mpi_allgather,
-    "mpi_reduce_scatter": _mpi_reduce, "mpi_allreduce": _mpi_reduce,
+    CONST: _const, LOAD: _load, STORE: _store, FOR: _loop, PARALLEL: _loop,
+    IF: _if, DYN_INDEX: _dyn_index, CPE_ID: _cpe_id, CHUNK: _chunk,
+    LDM_ALLOC: _ldm_alloc, DMA_GET: _dma, DMA_PUT: _dma, DMA_BCAST: _dma, DMA_WAIT: _dma_wait,
+    CALL: _call, SPAWN: _spawn, JOIN: _join, RETURN: _return, BR: _br,
+    COND_BR: _cond_br, COPY_IN: _copy, COPY_OUT: _copy, MPI_ALLGATHER: _mpi_allgather,
+    MPI_REDUCE_SCATTER: _mpi_reduce, MPI_ALLREDUCE: _mpi_reduce,
 }

@@ -13,6 +13,7 @@ from swir.codegen.layout import Layout, unused
 from swir.codegen.names import Scope, c_string, comment_text
 from swir.ir.core import Function
 from swir.ir.types import ShapedType
+from swir.ops import CALL, DMA_TRANSFERS, DMA_WAIT, LDM_ALLOC
 from swir.target import SW26010
 
 PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
@@ -99,7 +100,7 @@ class CPECode:
         scope = Scope(lay.scope)
         scope.reserve("p", "arg")
         e = BodyEmitter(lay, f, "cpe", scope)
-        allocs = [i for i in f.body.walk() if i.opname == "ldm_alloc"]  # type: ignore[union-attr]
+        allocs = [i for i in f.body.walk() if i.isa(LDM_ALLOC)]  # type: ignore[union-attr]
         used = any(p.has_uses for p in f.params)
         if mode == "spawn":
             self._cpe_prologue(e, f, k, bool(allocs), used)
@@ -214,9 +215,9 @@ class CPECode:
                 continue
             seen.add(id(g))
             for inst in g.body.walk():
-                if inst.opname in ("dma_get", "dma_put", "dma_bcast", "dma_wait"):
+                if inst.isa(*DMA_TRANSFERS, DMA_WAIT):
                     words.add(inst.attrs["reply"])
-                elif inst.opname == "call":
+                elif inst.isa(CALL):
                     todo.append(self.layout.function(inst.args[0].callee, inst))  # type: ignore[union-attr]
         for w in sorted(words):
             self.layout.note_reply(w)
@@ -232,7 +233,7 @@ class CPECode:
         ldm_paths = self.layout.ldm_paths
 
         def members(block, path: str) -> tuple[C.Decl, ...]:
-            own = [i for i in block.instructions if i.opname == "ldm_alloc"]
+            own = [i for i in block.instructions if i.isa(LDM_ALLOC)]
             own.sort(key=lambda i: -i.results[0].type.element.bytes)
             fields = Scope()
             out = []
@@ -246,7 +247,7 @@ class CPECode:
             for inst in block.instructions:
                 for region in inst.regions:
                     for b in region.blocks:
-                        if any(i.opname == "ldm_alloc" for i in b.walk()):
+                        if any(i.isa(LDM_ALLOC) for i in b.walk()):
                             counter[0] += 1
                             name = f"r{counter[0]}"
                             inner = members(b, f"{path}.nested.{name}")

@@ -20,6 +20,7 @@ from swir.diagnostics import Diagnostic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Apply, FuncParam, Function, Global, Instruction, Module
 from swir.ir.types import LDMType, ShapedType
+from swir.ops import CALL, LDM_ALLOC, SPAWN
 
 
 class Layout:
@@ -119,17 +120,17 @@ class Layout:
             else:
                 cpe.append(f)
             for inst in f.body.walk() if f.body is not None else ():
-                if inst.opname in ("call", "spawn"):
+                if inst.isa(CALL, SPAWN):
                     callees = [self.function(a.callee, inst) for a in inst.args]  # type: ignore[union-attr]
-                    to = "spawn" if inst.opname == "spawn" else \
+                    to = "spawn" if inst.isa(SPAWN) else \
                         ("host" if side == "host" else "cpe")
                     todo += [(c, to) for c in callees]
                     if len(callees) > 1:
                         groups.setdefault(self._group_key(callees, inst), tuple(callees))
-                    elif inst.opname == "spawn":
+                    elif inst.isa(SPAWN):
                         self.alone.add(id(callees[0]))
         for f in cpe:
-            if any(i.opname == "ldm_alloc" for i in f.body.walk()):  # type: ignore[union-attr]
+            if any(i.isa(LDM_ALLOC) for i in f.body.walk()):  # type: ignore[union-attr]
                 raise Diagnostic(f"swir-cg: @{f.name} allocates LDM but is called from a CPE "
                                  "kernel; its buffers would overlap its caller's (only "
                                  "spawned kernels may allocate LDM)", f.loc)

@@ -31,8 +31,9 @@ from swir.codegen.c_ast import (
     call,
 )
 from swir.ir.types import INDEX, ScalarType
+from swir.ops import ABS, ADD, CAST, DIV, MAX, MIN, MUL, NEG, RELU, SUB
 from swir.ops.registry import (SCALAR_FORM, CArg, CCall, CConst, CExpr, CForm, COp, CSelect,
-                               MissingHook, all_ops, lookup)
+                               MissingHook, OpDef, all_ops, op_def)
 
 C_TYPES = {"f16": "swir_f16", "f32": "float", "f64": "double", "i1": "bool",
            "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
@@ -96,19 +97,18 @@ def literal(value: object, t: ScalarType) -> Expr:
     return Lit(body)
 
 
-# How the TYPED_FORMS (below) are written, by op name: an operator. Every other
+# How the TYPED_FORMS (below) are written: an operator. Every other
 # element-wise op's C form is its definition's CExpr (swir.ops.elementwise).
-ARITH = {"add": "+", "sub": "-", "mul": "*"}
-ORDER = {"max": ">", "min": "<"}
+ARITH = {ADD: "+", SUB: "-", MUL: "*"}
+ORDER = {MAX: ">", MIN: "<"}
 # On i1 (as the kernels do it: in integers, nonzero is true): an operator, or
 # None for the operand itself.
-BOOL_OPS = {"add": "||", "max": "||", "sub": "!=", "mul": "&&", "min": "&&", "div": "&&",
-            "neg": None, "abs": None, "relu": None}
+BOOL_OPS = {ADD: "||", MAX: "||", SUB: "!=", MUL: "&&", MIN: "&&", DIV: "&&",
+            NEG: None, ABS: None, RELU: None}
 # The ops whose C form depends on the operand type beyond float or not (integers
 # wrap, i1 is logic), written in :func:`node`; every other element-wise op of
 # loop bodies has a CExpr in its definition.
-TYPED_FORMS = frozenset({"cast", "add", "sub", "mul", "div", "neg", "abs", "max", "min",
-                         "relu"})
+TYPED_FORMS = frozenset({CAST, ADD, SUB, MUL, DIV, NEG, ABS, MAX, MIN, RELU})
 
 
 def _wrap(t: ScalarType, sym: str, a: Expr, b: Expr) -> Expr:
@@ -129,47 +129,46 @@ def _d(t: ScalarType, a: Expr) -> Expr:
     return a if t.name == "f64" else Cast(DOUBLE, a)
 
 
-def expression(op: str, operand_types: list[ScalarType], args: list[str],
+def expression(opname: str, operand_types: list[ScalarType], args: list[str],
                result: ScalarType, attrs: dict) -> str:
-    """The C expression computing element-wise ``op`` on scalar operands
+    """The C expression computing element-wise op ``opname`` on scalar operands
     (named by ``args``), as text."""
-    return node(op, operand_types, [Id(a) for a in args], result, attrs).text()
+    return node(op_def(opname), operand_types, [Id(a) for a in args], result, attrs).text()
 
 
-def node(op: str, operand_types: list[ScalarType], args: list[Expr],
+def node(op: OpDef, operand_types: list[ScalarType], args: list[Expr],
          result: ScalarType, attrs: dict) -> Expr:
     """The C expression computing element-wise ``op`` on scalar operands: the
     op definition's ``c_expr``, or one of the TYPED_FORMS written here."""
     t = operand_types[-1]
-    definition = lookup(op)
-    if definition is not None and definition.c_expr is not None:
-        return _from_definition(op, definition.c_expr, t, args)
+    if op.c_expr is not None:
+        return _from_definition(op, op.c_expr, t, args)
     a = args[0]
     b = args[1] if len(args) > 1 else a
     is_float = t.is_float
-    if op == "cast":
+    if op is CAST:
         return _cast(operand_types[0], result, a)
     if t.name == "i1":
         if op not in BOOL_OPS:
-            raise Unsupported(f"'{op}' on i1 has no C form")
+            raise Unsupported(f"'{op.name}' on i1 has no C form")
         sym = BOOL_OPS[op]
         return a if sym is None else Binary(sym, a, b)
     if op in ARITH:
         return Binary(ARITH[op], a, b) if is_float else _wrap(t, ARITH[op], a, b)
-    if op == "div":
+    if op is DIV:
         return Binary("/", a, b) if is_float else call(f"swir_div_{t.name}", a, b)
-    if op == "neg":
+    if op is NEG:
         return Unary("-", a) if is_float else _wrap(t, "-", Lit("0"), a)
-    if op == "abs":
+    if op is ABS:
         if is_float:
             return _in_double(t, call("fabs", _d(t, a)))
         return Ternary(Binary("<", a, Lit("0")), _wrap(t, "-", Lit("0"), a), a)
     if op in ORDER:
         return Ternary(Paren(_keep_nan(Binary(ORDER[op], a, b), a, is_float)), a, b)
-    if op == "relu":
+    if op is RELU:
         zero = literal(0, t)
         return Ternary(Paren(_keep_nan(Binary(">", a, zero), a, is_float)), a, zero)
-    raise Unsupported(f"'{op}' on {t} has no C form")
+    raise Unsupported(f"'{op.name}' on {t} has no C form")
 
 
 def _keep_nan(test: Expr, a: Expr, is_float: bool) -> Expr:
@@ -177,9 +176,9 @@ def _keep_nan(test: Expr, a: Expr, is_float: bool) -> Expr:
     return Binary("||", test, Binary("!=", a, a)) if is_float else test
 
 
-def _from_definition(op: str, c: CExpr, t: ScalarType, args: list[Expr]) -> Expr:
+def _from_definition(op: OpDef, c: CExpr, t: ScalarType, args: list[Expr]) -> Expr:
     if c.float_only and not t.is_float:
-        raise Unsupported(f"'{op}' on {t} has no C form")
+        raise Unsupported(f"'{op.name}' on {t} has no C form")
     operands = [_d(t, a) for a in args] if c.in_double else args
     e = _build(c.form, t, operands)
     return _in_double(t, e) if c.in_double else e
@@ -205,7 +204,7 @@ def check_c_forms() -> None:
     """Every element-wise op of loop bodies has a C form (run when codegen loads)."""
     missing = [op.name for op in all_ops()
                if SCALAR_FORM in op.traits and "dma" in op.stages
-               and op.c_expr is None and op.name not in TYPED_FORMS]
+               and op.c_expr is None and op not in TYPED_FORMS]
     if missing:
         raise MissingHook(f"no C expression for op(s): {', '.join(missing)}")
 

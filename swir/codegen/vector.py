@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from swir.analysis.vector_plan import (
-    BINARY,
     LANES,
-    UNARY,
+    VECTOR_BINARY,
+    VECTOR_UNARY,
     Plan,
     access_kind,
     access_of,
@@ -34,6 +34,7 @@ from swir.codegen.unit import Emitter
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Instruction, Value
 from swir.ir.types import LDMType
+from swir.ops import CONST, LOAD, STORE
 
 VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
 SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
@@ -118,7 +119,7 @@ class _Writer:
         body = self.p.body
         defined = {id(r) for i in body for r in i.results}
         for inst in body:
-            if inst.opname == "const":
+            if inst.isa(CONST):
                 self.e.instruction(inst)
                 self.splat[id(inst.results[0])] = self._splat(inst.results[0])
             for a in inst.args:
@@ -270,7 +271,7 @@ class _Writer:
             skip.add(id(p.fused))
         self.values = {}
         for inst in p.body:
-            if id(inst) in skip or inst.opname == "const":
+            if id(inst) in skip or inst.isa(CONST):
                 continue
             self.vector_op(inst, rows, width)
         acc_value = p.acc_load.results[0]
@@ -287,24 +288,24 @@ class _Writer:
     def map_block(self) -> None:
         self.values = {}
         for inst in self.p.body:
-            if inst.opname == "store":
+            if inst.isa(STORE):
                 self.e.emit(self.vector_store(self.operand(inst.args[0], 0, 0),
                                               access_of(inst), 0, 0))
-            elif inst.opname != "const":
+            elif not inst.isa(CONST):
                 self.vector_op(inst, 1, 1)
 
     # -- values --------------------------------------------------------------
     def depends(self, inst: Instruction) -> tuple[bool, bool]:
         """Whether ``inst``'s value differs along m, along v."""
         p = self.p
-        if inst.opname == "load":
+        if inst.isa(LOAD):
             ix = access_of(inst).indices
             return (p.m is not None and any(uses(i, p.m) for i in ix),  # type: ignore[arg-type]
                     any(uses(i, p.v) for i in ix))  # type: ignore[arg-type]
         dm = dv = False
         for a in inst.args:
             src = producer(p.body, a)
-            if src is not None and src.opname != "const":
+            if src is not None and not src.isa(CONST):
                 m, v = self.depends(src)
                 dm, dv = dm or m, dv or v
         return dm, dv
@@ -322,15 +323,16 @@ class _Writer:
         r = inst.results[0]
         for i in range(rows if dm else 1):
             for u in range(width if dv else 1):
-                what = self.e.name(access_of(inst).base) if inst.opname == "load" else r.name
+                what = self.e.name(access_of(inst).base) if inst.isa(LOAD) else r.name
                 name = self.fresh(f"{what or 't'}_v")
                 self.values[(id(r), i, u)] = C.Id(name)
-                if inst.opname == "load":
+                if inst.isa(LOAD):
                     self._load(name, access_of(inst), i, u)
                     continue
                 args = [self.operand(a, i, u) for a in inst.args]
-                value = C.Unary(UNARY[inst.opname], args[0]) if inst.opname in UNARY \
-                    else C.Binary(BINARY[inst.opname], args[0], args[1])
+                op = inst.opdef
+                value = C.Unary(VECTOR_UNARY[op], args[0]) if op in VECTOR_UNARY \
+                    else C.Binary(VECTOR_BINARY[op], args[0], args[1])
                 self.e.emit(C.Decl(self.vtype, name, value))
 
     def _load(self, name: str, acc: Access, i: int, u: int) -> None:
