@@ -51,23 +51,25 @@ from swir.interp.loop import (
 from swir.interp.pycode import Emit, expr_text, value_text
 from swir.ir.core import Access, Function, Global, Instruction, Module, Range, Value
 from swir.ir.types import INDEX, LDMType, ShapedType
+from swir.ops import COPY_IN, COPY_OUT, LDM_ALLOC, LOAD, PARALLEL, STORE
+from swir.ops.registry import OpDef
 from swir.target import default_target, target_of
 
 # The module name CPES (see __getattr__) and the Target field it reads: the
 # simulated CPEs of one core group.
 _DEFAULT_FIGURES = {"CPES": "cpes"}
 
-BUFFERED_EMITTERS: dict[str, OpEmitter] = {}
+BUFFERED_EMITTERS: dict[OpDef, OpEmitter] = {}
 
 
-def buffered_emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
+def buffered_emitter(*ops: OpDef) -> Callable[[OpEmitter], OpEmitter]:
     """Register the buffered-stage emitter of one or more ops (overlaid on the
     loop stage's :data:`swir.interp.loop.EMITTERS`)."""
     def register(fn: OpEmitter) -> OpEmitter:
-        for n in names:
-            if n in BUFFERED_EMITTERS:
-                raise ValueError(f"buffered emitter for '{n}' registered twice")
-            BUFFERED_EMITTERS[n] = fn
+        for op in ops:
+            if op in BUFFERED_EMITTERS:
+                raise ValueError(f"buffered emitter for '{op.name}' registered twice")
+            BUFFERED_EMITTERS[op] = fn
         return fn
     return register
 
@@ -153,7 +155,7 @@ def _copy_form(inst: Instruction) -> tuple[bool, Access, ShapedType, LDMType, li
     """A copy_in / copy_out checked: inbound or not, its main-memory access,
     the types of both sides, and which subscripts of the access are ranges;
     a Diagnostic if it is not well formed."""
-    inbound = inst.opname == "copy_in"
+    inbound = inst.isa(COPY_IN)
     acc, lv = (inst.args[0], inst.args[1]) if inbound else (inst.args[1], inst.args[0])
     if not isinstance(acc, Access) or not isinstance(lv, Value) \
             or not isinstance(lv.type, LDMType):
@@ -197,7 +199,7 @@ class BufferedInterpreter(LoopInterpreter):
     name), :attr:`ldm_peak` and :attr:`copy_counts` describe it."""
 
     stages = frozenset({"buffered"})
-    emitters: ClassVar[Mapping[str, OpEmitter]] = ChainMap(BUFFERED_EMITTERS, EMITTERS)
+    emitters: ClassVar[Mapping[OpDef, OpEmitter]] = ChainMap(BUFFERED_EMITTERS, EMITTERS)
     description = "buffered-stage interpreter"
     # What ldm_alloc makes, and what kernel_stats holds (a later stage extends them).
     buffer_class: ClassVar[type[LDMBuffer]] = LDMBuffer
@@ -479,7 +481,7 @@ class BufferedInterpreter(LoopInterpreter):
 def _check_range(fail: Callable[[str], None], inst: Instruction, d: int, lo: int, hi: int,
                  k: int, buf: LDMBuffer) -> None:
     """Range #d of a copy, [lo, hi), is not empty and fits LDM dimension k."""
-    ix = _index_text(inst.args[0 if inst.opname == "copy_in" else 1].indices[d])
+    ix = _index_text(inst.args[0 if inst.isa(COPY_IN) else 1].indices[d])
     if hi <= lo:
         fail(f"{inst.opname} range #{d} ({ix}) is empty: [{lo}, {hi})")
     if hi - lo > buf.type.shape[k]:
@@ -527,7 +529,7 @@ def simple_operand(e: Emit, text: str) -> str:
     return "_o"
 
 
-@buffered_emitter("ldm_alloc")
+@buffered_emitter(LDM_ALLOC)
 def _emit_ldm_alloc(e: Emit, inst: Instruction) -> None:
     if len(inst.results) != 1 or not isinstance(inst.results[0].type, LDMType):
         raise Diagnostic("'ldm_alloc' makes one LDM buffer, e.g. %L = ldm_alloc : "
@@ -543,11 +545,11 @@ def _emit_ldm_alloc(e: Emit, inst: Instruction) -> None:
     e.at_exit(f"_ldm_free({b})")
 
 
-@buffered_emitter("load")
+@buffered_emitter(LOAD)
 def _emit_load(e: Emit, inst: Instruction) -> None:
     acc = inst.args[0]
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
-        EMITTERS["load"](e, inst)
+        EMITTERS[LOAD](e, inst)
         return
     d, ok = ldm_locals(e, inst, acc.base)
     off = simple_operand(e, e.offset(inst, acc))
@@ -559,11 +561,11 @@ def _emit_load(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.define(inst.results[0])} = {read}")
 
 
-@buffered_emitter("store")
+@buffered_emitter(STORE)
 def _emit_store(e: Emit, inst: Instruction) -> None:
     acc = inst.args[1]
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
-        EMITTERS["store"](e, inst)
+        EMITTERS[STORE](e, inst)
         return
     d, ok = ldm_locals(e, inst, acc.base)
     off = simple_operand(e, e.offset(inst, acc))
@@ -571,12 +573,12 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     e.line(f"{ok}[{off}] = 1")
 
 
-@buffered_emitter("copy_in", "copy_out")
+@buffered_emitter(COPY_IN, COPY_OUT)
 def _emit_copy(e: Emit, inst: Instruction) -> None:
     if len(inst.args) != 2:
         raise Diagnostic(f"'{inst.opname}' is written {inst.opname} SRC -> DST", inst.loc)
     fn = e.bind(_interp(e).copier(inst, e.function), inst.opname)
-    acc, lv = (inst.args[0], inst.args[1]) if inst.opname == "copy_in" else \
+    acc, lv = (inst.args[0], inst.args[1]) if inst.isa(COPY_IN) else \
         (inst.args[1], inst.args[0])
     vals: list[str] = []
     for ix in acc.indices:
@@ -587,7 +589,7 @@ def _emit_copy(e: Emit, inst: Instruction) -> None:
     e.line(f"{fn}({', '.join([e.name(acc.base), e.name(lv)] + vals)})")
 
 
-@buffered_emitter("parallel")
+@buffered_emitter(PARALLEL)
 def _emit_parallel(e: Emit, inst: Instruction) -> None:
     cpes = _interp(e).target.cpes
     workers = inst.attrs.get("workers", cpes)

@@ -78,7 +78,10 @@ from swir.ir.core import (
     Value,
 )
 from swir.ir.types import LDMType
+from swir.ops import (CALL, CHUNK, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT, DMA_TRANSFERS,
+                      DMA_WAIT, JOIN, LDM_ALLOC, PARALLEL, RETURN, SPAWN, STORE)
 from swir.ops.loop import chunk_code
+from swir.ops.registry import OpDef
 from swir.ops.util import attr_or_default
 from swir.target import default_target
 
@@ -90,17 +93,17 @@ from swir.target import default_target
 # alignment (docs/codegen.md).
 _DEFAULT_FIGURES = {"SMALL_TRANSFER": "small_transfer", "ALIGN_BYTES": "dma_align"}
 
-DMA_EMITTERS: dict[str, OpEmitter] = {}
+DMA_EMITTERS: dict[OpDef, OpEmitter] = {}
 
 
-def dma_emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
+def dma_emitter(*ops: OpDef) -> Callable[[OpEmitter], OpEmitter]:
     """Register the dma-stage emitter of one or more ops (overlaid on the
     buffered and loop stages' emitters)."""
     def register(fn: OpEmitter) -> OpEmitter:
-        for n in names:
-            if n in DMA_EMITTERS:
-                raise ValueError(f"dma emitter for '{n}' registered twice")
-            DMA_EMITTERS[n] = fn
+        for op in ops:
+            if op in DMA_EMITTERS:
+                raise ValueError(f"dma emitter for '{op.name}' registered twice")
+            DMA_EMITTERS[op] = fn
         return fn
     return register
 
@@ -215,7 +218,7 @@ class DMAInterpreter(BufferedInterpreter):
     :meth:`stats` describe it."""
 
     stages = frozenset({"dma"})
-    emitters: ClassVar[Mapping[str, OpEmitter]] = ChainMap(DMA_EMITTERS, BUFFERED_EMITTERS,
+    emitters: ClassVar[Mapping[OpDef, OpEmitter]] = ChainMap(DMA_EMITTERS, BUFFERED_EMITTERS,
                                                            EMITTERS)
     description = "dma-stage interpreter"
     buffer_class = DMABuffer
@@ -353,10 +356,10 @@ class DMAInterpreter(BufferedInterpreter):
         if out is None:
             out = {id(p) for p in f.params if isinstance(p.type, LDMType)}
             for inst in f.walk():
-                if inst.opname in ("dma_get", "dma_put", "dma_bcast") and len(inst.args) == 2:
-                    s = inst.args[0 if inst.opname == "dma_put" else 1]
+                if inst.isa(*DMA_TRANSFERS) and len(inst.args) == 2:
+                    s = inst.args[0 if inst.isa(DMA_PUT) else 1]
                     out.add(id(s.base if isinstance(s, Access) else s))
-                elif inst.opname in ("call", "spawn") and inst.args \
+                elif inst.isa(CALL, SPAWN) and inst.args \
                         and isinstance(inst.args[0], Apply):
                     out.update(id(a) for a in inst.args[0].args if isinstance(a.type, LDMType))
             self._dma_touched[id(f)] = out
@@ -365,7 +368,7 @@ class DMAInterpreter(BufferedInterpreter):
     def spawns_in(self, f: Function) -> bool:
         has = self._spawns.get(id(f))
         if has is None:
-            has = self._spawns[id(f)] = any(i.opname == "spawn" for i in f.walk())
+            has = self._spawns[id(f)] = any(i.isa(SPAWN) for i in f.walk())
         return has
 
     # -- run-time helpers bound into the generated code ------------------------------
@@ -539,9 +542,9 @@ def _interp(e: Emit) -> DMAInterpreter:
     return e.interp
 
 
-@dma_emitter("ldm_alloc")
+@dma_emitter(LDM_ALLOC)
 def _emit_ldm_alloc(e: Emit, inst: Instruction) -> None:
-    BUFFERED_EMITTERS["ldm_alloc"](e, inst)
+    BUFFERED_EMITTERS[LDM_ALLOC](e, inst)
     r = inst.results[0]
     b = e.name(r)
     e.line(f"{b}_busy = {b}.busy")
@@ -555,11 +558,11 @@ def _busy_local(e: Emit, v: Value) -> str:
     return f"{e.name(v)}.busy"
 
 
-@dma_emitter("store")
+@dma_emitter(STORE)
 def _emit_store(e: Emit, inst: Instruction) -> None:
     acc = inst.args[1]
     if not isinstance(acc, Access) or not isinstance(acc.base.type, LDMType):
-        EMITTERS["store"](e, inst)
+        EMITTERS[STORE](e, inst)
         return
     d, ok = ldm_locals(e, inst, acc.base)
     off = simple_operand(e, e.offset(inst, acc))
@@ -571,7 +574,7 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     e.line(f"{ok}[{off}] = 1")
 
 
-@dma_emitter("dma_get", "dma_put", "dma_bcast")
+@dma_emitter(DMA_GET, DMA_PUT, DMA_BCAST)
 def _emit_dma(e: Emit, inst: Instruction) -> None:
     fn, macc, lside = _interp(e).transfer(inst, e.function)
     vals = [e.expr(i) for i in macc.indices]
@@ -581,17 +584,17 @@ def _emit_dma(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.bind(fn, inst.opname)}({', '.join([e.name(macc.base), e.name(lbase)] + vals)})")
 
 
-@dma_emitter("dma_wait")
+@dma_emitter(DMA_WAIT)
 def _emit_dma_wait(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.bind(_interp(e).waiter(inst, e.function), 'wait')}()")
 
 
-@dma_emitter("cpe_id")
+@dma_emitter(CPE_ID)
 def _emit_cpe_id(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.define(inst.results[0])} = _cpe[0]")
 
 
-@dma_emitter("chunk")
+@dma_emitter(CHUNK)
 def _emit_chunk(e: Emit, inst: Instruction) -> None:
     extent = int_attr(inst, "extent", None, 0)
     workers = int_attr(inst, "workers", None, 1)
@@ -612,28 +615,28 @@ def _emit_chunk(e: Emit, inst: Instruction) -> None:
         e.line(line)
 
 
-@dma_emitter("spawn")
+@dma_emitter(SPAWN)
 def _emit_spawn(e: Emit, inst: Instruction) -> None:
     fn = e.bind(_interp(e).spawner(inst), "spawn")
     args = [a for app in inst.args if isinstance(app, Apply) for a in app.args]
     e.line(f"{fn}({', '.join(e.name(a) for a in args)})")
 
 
-@dma_emitter("join")
+@dma_emitter(JOIN)
 def _emit_join(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.bind(_interp(e).joiner(inst), 'join')}()")
 
 
-@dma_emitter("return")
+@dma_emitter(RETURN)
 def _emit_return(e: Emit, inst: Instruction) -> None:
     it = _interp(e)
     if it.spawns_in(e.function):
         rep = e.bind(it.unjoined_reporter(inst, e.function), "unjoined")
         e.line(f"if _sp[0] is not None and _sp[1] >= _st[1]: {rep}(_sp[0])")
-    EMITTERS["return"](e, inst)
+    EMITTERS[RETURN](e, inst)
 
 
-@dma_emitter("call")
+@dma_emitter(CALL)
 def _emit_call(e: Emit, inst: Instruction) -> None:
     app = inst.args[0] if inst.args else None
     callee = e.interp.module.lookup(app.callee) if isinstance(app, Apply) else None
@@ -647,12 +650,12 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
                      "cannot call it", inst.loc)
         e.line(f"{e.bind(fn, 'call')}()")
         return
-    EMITTERS["call"](e, inst)
+    EMITTERS[CALL](e, inst)
 
 
 # No spreading at the dma stage: a parallel loop runs on the CPE running it, in
 # reverse order (the loop stage's rule); the work split is cpe_id and chunk.
-DMA_EMITTERS["parallel"] = EMITTERS["parallel"]
+DMA_EMITTERS[PARALLEL] = EMITTERS[PARALLEL]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,8 @@ import numpy as np
 from swir.diagnostics import Diagnostic
 from swir.interp.kernels import DataError, evaluate
 from swir.interp.ranks import MPICounters, World, collective
-from swir.ops.collective import HOST_FORM
+from swir.ops import BR, CALL, COND_BR, CONST, FUSED, RETURN, YIELD
+from swir.ops.collective import HOST_FORM_OF
 from swir.ir.constants import constant_array, global_array
 from swir.ir.core import (
     Apply,
@@ -81,9 +82,9 @@ class GraphInterpreter:
                 if self.steps > self.max_steps:
                     raise Diagnostic(f"execution did not finish within {self.max_steps} "
                                      "instructions (an endless loop?)", inst.loc)
-                if inst.opname == "return":
+                if inst.isa(RETURN):
                     return [self.value(v, env) for v in inst.operands]
-                if inst.opname in ("br", "cond_br"):
+                if inst.isa(BR, COND_BR):
                     block = self.branch(inst, env)
                     break
                 self.execute(inst, env)
@@ -94,7 +95,7 @@ class GraphInterpreter:
     def branch(self, inst: Instruction, env: dict[int, np.ndarray]) -> Block:
         succs = [s for s in inst.args if isinstance(s, Successor)]
         target = succs[0]
-        if inst.opname == "cond_br" and not bool(self.value(inst.args[0], env)):
+        if inst.isa(COND_BR) and not bool(self.value(inst.args[0], env)):
             target = succs[1]
         # Read every argument before binding any (a block may pass its own arguments).
         values = [self.value(v, env) for v in target.args]
@@ -104,18 +105,18 @@ class GraphInterpreter:
 
     def execute(self, inst: Instruction, env: dict[int, np.ndarray]) -> None:
         types = [r.type for r in inst.results]
-        if inst.opname == "const":
+        if inst.isa(CONST):
             outs = [constant_array(inst.args[0], types[0])]
-        elif inst.opname == "call":
+        elif inst.isa(CALL):
             app = inst.args[0]
             assert isinstance(app, Apply)
             callee = self.module.lookup(app.callee)
             assert isinstance(callee, Function)
             outs = self.call(callee, [self.value(v, env) for v in app.args])
-        elif inst.opname == "fused":
+        elif inst.isa(FUSED):
             outs = self.fused(inst, env)
-        elif inst.opname in HOST_FORM:
-            outs = [collective(inst.opname, inst.attrs, self.world, self.rank,
+        elif inst.isa(*HOST_FORM_OF):
+            outs = [collective(inst.opdef, inst.attrs, self.world, self.rank,
                                self.value(inst.args[0], env), self.mpi)]
         else:
             operands = [self.value(s, env) for s in inst.args]
@@ -132,7 +133,7 @@ class GraphInterpreter:
         for arg, v in zip(body.args, inst.operands):
             env[id(arg)] = self.value(v, env)
         for op in body.instructions:
-            if op.opname == "yield":
+            if op.isa(YIELD):
                 return [self.value(v, env) for v in op.operands]
             self.steps += 1
             self.execute(op, env)

@@ -10,7 +10,7 @@ a ``while`` loop dispatching on the current block. Nothing is interpreted per
 executed instruction.
 
 Extending it (the buffered and dma stages): every op is compiled by an *emitter*
-(``@emitter("load")`` registers one in :data:`EMITTERS`), which writes the op's
+(``@emitter(LOAD)`` registers one in :data:`EMITTERS`), which writes the op's
 Python code through the :class:`~swir.interp.pycode.Emit` context; an op whose
 behaviour is easiest as ordinary Python binds a callable with :meth:`Emit.bind`
 and emits a call to it. An interpreter compiles with the table in its
@@ -71,8 +71,11 @@ from swir.ir.constants import constant_array, global_array
 from swir.ir.dtypes import DTYPES, dtype_of
 from swir.ir.types import INDEX, ScalarType, ShapedType, TensorType, Type, scalar
 from swir.limits import deep_recursion
-from swir.ops.elementwise import COMPARE, UNARY
-from swir.ops.registry import SCALAR_FORM, op_def
+from swir.ops import (ABS, ADD, AND, BR, CALL, COND_BR, CONST, DIV, DYN_INDEX, EQ, FOR, GE, GT,
+                      IF, LE, LOAD, LT, MAX, MIN, MUL, NE, NEG, NOT, OR, PARALLEL, RECIPROCAL,
+                      RELU, RETURN, SELECT, STORE, SUB)
+from swir.ops.collective import HOST_FORM_OF
+from swir.ops.registry import SCALAR_FORM, OpDef, op_def
 from swir.ops.util import attr_or_default
 
 # Module stages this interpreter runs (LoopInterpreter.stages; the buffered and
@@ -93,16 +96,16 @@ POISON_BYTES = (0xFA, 0x7F)
 # ---------------------------------------------------------------------------
 
 OpEmitter = Callable[["Emit", Instruction], None]
-EMITTERS: dict[str, OpEmitter] = {}
+EMITTERS: dict[OpDef, OpEmitter] = {}
 
 
-def emitter(*names: str) -> Callable[[OpEmitter], OpEmitter]:
+def emitter(*ops: OpDef) -> Callable[[OpEmitter], OpEmitter]:
     """Register the code emitter of one or more ops."""
     def register(fn: OpEmitter) -> OpEmitter:
-        for n in names:
-            if n in EMITTERS:
-                raise ValueError(f"emitter for '{n}' registered twice")
-            EMITTERS[n] = fn
+        for op in ops:
+            if op in EMITTERS:
+                raise ValueError(f"emitter for '{op.name}' registered twice")
+            EMITTERS[op] = fn
         return fn
     return register
 
@@ -213,35 +216,34 @@ _NUMERIC = ("f16", "f32", "f64", "i8", "i16", "i32", "i64")
 # With two NaN operands, numpy's array loops return the first one; its compiled
 # scalar arithmetic may return the second, hence the swapped and NaN-guarded
 # forms (a + a is a's NaN, quieted; one NaN operand propagates either way).
-_CANDIDATES: dict[str, list[str]] = {
-    "add": ["{0} + {1}", "{1} + {0}", "({0} + {1} if {0} == {0} else {0} + {0})"],
-    "sub": ["{0} - {1}", "({0} - {1} if {0} == {0} else {0} + {0})"],
-    "mul": ["{0} * {1}", "{1} * {0}", "({0} * {1} if {0} == {0} else {0} + {0})"],
-    "neg": ["-{0}"], "abs": ["abs({0})"],
-    "max": ["({0} if {0} > {1} or {0} != {0} else {1})",
-            "({0} if {0} >= {1} or {0} != {0} else {1})"],
-    "min": ["({0} if {0} < {1} or {0} != {0} else {1})",
-            "({0} if {0} <= {1} or {0} != {0} else {1})"],
-    "relu": ["({0} if {0} > {z} or {0} != {0} else {z})",
-             "({0} if {0} >= {z} or {0} != {0} else {z})"],
-    "eq": ["({0} == {1})"], "ne": ["({0} != {1})"], "lt": ["({0} < {1})"],
-    "le": ["({0} <= {1})"], "gt": ["({0} > {1})"], "ge": ["({0} >= {1})"],
-    "select": ["({1} if {0} else {2})"],
+# The comparisons, with their Python operators.
+_COMPARISONS = {EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">="}
+_CANDIDATES: dict[OpDef, list[str]] = {
+    ADD: ["{0} + {1}", "{1} + {0}", "({0} + {1} if {0} == {0} else {0} + {0})"],
+    SUB: ["{0} - {1}", "({0} - {1} if {0} == {0} else {0} + {0})"],
+    MUL: ["{0} * {1}", "{1} * {0}", "({0} * {1} if {0} == {0} else {0} + {0})"],
+    NEG: ["-{0}"], ABS: ["abs({0})"],
+    MAX: ["({0} if {0} > {1} or {0} != {0} else {1})",
+          "({0} if {0} >= {1} or {0} != {0} else {1})"],
+    MIN: ["({0} if {0} < {1} or {0} != {0} else {1})",
+          "({0} if {0} <= {1} or {0} != {0} else {1})"],
+    RELU: ["({0} if {0} > {z} or {0} != {0} else {z})",
+           "({0} if {0} >= {z} or {0} != {0} else {z})"],
+    **{op: [f"({{0}} {sym} {{1}})"] for op, sym in _COMPARISONS.items()},
+    SELECT: ["({1} if {0} else {2})"],
 }
-_FLOAT_ONLY = {"div": ["{0} / {1}", "({0} / {1} if {0} == {0} else {0} + {0})"],
-               "reciprocal": ["{o} / {0}"]}
-_INDEX: dict[str, list[str]] = {   # index values are Python ints: wrap like int64
-    "add": ["_w64({0} + {1})"], "sub": ["_w64({0} - {1})"], "mul": ["_w64({0} * {1})"],
-    "neg": ["_w64(-{0})"], "abs": ["_w64(abs({0}))"], "max": ["max({0}, {1})"],
-    "min": ["min({0}, {1})"], "relu": ["max({0}, 0)"], "select": ["({1} if {0} else {2})"],
-    **{op: [f"(_T if {{0}} {sym} {{1}} else _F)"]
-       for op, sym in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
-                       ("ge", ">="))},
+_FLOAT_ONLY = {DIV: ["{0} / {1}", "({0} / {1} if {0} == {0} else {0} + {0})"],
+               RECIPROCAL: ["{o} / {0}"]}
+_INDEX: dict[OpDef, list[str]] = {   # index values are Python ints: wrap like int64
+    ADD: ["_w64({0} + {1})"], SUB: ["_w64({0} - {1})"], MUL: ["_w64({0} * {1})"],
+    NEG: ["_w64(-{0})"], ABS: ["_w64(abs({0}))"], MAX: ["max({0}, {1})"],
+    MIN: ["min({0}, {1})"], RELU: ["max({0}, 0)"], SELECT: ["({1} if {0} else {2})"],
+    **{op: [f"(_T if {{0}} {sym} {{1}} else _F)"] for op, sym in _COMPARISONS.items()},
 }
-_BOOL: dict[str, list[str]] = {
-    "and": ["({0} & {1})"], "or": ["({0} | {1})"], "not": ["(_F if {0} else _T)"],
-    "select": ["({1} if {0} else {2})"],
-    **{op: _CANDIDATES[op] for op in COMPARE},
+_BOOL: dict[OpDef, list[str]] = {
+    AND: ["({0} & {1})"], OR: ["({0} | {1})"], NOT: ["(_F if {0} else _T)"],
+    SELECT: ["({1} if {0} else {2})"],
+    **{op: _CANDIDATES[op] for op in _COMPARISONS},
 }
 
 
@@ -255,7 +257,7 @@ def _w64(x: int) -> int:
 _TEMPLATE_NS: dict[str, Any] = {"_w64": _w64, "_T": np.True_, "_F": np.False_}
 
 
-def _candidates(op: str, tname: str) -> list[str]:
+def _candidates(op: OpDef, tname: str) -> list[str]:
     if tname == "index":
         return _INDEX.get(op, [])
     if tname == "i1":
@@ -291,19 +293,19 @@ def _bits(x: Any, dt: np.dtype) -> bytes | None:
     return a.tobytes() if a.dtype == dt and a.shape == () else None
 
 
-def _template_agrees(op: str, tname: str, template: str) -> bool:
+def _template_agrees(op: OpDef, tname: str, template: str) -> bool:
     """Does the template give the kernel's bits (on 0-d arrays and on vectors)
     and type for every combination of awkward values?"""
     t = scalar(tname)
     vals = _samples(tname)
-    if op == "select":
+    if op is SELECT:
         in_types = [scalar("i1"), t, t]
         combos = [(c, a, b) for c in (np.True_, np.False_) for a in vals[:4] for b in vals[:4]]
-    elif op in UNARY:
+    elif op.num_args == (1, 1):
         in_types, combos = [t], [(a,) for a in vals]
     else:
         in_types, combos = [t, t], list(itertools.product(vals, vals))
-    rt = scalar("i1") if op in COMPARE else t
+    rt = scalar("i1") if op in _COMPARISONS else t
     rdt = dtype_of(rt)
     dt = dtype_of(t)
     ns = dict(_TEMPLATE_NS, _z=dt.type(0) if tname != "index" else 0,
@@ -318,25 +320,26 @@ def _template_agrees(op: str, tname: str, template: str) -> bool:
             return False
         cols = [np.array([c[i] for c in combos], dtype=dtype_of(it))
                 for i, it in enumerate(in_types)]
-        (vec,) = _kernels.evaluate(op, {}, [TensorType((len(combos),), rt)], cols)
+        (vec,) = _kernels.evaluate(op.name, {}, [TensorType((len(combos),), rt)], cols)
         for k, (c, r) in enumerate(zip(combos, fast)):
-            (ref,) = _kernels.evaluate(op, {}, [rt], [np.asarray(x, dtype=dtype_of(it))
+            (ref,) = _kernels.evaluate(op.name, {}, [rt], [np.asarray(x, dtype=dtype_of(it))
                                                     for x, it in zip(c, in_types)])
             want = ref.tobytes()
             if _bits(r, rdt) != want or vec[k].tobytes() != want:
                 return False
-            if tname == "index" and op not in COMPARE and type(r) is not int:
+            if tname == "index" and op not in _COMPARISONS and type(r) is not int:
                 return False
     return True
 
 
-_FAST: dict[tuple[str, str], str | None] = {}
+_FAST: dict[tuple[OpDef, str], str | None] = {}
 
 
-def fast_template(op: str, tname: str) -> str | None:
-    """The Python expression template computing ``op`` on scalars of type
-    ``tname`` directly, if one gives the kernels' exact bits here; else None
-    (the op then calls its kernel). Checked once per process."""
+def fast_template(opname: str, tname: str) -> str | None:
+    """The Python expression template computing op ``opname`` on scalars of
+    type ``tname`` directly, if one gives the kernels' exact bits here; else
+    None (the op then calls its kernel). Checked once per process."""
+    op = op_def(opname)
     key = (op, tname)
     if key not in _FAST:
         _FAST[key] = next((c for c in _candidates(op, tname)
@@ -387,7 +390,7 @@ class LoopInterpreter:
     on :data:`EMITTERS`) and ``description``."""
 
     stages: set[str] | frozenset[str] = STAGES
-    emitters: Mapping[str, OpEmitter] = EMITTERS
+    emitters: Mapping[OpDef, OpEmitter] = EMITTERS
     description = "loop-stage interpreter"
 
     def __init__(self, module: Module, base_dir: str | Path = ".",
@@ -541,7 +544,7 @@ class LoopInterpreter:
         e.count(len(block.instructions), first)
         for inst in block.instructions:
             e.instruction(inst)
-        if block.terminator is None or block.terminator.opname != "return":
+        if block.terminator is None or not block.terminator.isa(RETURN):
             if f.kind != "kernel":
                 raise Diagnostic(f"block '{block.label} of @{f.name} ends without a "
                                  "terminator", f.loc)
@@ -640,7 +643,7 @@ def emit_loop(e: Emit, inst: Instruction, order: Callable[[str], str] | None = N
     lo, hi = e.interval(inst.args[0]), e.interval(inst.args[1])
     if lo is not None and hi is not None:
         e.ranges[id(var)] = (lo[0], max(lo[0], hi[1] - 1))
-    par = inst.opname == "parallel"
+    par = inst.isa(PARALLEL)
     e.parallel_depth += par
     try:
         e.region(body, count=False)
@@ -649,17 +652,17 @@ def emit_loop(e: Emit, inst: Instruction, order: Callable[[str], str] | None = N
         e.ranges.pop(id(var), None)
 
 
-@emitter("for", "parallel")
+@emitter(FOR, PARALLEL)
 def _emit_loop(e: Emit, inst: Instruction) -> None:
     """for: iterations in order. parallel: in REVERSE order, so that a loop wrongly
     marked parallel (a loop-carried dependence) computes something else."""
-    emit_loop(e, inst, (lambda r: f"{r}[::-1]") if inst.opname == "parallel" else None)
+    emit_loop(e, inst, (lambda r: f"{r}[::-1]") if inst.isa(PARALLEL) else None)
 
 
 _RELATIONS = {">=", "<=", "==", "!=", ">", "<"}
 
 
-@emitter("if")
+@emitter(IF)
 def _emit_if(e: Emit, inst: Instruction) -> None:
     conds = []
     for c in inst.args:
@@ -673,7 +676,7 @@ def _emit_if(e: Emit, inst: Instruction) -> None:
         e.region(inst.regions[1].blocks[0])
 
 
-@emitter("load")
+@emitter(LOAD)
 def _emit_load(e: Emit, inst: Instruction) -> None:
     acc = inst.args[0]
     assert isinstance(acc, Access)
@@ -684,7 +687,7 @@ def _emit_load(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.define(inst.results[0])} = {read}")
 
 
-@emitter("store")
+@emitter(STORE)
 def _emit_store(e: Emit, inst: Instruction) -> None:
     acc = inst.args[1]
     assert isinstance(acc, Access)
@@ -696,7 +699,7 @@ def _emit_store(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.name(acc.base)}[{off}] = {e.name(inst.args[0])}")
 
 
-@emitter("dyn_index")
+@emitter(DYN_INDEX)
 def _emit_dyn_index(e: Emit, inst: Instruction) -> None:
     n = inst.attrs.get("bound")
     v = inst.args[0]
@@ -716,7 +719,7 @@ def _dyn_reporter(inst: Instruction, n: int) -> Callable[[Any], None]:
     return report
 
 
-@emitter("const")
+@emitter(CONST)
 def _emit_const(e: Emit, inst: Instruction) -> None:
     t = inst.results[0].type
     if not isinstance(t, ScalarType):
@@ -751,16 +754,16 @@ def _emit_elementwise(e: Emit, inst: Instruction) -> None:
     e.line(f"{res} = {e.bind(fn, 'op_' + op)}({', '.join(names)})")
 
 
-def emitter_for(emitters: Mapping[str, OpEmitter], inst: Instruction) -> OpEmitter | None:
+def emitter_for(emitters: Mapping[OpDef, OpEmitter], inst: Instruction) -> OpEmitter | None:
     """The op's emitter in ``emitters``; an element-wise op (SCALAR_FORM) has the
     shared one unless the table has its own."""
-    fn = emitters.get(inst.opname)
+    fn = emitters.get(inst.opdef)
     if fn is None and inst.opdef is not None and SCALAR_FORM in inst.opdef.traits:
         return _emit_elementwise
     return fn
 
 
-@emitter("call")
+@emitter(CALL)
 def _emit_call(e: Emit, inst: Instruction) -> None:
     app = inst.args[0]
     assert isinstance(app, Apply)
@@ -786,11 +789,15 @@ def _emit_call(e: Emit, inst: Instruction) -> None:
         e.line(call)
 
 
-@emitter("mpi_allgather", "mpi_reduce_scatter", "mpi_allreduce")
+# The graph-stage collective each host form (mpi_*) carries out.
+_GRAPH_FORM = {host: op for op, host in HOST_FORM_OF.items()}
+
+
+@emitter(*_GRAPH_FORM)
 def _emit_collective(e: Emit, inst: Instruction) -> None:
     it = e.interp
     shape = inst.args[0].type.shape
-    op = inst.opname.removeprefix("mpi_")
+    op = _GRAPH_FORM[inst.opdef]
 
     def run(source: np.ndarray, target: np.ndarray) -> None:
         target[:] = collective(op, inst.attrs, it.world, it.rank, source.reshape(shape),
@@ -799,7 +806,7 @@ def _emit_collective(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.bind(run, 'mpi')}({e.name(inst.args[0])}, {e.name(inst.args[1])})")
 
 
-@emitter("return")
+@emitter(RETURN)
 def _emit_return(e: Emit, inst: Instruction) -> None:
     vals = [e.name(v) for v in inst.args]
     if any(e.exits):
@@ -825,12 +832,12 @@ def _jump(e: Emit, succ: Successor) -> None:
     e.line("continue")
 
 
-@emitter("br")
+@emitter(BR)
 def _emit_br(e: Emit, inst: Instruction) -> None:
     _jump(e, inst.args[0])
 
 
-@emitter("cond_br")
+@emitter(COND_BR)
 def _emit_cond_br(e: Emit, inst: Instruction) -> None:
     c, yes, no = inst.args
     e.line(f"if {e.name(c)}:")

@@ -26,6 +26,7 @@ from swir.diagnostics import Diagnostic, Location
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Block, Function, Global, Instruction, Value
 from swir.ir.types import INDEX, ShapedType
+from swir.ops import CONST
 
 # Structured ops nested deeper than this inside one generated Python function go
 # into a function of their own: CPython allows 20 statically nested blocks and
@@ -70,7 +71,7 @@ def function_values(f: Function) -> Iterator[Value]:
 def index_constant(inst: Instruction) -> int | None:
     """The value of an index ``const`` (which generated code spells as a
     literal), else None."""
-    if inst.opname == "const" and len(inst.results) == 1 and inst.results[0].type == INDEX \
+    if inst.isa(CONST) and len(inst.results) == 1 and inst.results[0].type == INDEX \
             and isinstance(inst.args[0], Expr) and inst.args[0].is_constant:
         return inst.args[0].const
     return None

@@ -15,6 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from swir.ops import ALLGATHER, ALLREDUCE, REDUCE_SCATTER
+from swir.ops.registry import OpDef
+
 
 class RankAborted(Exception):
     """Another rank failed: this one stops at its next collective."""
@@ -60,19 +63,25 @@ class World:
         self._barrier.abort()
 
 
-def collective(op: str, attrs: dict, world: World | None, rank: int, value: np.ndarray,
+# The counter (of COLLECTIVES) each collective op adds to.
+_COUNTER = {ALLGATHER: "allgather", REDUCE_SCATTER: "reduce_scatter", ALLREDUCE: "allreduce"}
+
+
+def collective(op: OpDef, attrs: dict, world: World | None, rank: int, value: np.ndarray,
                counters: "MPICounters") -> np.ndarray:
-    """What collective ``op`` gives this rank for its ``value`` (with no world,
-    this is the only rank), counted as the MPI program counts it."""
+    """What graph-stage collective ``op`` gives this rank for its ``value``
+    (with no world, this is the only rank), counted as the MPI program counts it."""
     ranks = attrs["ranks"]
-    if op == "allgather":
-        counters.count(op, value.nbytes * (ranks - 1))
+    counter = _COUNTER[op]
+    if op is ALLGATHER:
+        counters.count(counter, value.nbytes * (ranks - 1))
         return value.copy() if world is None else world.allgather(rank, value, attrs["axis"])
-    counters.count(op, value.nbytes * (ranks - 1) // ranks * (2 if op == "allreduce" else 1))
+    counters.count(counter, value.nbytes * (ranks - 1) // ranks * (2 if op is ALLREDUCE else 1))
     total = value.copy() if world is None else world.reduce(rank, value)
-    if op == "allreduce":
+    if op is ALLREDUCE:
         return total
     return np.split(total, ranks, axis=attrs["axis"])[rank]
+
 
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "scatter", "gather", "bcast")

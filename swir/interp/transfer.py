@@ -23,6 +23,7 @@ from swir.interp.buffered import LDMBuffer, element_text, report_foreign_ldm
 from swir.interp.pycode import expr_text, value_text
 from swir.ir.core import Access, Instruction, Range
 from swir.ir.types import LDMType, ShapedType
+from swir.ops import DMA_BCAST, DMA_PUT
 from swir.ops.util import attr_or_default
 
 
@@ -141,7 +142,7 @@ class Sides:
 def dma_sides(inst: Instruction) -> Sides:
     """The sides of a DMA instruction; a Diagnostic if it is not well formed."""
     op = inst.opname
-    get, bcast = op != "dma_put", op == "dma_bcast"
+    get, bcast = not inst.isa(DMA_PUT), inst.isa(DMA_BCAST)
     form = (f"{op} %A[i, ...] -> %L {{count, reply}}" if get else
             f"{op} %L -> %A[i, ...] {{count, reply}}")
     if len(inst.args) != 2:

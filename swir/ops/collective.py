@@ -164,5 +164,3 @@ MPI_ALLGATHER = register(OpDef(
 # Each graph-stage collective and the host instruction -lower-loops makes of it.
 HOST_FORM_OF = {ALLGATHER: MPI_ALLGATHER, REDUCE_SCATTER: MPI_REDUCE_SCATTER,
                 ALLREDUCE: MPI_ALLREDUCE}
-# The same by op name.
-HOST_FORM = {op.name: host.name for op, host in HOST_FORM_OF.items()}
