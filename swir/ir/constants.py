@@ -174,7 +174,7 @@ def constant_value(v: Value) -> np.ndarray | None:
             return load_file_global(v, Path(v.module.base_dir or "."))
         return dense_array(v.init, v.type) if isinstance(v.init, Dense) else None
     owner = getattr(v, "owner", None)
-    if isinstance(owner, Instruction) and owner.opname == "const":
+    if _constant_like(owner):
         return constant_array(owner.args[0], v.type)
     return None
 
@@ -183,8 +183,17 @@ def is_constant(v: Value) -> bool:
     """Whether :func:`constant_value` knows ``v`` (without reading anything)."""
     if isinstance(v, Global):
         return v.kind == "global" and v.init is not None and global_ranks(v) is None
-    owner = getattr(v, "owner", None)
-    return isinstance(owner, Instruction) and owner.opname == "const"
+    return _constant_like(getattr(v, "owner", None))
+
+
+def _constant_like(owner: Any) -> bool:
+    """Whether ``owner`` is an instruction whose value is its literal operand
+    (``const``): asked of its definition, which the IR core sees through the
+    installed op set (swir.ops sits above this package)."""
+    if not isinstance(owner, Instruction):
+        return False
+    d = owner.opdef
+    return d is not None and d.constant_like
 
 
 def global_array(g: Global, base_dir: Path, rank: int | None = None) -> np.ndarray:

@@ -44,6 +44,7 @@ class OpDefinition(Protocol):
 
     name: str
     terminator: bool
+    constant_like: bool     # its result is operand 0, a literal (swir.ir.constants)
     # Result-type rule: the result types, or raises OpError; None: no results.
     infer: Callable[[Any], list[Type]] | None
 

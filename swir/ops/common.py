@@ -80,7 +80,7 @@ def _verify_branch(inst: Instruction) -> None:
 
 CONST = register(OpDef(
     "const", "A constant: a scalar number, or a tensor dense<...>.",
-    num_args=(1, 1), infer=_infer_const, category=Category.CONSTANT))
+    num_args=(1, 1), infer=_infer_const, category=Category.CONSTANT, constant_like=True))
 CALL = register(OpDef(
     "call", "Call a function: %r = call @f(%x) : T.", num_args=(1, 1),
     infer=_infer_call, pure=False))

@@ -263,6 +263,9 @@ class OpDef:
     # not. As an integer, -0.0 is 0.
     right_identity: float | None = None
     left_identity: float | None = None
+    # The op's result is its operand 0, a literal known at compile time (MLIR's
+    # ConstantLike): swir.ir.constants reads its value.
+    constant_like: bool = False
     # The operand slots the op writes memory through (its Access's base or the
     # buffer value), for the analyses of what a function writes.
     writes: tuple[int, ...] = ()
