@@ -53,8 +53,8 @@ from swir.interp import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
 from swir.interp.ranks import MPICounters, World, collective
-from swir.interp.pycode import (Emit, free_values, function_values, index_constant, raiser,
-                                 value_text)
+from swir.interp.pycode import (CodeSpace, Emit, free_values, function_values, index_constant,
+                                 raiser, value_text)
 from swir.ir.core import (
     Access,
     Apply,
@@ -380,10 +380,11 @@ def scalar_kernel(op: str, attrs: dict, result_types: list[Type]) -> Callable[..
 # The interpreter
 # ---------------------------------------------------------------------------
 
-class LoopInterpreter:
+class LoopInterpreter(CodeSpace):
     """Runs functions of a loop-stage module. One instance holds the module's
-    memory and the compiled functions; each top-level :meth:`call` starts with
-    freshly poisoned buffers and a new step count.
+    memory and the compiled functions (defined in its namespace: it is the
+    CodeSpace its generated code runs in); each top-level :meth:`call` starts
+    with freshly poisoned buffers and a new step count.
 
     Subclasses for later stages set ``stages`` (the module stages they run),
     ``emitters`` (the op emitters they compile with, usually their own overlaid
@@ -404,13 +405,9 @@ class LoopInterpreter:
         self.memory = Memory(module, base_dir)
         # [steps executed, current call depth]
         self.state = [0, 0]
-        self.ns: dict[str, Any] = {"__builtins__": __builtins__, "_st": self.state,
-                                   "_MAX": max_steps, **_TEMPLATE_NS}
-        self.names: dict[int, str] = {}
-        self.int_consts: dict[int, int] = {}
+        super().__init__({"_st": self.state, "_MAX": max_steps, **_TEMPLATE_NS})
         self.sources: dict[str, str] = {}  # generated Python, by function name
         self._compiled: dict[int, Callable[..., tuple]] = {}
-        self._counter = itertools.count()
         self._named: set[int] = set()
         self._global_names: dict[str, str] = {}
         self._written_cache: dict[int, set[int]] | None = None
@@ -471,14 +468,6 @@ class LoopInterpreter:
         return self.function(f)
 
     # -- compiling ------------------------------------------------------------------
-    def bind(self, obj: Any, prefix: str = "k") -> str:
-        name = f"_{prefix}{next(self._counter)}"
-        self.ns[name] = obj
-        return name
-
-    def fresh(self, prefix: str) -> str:
-        return f"_{prefix}{next(self._counter)}"
-
     def global_name(self, g: Global) -> str:
         """The namespace name bound to a global's or buffer's flat array."""
         n = self._global_names.get(g.name)
@@ -491,13 +480,6 @@ class LoopInterpreter:
         if self._written_cache is None:
             self._written_cache = written_by_function(self.module, [f])
         return sorted(self._written_cache.get(id(f), set()))
-
-    def name_of(self, v: Value) -> str:
-        n = self.names.get(id(v))
-        if n is None:
-            base = re.sub(r"\W", "_", v.name or "")[:24]
-            n = self.names[id(v)] = f"v{next(self._counter)}_{base}"
-        return n
 
     def _declare(self, f: Function) -> None:
         """Name every value of f (a CFG may use a value printed later)."""
@@ -531,13 +513,12 @@ class LoopInterpreter:
             else:
                 self._cfg(e, f, blocks)
         fname = self.fresh("f_" + re.sub(r"\W", "_", f.name)[:32])
-        return self._define(fname, e.assemble(fname, [e.name(p) for p in f.params]), f)
+        return self.define(fname, e.assemble(fname, [e.name(p) for p in f.params]), f)
 
-    def _define(self, fname: str, source: str, f: Function) -> Callable[..., Any]:
+    def define(self, fname: str, source: str, f: Function) -> Callable[..., Any]:
+        """CodeSpace.define, keeping the source (``sources``)."""
         self.sources[fname] = source
-        code = compile(source, f"<swir @{f.name}>", "exec")
-        exec(code, self.ns)  # noqa: S102  (our own generated code)
-        return self.ns[fname]
+        return super().define(fname, source, f)
 
     def _straight(self, e: Emit, f: Function, block: Block) -> None:
         first = block.instructions[0] if block.instructions else None
@@ -586,7 +567,7 @@ class LoopInterpreter:
                              inst.loc)
         fn(u, inst)
         fname = self.fresh("u")
-        self._define(fname, u.assemble(fname, params), parent.function)
+        self.define(fname, u.assemble(fname, params), parent.function)
         parent.line(f"{fname}({', '.join(parent.name(v) for v in free)})")
 
     def caller(self, callee: Function, inst: Instruction) -> Callable[..., tuple]:

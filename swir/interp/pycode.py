@@ -3,7 +3,9 @@ model's traffic counter: IR becomes Python source, compiled and run in a
 namespace of its own.
 
 - :class:`CodeSpace`: the namespace generated functions are defined in, the
-  Python names of IR values, and the index constants spelled as literals;
+  Python names of IR values, and the index constants spelled as literals
+  (the interpreters, swir.interp.loop.LoopInterpreter and its later stages,
+  are CodeSpaces, and so is the traffic counter);
 - :class:`PyWriter`: writes the body of one generated function (statements,
   index expressions, value ranges); the traffic counter
   (swir.costmodel.traffic) writes its counting functions with it;
@@ -141,6 +143,14 @@ class CodeSpace:
         name = self.fresh(prefix)
         self.ns[name] = obj
         return name
+
+    def name_of(self, v: Value) -> str:
+        """The Python name of value v (made on first ask, after its IR name)."""
+        n = self.names.get(id(v))
+        if n is None:
+            base = re.sub(r"\W", "_", v.name or "")[:24]
+            n = self.names[id(v)] = f"v{next(self._ids)}_{base}"
+        return n
 
     def define(self, fname: str, source: str, f: Function) -> Callable[..., Any]:
         """Compile the source of the generated function ``fname`` (written for
