@@ -41,10 +41,10 @@ from swir.costmodel.traffic import TrafficError
 from swir.diagnostics import Diagnostic
 from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_flag, option_text
+from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, TARGETS, Target, target_of
+from swir.target import TARGETS, Target, default_target, target_of
 from swir.verifier import verify
 
 from . import swir_opt
@@ -74,7 +74,9 @@ _TOKEN = re.compile(r'(?:\{(?:"(?:[^"\\]|\\.)*"|[^}"])*\}?|"(?:[^"\\]|\\.)*"?|[^
 # The command line
 # ---------------------------------------------------------------------------
 
-def usage() -> str:
+def usage(target: Target | None = None) -> str:
+    """The help, with the pass options' defaults for ``target`` (the one given
+    before --help; else the default target, as the module is not read yet)."""
     lines = [f"usage: {PROG} IN.swir [options] [--PASS-OPTION=VALUE ...]", "",
              "Lowers a swir module (any stage) to the dma stage as swir-cg does and prints",
              "each kernel's modeled Sunway cost (swir.costmodel.cost), largest first.", "",
@@ -90,7 +92,7 @@ def usage() -> str:
              + ", ".join(DMA_ASSUMPTIONS) + " (default: default)",
              "  --target NAME              the machine planned for and modeled: "
              + ", ".join(TARGETS) + " (default: the module's,",
-             f"                             else {DEFAULT_TARGET.name})",
+             f"                             else {default_target().name})",
              "  --ranks N                  model the MPI program of swir-cg --ranks N (one rank",
              "                             per core group): the collectives' time, and the",
              "                             speed-up over one core group",
@@ -105,7 +107,7 @@ def usage() -> str:
              "  --help, --version", "",
              "Pass options (given to every pass of the pipeline that takes them; the default is",
              "the one at each -O level):"]
-    lines += pass_option_lines()
+    lines += pass_option_lines(target or default_target())
     lines += ["", "Columns: docs/swir-report.md."]
     return "\n".join(lines) + "\n"
 
@@ -154,7 +156,7 @@ def parse_args(argv: list[str]) -> Command:
         if i in span:
             pipeline_flag(c, i)
         elif a in ("-h", "--help"):
-            sys.stdout.write(usage())
+            sys.stdout.write(usage(c.target))
             raise SystemExit(0)
         elif a == "--version":
             print(f"{PROG} {__version__}")
@@ -264,7 +266,7 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
 def compact_spelling(p: Pass) -> str:
     """``-name{opt=value}`` with only the options that differ from their defaults."""
     opts = [f"{option_flag(f.name)}={option_text(getattr(p, f.name))}" for f in p.options()
-            if getattr(p, f.name) != f.default]
+            if getattr(p, f.name) != option_default(f, p.target)]
     return f"-{p.name}" + ("{" + ",".join(opts) + "}" if opts else "")
 
 
@@ -284,7 +286,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     passes = pipeline(stage, c)
     progress = for_terminal(c.quiet)
     PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
-                progress=progress).run(module)
+                progress=progress, target=c.target).run(module)
     if module.stage != "dma":
         spelled = " ".join(compact_spelling(p) for p in passes) or "no passes"
         raise UsageError(f"the pipeline ({spelled}) leaves the module at the {module.stage} "
@@ -314,7 +316,7 @@ def one_core_group(c: Command, source: str, name: str) -> float:
                     globals={k: v for k, v in c.globals.items() if k not in ("ranks", "split")},
                     quiet=True)
     PassManager(pipeline(module.stage, alone), verify_each=False, input_name=name,
-                dump=sys.stderr).run(module)
+                dump=sys.stderr, target=c.target).run(module)
     return cost_report(module, dma_assumptions(c.target)[c.machine], c.func).modeled_s
 
 

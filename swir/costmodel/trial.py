@@ -28,6 +28,7 @@ from swir.ops.util import attr_or_default
 from swir.parallel import fork_map
 from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
+from swir.target import default_target, target_named
 from swir.verifier import VerificationError
 
 
@@ -50,8 +51,11 @@ CACHE_KIND = "trial"
 
 
 def plan_options(p: Pass) -> dict:
-    """The -ldm-plan options pass ``p`` declares too (same names), for its trials."""
-    return {name: getattr(p, name) for name in PLAN_OPTIONS if hasattr(p, name)}
+    """The -ldm-plan options pass ``p`` declares too (same names), for its
+    trials, and the target it compiles for (``target``: its name, which the
+    trials are lowered for)."""
+    return {**{name: getattr(p, name) for name in PLAN_OPTIONS if hasattr(p, name)},
+            "target": p.target.name}
 
 
 def traffic_of(ops: list[Instruction], plan: dict | None = None,
@@ -176,12 +180,15 @@ def _name_by_position(f) -> None:
 
 def _measure(module: Module, plan: dict) -> Cost | None:
     from swir.passes import pass_class
+    options = dict(plan)
+    # (a plan without a target is a caller's outside any pass: the default)
+    target = target_named(options.pop("target")) if "target" in options else default_target()
     try:
         # Not verified after each pass: a trial's IR is thrown away, and a
         # pass that breaks it is caught where the same lowering runs for real.
-        passes = [pass_class("lower-loops")(), pass_class("ldm-plan")(**plan),  # type: ignore[misc]
+        passes = [pass_class("lower-loops")(), pass_class("ldm-plan")(**options),  # type: ignore[misc]
                   pass_class("insert-dma")()]                           # type: ignore[misc]
-        PassManager(passes, verify_each=False).run(module)
+        PassManager(passes, verify_each=False, target=target).run(module)
         t = dma_traffic(module).total
     except TRIAL_FAILURES:
         return None

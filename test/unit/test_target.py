@@ -11,7 +11,9 @@ number. The scan is shown to catch each kind on planted text, and to catch
 what e745b55 had (the commit before the target description) on its text.
 And no module but swir/target.py reads DEFAULT_TARGET when it is imported
 (into a constant, a class attribute or a parameter default): the target is
-handed down, or read when the code runs.
+handed down, or read when the code runs; and no pass asks for the default
+target but as a public function's default (the pass manager hands every pass
+its context's target).
 """
 
 from __future__ import annotations
@@ -152,24 +154,48 @@ def default_target_reads_at_import(source: str, where: str) -> list[str]:
     return out
 
 
-# The one module left that reads it at import (docs/architecture.md, "Targets"):
-# the pass options whose defaults are figures hold values (the tools print
-# them and compare with them), which --target replaces.
-READS_AT_IMPORT = {"options.py": 3}
-
-
 def test_no_module_reads_the_default_target_at_import():
-    found, left = [], {}
+    """None at all: the pass options whose defaults are figures are declared
+    from_target (swir/passes/options.py), resolved from the pass's context."""
+    found = []
     for root in (PACKAGE, TOOLS):
         for p in sorted(root.rglob("*.py")):
             if p.name != "target.py":
-                reads = default_target_reads_at_import(p.read_text(encoding="utf-8"), str(p))
-                if p.parent.name == "passes" and p.name in READS_AT_IMPORT:
-                    left[p.name] = len(reads)
-                else:
-                    found += reads
+                found += default_target_reads_at_import(p.read_text(encoding="utf-8"), str(p))
     assert not found, "DEFAULT_TARGET read at import:\n" + "\n".join(found)
-    assert left == READS_AT_IMPORT
+
+
+def default_target_uses(source: str, where: str) -> list[str]:
+    """Where Python ``source`` names default_target or DEFAULT_TARGET (but in imports)."""
+    return [f"{where}:{n.lineno}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Name) and n.id in ("default_target", "DEFAULT_TARGET")]
+
+
+# A pass takes the target from its context (Pass.target), a module's target
+# attribute or the search's context; the default is named only as the default
+# of a public function or class for callers outside any pass (tests, scripts):
+# the PassManager's target, a pass's outside a manager (its target and its
+# options' figures), the LDM search's context and its nest_cycles,
+# nest_cycles_floor and write_grain.
+DEFAULTS_IN_PASSES = {"manager.py": 3, "ldm_model.py": 1, "ldm_search.py": 3}
+
+
+def test_no_pass_asks_for_the_default_target():
+    found, counted = [], {}
+    for p in sorted((PACKAGE / "passes").rglob("*.py")):
+        uses = default_target_uses(p.read_text(encoding="utf-8"), str(p))
+        if p.name in DEFAULTS_IN_PASSES:
+            counted[p.name] = len(uses)
+        else:
+            found += uses
+    assert not found, "default target asked for in a pass:\n" + "\n".join(found)
+    assert counted == DEFAULTS_IN_PASSES
+
+
+def test_the_pass_scan_catches_a_planted_default():
+    assert default_target_uses("def run(self, m, a):\n    cpes = default_target().cpes\n",
+                               "planted")
+    assert not default_target_uses("from swir.target import default_target\n", "planted")
 
 
 @pytest.mark.parametrize("text", [

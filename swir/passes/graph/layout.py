@@ -105,7 +105,7 @@ class Layout(Pass):
                                              compare=False)
 
     def check_options(self) -> list[tuple[str, str]]:
-        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
+        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve, self.target)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         decisions: dict[tuple, Decision] = {}
