@@ -3,9 +3,10 @@ machine's figures down, and --target plans, interprets and models for the
 SW26010-Pro.
 
 The scan: in swir/ and tools/, no literal 65536 / 64 * 1024 or the clocks and
-bandwidths, and no name about CPEs (or busy CPEs), small transfers, blocks or
-alignment set to, defaulting to or compared with the SW26010's figure (64
-CPEs, 256 bytes, 32 bytes, the 64-byte main-memory alignment); in the C
+bandwidths, no range (0, 63) of CPE ids, and no name about CPEs (or busy
+CPEs), small transfers, blocks or alignment set to, defaulting to or compared
+with the SW26010's figure (64 CPEs, 256 bytes, 32 bytes, the 64-byte
+main-memory alignment); in the C
 runtime and the C templates, no #define of the target's constants to a
 number. The scan is shown to catch each kind on planted text, and to catch
 what e745b55 had (the commit before the target description) on its text.
@@ -80,6 +81,11 @@ def _one_line_segment(lines: list[bytes], node: ast.AST) -> str:
     return lines[node.lineno - 1][node.col_offset:node.end_col_offset].decode()
 
 
+def _ids_range(node: ast.Tuple) -> bool:
+    """(0, 63): the range of the SW26010's CPE ids, the last one its CPEs less one."""
+    return [e.value if isinstance(e, ast.Constant) else None for e in node.elts] == [0, 63]
+
+
 def stray_figures(source: str, where: str) -> list[str]:
     """The target figures written in Python ``source``."""
     out = []
@@ -89,6 +95,8 @@ def stray_figures(source: str, where: str) -> list[str]:
             text = _one_line_segment(lines, node)
             if text in FIGURES:
                 out.append(f"{where}:{node.lineno}: {text}")
+        if isinstance(node, ast.Tuple) and _ids_range(node):     # return 0, 63
+            out.append(f"{where}:{node.lineno}: the CPE ids (0, 63)")
         for name, value in _assigned(node):
             if isinstance(value, ast.Call) and value.args:   # option(64, ...)
                 value = value.args[0]
@@ -121,7 +129,8 @@ def test_no_target_figure_outside_the_target_description():
     "def f(cpes: int = 64): pass", "def f(m, busy: int = 64): pass",
     "def f(*, small: int = 256): pass", "if cpes == 64: pass", "ok = 32 == self.block",
     "ALIGN = 64", "align: int = option(64, 'h')",
-    "T = '#define SWIR_CPES 64'", "M = '-cgsp 64 -share_size'"])
+    "T = '#define SWIR_CPES 64'", "M = '-cgsp 64 -share_size'",
+    "def f(v):\n    return 0, 63"])
 def test_the_scan_catches_planted_figures(text):
     assert stray_figures(text, "planted")
 
