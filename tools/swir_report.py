@@ -39,7 +39,6 @@ from swir.costmodel.cost import (
 )
 from swir.costmodel.traffic import TrafficError
 from swir.diagnostics import Diagnostic
-from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
@@ -64,7 +63,6 @@ from .swir_opt import Options, global_option
 PROG = "swir-report"
 VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline", "--target", "--ranks",
                  "--split")
-SMALL = SMALL_TRANSFER       # 256: the bytes under which a transfer counts as small
 PLOT_LABELS = 40             # the plot numbers at most this many kernels
 # A --pipeline token: a run of non-blanks, where {...} and "..." may hold blanks.
 _TOKEN = re.compile(r'(?:\{(?:"(?:[^"\\]|\\.)*"|[^}"])*\}?|"(?:[^"\\]|\\.)*"?|[^\s{"])+')
@@ -264,9 +262,11 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
 
 
 def compact_spelling(p: Pass) -> str:
-    """``-name{opt=value}`` with only the options that differ from their defaults."""
+    """``-name{opt=value}`` with only the options that differ from their
+    defaults on the default target (so a pipeline for another target shows
+    the figures it took: ``-ldm-plan{ldm-size=262144}``)."""
     opts = [f"{option_flag(f.name)}={option_text(getattr(p, f.name))}" for f in p.options()
-            if getattr(p, f.name) != option_default(f, p.target)]
+            if getattr(p, f.name) != option_default(f, default_target())]
     return f"-{p.name}" + ("{" + ",".join(opts) + "}" if opts else "")
 
 
@@ -301,7 +301,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     report.kernels.sort(key=lambda k: -k.modeled_s)
     info = {"input": name, "module": module.name, "stage": stage, "level": c.level,
             "pipeline": [p.spelling() for p in passes], "machine_name": c.machine,
-            "_compact": " ".join(compact_spelling(p) for p in passes)}
+            "_compact": " ".join(compact_spelling(p) for p in passes), "_target": c.target}
     if c.ranks is not None:
         info["split"] = module.attrs.get("split")
         info["one_core_group_s"] = one_core_group(c, source, name)
@@ -324,10 +324,15 @@ def one_core_group(c: Command, source: str, name: str) -> float:
 # The table
 # ---------------------------------------------------------------------------
 
-COLUMNS = ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap", "DMA ops", "DMA bytes",
-           f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB",
-           "LB binds")
 LEFT = {"kernel", "shape"}
+
+
+def columns(t: Target) -> tuple[str, ...]:
+    """The table's heads: the small transfers and the block multiples are the
+    target's (its small_transfer and dma_align, as the traffic counter counts)."""
+    return ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap",
+            "DMA ops", "DMA bytes", f"<{t.small_transfer} B", f"{t.dma_align} B-multiple blocks",
+            "unaligned", "modeled", "roofline", "traffic/LB", "LB binds")
 
 
 def seconds(s: float, micro: str = "µs") -> str:
@@ -394,10 +399,10 @@ def n_kernels(n: int) -> str:
 
 
 def aligned(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[j]) for r in rows) for j in range(len(COLUMNS))]
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     out = []
     for r in rows:
-        cells = [cell.ljust(w) if COLUMNS[j] in LEFT else cell.rjust(w)
+        cells = [cell.ljust(w) if rows[0][j] in LEFT else cell.rjust(w)
                  for j, (cell, w) in enumerate(zip(r, widths))]
         out.append("  ".join(cells).rstrip())
     return out
@@ -419,17 +424,18 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
     how = f"lowered at -{info['level']} by " if info["level"] else "lowered by --pipeline "
     how = how + info["_compact"] if info["pipeline"] else "no passes run"
     head = [f"module \"{info['module']}\", @{r.function}: {info['stage']} stage, {how}", ""]
-    rows = [list(COLUMNS)] + [kernel_row(n, k, micro) for n, k in enumerate(r.kernels, 1)]
+    t: Target = info["_target"]
+    rows = [list(columns(t))] + [kernel_row(n, k, micro) for n, k in enumerate(r.kernels, 1)]
     table = aligned(rows + [totals_row(r, micro)])
     rule = "-" * max(len(line) for line in table)
     notes = ["", ("vector: share of the flops vector instructions do; compute eff.: the flops "
                   "at the busy CPEs' vector FMA peak over the modeled compute time;"),
-             (f"<{SMALL} B: share of DMA transfers under {SMALL} bytes; roofline: the "
-              "roofline bound as a share of the modeled time;"),
-             ("32 B-multiple blocks: share of DMA blocks whose length is a multiple of 32 bytes; "
-              "unaligned: transfers whose main-memory / LDM start"),
-             "  is not 32-byte aligned in every run (an upper bound: the program's --stats "
-             "counts the misaligned ones exactly);",
+             (f"<{t.small_transfer} B: share of DMA transfers under {t.small_transfer} bytes; "
+              "roofline: the roofline bound as a share of the modeled time;"),
+             (f"{t.dma_align} B-multiple blocks: share of DMA blocks whose length is a multiple "
+              f"of {t.dma_align} bytes; unaligned: transfers whose main-memory / LDM start"),
+             f"  is not {t.dma_align}-byte aligned in every run (an upper bound: the program's "
+             "--stats counts the misaligned ones exactly);",
              ("traffic/LB: DMA bytes over the I/O lower bound (conv / matmul kernels only): "
               "the larger of the bytes it must read and write"),
              ("  once (only the input elements it reads: strides, slices) and Hong-Kung's "
