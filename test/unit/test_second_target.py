@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from swir.costmodel import trial
 from swir.interp.run import run_function
 from swir.ops import CHUNK
 from swir.parser import parse_module
@@ -95,6 +96,8 @@ def test_the_pipeline_plans_for_the_toy_target(toy, level, plan):
     # -mem-plan placed the buffers at its 128-byte alignment.
     offsets = [g.attrs["offset"] for g in m.globals if g.kind == "buffer"]
     assert offsets and all(o % 128 == 0 for o in offsets)
+    # -fuse's trial compiles were lowered for it too.
+    assert any(("target", "toy") in key[1] for key in trial._CACHE)
 
 
 def test_the_dma_interpreter_runs_the_toy_plan_as_the_graph_does(toy):
