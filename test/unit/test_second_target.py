@@ -22,7 +22,7 @@ from swir.interp.run import run_function
 from swir.ops import CHUNK
 from swir.parser import parse_module
 from swir.passes import pass_class
-from swir.passes.manager import PassManager
+from swir.passes.manager import PassContext, PassManager
 from swir.passes.pipelines import compile_pipeline, level_options
 from swir.target import SW26010, TARGETS, Target, target_of
 from swir.tools import swir_opt
@@ -98,6 +98,15 @@ def test_the_pipeline_plans_for_the_toy_target(toy, level, plan):
     assert offsets and all(o % 128 == 0 for o in offsets)
     # -fuse's trial compiles were lowered for it too.
     assert any(("target", "toy") in key[1] for key in trial._CACHE)
+
+
+def test_mem_plan_keeps_buffers_to_the_toys_write_blocks(toy):
+    """-mem-plan's align must be at least the target's write block (64 bytes here)."""
+    p = pass_class("mem-plan")(align=32)  # type: ignore[misc]
+    assert p.option_errors() == []                       # the SW26010's 32-byte blocks
+    p.enter(PassContext(toy))
+    ((flag, message),) = p.option_errors()
+    assert flag == "align" and "must be at least 64, got 32" in message
 
 
 def test_the_dma_interpreter_runs_the_toy_plan_as_the_graph_does(toy):
