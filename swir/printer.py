@@ -38,7 +38,6 @@ from swir.ir.core import (
 from swir.ir.types import Type
 from swir.limits import deep_recursion
 from swir.ops.util import attr_or_default
-from swir.target import default_target
 
 _BARE = re.compile(r"[A-Za-z0-9_.$]+")
 INDENT = "  "
@@ -193,12 +192,12 @@ def array_dense(a: Any) -> Dense:
 class WeightSink:
     """Where the printer puts computed constants (``ArrayInit``) larger than
     INLINE_ELEMENTS: bytes for a sidecar file, ``path`` as the module names it
-    (relative to the module file), each array aligned to ``align`` bytes (by
-    default the target's main-memory alignment), little-endian."""
+    (relative to the module file), each array aligned to ``align`` bytes (the
+    target's main-memory alignment, Target.mem_align), little-endian."""
 
-    def __init__(self, path: str, align: int | None = None) -> None:
+    def __init__(self, path: str, align: int) -> None:
         self.path = path
-        self.align = default_target().mem_align if align is None else align
+        self.align = align
         self.data = bytearray()
 
     def add(self, a: Any) -> FileInit:

@@ -219,3 +219,13 @@ def target_named(name: str) -> Target:
         return TARGETS[name]
     except KeyError:
         raise UnknownTarget(f"unknown target '{name}' (targets: {', '.join(TARGETS)})") from None
+
+
+def record_target(module_attrs: dict[str, Any], target: Target) -> None:
+    """Write the target a module is planned for into its attributes, as
+    :func:`target_of` reads them: its name, or none for the default target
+    (left implicit, so a plan for it prints as before targets existed)."""
+    if target is default_target():
+        module_attrs.pop("target", None)
+    else:
+        module_attrs["target"] = target.name

@@ -25,7 +25,7 @@ from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, check_project_dir, generate, write_project
 from swir.ir.core import FileInit, Module
 from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_flag, option_text
+from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
 from swir.passes.pipelines import (
     DEFAULT_LEVEL,
     LOWERING,
@@ -36,7 +36,7 @@ from swir.passes.pipelines import (
 )
 from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, Target, default_target, target_of
+from swir.target import Target, default_target, target_of
 from swir.verifier import VerificationError, module_attr_ldm, verify
 
 from .driver import (
@@ -64,7 +64,7 @@ PROG = "swir-cg"
 PIPELINE = {stage: compile_pipeline(stage) for stage in LOWERING}
 
 
-def usage() -> str:
+def usage(target: Target) -> str:
     lines = [f"usage: {PROG} IN.swir -o DIR [options]", "",
              "Compiles a swir module (any stage) to the Sunway athread C project in DIR,",
              f"running what is left of the pipeline (at -{DEFAULT_LEVEL}):"]
@@ -93,14 +93,14 @@ def usage() -> str:
               "  --time-passes              report the time each pass took",
               "  --verify-each              verify the IR after every pass, not only at the end "
               "(finds the pass that broke it)",
-              f"  --target NAME              the machine ({DEFAULT_TARGET.name}, the only one swir-cg "
+              f"  --target NAME              the machine ({default_target().name}, the only one swir-cg "
               "writes code for)",
               "  -q, --quiet                no progress bar (drawn only on a terminal) and no "
               "closing line",
               "  --help, --version", "",
               "Pass options (given to every pass in the pipeline that takes them; the "
               "default is", "the one at each -O level):"]
-    lines += pass_option_lines()
+    lines += pass_option_lines(target)
     lines += ["", "Build: make -C DIR (Sunway, sw5cc) or make -C DIR emu (this machine).",
               "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]",
               "       (--ranks N: mpirun -np N --oversubscribe DIR/NAME_emu ..., or make -C DIR "
@@ -108,10 +108,10 @@ def usage() -> str:
     return "\n".join(lines) + "\n"
 
 
-def pass_option_lines() -> list[str]:
+def pass_option_lines(target: Target) -> list[str]:
     """One line per option of the passes swir-cg can run: what it does (as
     the last pass taking it says: the lowering's, not a trial's), which
-    passes take it, and its default at each optimisation level."""
+    passes take it, and its default at each optimisation level (for ``target``)."""
     from swir.passes import pass_class
     graph = [n for level in OPT_LEVELS for n in OPT_LEVELS[level]]
     order = list(dict.fromkeys(graph + LOWERING["graph"]))
@@ -127,7 +127,7 @@ def pass_option_lines() -> list[str]:
         also = f"; also {', '.join('-' + n for n in names[:-1])}" if len(names) > 1 else ""
         defaults: dict[str, list[str]] = {}
         for n in reversed(names):
-            defaults.setdefault(level_defaults(n, fields[n]), []).append(f"-{n}")
+            defaults.setdefault(level_defaults(n, fields[n], target), []).append(f"-{n}")
         default = next(iter(defaults)) if len(defaults) == 1 else \
             "; ".join(f"{v} ({', '.join(ns)})" for v, ns in defaults.items())
         f = fields[owner]
@@ -137,13 +137,14 @@ def pass_option_lines() -> list[str]:
     return lines
 
 
-def level_defaults(name: str, f) -> str:
+def level_defaults(name: str, f, target: Target) -> str:
     """An option's default at each -O level that runs pass ``name``:
     ``64``, or ``greedy at -O0, -O1; search at -O3``."""
     at: dict[str, list[str]] = {}
     for level in OPT_LEVELS:
         if name in compile_pipeline("graph", level):
-            value = level_options(name, level).get(option_flag(f.name), f.default)
+            value = level_options(name, level).get(option_flag(f.name),
+                                                   option_default(f, target))
             at.setdefault(option_text(value), []).append(f"-{level}")
     if len(at) == 1:
         return next(iter(at))
@@ -161,7 +162,7 @@ class Command:
         self.func = "main"
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
-        self.target: Target = DEFAULT_TARGET
+        self.target: Target = default_target()
         self.ranks: int | None = None      # --ranks N: an MPI program (-distribute)
 
 
@@ -171,7 +172,7 @@ def parse_args(argv: list[str]) -> Command:
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
-            sys.stdout.write(usage())
+            sys.stdout.write(usage(c.target))
             raise SystemExit(0)
         if a == "--version":
             print(f"{PROG} {__version__}")
@@ -349,7 +350,7 @@ def main(argv: list[str]) -> int:
     # Verifying after every pass costs more than some passes; the result is
     # verified, and a pass that broke it is found by running again (below).
     manager = PassManager(passes, verify_each=c.verify_each, input_name=name, dump=sys.stderr,
-                          progress=progress, source=text)
+                          progress=progress, source=text, target=c.target)
     manager.run(module)
     if not c.verify_each:
         try:
@@ -382,7 +383,7 @@ def find_faulty_pass(text: str, name: str, c: Command, argv: list[str]) -> None:
     an internal error with the IR it was given saved (PassBug)."""
     module = parse_module(text, name)
     PassManager(pipeline(module.stage, c, argv), verify_each=True, input_name=name,
-                dump=sys.stderr).run(module)
+                dump=sys.stderr, target=c.target).run(module)
 
 
 def done_line(out: str, module: Module) -> str:

@@ -20,11 +20,18 @@ from swir.diagnostics import Diagnostic
 from swir.ir.constants import load_weights_outside
 from swir.parser import parse_module, read_source
 from swir.passes import PASSES, all_pass_classes, pass_class
-from swir.passes.manager import Pass, PassFailure, PassManager, option_flag, target_defaults
+from swir.passes.manager import (
+    Pass,
+    PassContext,
+    PassFailure,
+    PassManager,
+    option_default,
+    option_flag,
+)
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, TARGETS, Target, UnknownTarget, default_target, target_named
+from swir.target import TARGETS, Target, UnknownTarget, default_target, target_named
 from swir.verifier import VerificationError, verify
 
 from .driver import (
@@ -63,7 +70,8 @@ class Options:
     target: Target = field(default_factory=default_target)
 
 
-def usage() -> str:
+def usage(target: Target) -> str:
+    """The help, with the option defaults of ``target`` (the one given before --help)."""
     lines = [f"usage: {PROG} [options] [-PASS ...] [IN.swir | -] [-o OUT.swir]", "",
              "Reads swir IR (stdin if no file or '-'), runs the passes in the order given,",
              "verifies, and prints the IR (stdout unless -o). A pass option is given on",
@@ -74,7 +82,7 @@ def usage() -> str:
         lines.append(f"  -{cls.name:<24} {cls.summary}")
         for f in cls.options():
             flag = f"--{option_flag(f.name)}=<{field_type(f).__name__}>"
-            lines.append(f"      {flag:<22} {f.metadata.get('help', '')} (default: {f.default})")
+            lines.append(f"      {flag:<22} {f.metadata.get('help', '')} (default: {option_default(f, target)})")
     lines += ["", "Pipelines (expand in place, in order):"]
     for level, names in OPT_LEVELS.items():
         lines.append(f"  -{level:<24} " + (" ".join(f"-{n}" for n in names)
@@ -82,7 +90,7 @@ def usage() -> str:
     lines += ["", "Options:",
               "  -o FILE                    write the output IR to FILE (only on success)",
               "  --target NAME              the machine the passes plan for: "
-              + ", ".join(TARGETS) + f" (default: {DEFAULT_TARGET.name});",
+              + ", ".join(TARGETS) + f" (default: {default_target().name});",
               "                             it sets the defaults of --ldm-size and --cpes",
               "  " + WEIGHTS_FROM_HELP,
               "  --help                     show this help and exit",
@@ -99,7 +107,7 @@ def parse_args(argv: list[str]) -> Options:
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
-            sys.stdout.write(usage())
+            sys.stdout.write(usage(o.target))
             raise SystemExit(0)
         if a == "--version":
             print(f"{PROG} {__version__}")
@@ -207,7 +215,7 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
         assert cls is not None
         fields = {option_flag(f.name): f for f in cls.options()}
         declared |= set(fields)
-        kwargs: dict[str, object] = target_defaults(cls, o.target)
+        kwargs: dict[str, object] = {}
         for k, (v, _) in o.globals.items():
             if k in fields:
                 kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"--{k}")
@@ -215,8 +223,7 @@ def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
             if k not in fields:
                 raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
             kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"-{name} option {k}")
-        p = cls(**kwargs)
-        p.target = o.target
+        p = cls(**kwargs).enter(PassContext(o.target))
         for flag, message in p.option_errors():
             # point at the option where it was given: on the pass, or globally
             at = idx if flag in local or flag not in o.globals else o.globals[flag][1]
@@ -247,7 +254,7 @@ def main(argv: list[str]) -> int:
     text = read_source(o.input)
     name = "<stdin>" if o.input == "-" else o.input
     if not o.flags.get("split-input-file"):
-        sink = weight_sink(o.output)
+        sink = weight_sink(o.output, o.target)
         out, manager = process(text, name, passes, o, sink)
         if sink is not None and sink.data:
             write_files([(o.output, out.encode()), (sidecar_path(o.output), bytes(sink.data))])
@@ -287,13 +294,13 @@ def split_chunks(text: str) -> list[str]:
     return chunks
 
 
-def weight_sink(output: str | None) -> WeightSink | None:
+def weight_sink(output: str | None, target: Target) -> WeightSink | None:
     """Constants computed by the passes (folded weights, new layouts) go to a
-    sidecar ``OUT.swir.weights`` beside ``-o OUT.swir``; on stdout, a device or
-    a FIFO they are printed inline."""
+    sidecar ``OUT.swir.weights`` beside ``-o OUT.swir``, aligned as ``target``
+    aligns main memory; on stdout, a device or a FIFO they are printed inline."""
     if output is None or output == "-" or files.is_stream(output):
         return None
-    return WeightSink(os.path.basename(sidecar_path(output)))
+    return WeightSink(os.path.basename(sidecar_path(output)), target.mem_align)
 
 
 
@@ -313,7 +320,7 @@ def process(text: str, name: str, passes: list[Pass], o: Options,
                           print_after_all=o.flags.get("print-after-all", False),
                           print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
                           input_name=name, dump=sys.stderr,
-                          progress=for_terminal(o.flags.get("quiet", False)))
+                          progress=for_terminal(o.flags.get("quiet", False)), target=o.target)
     manager.run(module)
     if not manager.verify_each:
         verify(module)

@@ -39,12 +39,11 @@ from swir.costmodel.cost import (
 )
 from swir.costmodel.traffic import TrafficError
 from swir.diagnostics import Diagnostic
-from swir.interp.dma import SMALL_TRANSFER
 from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_flag, option_text
+from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
 from swir.passes.pipelines import DEFAULT_LEVEL
 from swir.progress import for_terminal
-from swir.target import DEFAULT_TARGET, TARGETS, Target, target_of
+from swir.target import TARGETS, Target, default_target, target_of
 from swir.verifier import verify
 
 from . import swir_opt
@@ -64,7 +63,6 @@ from .swir_opt import Options, global_option
 PROG = "swir-report"
 VALUE_OPTIONS = ("--func", "--json", "--plot", "--machine", "--pipeline", "--target", "--ranks",
                  "--split")
-SMALL = SMALL_TRANSFER       # 256: the bytes under which a transfer counts as small
 PLOT_LABELS = 40             # the plot numbers at most this many kernels
 # A --pipeline token: a run of non-blanks, where {...} and "..." may hold blanks.
 _TOKEN = re.compile(r'(?:\{(?:"(?:[^"\\]|\\.)*"|[^}"])*\}?|"(?:[^"\\]|\\.)*"?|[^\s{"])+')
@@ -74,7 +72,9 @@ _TOKEN = re.compile(r'(?:\{(?:"(?:[^"\\]|\\.)*"|[^}"])*\}?|"(?:[^"\\]|\\.)*"?|[^
 # The command line
 # ---------------------------------------------------------------------------
 
-def usage() -> str:
+def usage(target: Target | None = None) -> str:
+    """The help, with the pass options' defaults for ``target`` (the one given
+    before --help; else the default target, as the module is not read yet)."""
     lines = [f"usage: {PROG} IN.swir [options] [--PASS-OPTION=VALUE ...]", "",
              "Lowers a swir module (any stage) to the dma stage as swir-cg does and prints",
              "each kernel's modeled Sunway cost (swir.costmodel.cost), largest first.", "",
@@ -90,7 +90,7 @@ def usage() -> str:
              + ", ".join(DMA_ASSUMPTIONS) + " (default: default)",
              "  --target NAME              the machine planned for and modeled: "
              + ", ".join(TARGETS) + " (default: the module's,",
-             f"                             else {DEFAULT_TARGET.name})",
+             f"                             else {default_target().name})",
              "  --ranks N                  model the MPI program of swir-cg --ranks N (one rank",
              "                             per core group): the collectives' time, and the",
              "                             speed-up over one core group",
@@ -105,7 +105,7 @@ def usage() -> str:
              "  --help, --version", "",
              "Pass options (given to every pass of the pipeline that takes them; the default is",
              "the one at each -O level):"]
-    lines += pass_option_lines()
+    lines += pass_option_lines(target or default_target())
     lines += ["", "Columns: docs/swir-report.md."]
     return "\n".join(lines) + "\n"
 
@@ -154,7 +154,7 @@ def parse_args(argv: list[str]) -> Command:
         if i in span:
             pipeline_flag(c, i)
         elif a in ("-h", "--help"):
-            sys.stdout.write(usage())
+            sys.stdout.write(usage(c.target))
             raise SystemExit(0)
         elif a == "--version":
             print(f"{PROG} {__version__}")
@@ -262,9 +262,11 @@ def pipeline(stage: str, c: Command) -> list[Pass]:
 
 
 def compact_spelling(p: Pass) -> str:
-    """``-name{opt=value}`` with only the options that differ from their defaults."""
+    """``-name{opt=value}`` with only the options that differ from their
+    defaults on the default target (so a pipeline for another target shows
+    the figures it took: ``-ldm-plan{ldm-size=262144}``)."""
     opts = [f"{option_flag(f.name)}={option_text(getattr(p, f.name))}" for f in p.options()
-            if getattr(p, f.name) != f.default]
+            if getattr(p, f.name) != option_default(f, default_target())]
     return f"-{p.name}" + ("{" + ",".join(opts) + "}" if opts else "")
 
 
@@ -284,7 +286,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     passes = pipeline(stage, c)
     progress = for_terminal(c.quiet)
     PassManager(passes, verify_each=True, input_name=name, dump=sys.stderr,
-                progress=progress).run(module)
+                progress=progress, target=c.target).run(module)
     if module.stage != "dma":
         spelled = " ".join(compact_spelling(p) for p in passes) or "no passes"
         raise UsageError(f"the pipeline ({spelled}) leaves the module at the {module.stage} "
@@ -299,7 +301,7 @@ def lower_and_model(c: Command) -> tuple[CostReport, dict[str, Any]]:
     report.kernels.sort(key=lambda k: -k.modeled_s)
     info = {"input": name, "module": module.name, "stage": stage, "level": c.level,
             "pipeline": [p.spelling() for p in passes], "machine_name": c.machine,
-            "_compact": " ".join(compact_spelling(p) for p in passes)}
+            "_compact": " ".join(compact_spelling(p) for p in passes), "_target": c.target}
     if c.ranks is not None:
         info["split"] = module.attrs.get("split")
         info["one_core_group_s"] = one_core_group(c, source, name)
@@ -314,7 +316,7 @@ def one_core_group(c: Command, source: str, name: str) -> float:
                     globals={k: v for k, v in c.globals.items() if k not in ("ranks", "split")},
                     quiet=True)
     PassManager(pipeline(module.stage, alone), verify_each=False, input_name=name,
-                dump=sys.stderr).run(module)
+                dump=sys.stderr, target=c.target).run(module)
     return cost_report(module, dma_assumptions(c.target)[c.machine], c.func).modeled_s
 
 
@@ -322,10 +324,15 @@ def one_core_group(c: Command, source: str, name: str) -> float:
 # The table
 # ---------------------------------------------------------------------------
 
-COLUMNS = ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap", "DMA ops", "DMA bytes",
-           f"<{SMALL} B", "32 B-multiple blocks", "unaligned", "modeled", "roofline", "traffic/LB",
-           "LB binds")
 LEFT = {"kernel", "shape"}
+
+
+def columns(t: Target) -> tuple[str, ...]:
+    """The table's heads: the small transfers and the block multiples are the
+    target's (its small_transfer and dma_align, as the traffic counter counts)."""
+    return ("#", "kernel", "shape", "flops", "vector", "compute eff.", "LDM B used / cap",
+            "DMA ops", "DMA bytes", f"<{t.small_transfer} B", f"{t.dma_align} B-multiple blocks",
+            "unaligned", "modeled", "roofline", "traffic/LB", "LB binds")
 
 
 def seconds(s: float, micro: str = "µs") -> str:
@@ -392,10 +399,10 @@ def n_kernels(n: int) -> str:
 
 
 def aligned(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[j]) for r in rows) for j in range(len(COLUMNS))]
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     out = []
     for r in rows:
-        cells = [cell.ljust(w) if COLUMNS[j] in LEFT else cell.rjust(w)
+        cells = [cell.ljust(w) if rows[0][j] in LEFT else cell.rjust(w)
                  for j, (cell, w) in enumerate(zip(r, widths))]
         out.append("  ".join(cells).rstrip())
     return out
@@ -417,17 +424,18 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
     how = f"lowered at -{info['level']} by " if info["level"] else "lowered by --pipeline "
     how = how + info["_compact"] if info["pipeline"] else "no passes run"
     head = [f"module \"{info['module']}\", @{r.function}: {info['stage']} stage, {how}", ""]
-    rows = [list(COLUMNS)] + [kernel_row(n, k, micro) for n, k in enumerate(r.kernels, 1)]
+    t: Target = info["_target"]
+    rows = [list(columns(t))] + [kernel_row(n, k, micro) for n, k in enumerate(r.kernels, 1)]
     table = aligned(rows + [totals_row(r, micro)])
     rule = "-" * max(len(line) for line in table)
     notes = ["", ("vector: share of the flops vector instructions do; compute eff.: the flops "
                   "at the busy CPEs' vector FMA peak over the modeled compute time;"),
-             (f"<{SMALL} B: share of DMA transfers under {SMALL} bytes; roofline: the "
-              "roofline bound as a share of the modeled time;"),
-             ("32 B-multiple blocks: share of DMA blocks whose length is a multiple of 32 bytes; "
-              "unaligned: transfers whose main-memory / LDM start"),
-             "  is not 32-byte aligned in every run (an upper bound: the program's --stats "
-             "counts the misaligned ones exactly);",
+             (f"<{t.small_transfer} B: share of DMA transfers under {t.small_transfer} bytes; "
+              "roofline: the roofline bound as a share of the modeled time;"),
+             (f"{t.dma_align} B-multiple blocks: share of DMA blocks whose length is a multiple "
+              f"of {t.dma_align} bytes; unaligned: transfers whose main-memory / LDM start"),
+             f"  is not {t.dma_align}-byte aligned in every run (an upper bound: the program's "
+             "--stats counts the misaligned ones exactly);",
              ("traffic/LB: DMA bytes over the I/O lower bound (conv / matmul kernels only): "
               "the larger of the bytes it must read and write"),
              ("  once (only the input elements it reads: strides, slices) and Hong-Kung's "

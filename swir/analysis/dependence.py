@@ -64,6 +64,7 @@ from swir.ir.core import (
     Result,
     Value,
 )
+from swir.ir.module_attrs import module_target
 from swir.ops import (CHUNK, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
                       DYN_INDEX, FOR, IF, LDM_ALLOC, LOAD, PARALLEL, STORE)
 from swir.ops.util import attr_or_default
@@ -562,7 +563,7 @@ def _bound(loop: Instruction, i: int) -> Expr:
 
 def _symbol_range(v: Result) -> tuple[int, int] | None:
     if v.owner.isa(CPE_ID):
-        return 0, 63
+        return 0, module_target(v.owner).cpes - 1
     if v.owner.isa(CHUNK):
         return 0, int(v.owner.attrs.get("extent", 0))
     if v.owner.isa(DYN_INDEX):

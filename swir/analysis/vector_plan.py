@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
+from swir.ir.module_attrs import module_target
 from swir.ir.types import LDMType, ScalarType, ShapedType
 from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MUL, NEG, STORE, SUB
 from swir.ops.registry import FLOP
@@ -67,6 +68,9 @@ class Plan:
     # What does not depend on the trip counts, found once for the plans of
     # one caller that asks again with other trips (tile_plan's memo).
     memo: dict = field(default_factory=dict, repr=False)
+    # The machine whose vector registers the block must fit (the module's,
+    # or the one the LDM plan search plans for).
+    target: Target | None = field(default=None, repr=False)
 
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
@@ -107,31 +111,34 @@ def plan(loop: Instruction) -> Plan | None:
     element = _element_type(body)
     if element is None:
         return None
-    return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops])
+    return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops],
+                 target=module_target(loop))
 
 
 def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
-              memo: dict | None = None) -> Plan | None:
+              memo: dict | None = None, target: Target | None = None) -> Plan | None:
     """The plan swir-cg will make for ``body`` inside loops ``ivs`` (outermost
     first) of ``trips`` iterations: what the LDM plan search charges a tile
     before any loop exists (the body's buffers are the main-memory ones its
     tiles will copy). ``memo``: a dict the caller keeps for as long as the
     body and loops do not change, asking with other trips (the search asks
     for thousands of tilings): what does not depend on the trips is found
-    once in it."""
+    once in it. ``target``: the machine planned for (the default's if none)."""
     memo = {} if memo is None else memo
     key = ("element", tuple(body))
     if key not in memo:
         memo[key] = _element_type(body, ldm=False)
     element = memo[key]
-    return None if element is None else _plan([], body, element, ivs, list(trips), memo)
+    return None if element is None else \
+        _plan([], body, element, ivs, list(trips), memo, target or default_target())
 
 
 def _plan(loops: list[Instruction], body: list[Instruction], element: ScalarType,
-          ivs: list[Value], trips: list[int | None], memo: dict | None = None
-          ) -> Plan | None:
+          ivs: list[Value], trips: list[int | None], memo: dict | None = None,
+          target: Target | None = None) -> Plan | None:
     for kind in ("reduce", "map"):
-        p = Plan(kind, loops, element, ivs, trips, v=None, body=body)  # type: ignore[arg-type]
+        p = Plan(kind, loops, element, ivs, trips, v=None, body=body,  # type: ignore[arg-type]
+                 target=target)
         if memo is not None:
             p.memo = memo
         if (_reduce_plan if kind == "reduce" else _map_plan)(p):
@@ -322,20 +329,21 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
         if m is not None and all(dm for dm, _ in prof.loads):
             continue                        # nothing reused across rows
         candidates.append((m, p.most(m) if m is not None else None, prof))
-    k, p.M, p.U = _best_block(tuple((rows, prof) for _, rows, prof in candidates), p.columns)
+    assert p.target is not None
+    k, p.M, p.U = _best_block(tuple((rows, prof) for _, rows, prof in candidates), p.columns,
+                              p.target)
     p.m = candidates[k][0]
     if p.M == 1:
         p.m = None            # an ordinary loop around the blocks
 
 
 @lru_cache(maxsize=1 << 12)
-def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: int
-                ) -> tuple[int, int, int]:
+def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: int,
+                target: Target) -> tuple[int, int, int]:
     """:func:`_choose_block`'s choice from what decides it: per candidate m,
     its rows (None: no m) and the step's profile; ``columns``: v's most
     iterations. The index of the best candidate, M and U. Kept: the LDM plan
     search asks the same for many tilings."""
-    target = default_target()
     budget = target.vector_registers - SPARE_REGISTERS
     vectors = max(1, columns // LANES)
     best: tuple = ()

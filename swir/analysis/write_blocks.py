@@ -30,7 +30,8 @@ from swir.ir.core import Access, Instruction, Range, Value
 from swir.ir.types import ShapedType
 from swir.ops import COPY_OUT, FOR
 from swir.ops.util import attr_or_default
-from swir.target import Target, default_target, target_of
+from swir.ir.module_attrs import module_target
+from swir.target import default_target
 
 _CORNER_LIMIT = 4096     # loop-corner environments evaluated per hull at most
 _EXACT_LIMIT = 1 << 14   # loops up to this long have every iteration's hull looked at
@@ -65,20 +66,13 @@ def write_grain(loop: Instruction, extent: int, workers: int) -> int:
     for put in puts:
         by_buffer.setdefault(id(put.args[1].base) if isinstance(put.args[1], Access) else 0,
                              []).append(put)
-    block = _target(loop).write_block     # bytes: the write granularity no two CPEs may share
+    block = module_target(loop).write_block     # bytes: the write granularity no two CPEs may share
     checks = [_BufferCuts(group, iv, lb, extent, block) for group in by_buffer.values()]
     for grain in _candidates(extent, block):
         cuts = chunk_cuts(extent, workers, grain)
         if all(c.separates(b) for c in checks for b in cuts):
             return grain
     return extent
-
-
-def _target(inst: Instruction) -> Target:
-    """The target of the module inst is in (the default outside a module)."""
-    f = inst.function
-    module = f.module if f is not None else None
-    return target_of(module.attrs) if module is not None else default_target()
 
 
 def _candidates(extent: int, block: int) -> Iterator[int]:

@@ -556,7 +556,7 @@ class _Counter(CodeSpace):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
                                                           mul=inst.isa(MUL)))
         if self.count_compute:
-            for body, cost in body_costs(f.body, vectors=f.target == "cpe"):
+            for body, cost in body_costs(f.body, vectors=f.target == "cpe", target=self.target):
                 store = next(i for i in body if i.isa(STORE))
                 self.slot_of[id(store)] = self._slot(_Slot("compute", f.name, cost=cost))
 

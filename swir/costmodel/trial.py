@@ -28,6 +28,7 @@ from swir.ops.util import attr_or_default
 from swir.parallel import fork_map
 from swir.passes.manager import Pass, PassFailure, PassManager
 from swir.printer import print_module
+from swir.target import Target, default_target, target_named
 from swir.verifier import VerificationError
 
 
@@ -55,7 +56,7 @@ def plan_options(p: Pass) -> dict:
 
 
 def traffic_of(ops: list[Instruction], plan: dict | None = None,
-               fused: bool = False) -> Cost | None:
+               fused: bool = False, target: Target | None = None) -> Cost | None:
     """The DMA cost of computing ``ops`` (graph instructions, in order, from
     one block) as kernels, or as ONE fused kernel when ``fused``: values
     from outside, globals included, are parameters; results used after the
@@ -64,21 +65,23 @@ def traffic_of(ops: list[Instruction], plan: dict | None = None,
     trial module's values are named by position (not as in ``ops``), so ops
     that differ only in their names (the same layer repeated) share one
     measurement."""
-    return measure(ops_module(ops, fused), plan or {})
+    return measure(ops_module(ops, fused), plan or {}, target)
 
 
-def measure(module: Module, plan: dict) -> Cost | None:
-    """Lower a graph module as swir-cg would (``plan``: -ldm-plan options)
-    and count its DMA statically; None if a pass refuses."""
-    key = _key(module, plan)
+def measure(module: Module, plan: dict, target: Target | None = None) -> Cost | None:
+    """Lower a graph module as swir-cg would (``plan``: -ldm-plan options;
+    ``target``: the machine, the calling pass's, else the default) and count
+    its DMA statically; None if a pass refuses."""
+    lowering = _lowering(plan, target)
+    key = _key(module, lowering)
     if key not in _CACHE and not _from_store(key):
-        _CACHE[key] = _measure(module, plan)
+        _CACHE[key] = _measure(module, lowering)
         _to_store(key)
     return _CACHE[key]
 
 
-def measure_ahead(trials: dict[Hashable, Module], plan: dict, jobs: int
-                  ) -> dict[Hashable, Cost | None]:
+def measure_ahead(trials: dict[Hashable, Module], plan: dict, jobs: int,
+                  target: Target | None = None) -> dict[Hashable, Cost | None]:
     """What :func:`measure` answers for each trial module of ``trials`` (by
     the caller's name for it), those not known yet measured in up to
     ``jobs`` forked processes at once
@@ -87,13 +90,14 @@ def measure_ahead(trials: dict[Hashable, Module], plan: dict, jobs: int
     answers are also kept where :func:`measure` finds them. A trial a worker
     could not measure is left out (measured, and its error reported, when
     the pass asks)."""
-    keys = {name: _key(m, plan) for name, m in trials.items()}
+    lowering = _lowering(plan, target)
+    keys = {name: _key(m, lowering) for name, m in trials.items()}
     todo: dict[tuple, Module] = {}
     for name, key in keys.items():
         if key not in _CACHE and key not in todo and not _from_store(key):
             todo[key] = trials[name]
     work = list(todo)
-    items = [(todo[k], plan) for k in work]
+    items = [(todo[k], lowering) for k in work]
     done = fork_map(_measure_item, items, jobs) if jobs > 1 and len(work) > 1 else \
         ((i, _measure_item(item)) for i, item in enumerate(items))
     for i, (ok, cost) in done:
@@ -114,8 +118,14 @@ def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:
         return False, None
 
 
-def _key(module: Module, plan: dict) -> tuple:
-    return (print_module(module), tuple(sorted(plan.items())))
+def _lowering(plan: dict, target: Target | None) -> dict:
+    """What a trial is lowered with: the -ldm-plan options and the target's
+    name (``target``: the calling pass's, else the default)."""
+    return {**plan, "target": (target or default_target()).name}
+
+
+def _key(module: Module, lowering: dict) -> tuple:
+    return (print_module(module), tuple(sorted(lowering.items())))
 
 
 def _from_store(key: tuple) -> bool:
@@ -174,14 +184,16 @@ def _name_by_position(f) -> None:
         v.name = f"a{k}" if k < params else f"v{k - params}"
 
 
-def _measure(module: Module, plan: dict) -> Cost | None:
+def _measure(module: Module, lowering: dict) -> Cost | None:
     from swir.passes import pass_class
+    plan = dict(lowering)
+    target = target_named(plan.pop("target"))
     try:
         # Not verified after each pass: a trial's IR is thrown away, and a
         # pass that breaks it is caught where the same lowering runs for real.
         passes = [pass_class("lower-loops")(), pass_class("ldm-plan")(**plan),  # type: ignore[misc]
                   pass_class("insert-dma")()]                           # type: ignore[misc]
-        PassManager(passes, verify_each=False).run(module)
+        PassManager(passes, verify_each=False, target=target).run(module)
         t = dma_traffic(module).total
     except TRIAL_FAILURES:
         return None

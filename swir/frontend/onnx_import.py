@@ -53,7 +53,7 @@ from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
 from swir.ir.dtypes import dtype_of
 from swir.ir.types import (I1, ScalarType, TensorType,
                              size_error)
-from swir.target import default_target
+from swir.target import Target, default_target
 
 # Constants with at most this many elements are dense<...> literals in the module.
 DENSE_MAX = 16
@@ -178,13 +178,17 @@ class Imported:
 
 
 def import_onnx(path: str | Path, weights_file: str, shapes: dict[str, tuple[int, ...]] | None = None,
-                name: str | None = None, check: bool = True) -> Imported:
+                name: str | None = None, check: bool = True,
+                target: Target | None = None) -> Imported:
     """Translate the ONNX model at ``path``; ``weights_file`` is the sidecar's
-    name relative to where the module will be written."""
+    name relative to where the module will be written; each of its arrays
+    starts at a multiple of ``target``'s main-memory alignment (the default
+    target's if none)."""
     path = Path(path)
     model, opset = load_model(path, check)
     module_name = name or model.graph.name or path.stem
-    imp = Importer(model, opset, weights_file, module_name)
+    imp = Importer(model, opset, weights_file, module_name,
+                   (target or default_target()).mem_align)
     imp.run(dict(shapes or {}))
     return Imported(imp.module, imp.blob, weights_file, imp.stats)
 
@@ -194,8 +198,10 @@ def import_onnx(path: str | Path, weights_file: str, shapes: dict[str, tuple[int
 class Importer:
     """Holds the module under construction and the ONNX name → Tensor map."""
 
-    def __init__(self, model, opset: int, weights_file: str, module_name: str) -> None:
+    def __init__(self, model, opset: int, weights_file: str, module_name: str,
+                 align: int) -> None:
         self.model = model
+        self.align = align                  # of each array in the weights file
         self.graph = model.graph
         self.opset = opset
         self.weights_file = weights_file
@@ -309,7 +315,7 @@ class Importer:
         if a.size <= DENSE_MAX:
             self.stats["inline"] += 1
             return Dense(tuple(_literal(x, elem) for x in flat))
-        pad = -len(self.blob) % default_target().mem_align   # each tensor of the weights file
+        pad = -len(self.blob) % self.align
         self.blob += b"\0" * pad
         offset = len(self.blob)
         data = np.ascontiguousarray(a, dtype=dtype_of(TensorType((1,), elem)).newbyteorder("<"))

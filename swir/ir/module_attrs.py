@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from swir.target import TARGETS, default_target
+from swir.target import TARGETS, Target, default_target, target_of
 
 SPLITS = ("data", "model")
 
@@ -93,3 +93,12 @@ def read_attr(attrs: Mapping[str, Any], name: str) -> Any:
 def attr_error(attrs: Mapping[str, Any], name: str) -> str | None:
     """Why the module's attribute ``name`` is illegal, or None (also when it is not written)."""
     return MODULE_ATTRS[name].error(attrs)
+
+
+def module_target(inst: Any) -> Target:
+    """The target of the module an instruction is in (its ``target``
+    attribute, as :func:`swir.target.target_of` reads it; the default target
+    outside a module): the machine an analysis of the instruction assumes."""
+    f = inst.function
+    module = f.module if f is not None else None
+    return target_of(module.attrs if module is not None else {})

@@ -5,7 +5,9 @@ dash), a one-line ``summary``, its options as dataclass fields (so the CLI,
 ``--help`` and the code cannot disagree), and ``run(module, analyses)``
 returning whether it changed the IR. As in DLVM, the manager verifies after
 every pass (``--verify-each``), and invalidates cached analyses when a pass
-reports a change.
+reports a change. As TVM's PassContext carries the target, the manager hands
+every pass one :class:`PassContext`: the target it compiles for, whose
+figures the options declared ``from_target`` take as their defaults.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from swir.ir.core import FileInit, Module
 from swir.ir.constants import load_weights_outside
 from swir.printer import WeightSink, print_module
 from swir.progress import QUIET, Progress
-from swir.target import Target, default_target
+from swir.target import Target, default_target, target_of
 from swir.verifier import VerificationError, verify
 
 
@@ -54,23 +56,82 @@ class PassBug(Exception):
 _INPUT_ERRORS = (PassFailure, Diagnostic, VerificationError, RecursionError, MemoryError)
 
 
+@dataclass(frozen=True)
+class PassContext:
+    """What the pass manager hands every pass it runs (as TVM's PassContext):
+    the machine the passes compile for, a tool's --target."""
+    target: Target
+
+
+@dataclass(frozen=True)
+class FromTarget:
+    """An option's default that is a figure of the target (``ldm_bytes``),
+    read when a pass is made and again when it is handed its context
+    (:meth:`Pass.enter`), never at import."""
+    figure: str     # a field of swir.target.Target
+
+    def of(self, target: Target) -> Any:
+        return getattr(target, self.figure)
+
+
+def from_target(figure: str) -> FromTarget:
+    return FromTarget(figure)
+
+
+@dataclass(frozen=True)
+class FigureCheck:
+    """An option check bounded by a figure of the target (``cpes``: at most the
+    target's CPEs): ``make(target)`` is the check."""
+    make: Callable[[Target], Callable[[Any], str | None]]
+
+
 @dataclass
 class Pass:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     # The stages a pass accepts as input; None means any.
     stages: ClassVar[tuple[str, ...] | None] = None
-    # The machine the pass plans for: a tool's --target (not an option: it
-    # sets options' defaults, see target_defaults).
-    target: Target = field(default_factory=default_target, init=False, repr=False, compare=False)
+    # What the pass manager hands the pass (enter): not an option, it sets
+    # the defaults of the options declared from_target.
+    context: PassContext | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.statistics: dict[str, int] = {}
         # Where a pass that works item by item reports it (the manager's).
         self.progress: Progress = QUIET
+        # The options left at a figure of the target, not given: the default
+        # target's until the pass is handed a context (enter), then its
+        # target's. An option assigned after construction is the caller's.
+        self._figures: dict[str, FromTarget] = {
+            f.name: getattr(self, f.name) for f in self.options()
+            if isinstance(getattr(self, f.name), FromTarget)}
+        self._take_figures(default_target())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        figures = self.__dict__.get("_figures")
+        if figures is not None:
+            figures.pop(name, None)
+        object.__setattr__(self, name, value)
+
+    def _take_figures(self, target: Target) -> None:
+        for name, figure in self._figures.items():
+            object.__setattr__(self, name, figure.of(target))
 
     def run(self, module: Module, analyses: "AnalysisManager") -> bool:
         raise NotImplementedError
+
+    @property
+    def target(self) -> Target:
+        """The machine the pass compiles for: its context's (a pass run
+        outside a pass manager, without one: the default target)."""
+        return self.context.target if self.context is not None else default_target()
+
+    def enter(self, context: PassContext) -> "Pass":
+        """Hand the pass its context: the options left at a figure of the
+        target (from_target) take the context target's."""
+        object.__setattr__(self, "context", context)
+        self._take_figures(context.target)
+        return self
 
     def bump(self, stat: str, n: int = 1) -> None:
         self.statistics[stat] = self.statistics.get(stat, 0) + n
@@ -82,11 +143,14 @@ class Pass:
 
     def option_errors(self) -> list[tuple[str, str]]:
         """What is wrong with the options' values: (option flag, message)
-        pairs, from each option's declared check and :meth:`check_options`."""
+        pairs, from each option's declared check and :meth:`check_options`.
+        Bounds that are figures of the target are the pass's target's."""
         out = []
         for f in self.options():
             check = f.metadata.get("check")
             value = getattr(self, f.name)
+            if isinstance(check, FigureCheck):
+                check = check.make(self.target)
             why = check(value) if check is not None else None
             if why:
                 out.append((option_flag(f.name), f"-{self.name}: option {option_flag(f.name)} "
@@ -123,19 +187,19 @@ def option_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def option(default: Any, help: str, check: Callable[[Any], str | None] | None = None,
-           target: str | None = None) -> Any:
+def option(default: Any, help: str,
+           check: "Callable[[Any], str | None] | FigureCheck | None" = None) -> Any:
     """Declare a pass option: ``init: int = option(64, "initial buffer size")``;
-    ``check(value)`` says what is wrong with a value (None: nothing). With
-    ``target``, the option's default is that figure of the target the tool
-    compiles for (:func:`target_defaults`); ``default`` is the default target's."""
-    return field(default=default, metadata={"help": help, "check": check, "target": target})
+    ``check(value)`` says what is wrong with a value (None: nothing). A
+    default ``from_target("ldm_bytes")`` is that figure of the target the
+    pass is compiled for (its context's, :meth:`Pass.enter`)."""
+    return field(default=default, metadata={"help": help, "check": check})
 
 
-def target_defaults(cls: type[Pass], target: Target) -> dict[str, Any]:
-    """The option values of pass ``cls`` that come from ``target``, by field name."""
-    return {f.name: getattr(target, f.metadata["target"]) for f in cls.options()
-            if f.metadata.get("target")}
+def option_default(f: dataclasses.Field, target: Target) -> Any:
+    """Option ``f``'s default for ``target``: what --help prints, and what a
+    pass that is not given the option takes."""
+    return f.default.of(target) if isinstance(f.default, FromTarget) else f.default
 
 
 # Checks for option(): each returns what a bad value must be, or None.
@@ -143,7 +207,10 @@ def at_least(low: float) -> Callable[[Any], str | None]:
     return lambda v: None if v >= low else f"must be at least {low}"
 
 
-def in_range(low: int, high: int) -> Callable[[Any], str | None]:
+def in_range(low: int, high: "int | FromTarget") -> "Callable[[Any], str | None] | FigureCheck":
+    """``low <= v <= high``; a ``from_target`` bound is the figure of the pass's target."""
+    if isinstance(high, FromTarget):
+        return FigureCheck(lambda target: in_range(low, high.of(target)))  # type: ignore[arg-type,return-value]
     return lambda v: None if low <= v <= high else f"must be in [{low}, {high}]"
 
 
@@ -193,6 +260,9 @@ class PassManager:
     # The input's text, if the caller has it: what a crash report rebuilds the
     # IR from when passes are not verified (else printed when they are).
     source: str | None = None
+    # The machine the passes compile for, handed to each in its PassContext
+    # (the tools' --target; the default target where a caller names none).
+    target: Target = field(default_factory=default_target)
 
     def run(self, module: Module) -> Module:
         try:
@@ -205,9 +275,11 @@ class PassManager:
         # The input, kept to rebuild the IR a buggy pass was given (see _bug).
         source = self.source if self.source is not None else \
             print_module(module) if self.verify_each else None
+        context = PassContext(self.target)
         for index, p in enumerate(self.passes):
             self.progress.begin(f"-{p.name} ({index + 1}/{len(self.passes)})")
             p.progress = self.progress
+            p.enter(context)
             before = print_module(module) if self.print_ir_after_failure else None
             start = time.perf_counter()
             try:
@@ -284,9 +356,8 @@ class PassManager:
         m = parse_module(source, f"<before -{self.passes[index].name}>")
         m.base_dir = base_dir
         fresh = [dataclasses.replace(q) for q in self.passes[:index]]
-        for q, old in zip(fresh, self.passes):
-            q.target = old.target
-        PassManager(fresh, verify_each=False, input_name=self.input_name).run(m)
+        PassManager(fresh, verify_each=False, input_name=self.input_name,
+                    target=self.target).run(m)
         return m
 
     def _dump(self, title: str, text: str, trailer: str = "") -> None:
@@ -321,7 +392,7 @@ def _save_reproducer(pass_name: str, module: Module | None, source: str | None
             module.move_weight_files(None)
             folders = sorted({os.path.dirname(g.init.path) for g in module.globals
                               if isinstance(g.init, FileInit)})
-        sink = WeightSink(os.path.basename(path) + ".weights")
+        sink = WeightSink(os.path.basename(path) + ".weights", target_of(module.attrs).mem_align)
         text, weights = print_module(module, sink), bytes(sink.data)
     try:
         os.fchmod(fd, new_file_mode())        # mkstemp's 0600: as any new file instead

@@ -2,22 +2,18 @@
 
 -ldm-plan plans LDM tiles with them; -layout, -fuse and -fold-batchnorm take
 the same options for their trial lowerings, so a value -ldm-plan refuses is
-refused by all of them, with the same message.
+refused by all of them, with the same message. The options whose defaults are
+figures of the machine (``ldm-size``, ``cpes``, ``-mem-plan``'s ``align``)
+are declared ``from_target``: each pass takes the figure of the target its
+context carries, and ``--help`` prints the target's value.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from swir.passes.manager import at_least, in_range, option
-from swir.target import DEFAULT_TARGET, Target, default_target
-
-# Pass options' defaults are values (the tools print them, and compare the
-# options given with them); these are the default target's, and a tool's
-# --target replaces them (manager.target_defaults).
-DEFAULT_LDM = DEFAULT_TARGET.ldm_bytes    # bytes of LDM per CPE
-MAX_CPES = DEFAULT_TARGET.cpes            # CPEs per core group
-DEFAULT_MEM_ALIGN = DEFAULT_TARGET.mem_align
+from swir.passes.manager import at_least, from_target, in_range, option
+from swir.target import Target
 
 
 def _reserve_value(v: int) -> str | None:
@@ -26,7 +22,7 @@ def _reserve_value(v: int) -> str | None:
 
 def ldm_size(help: str = "LDM bytes per CPE") -> Any:
     # a C int in the generated Makefile and runtime
-    return option(DEFAULT_LDM, help, check=in_range(1, 2**31 - 1), target="ldm_bytes")
+    return option(from_target("ldm_bytes"), help, check=in_range(1, 2**31 - 1))
 
 
 def ldm_reserve(help: str = "LDM bytes kept for the CPE stack and statics "
@@ -39,11 +35,11 @@ def ldm_init(help: str = "initial buffer size in elements (Algorithm 1)") -> Any
 
 
 def cpes(help: str = "CPEs to spread the parallel loop over") -> Any:
-    return option(MAX_CPES, help, check=in_range(1, MAX_CPES), target="cpes")
+    return option(from_target("cpes"), help, check=in_range(1, from_target("cpes")))
 
 
 def mem_align(help: str, check: Any = None) -> Any:
-    return option(DEFAULT_MEM_ALIGN, help, check=check, target="mem_align")
+    return option(from_target("mem_align"), help, check=check)
 
 
 def jobs(help: str = "processes measuring trial lowerings at once (0: one per core); the "
@@ -51,17 +47,18 @@ def jobs(help: str = "processes measuring trial lowerings at once (0: one per co
     return option(0, help, check=at_least(0))
 
 
-def reserve_bytes(size: int, reserve: int, target: Target | None = None) -> int:
+def reserve_bytes(size: int, reserve: int, target: Target) -> int:
     """The LDM bytes kept back: ``reserve``, or for -1 the target's default
     (ldm-size / 16 on both targets)."""
     if reserve != -1:
         return reserve
-    return (target or default_target()).default_reserve(size)
+    return target.default_reserve(size)
 
 
-def check_reserve(pass_name: str, size: int, reserve: int) -> list[tuple[str, str]]:
+def check_reserve(pass_name: str, size: int, reserve: int, target: Target
+                  ) -> list[tuple[str, str]]:
     """ldm-size must leave some LDM after the reserve."""
-    kept = reserve_bytes(size, reserve)
+    kept = reserve_bytes(size, reserve, target)
     if kept < size:
         return []
     return [("ldm-reserve", f"-{pass_name}: option ldm-reserve must be below ldm-size, so that "

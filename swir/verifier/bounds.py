@@ -15,6 +15,7 @@ from typing import Any
 
 from swir.ir.affine import Compound, Expr
 from swir.ir.core import Constraint, Instruction, Result, Value
+from swir.ir.module_attrs import module_target
 from swir.ops import CHUNK, CONST, CPE_ID, DYN_INDEX
 
 _INF = float("inf")
@@ -221,7 +222,7 @@ class IndexBounds:
 
     def _symbol_range(self, v: object) -> tuple[int, int] | None:
         if isinstance(v, Result) and v.owner.isa(CPE_ID):
-            return 0, 63
+            return 0, module_target(v.owner).cpes - 1
         # The attributes are checked when their op is, which may be later: a
         # malformed one leaves the range unknown here.
         if isinstance(v, Result) and v.owner.isa(CHUNK):

@@ -3,15 +3,18 @@ machine's figures down, and --target plans, interprets and models for the
 SW26010-Pro.
 
 The scan: in swir/ and tools/, no literal 65536 / 64 * 1024 or the clocks and
-bandwidths, and no name about CPEs (or busy CPEs), small transfers, blocks or
-alignment set to, defaulting to or compared with the SW26010's figure (64
-CPEs, 256 bytes, 32 bytes, the 64-byte main-memory alignment); in the C
+bandwidths, no range (0, 63) of CPE ids, and no name about CPEs (or busy
+CPEs), small transfers, blocks or alignment set to, defaulting to or compared
+with the SW26010's figure (64 CPEs, 256 bytes, 32 bytes, the 64-byte
+main-memory alignment); in the C
 runtime and the C templates, no #define of the target's constants to a
 number. The scan is shown to catch each kind on planted text, and to catch
 what e745b55 had (the commit before the target description) on its text.
 And no module but swir/target.py reads DEFAULT_TARGET when it is imported
 (into a constant, a class attribute or a parameter default): the target is
-handed down, or read when the code runs.
+handed down, or read when the code runs; and no pass asks for the default
+target but as a public function's default (the pass manager hands every pass
+its context's target).
 """
 
 from __future__ import annotations
@@ -78,6 +81,11 @@ def _one_line_segment(lines: list[bytes], node: ast.AST) -> str:
     return lines[node.lineno - 1][node.col_offset:node.end_col_offset].decode()
 
 
+def _ids_range(node: ast.Tuple) -> bool:
+    """(0, 63): the range of the SW26010's CPE ids, the last one its CPEs less one."""
+    return [e.value if isinstance(e, ast.Constant) else None for e in node.elts] == [0, 63]
+
+
 def stray_figures(source: str, where: str) -> list[str]:
     """The target figures written in Python ``source``."""
     out = []
@@ -87,6 +95,8 @@ def stray_figures(source: str, where: str) -> list[str]:
             text = _one_line_segment(lines, node)
             if text in FIGURES:
                 out.append(f"{where}:{node.lineno}: {text}")
+        if isinstance(node, ast.Tuple) and _ids_range(node):     # return 0, 63
+            out.append(f"{where}:{node.lineno}: the CPE ids (0, 63)")
         for name, value in _assigned(node):
             if isinstance(value, ast.Call) and value.args:   # option(64, ...)
                 value = value.args[0]
@@ -119,7 +129,8 @@ def test_no_target_figure_outside_the_target_description():
     "def f(cpes: int = 64): pass", "def f(m, busy: int = 64): pass",
     "def f(*, small: int = 256): pass", "if cpes == 64: pass", "ok = 32 == self.block",
     "ALIGN = 64", "align: int = option(64, 'h')",
-    "T = '#define SWIR_CPES 64'", "M = '-cgsp 64 -share_size'"])
+    "T = '#define SWIR_CPES 64'", "M = '-cgsp 64 -share_size'",
+    "def f(v):\n    return 0, 63"])
 def test_the_scan_catches_planted_figures(text):
     assert stray_figures(text, "planted")
 
@@ -152,24 +163,48 @@ def default_target_reads_at_import(source: str, where: str) -> list[str]:
     return out
 
 
-# The one module left that reads it at import (docs/architecture.md, "Targets"):
-# the pass options whose defaults are figures hold values (the tools print
-# them and compare with them), which --target replaces.
-READS_AT_IMPORT = {"options.py": 3}
-
-
 def test_no_module_reads_the_default_target_at_import():
-    found, left = [], {}
+    """None at all: the pass options whose defaults are figures are declared
+    from_target (swir/passes/options.py), resolved from the pass's context."""
+    found = []
     for root in (PACKAGE, TOOLS):
         for p in sorted(root.rglob("*.py")):
             if p.name != "target.py":
-                reads = default_target_reads_at_import(p.read_text(encoding="utf-8"), str(p))
-                if p.parent.name == "passes" and p.name in READS_AT_IMPORT:
-                    left[p.name] = len(reads)
-                else:
-                    found += reads
+                found += default_target_reads_at_import(p.read_text(encoding="utf-8"), str(p))
     assert not found, "DEFAULT_TARGET read at import:\n" + "\n".join(found)
-    assert left == READS_AT_IMPORT
+
+
+def default_target_uses(source: str, where: str) -> list[str]:
+    """Where Python ``source`` names default_target or DEFAULT_TARGET (but in imports)."""
+    return [f"{where}:{n.lineno}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Name) and n.id in ("default_target", "DEFAULT_TARGET")]
+
+
+# A pass takes the target from its context (Pass.target), a module's target
+# attribute or the search's context; the default is named only as the default
+# of a public function or class for callers outside any pass (tests, scripts):
+# the PassManager's target, a pass's outside a manager (its target and its
+# options' figures), the LDM search's context and its nest_cycles,
+# nest_cycles_floor and write_grain.
+DEFAULTS_IN_PASSES = {"manager.py": 3, "ldm_model.py": 1, "ldm_search.py": 3}
+
+
+def test_no_pass_asks_for_the_default_target():
+    found, counted = [], {}
+    for p in sorted((PACKAGE / "passes").rglob("*.py")):
+        uses = default_target_uses(p.read_text(encoding="utf-8"), str(p))
+        if p.name in DEFAULTS_IN_PASSES:
+            counted[p.name] = len(uses)
+        else:
+            found += uses
+    assert not found, "default target asked for in a pass:\n" + "\n".join(found)
+    assert counted == DEFAULTS_IN_PASSES
+
+
+def test_the_pass_scan_catches_a_planted_default():
+    assert default_target_uses("def run(self, m, a):\n    cpes = default_target().cpes\n",
+                               "planted")
+    assert not default_target_uses("from swir.target import default_target\n", "planted")
 
 
 @pytest.mark.parametrize("text", [

@@ -50,7 +50,7 @@ from swir.passes.buffered.ldm_search import (
 from swir.passes.buffered.pad_fold import PaddedCopy, find_padded_copies, fold
 from swir.passes.buffered.parallel_search import search_all
 from swir.passes.manager import AnalysisManager, Pass, at_least, one_of, option
-from swir.target import DEFAULT_TARGET
+from swir.target import record_target
 
 
 @dataclass
@@ -83,7 +83,7 @@ class LDMPlan(Pass):
                              "per core); the plans are the same for any number")
 
     def check_options(self) -> list[tuple[str, str]]:
-        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
+        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve, self.target)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         capacity = self.ldm_size - options.reserve_bytes(self.ldm_size, self.ldm_reserve,
@@ -111,10 +111,7 @@ class LDMPlan(Pass):
                     self.plan_nest(f, inst, capacity)
         module.stage = "buffered"
         module.attrs["ldm_size"] = self.ldm_size
-        if self.target is DEFAULT_TARGET:         # the default is left implicit
-            module.attrs.pop("target", None)
-        else:
-            module.attrs["target"] = self.target.name
+        record_target(module.attrs, self.target)
         return True
 
     def plan_nest(self, f: Function, top: Instruction, capacity: int,

@@ -73,7 +73,7 @@ from swir.passes.buffered.ldm_model import (
     top_loops,
 )
 from swir.passes.buffered.pad_fold import read_from_source
-from swir.target import DEFAULT_TARGET, Target, default_target
+from swir.target import Target, default_target, record_target
 
 ROUNDS = 8          # local-search rounds per start
 RANDOM_STARTS = 4   # seeded, so the search is reproducible
@@ -243,7 +243,8 @@ class Search:
         copies move a larger share of runs of whole 32-byte multiples than
         any of those."""
         def share(c: Choice) -> float:
-            return aligned_share(self.nest, c, self.ctx.cpes, self.serial)
+            return aligned_share(self.nest, c, self.ctx.cpes, self.serial,
+                                 self.ctx.target.dma_align)
         top = max((share(c) for c in ranked[:EXACT_CHECKS]), default=1.0)
         return [c for c in ranked[EXACT_CHECKS:ALIGNED_SCAN] if share(c) > top][:ALIGNED_CHECKS]
 
@@ -265,7 +266,7 @@ class Search:
                 for order in orders(self.nest):
                     key = (tiles, order)
                     self.seen[key] = estimate(self.nest, order, self.ctx.cpes, cycles,
-                                              self.serial, self.machine, shapes)
+                                              self.serial, self.machine, shapes, self.ctx.target)
                     out.append((self.seen[key], key))
                     if key != self.greedy:
                         heapq.heappush(self.best_seen, -self.seen[key])
@@ -383,7 +384,7 @@ def nest_cycles(nest: Nest, target: Target | None = None) -> float:
     per_output = math.prod(v.extent for v in band)
 
     def per_point(body: list, vs: list[LoopVar]) -> float:
-        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs], nest.memo)
+        p = tile_plan(body, [v.iv for v in vs], [v.tile for v in vs], nest.memo, target)
         return body_cost(body, p, target).cycles
 
     def per_output_point(part: str) -> float:
@@ -409,11 +410,13 @@ def nest_cycles_floor(nest: Nest, target: Target | None = None) -> float:
 
 def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
              serial: frozenset[int], m: Machine,
-             shapes: dict[Tensor, tuple[int, int, int, bool]]) -> float:
+             shapes: dict[Tensor, tuple[int, int, int, bool]], target: Target | None = None
+             ) -> float:
     """Modeled seconds of the nest with its tiles and this tile-loop order, in
     closed form (full tiles; no double buffering); ``cycles``: its compute
     (:func:`nest_cycles`); ``serial``: the indices of the loops that carry a
-    dependence; ``shapes``: its tile shapes (Tilings.row)."""
+    dependence; ``shapes``: its tile shapes (Tilings.row); ``target``: whose
+    write blocks the work split keeps whole (the search's, else the default)."""
     tasks, floor = _tasks(nest, order_i, cpes, serial)
     # -insert-dma shares the tasks out in units of `grain` (no two CPEs write
     # one 32-byte block): a CPE runs up to grain * ceil(units / cpes) tasks.
@@ -421,7 +424,7 @@ def estimate(nest: Nest, order_i: tuple[int, ...], cpes: int, cycles: float,
     key = ("grain", par, tuple(nest.vars[i].tile for i in par), cpes,
            tuple(t.direct is None for t in nest.tensors if t.written))
     if key not in nest.memo:
-        nest.memo[key] = write_grain(nest, order_i, floor, cpes)
+        nest.memo[key] = write_grain(nest, order_i, floor, cpes, target)
     grain = nest.memo[key]
     units = -(-tasks // grain)
     busy = min(units, cpes)
@@ -462,8 +465,8 @@ def _tasks(nest: Nest, order_i: tuple[int, ...], cpes: int,
     return tasks, floor
 
 
-def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | None = None
-                ) -> int:
+def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | None = None,
+                target: Target | None = None) -> int:
     """The tasks per unit of the work split, in closed form: the fewest
     consecutive tasks whose written tiles, together, write only whole 32-byte
     blocks of every buffered output, so a cut between two units never splits
@@ -474,8 +477,10 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | No
     all the tasks when no grouping keeps to whole blocks. When the CPEs share
     the tasks evenly, the cuts fall only between their shares: 1 when those
     keep to whole blocks. ``cpes``: those sharing the tasks (default: all of
-    the default target's)."""
-    cpes = default_target().cpes if cpes is None else cpes
+    the target's); ``target``: the search's (a caller outside one: the default)."""
+    target = target or default_target()
+    cpes = target.cpes if cpes is None else cpes
+    block = target.write_block
     par = [nest.vars[i] for i in order_i[:floor]]
     outs = [t for t in nest.buffered() if t.written]
     tasks = math.prod(v.ntiles for v in par)
@@ -492,7 +497,7 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | No
             if size % inner == 0 and n % (size // inner) == 0:
                 steps = {v.iv: v.tile for v in par[:k]}
                 steps[par[k].iv] = par[k].tile * (size // inner)
-                return all(_whole_blocks(t, steps, extents) for t in outs)
+                return all(_whole_blocks(t, steps, extents, block) for t in outs)
             inner *= n
         return False
     if tasks % cpes == 0 and whole(tasks // cpes):
@@ -500,7 +505,7 @@ def write_grain(nest: Nest, order_i: tuple[int, ...], floor: int, cpes: int | No
     size = next((size for size in _group_sizes(par) if whole(size)), tasks)
     # -insert-dma tries the grains 1..64 and 128 x 2^k only: another size
     # may not be found there, so count on none (one CPE) rather than more
-    return size if size <= 2 * default_target().write_block or size & (size - 1) == 0 else tasks
+    return size if size <= 2 * block or size & (size - 1) == 0 else tasks
 
 
 def _group_sizes(par: list[LoopVar]):
@@ -519,11 +524,10 @@ def _group_sizes(par: list[LoopVar]):
         inner *= n
 
 
-def _whole_blocks(t, steps: dict, extents: dict) -> bool:
+def _whole_blocks(t, steps: dict, extents: dict, block: int) -> bool:
     """Whether every tile of ``t`` that loops stepping by ``steps`` write (the
     other loops over their whole range; ``extents``: each loop's) starts and
-    ends its contiguous runs on a block boundary (or at the buffer's end)."""
-    block = default_target().write_block
+    ends its contiguous runs on a ``block``-byte boundary (or at the buffer's end)."""
     shape, nbytes = t.shape, t.base.type.element.bytes
     stride = [nbytes * math.prod(shape[d + 1:]) for d in range(len(shape))]
     dims = []                      # per dimension: (first index, step or 0, extent)
@@ -568,11 +572,11 @@ def _copies(nest: Nest, order_i: tuple[int, ...], floor: int,
         yield t, executions(level, trips) * moves
 
 
-def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int]) -> float:
+def aligned_share(nest: Nest, choice: Choice, cpes: int, serial: frozenset[int],
+                  align: int) -> float:
     """The share of the contiguous runs the plan's copies move whose length
-    is a multiple of the target's dma_align (full tiles; what DMA blocks
-    become)."""
-    align = default_target().dma_align
+    is a multiple of ``align``, the target's dma_align (full tiles; what DMA
+    blocks become)."""
     tiles_, order_i = choice
     with tiled(nest, tiles_):
         tiles = nest.tiles()
@@ -729,11 +733,8 @@ def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
             read_from_source(f.params[scratch], src, before, fill)
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
-        if ctx.target is DEFAULT_TARGET:
-            m.attrs.pop("target", None)
-        else:
-            m.attrs["target"] = ctx.target.name
-        PassManager([InsertDMA()], verify_each=False).run(m)
+        record_target(m.attrs, ctx.target)
+        PassManager([InsertDMA()], verify_each=False, target=ctx.target).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)
         blocks = r.total("blocks")
         return (r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0),

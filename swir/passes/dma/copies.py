@@ -12,10 +12,10 @@ from swir.diagnostics import Diagnostic
 from swir.ir.affine import Compound, Expr
 from swir.ir.builder import Builder
 from swir.ir.core import Access, Block, Constraint, Instruction, Range, Region, Value
+from swir.ir.module_attrs import module_target
 from swir.ops import CHUNK, CPE_ID, DMA_GET, DMA_PUT, FOR, PARALLEL
 from swir.passes.dma.replies import EDGE_REPLY
 from swir.passes.manager import PassFailure
-from swir.target import target_of
 
 MAX_STAGED_DMAS = 32     # a padded tile's staged DMAs, unrolled
 # A padded tile's branches per dimension: each start that clips it. Within
@@ -338,9 +338,7 @@ def _atom_range(atom: object) -> tuple[int, int] | None:
     if isinstance(owner, Instruction) and owner.isa(CHUNK):
         return 0, int(owner.attrs["extent"])
     if isinstance(owner, Instruction) and owner.isa(CPE_ID):
-        f = owner.function
-        module = f.module if f is not None else None
-        return 0, target_of(module.attrs if module is not None else {}).cpes - 1
+        return 0, module_target(owner).cpes - 1
     if isinstance(owner, Block) and owner.parent is not None and \
             isinstance(owner.parent.parent, Instruction) and \
             owner.parent.parent.isa(FOR, PARALLEL):

@@ -97,7 +97,8 @@ class FoldBatchNorm(Pass):
         key = (id(bn), id(producer), folded)
         if key in self._known:
             return self._known[key]
-        return traffic_of(made if folded else [producer, bn], plan_options(self))
+        return traffic_of(made if folded else [producer, bn], plan_options(self),
+                          target=self.target)
 
     def _producer(self, bn: Instruction) -> Instruction | None:
         """The conv / matmul that bn can be folded into, or None (counted when
@@ -128,7 +129,7 @@ class FoldBatchNorm(Pass):
             trials[id(bn), id(producer), True] = ops_module(made)
             trials[id(bn), id(producer), False] = ops_module([producer, bn])
             _undo(module, bn, made)
-        self._known = measure_ahead(trials, plan_options(self), jobs)
+        self._known = measure_ahead(trials, plan_options(self), jobs, self.target)
 
 
 def producer_of(bn: Instruction) -> tuple[Instruction | None, str | None]:

@@ -170,7 +170,7 @@ class Fuse(Pass):
     def _measure_all(self, parts: list[list[Instruction]], jobs: int) -> None:
         trials = {(_ids(ops), fused): ops_module(ops, fused)
                   for ops in parts for fused in (True, False)}
-        self._known.update(measure_ahead(trials, plan_options(self), jobs))
+        self._known.update(measure_ahead(trials, plan_options(self), jobs, self.target))
 
     def _no_more_traffic(self, ops: list[Instruction]) -> bool:
         fused, plain = self._traffic(ops, True), self._traffic(ops, False)
@@ -181,7 +181,7 @@ class Fuse(Pass):
         until every group is decided), else now."""
         known = (_ids(ops), fused)
         return self._known[known] if known in self._known else \
-            traffic_of(ops, plan_options(self), fused=fused)
+            traffic_of(ops, plan_options(self), fused=fused, target=self.target)
 
     def _join(self, inst: Instruction, kind: str, of: dict[int, Group],
               position: dict[int, int]) -> Group | None:

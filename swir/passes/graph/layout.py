@@ -105,7 +105,7 @@ class Layout(Pass):
                                              compare=False)
 
     def check_options(self) -> list[tuple[str, str]]:
-        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve)
+        return options.check_reserve(self.name, self.ldm_size, self.ldm_reserve, self.target)
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         decisions: dict[tuple, Decision] = {}
@@ -144,7 +144,7 @@ class Layout(Pass):
                         trials[_key(op), perm] = trial_module(op, perm)
                     except TRIAL_FAILURES:
                         pass            # reported when _cost meets it
-        self._known = measure_ahead(trials, plan_options(self), jobs)
+        self._known = measure_ahead(trials, plan_options(self), jobs, self.target)
 
     def _decide(self, op: Instruction, decisions: dict[tuple, Decision]) -> Decision:
         key = _key(op)
@@ -174,7 +174,7 @@ class Layout(Pass):
         try:
             known = (_key(op), perm)
             c = self._known[known] if known in self._known else \
-                measure(trial_module(op, perm), plan_options(self))
+                measure(trial_module(op, perm), plan_options(self), self.target)
         except TRIAL_FAILURES:
             c = None
         if c is None:

@@ -40,7 +40,7 @@ from swir.lowering import OpLowering, param_names, rule_for
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
 from swir.ops import BR, CALL, COND_BR, CONST, FUSED, RETURN, YIELD
 from swir.ops.collective import HOST_FORM_OF
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
+from swir.passes.manager import AnalysisManager, Pass, PassContext, PassFailure, option
 
 
 def is_tensor(v: Value) -> bool:
@@ -60,7 +60,7 @@ class LowerLoops(Pass):
         ModuleLowering(module, self).run()
         if self.mem_plan:
             from swir.passes.loop.mem_plan import MemPlan
-            plan = MemPlan()
+            plan = MemPlan().enter(PassContext(self.target))
             plan.run(module, analyses)
             for k, v in plan.statistics.items():
                 self.bump(k, v)

@@ -32,20 +32,24 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
+from typing import Callable
 
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Apply, Function, Global, Instruction, Module
 from swir.ir.types import MAX_BYTES
 from swir.ops import FOR, JOIN, PARALLEL, SPAWN
 from swir.passes import options
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, power_of_two
+from swir.passes.manager import AnalysisManager, FigureCheck, Pass, PassFailure, power_of_two
+from swir.target import Target
 
 
-def block_aligned(v: int) -> str | None:
-    """align: a power of two of at least 32 bytes. -insert-dma splits the
-    CPEs' work so that no two write one 32-byte block, counting blocks from
-    each buffer's start: the buffer must start on one (swir/analysis/write_blocks.py)."""
-    return power_of_two(v) or (None if v >= 32 else "must be at least 32")
+def block_aligned(target: Target) -> Callable[[int], str | None]:
+    """align: a power of two of at least the target's write block (32 bytes).
+    -insert-dma splits the CPEs' work so that no two write one block,
+    counting blocks from each buffer's start: the buffer must start on one
+    (swir/analysis/write_blocks.py)."""
+    block = target.write_block
+    return lambda v: power_of_two(v) or (None if v >= block else f"must be at least {block}")
 
 
 @dataclass
@@ -56,7 +60,7 @@ class MemPlan(Pass):
 
     align: int = options.mem_align("alignment of every buffer's offset, in bytes (a power of two, "
                                    "at least 32: the CPEs' DMA writes are kept to whole 32-byte "
-                                   "blocks)", check=block_aligned)
+                                   "blocks)", check=FigureCheck(block_aligned))
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         buffers = [g for g in module.globals if g.kind == "buffer"]
