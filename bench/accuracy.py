@@ -4,7 +4,7 @@ reference, on zoo models at the paper's sizes.
 
 The reference is swir's graph-stage interpreter (swir.interp) on the imported
 module: every op is computed in f64 (conv / matmul / pooling / normalisation
-accumulate in f64, see swir.interp.kernels_nn) and rounded once to its f32
+accumulate in f64, see swir.kernels.nn) and rounded once to its f32
 result type, so values are f32 between ops but each op's result is within
 about half an f32 ulp of the exact result on its (f32) operands.
 

@@ -1,5 +1,5 @@
 """The graph-stage interpreter: runs a function of a graph-stage module on
-numpy arrays, op by op, with the kernels of :mod:`swir.interp.kernels`.
+numpy arrays, op by op, with the kernels of :mod:`swir.kernels`.
 
 Control flow between blocks (``br``, ``cond_br``, block arguments), calls and
 ``return`` are executed here; every other op is one kernel call. Globals are
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp.kernels import DataError, evaluate
+from swir.kernels import DataError, evaluate
 from swir.interp.ranks import MPICounters, World, collective
 from swir.ops import BR, CALL, COND_BR, CONST, FUSED, RETURN, YIELD
 from swir.ops.collective import HOST_FORM_OF

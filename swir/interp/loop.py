@@ -49,7 +49,7 @@ import numpy as np
 
 from swir.analysis.calling import io_signature, written_by_function
 from swir.diagnostics import Diagnostic
-from swir.interp import kernels as _kernels
+from swir import kernels as _kernels
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import MAX_STEPS
 from swir.interp.ranks import MPICounters, World, collective

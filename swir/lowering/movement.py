@@ -220,7 +220,7 @@ def _gather_index(k: KernelBuilder, indices: Value, js: list[Value], bound: int)
 
 def resize_source(d: int, scale: float, n: int) -> np.ndarray:
     """The graph kernel's source index of each of the ``n`` outputs of an axis
-    of size ``d`` (f64 arithmetic, as kernels_tensor._resize_nearest)."""
+    of size ``d`` (f64 arithmetic, as swir.kernels.tensor._resize_nearest)."""
     return np.minimum(np.floor(np.arange(n) / scale).astype(np.int64), d - 1)
 
 

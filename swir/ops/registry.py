@@ -407,7 +407,7 @@ class _HookTable(Mapping):
         return sum(1 for _ in self)
 
 
-# The interpreter's numpy kernel of each graph op (swir.interp.kernels*); a
+# The interpreter's numpy kernel of each graph op (swir.kernels); a
 # fused group runs its region instead.
 REFERENCE = Hook("interpreter kernel",
                  lambda op: computes(op) and op.num_regions == 0 and op.numpy is None)

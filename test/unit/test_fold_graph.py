@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from swir.interp.graph import GraphInterpreter
-from swir.interp.kernels import dtype_of, evaluate
+from swir.kernels import dtype_of, evaluate
 from swir.ir.builder import Builder
 from swir.ir.core import ArrayInit, FileInit, Global, Module, Value
 from swir.ir.types import F16, F32, ScalarType, TensorType

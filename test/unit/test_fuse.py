@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from swir.costmodel.traffic import dma_traffic
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.run import run_function
 from swir.ir.core import Module
 from swir.parser import parse_module

@@ -144,7 +144,7 @@ def imports(module: str) -> list[tuple[str, str | None, int]]:
 
 
 def _module_aliases(module: str, tree: ast.AST) -> dict[str, str]:
-    """Local names bound to swir modules by imports (``from swir.interp import kernels``)."""
+    """Local names bound to swir modules by imports (``from swir import kernels``)."""
     out = {}
     for node in _run_time_nodes(tree):
         if isinstance(node, ast.ImportFrom):

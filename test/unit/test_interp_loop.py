@@ -14,7 +14,7 @@ import pytest
 
 from swir.analysis.calling import written_params
 from swir.diagnostics import Diagnostic
-from swir.interp import kernels
+from swir import kernels
 from swir.interp.loop import (
     LoopInterpreter,
     fast_template,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from swir.analysis.correlation import COMP, NUM, SIZE, Classification, correlation
 from swir.analysis.placement import copy_level, executions
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import Module

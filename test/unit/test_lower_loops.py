@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import Apply, Module

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import Module

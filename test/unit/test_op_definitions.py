@@ -127,7 +127,7 @@ def test_traits_say_what_fusion_and_the_cost_model_rely_on():
 # -- hooks: attached to the definitions, complete when a stage loads -------------------
 
 def test_stage_hooks_are_attached_to_the_definitions():
-    from swir.interp.kernels import KERNELS   # importing the interpreter loads its kernels
+    from swir.kernels import KERNELS   # importing the interpreter loads its kernels
     from swir.lowering import rule_for        # and the lowering package its rules
     assert REFERENCE.of(CONV2D) is KERNELS["conv2d"]
     rule = rule_for("conv2d")
@@ -141,7 +141,7 @@ def test_stage_hooks_are_attached_to_the_definitions():
 
 
 @pytest.mark.parametrize("hook, stage", [
-    ("REFERENCE", "from swir.interp.kernels import evaluate; evaluate('add', {}, [], [])"),
+    ("REFERENCE", "from swir.kernels import evaluate; evaluate('add', {}, [], [])"),
     ("LOWERING", "from swir.lowering import rule_for; rule_for('add')")])
 def test_an_op_without_a_hook_is_an_error_when_the_stage_loads(hook, stage):
     """An op registered without an interpreter kernel or a lowering rule: the
@@ -326,7 +326,7 @@ def _convert_shrink(n):
 @pytest.fixture
 def toy_shrink():
     from swir.frontend.onnx_ops import converter
-    from swir.interp.kernels import kernel
+    from swir.kernels import kernel
     register(TOY_SHRINK)
     kernel(TOY_SHRINK)(_shrink)
     converter(TOY_SHRINK, attrs="bias lambd")(_convert_shrink)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from swir.interp.kernels import KERNELS
+from swir.kernels import KERNELS
 from swir.ops.registry import all_ops
 
 HERE = Path(__file__).resolve().parent

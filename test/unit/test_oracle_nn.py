@@ -1,4 +1,4 @@
-"""Oracle tests of the neural-network interpreter kernels (swir/interp/kernels_nn.py).
+"""Oracle tests of the neural-network interpreter kernels (swir/kernels/nn.py).
 
 Each case builds the equivalent one-node ONNX model with ``onnx.helper`` and runs it
 with onnxruntime (CPU, graph optimisations off so nothing is fused or rewritten). The
@@ -34,7 +34,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-from swir.interp.kernels import evaluate  # noqa: E402
+from swir.kernels import evaluate  # noqa: E402
 from swir.ops.references import erf  # noqa: E402
 from swir.ir.core import Instruction, Value  # noqa: E402
 from swir.ir.types import F32, F64, I32, I64, TensorType  # noqa: E402

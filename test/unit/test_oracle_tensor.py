@@ -1,6 +1,6 @@
 """Oracle for the element-wise, reduction and data-movement kernels
-(swir/interp/kernels_tensor.py): each case runs one op through
-``swir.interp.kernels.evaluate`` and the equivalent one-node ONNX model through
+(swir/kernels/tensor.py): each case runs one op through
+``swir.kernels.evaluate`` and the equivalent one-node ONNX model through
 onnxruntime, and compares values, dtypes and shapes. The result types come from the
 op's own shape rule (``lookup(op).infer``), so the rule is checked against
 onnxruntime's output shape too.
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from swir.interp.kernels import dtype_of, evaluate
+from swir.kernels import dtype_of, evaluate
 from swir.ir.core import Instruction, Value
 from swir.ir.types import F16, F32, F64, I1, I32, I64, ScalarType, TensorType
 from swir.ops.registry import lookup

@@ -1080,7 +1080,7 @@ def test_random_graph_modules_run_in_the_interpreter(m, rnd):
     import numpy as np
 
     from swir.interp.graph import GraphInterpreter
-    from swir.interp.kernels import dtype_of
+    from swir.kernels import dtype_of
     from swir.ir.core import Dense, FileInit
 
     verify(m)

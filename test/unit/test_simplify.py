@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from swir.interp.graph import GraphInterpreter
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.arguments import shape_of
 from swir.ir.core import Module
 from swir.ops.registry import lookup

@@ -58,7 +58,7 @@ REVIEW = Path(__file__).parents[1] / "Inputs" / "codegen"
 
 def _arrays(f, rng):
     import numpy as np
-    from swir.interp.kernels import dtype_of
+    from swir.kernels import dtype_of
     from swir.ir.types import ShapedType
     out = []
     for p in f.params[:len(f.params) - f.attrs.get("outputs", 0)]:

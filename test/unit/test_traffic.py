@@ -24,7 +24,7 @@ from swir.passes.pipelines import compile_pipeline
 from swir.costmodel.traffic import TrafficError, dma_traffic
 from swir.codegen import emulate
 from swir.interp.dma import DMAInterpreter
-from swir.interp.kernels import dtype_of
+from swir.kernels import dtype_of
 from swir.interp.loop import io_signature
 from swir.interp.arguments import default_function
 from swir.ir.types import ShapedType

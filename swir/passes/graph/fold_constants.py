@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swir.diagnostics import Diagnostic
-from swir.interp.kernels import DataError, evaluate
+from swir.kernels import DataError, evaluate
 from swir.ir.builder import Builder
 from swir.ir.core import (
     ArrayInit,

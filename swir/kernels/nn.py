@@ -3,7 +3,7 @@ op set): matmul, convolution, pooling, normalisation and the activation composit
 
 Floating-point inputs narrower than f64 are widened to f64 for every sum (dot
 products, windows, means and variances) and the whole composite is computed in f64;
-:func:`swir.interp.kernels.evaluate` rounds once to the declared result type. The
+:func:`swir.kernels.evaluate` rounds once to the declared result type. The
 interpreter is the reference the later stages are checked against, so it is at least
 as accurate as onnxruntime (which accumulates f32 in f32). Integer operands accumulate
 in i64 and wrap when ``evaluate`` casts back, as two's complement arithmetic does.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from swir.interp.kernels import kernel
+from swir.kernels.base import kernel
 from swir.ir.dtypes import lowest
 from swir.ir.types import ShapedType, Type
 from swir.ops.graph import (AVG_POOL2D, BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, GELU,

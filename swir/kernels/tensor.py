@@ -3,9 +3,9 @@ stage and of the element-wise ops with attributes (cast, clip, leaky_relu) and
 select (docs/ir.md, "Graph-stage op set"). The other element-wise ops carry
 their numpy reference in their definitions (swir/ops/references.py).
 
-Conventions (see :mod:`swir.interp.kernels`): ``attrs`` has the op definition's
+Conventions (see :mod:`swir.kernels`): ``attrs`` has the op definition's
 defaults filled in (a default computed from the operands is the kernel's); the shapes were
-checked by the op's rule, and :func:`swir.interp.kernels.evaluate` casts each
+checked by the op's rule, and :func:`swir.kernels.evaluate` casts each
 result to its declared element type.
 
 Element-wise kernels accept 0-d arrays (and numpy scalars): the loop-stage
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from swir.interp.kernels import DataError, kernel
+from swir.kernels.base import DataError, kernel
 from swir.ir.dtypes import dtype_of, to_dtype
 from swir.ir.types import ScalarType
 from swir.ops.elementwise import CAST, SELECT
