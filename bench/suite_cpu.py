@@ -4,7 +4,7 @@
 pytest's ``--durations`` gives wall time, which on a loaded 2-core machine says
 as much about the other jobs as about the test. This plugin records, per test,
 the CPU time of the worker process and of every child it waited for (make, cc,
-the tools, mpirun), which does not depend on the load. Threads of a test (the
+the tools, mpirun), which depends much less on the load. Threads of a test (the
 zoo's compile pool) count in their process.
 
     PYTHONPATH=bench pytest -p suite_cpu -n 2 --dist loadfile test   # records

@@ -419,8 +419,9 @@ def body_cost(body: list[Instruction], p: Plan | None,
     (its innermost body), or scalar (``p`` None). The pipeline model: per
     cycle one floating-point or vector instruction (P0) and one LDM load or
     store (P1); a chain of dependent floating-point instructions waits
-    ``target.fp_latency`` cycles per link."""
-    target = target or default_target()
+    ``target.fp_latency`` cycles per link (``target``: the plan's own when not
+    given)."""
+    target = target or (p.target if p is not None else None) or default_target()
     if p is None:
         return PointCost(_scalar_cost(body, target), 0.0)
     scalar, flops = _memo(p, ("counts", tuple(body), target), lambda: (

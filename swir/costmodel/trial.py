@@ -120,7 +120,10 @@ def _measure_item(item: tuple[Module, dict]) -> tuple[bool, Cost | None]:
 
 def _lowering(plan: dict, target: Target | None) -> dict:
     """What a trial is lowered with: the -ldm-plan options and the target's
-    name (``target``: the calling pass's, else the default)."""
+    name (``target``: the calling pass's, else the default). By name, because
+    the lowering is also the trial's cache key: a target a pass compiles for
+    must be registered in swir.target.TARGETS (every --target is), and two
+    registered targets have two names."""
     return {**plan, "target": (target or default_target()).name}
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from swir.ops import ALLGATHER, ALLREDUCE, REDUCE_SCATTER
+from swir.ops import ALLGATHER, ALLREDUCE
 from swir.ops.registry import OpDef
 
 
@@ -63,16 +63,12 @@ class World:
         self._barrier.abort()
 
 
-# The counter (of COLLECTIVES) each collective op adds to.
-_COUNTER = {ALLGATHER: "allgather", REDUCE_SCATTER: "reduce_scatter", ALLREDUCE: "allreduce"}
-
-
 def collective(op: OpDef, attrs: dict, world: World | None, rank: int, value: np.ndarray,
                counters: "MPICounters") -> np.ndarray:
     """What graph-stage collective ``op`` gives this rank for its ``value``
     (with no world, this is the only rank), counted as the MPI program counts it."""
     ranks = attrs["ranks"]
-    counter = _COUNTER[op]
+    counter = op.name               # each collective has a counter of its name (COLLECTIVES)
     if op is ALLGATHER:
         counters.count(counter, value.nbytes * (ranks - 1))
         return value.copy() if world is None else world.allgather(rank, value, attrs["axis"])
@@ -81,7 +77,6 @@ def collective(op: OpDef, attrs: dict, world: World | None, rank: int, value: np
     if op is ALLREDUCE:
         return total
     return np.split(total, ranks, axis=attrs["axis"])[rank]
-
 
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "scatter", "gather", "bcast")

@@ -27,7 +27,7 @@ from swir.ir.core import FileInit, Module
 from swir.ir.constants import load_weights_outside
 from swir.printer import WeightSink, print_module
 from swir.progress import QUIET, Progress
-from swir.target import Target, default_target, target_of
+from swir.target import Target, default_target
 from swir.verifier import VerificationError, verify
 
 
@@ -345,8 +345,11 @@ class PassManager:
                 replayed = self._replay(source, module.base_dir, index)
             except Exception:  # the rebuild is best effort: fall back to the input
                 spellings = [q.spelling() for q in self.passes[:index + 1]]
-        path, folders = _save_reproducer(p.name, replayed, source)
-        command = "swir-opt " + " ".join(shlex.quote(s) for s in spellings) + " " + \
+        path, folders = _save_reproducer(p.name, replayed, source, self.target)
+        # The target is the context's, in no pass option: the command names it
+        # unless it is the default (whose command stays as it always was).
+        target = "" if self.target is default_target() else f"--target {self.target.name} "
+        command = "swir-opt " + target + " ".join(shlex.quote(s) for s in spellings) + " " + \
             "".join(f"--weights-from {shlex.quote(f)} " for f in folders) + \
             shlex.quote(path or "IN.swir")
         return PassBug(p.spelling(), problem, diagnostics, path, command)
@@ -366,13 +369,14 @@ class PassManager:
 
 
 
-def _save_reproducer(pass_name: str, module: Module | None, source: str | None
-                     ) -> tuple[str | None, list[str]]:
+def _save_reproducer(pass_name: str, module: Module | None, source: str | None,
+                     target: Target) -> tuple[str | None, list[str]]:
     """Save the IR a pass was given to a new file in $SWIR_CRASH_DIR (default:
     the system's temporary directory), with its weights in a sidecar beside
     it (``NAME.swir.weights``), so the file alone reproduces the bug
     wherever it is attached; the module's own text if it could not be
-    rebuilt (``module`` None). Returns the path (None if it cannot be
+    rebuilt (``module`` None). The weights are aligned as the run's ``target``
+    aligns them (swir-opt's own output does the same). Returns the path (None if it cannot be
     written) and the folders the command must allow weights from (weights
     that could not be copied, named by absolute path)."""
     if module is None and source is None:
@@ -392,7 +396,7 @@ def _save_reproducer(pass_name: str, module: Module | None, source: str | None
             module.move_weight_files(None)
             folders = sorted({os.path.dirname(g.init.path) for g in module.globals
                               if isinstance(g.init, FileInit)})
-        sink = WeightSink(os.path.basename(path) + ".weights", target_of(module.attrs).mem_align)
+        sink = WeightSink(os.path.basename(path) + ".weights", target.mem_align)
         text, weights = print_module(module, sink), bytes(sink.data)
     try:
         os.fchmod(fd, new_file_mode())        # mkstemp's 0600: as any new file instead

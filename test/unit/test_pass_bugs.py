@@ -149,3 +149,24 @@ def test_the_saved_ir_carries_its_weights(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert swir_opt.main(["-insert-dma", str(moved / saved.name), "-o",
                           str(tmp_path / "after.swir")]) == 0
+
+
+def test_the_reproducer_names_a_target_that_is_not_the_default(tmp_path, monkeypatch, capsys):
+    """The target travels in the pass context, in no pass option: a crash under
+    --target names it in the command, and the saved weights are aligned as that
+    target aligns them (here 256 bytes: mlp's third weight moves from 8320, where
+    64-byte alignment puts it, to 8448), so the command replays the run."""
+    import dataclasses
+    from swir.target import TARGETS
+    wide = dataclasses.replace(TARGETS["sw26010pro"], name="wide-align", mem_align=256)
+    monkeypatch.setitem(TARGETS, wide.name, wide)
+    monkeypatch.setenv("SWIR_CRASH_DIR", str(tmp_path))
+    monkeypatch.setattr(Fuse, "run", _crashing)
+    status = run_tool("swir-opt", swir_opt.main,
+                      ["--target", wide.name, "-fuse", str(MLP), "-o", str(tmp_path / "o.swir")])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    (saved,) = tmp_path.glob("swir-before-fuse-*.swir")
+    assert f"reproduce with: swir-opt --target {wide.name} '-fuse" in err, err
+    offsets = [int(o) for o in re.findall(r"offset (\d+)", saved.read_text())]
+    assert offsets == [0, 8192, 8448]

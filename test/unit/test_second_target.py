@@ -51,6 +51,9 @@ func @main(%x: <4 x 192 x f32>, %w: <192 x 96 x f32>, %b: <96 x f32>) -> (<4 x 9
 @pytest.fixture
 def toy(monkeypatch) -> Target:
     monkeypatch.setitem(TARGETS, TOY.name, TOY)
+    # The trial cache starts empty for each test, so a test sees only the
+    # trials its own compile made.
+    monkeypatch.setattr(trial, "_CACHE", {})
     return TOY
 
 

@@ -60,7 +60,7 @@ class LowerLoops(Pass):
         ModuleLowering(module, self).run()
         if self.mem_plan:
             from swir.passes.loop.mem_plan import MemPlan
-            plan = MemPlan().enter(PassContext(self.target))
+            plan = MemPlan().enter(self.context or PassContext(self.target))
             plan.run(module, analyses)
             for k, v in plan.statistics.items():
                 self.bump(k, v)
