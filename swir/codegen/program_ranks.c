@@ -10,6 +10,11 @@
 
 static int rank;
 
+/* A send buffer as MPI-1 and MPI-2 declare it (`void *`; `const void *` only
+ * from MPI 3.0): the MPI of public TaihuLight builds is of unknown version, so
+ * only MPI-1/2 calls and prototypes are assumed (docs/codegen.md). */
+#define SWIR_MPI_SEND(buffer) ((void *)(buffer))
+
 #define ROOT (rank == 0)
 static int first_rank(void) { return ROOT; }
 #if SWIR_SPLIT_DATA
@@ -199,7 +204,7 @@ static void collect_output(const void *mine, void *whole, size_t bytes)
 {
 #if SWIR_SPLIT_DATA
     int n = mpi_bytes(bytes / SWIR_RANKS, "an output's share");
-    check_mpi(MPI_Gather(mine, n, MPI_BYTE, whole, n, MPI_BYTE, 0, MPI_COMM_WORLD),
+    check_mpi(MPI_Gather(SWIR_MPI_SEND(mine), n, MPI_BYTE, whole, n, MPI_BYTE, 0, MPI_COMM_WORLD),
               "MPI_Gather of an output");
     count(MPI_GATHER_, ROOT ? 0 : n);
 #else
@@ -221,7 +226,7 @@ static void swir_allgather(const void *part, void *whole, size_t run, long outer
     unsigned char *staging = outer == 1 ? whole : malloc((size_t)n * SWIR_RANKS);
     if (staging == NULL)
         fail("out of memory gathering a split tensor (%zu bytes)", (size_t)n * SWIR_RANKS);
-    check_mpi(MPI_Allgather(part, n, MPI_BYTE, staging, n, MPI_BYTE, MPI_COMM_WORLD),
+    check_mpi(MPI_Allgather(SWIR_MPI_SEND(part), n, MPI_BYTE, staging, n, MPI_BYTE, MPI_COMM_WORLD),
               "MPI_Allgather");
     count(MPI_ALLGATHER_, (long long)n * (SWIR_RANKS - 1));
     if (outer == 1)
@@ -235,13 +240,18 @@ static void swir_allgather(const void *part, void *whole, size_t run, long outer
 
 /* swir's mpi_reduce_scatter: this rank's `elements` (of `type`,
  * MPI_FLOAT or MPI_DOUBLE, `size` bytes each) of the sum of every rank's
- * partial sum: the ranks' slices are contiguous runs of the whole. */
+ * partial sum: the ranks' slices are contiguous runs of the whole. The MPI-1
+ * MPI_Reduce_scatter with equal counts, not MPI 2.2's _block: the MPI of
+ * public TaihuLight builds is of unknown version (docs/codegen.md). */
 static void swir_reduce_scatter(const void *partial, void *part, long elements,
                                 MPI_Datatype type, size_t size)
 {
     int n = mpi_bytes((size_t)elements * size, "a reduce-scatter's slice") / (int)size;
-    check_mpi(MPI_Reduce_scatter_block(partial, part, n, type, MPI_SUM, MPI_COMM_WORLD),
-              "MPI_Reduce_scatter_block");
+    int counts[SWIR_RANKS];
+    for (int r = 0; r < SWIR_RANKS; r++)
+        counts[r] = n;
+    check_mpi(MPI_Reduce_scatter(SWIR_MPI_SEND(partial), part, counts, type, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Reduce_scatter");
     count(MPI_REDUCE_SCATTER_, (long long)n * (long long)size * (SWIR_RANKS - 1));
 }
 
@@ -250,7 +260,8 @@ static void swir_allreduce(const void *partial, void *whole, long elements, MPI_
                            size_t size)
 {
     int n = mpi_bytes((size_t)elements * size, "an allreduce") / (int)size;
-    check_mpi(MPI_Allreduce(partial, whole, n, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(SWIR_MPI_SEND(partial), whole, n, type, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Allreduce");
     count(MPI_ALLREDUCE_, (long long)n * (long long)size * (SWIR_RANKS - 1) / SWIR_RANKS * 2);
 }
 

@@ -8,7 +8,7 @@ A module compiled for several ranks (``stage ... {ranks = N}``, written by
   order (MPI_Allgather);
 - ``reduce_scatter``: each rank holds a partial sum of a whole tensor; the
   result is this rank's slice along ``axis`` of the sum over the ranks
-  (MPI_Reduce_scatter_block);
+  (MPI_Reduce_scatter with equal counts);
 - ``allreduce``: the sum over the ranks of their partial sums, on every rank
   (MPI_Allreduce).
 
@@ -76,7 +76,7 @@ def _infer_reduce_scatter(inst: Instruction) -> list[Type]:
 
 def _check_scatterable(t, axis: int, ranks: int) -> None:
     """The ranks' slices along ``axis`` must be equal and contiguous runs of the
-    whole (MPI_Reduce_scatter_block hands out consecutive blocks): every axis
+    whole (MPI_Reduce_scatter with equal counts hands out consecutive blocks): every axis
     before ``axis`` of size 1."""
     if t.shape[axis] % ranks:
         raise OpError(f"axis {axis} of {t} does not split into {ranks} equal slices")
@@ -139,7 +139,7 @@ ALLGATHER = register(OpDef(
     category=Category.COLLECTIVE))
 REDUCE_SCATTER = register(OpDef(
     "reduce_scatter", "This rank's slice along `axis` of the sum of every rank's partial sum "
-                      "(MPI_Reduce_scatter_block).",
+                      "(MPI_Reduce_scatter with equal counts).",
     stages=frozenset({"graph"}), attrs=(_AXIS, _RANKS), infer=_infer_reduce_scatter,
     pure=False, category=Category.COLLECTIVE))
 ALLREDUCE = register(OpDef(
@@ -147,7 +147,7 @@ ALLREDUCE = register(OpDef(
     stages=frozenset({"graph"}), attrs=(_RANKS,), infer=_infer_allreduce, pure=False,
     category=Category.COLLECTIVE))
 MPI_REDUCE_SCATTER = register(OpDef(
-    "mpi_reduce_scatter", "Host: MPI_Reduce_scatter_block of this rank's partial-sum buffer: "
+    "mpi_reduce_scatter", "Host: MPI_Reduce_scatter (equal counts) of this rank's partial-sum buffer: "
                           "its slice along `axis` of the sum.",
     stages=LOOP_AND_LATER, num_args=(2, 2), attrs=(_AXIS, _RANKS),
     verify=_verify_mpi_reduce_scatter, pure=False, context="host", category=Category.COLLECTIVE))
