@@ -31,7 +31,17 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
  * CPE's LDM buffers, SWIR_LDM_PARA its LDM copy of the kernel's Para, SWIR_MEMORY a main-memory block DMA may touch, and
  * SWIR_WAIT waits for N completions on a reply word, then resets it;
  * SWIR_SYN is the barrier between two kernels of one spawn (its argument names
- * the next kernel for the emulation's counters). */
+ * the next kernel for the emulation's counters); SWIR_CPE_FP_INIT, a CPE
+ * kernel's first statement, sets the CPE's floating-point mode.
+ *
+ * On Sunway: the wait spins on the (volatile) reply word, then `memb`, the
+ * memory barrier public CPE code puts after the spin (dxhisboy/lammps-sunway
+ * sunway.h), so no LDM read the DMA fills moves above the wait. The FP mode
+ * is flush-to-zero as public CPE kernels set it at their entry (CAM-SE's
+ * vertical_remap_parallel_ `setftz`): FPCR bit 60 (UNDZ, underflow to zero,
+ * in the SW64 kernel's uapi/asm/fpu.h) and bit 2 set, bit 48 (DNZ) cleared;
+ * a CPE has no kernel to finish a denormal in software. See docs/codegen.md,
+ * "Floating-point mode on the CPEs". */
 #ifdef SWIR_EMU
 #include "swir_emu.h"
 #else
@@ -39,8 +49,15 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LDM_FRAME(base, bytes) ((void)0)
 #define SWIR_LDM_PARA(base, bytes) ((void)0)
 #define SWIR_MEMORY(base, bytes, name) ((void)0)
-#define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; (reply) = 0; } while (0)
+#define SWIR_WAIT(reply, n) \
+    do { while ((reply) != (n)) ; __asm__ __volatile__("memb" ::: "memory"); (reply) = 0; } while (0)
 #define SWIR_SYN(next) athread_syn(ARRAY_SCOPE, 0xffff)
+#define SWIR_CPE_FP_INIT() do { \
+        unsigned long swir_fpcr; \
+        __asm__ __volatile__("rfpcr %0" : "=r"(swir_fpcr)); \
+        swir_fpcr = (swir_fpcr | 1UL << 60 | 1UL << 2) & ~(1UL << 48); \
+        __asm__ __volatile__("wfpcr %0" : : "r"(swir_fpcr)); \
+    } while (0)
 #endif
 
 /* A run-time error in generated code (an out-of-range data-dependent index):
