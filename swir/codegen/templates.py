@@ -441,6 +441,8 @@ _MPI_EDITS = (
     ("\t$(SW5CC) -host $(SWSTD) $(SWFLAGS) -c layers.c",
      "\t$(MPICC) -host $(SWSTD) $(SWFLAGS) -c layers.c"),
     ("-n 1 -cgsp", "-n {ranks} -np {per_node} -cgsp"),
+    ("-q the queue, -n 1 process, -cgsp",
+     "-q the queue, -n {ranks} processes, -np {per_node} per node, -cgsp"),
     ("CC = cc\n", "CC = mpicc\n# make emu-run: Open MPI's mpirun, which refuses to start as root unless\n"
      "# told it may (containers and CI machines run as root).\nMPIRUN = mpirun\n"
      "MPIRUN_ENV = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"),
