@@ -57,6 +57,10 @@ class Target:
     dma_half_block: int
     dma_startup_cycles: int
     dma_startup_bytes: int
+    # What one CPE's DMAs can draw, bytes/s: a kernel whose DMAs come from P
+    # busy CPEs streams at min(the core group's bandwidth, P x this). An
+    # assumption (docs/cost-model.md, "One CPE's share of the bandwidth").
+    dma_cpe_bandwidth: float
     # Broadcast DMA (athread_get in BCAST_MODE; docs/cost-model.md, "Broadcast"):
     # the main-memory bandwidth one CPE's broadcasts reach, the block size at
     # which a block streams at half of it, and each broadcast's fixed cost
@@ -134,6 +138,11 @@ SW26010 = Target(
     # 0.6 x 34.1 = 20.5 GB/s for large DMAs, 330 B per block, 1650 cycles
     # (1.14 us) per DMA with 64 CPEs issuing, paid in full from 96 B.
     dma_efficiency=0.6, dma_half_block=330, dma_startup_cycles=1650, dma_startup_bytes=96,
+    # Assumed: no public figure for one CPE's PE_MODE DMAs. The only public
+    # one-issuer figure is swCandle's broadcast (CPE 0 alone reads 8.7 GB/s
+    # from memory, below): taken as one CPE's share; dma_assumptions ranges
+    # it from 1/16 of the core group's bandwidth to no cap at all.
+    dma_cpe_bandwidth=8.7e9,
     # swCandle BCAST_STEP / BCAST_CONT (sunway-measured.md, 1c and 2): 8.7 GB/s
     # memory-side for blocks of 512 B and more, half of it at about 45 B blocks;
     # at most 1.5 us (2175 cycles) per small broadcast, spawn and join

@@ -414,7 +414,9 @@ def machine_lines(m: Machine, name: str) -> list[str]:
             f"LDM {m.ldm_bytes:,} B per CPE;"),
             (f"  DMA {m.bandwidth / 1e9:,.2f} GB/s achievable ({m.dma_efficiency:.0%} of "
             f"{m.peak_bandwidth / 1e9:g} GB/s peak), half of it with {m.half_block} B blocks, "
-            f"start-up {m.dma_startup_cycles} cycles per DMA (its share below {m.startup_bytes} B);"),
+            f"start-up {m.dma_startup_cycles} cycles per DMA (its share below {m.startup_bytes} B),"),
+            (f"  one CPE's DMAs drawing at most {m.cpe_bandwidth / 1e9:,.2f} GB/s "
+             "(assumed; fewer busy CPEs draw less);"),
             (f"  broadcast {m.bcast_bandwidth / 1e9:,.2f} GB/s from memory, half of it with "
              f"{m.bcast_half_block} B blocks, {m.bcast_fixed_cycles} cycles per broadcast, "
              "every CPE waiting")]

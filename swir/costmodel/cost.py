@@ -55,7 +55,8 @@ MATMUL_LIKE = (CONV2D, CONV_TRANSPOSE2D, MATMUL)
 # A Machine figure not given: the target's (Machine.__post_init__).
 FROM_TARGET: Any = None
 # The Target field of a Machine figure, where the names differ.
-TARGET_FIELD = {"half_block": "dma_half_block", "startup_bytes": "dma_startup_bytes"}
+TARGET_FIELD = {"half_block": "dma_half_block", "startup_bytes": "dma_startup_bytes",
+                "cpe_bandwidth": "dma_cpe_bandwidth"}
 
 
 def _target_figure(t: Target, machine_field: str) -> Any:
@@ -91,6 +92,9 @@ class Machine:
     # Fitted: a DMA of fewer bytes pays bytes / startup_bytes of the start-up
     # (measured: 8 and 16 B DMAs cost a third of 128 B ones).
     startup_bytes: int = FROM_TARGET
+    # Assumed: what one CPE's DMAs can draw (bytes/s); P busy CPEs stream at
+    # min(bandwidth, P x this) (docs/cost-model.md, "One CPE's share").
+    cpe_bandwidth: float = FROM_TARGET
     # The LDM a plan keeps back: ldm_size // reserve_divisor (swir's rule).
     reserve_divisor: int = FROM_TARGET
     # Measured: broadcast gets' main-memory bandwidth, per-block overhead and
@@ -124,6 +128,11 @@ class Machine:
         """Achievable DMA bandwidth for large blocks, bytes/s."""
         return self.peak_bandwidth * self.dma_efficiency
 
+    def drawn_bandwidth(self, busy: int) -> float:
+        """The bandwidth the DMAs of ``busy`` CPEs stream at together: the
+        core group's, or less when too few CPEs issue to draw it."""
+        return min(self.bandwidth, max(busy, 1) * self.cpe_bandwidth)
+
     @property
     def dma_startup(self) -> float:
         return self.dma_startup_cycles / self.clock_hz
@@ -137,11 +146,11 @@ class Machine:
                     busy: int | None = None) -> float:
         """Modeled seconds of one DMA moving ``blocks`` ((bytes, how many)
         contiguous blocks) while ``busy`` CPEs (default: all of them) issue
-        DMAs: its streaming, a share of the core group's bandwidth, plus its
-        start-up over the busy CPEs. What :func:`kernel_cost` charges per DMA."""
+        DMAs: its streaming, a share of the bandwidth those CPEs draw, plus
+        its start-up over the busy CPEs. What :func:`kernel_cost` charges per DMA."""
         busy = self.cpes if busy is None else busy
         nbytes = sum(b * k for b, k in blocks)
-        stream = stream_seconds(blocks, self.half_block, self.bandwidth)
+        stream = stream_seconds(blocks, self.half_block, self.drawn_bandwidth(busy))
         return stream + self.startup_share(nbytes) * self.dma_startup / max(busy, 1)
 
     def bcast_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
@@ -167,9 +176,13 @@ def dma_assumptions(t: Target | None = None) -> dict[str, Machine]:
     that halves 512 B blocks and the whole 2.2 us of a blocking 8 B GET+PUT
     pair charged to each DMA."""
     m = Machine.for_target(t or default_target())
-    return {"pessimistic": m.with_(dma_efficiency=0.5, half_block=512, dma_startup_cycles=3200),
+    pessimistic = m.with_(dma_efficiency=0.5, half_block=512, dma_startup_cycles=3200)
+    optimistic = m.with_(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)
+    # One CPE's share: 1/16 of the core group's (16 CPEs to saturate it) to
+    # all of it (no cap).
+    return {"pessimistic": pessimistic.with_(cpe_bandwidth=pessimistic.bandwidth / 16),
             "default": m,
-            "optimistic": m.with_(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)}
+            "optimistic": optimistic.with_(cpe_bandwidth=optimistic.bandwidth)}
 
 
 # The SW26010's range, by name (docs/cost-model.md tables it; other targets:

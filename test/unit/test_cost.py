@@ -92,6 +92,31 @@ def test_paper_matmul_modeled_time(paper):
     assert paper.traffic_over_bound == pytest.approx(4_231_168 / 4_202_496)
 
 
+
+def test_few_busy_cpes_draw_less_than_the_core_group():
+    """One CPE's DMAs draw at most cpe_bandwidth (assumed 8.7 GB/s): P busy
+    CPEs stream at min(20.46 GB/s, P x 8.7 GB/s)."""
+    m = Machine()
+    assert m.drawn_bandwidth(64) == m.drawn_bandwidth(3) == pytest.approx(34.1e9 * 0.6)
+    assert m.drawn_bandwidth(2) == pytest.approx(2 * 8.7e9)
+    assert m.drawn_bandwidth(1) == pytest.approx(8.7e9)
+    block = [(24_576, 1)]          # a 24 KB DMA: streaming dominates
+    one, all_ = m.dma_seconds(block, busy=1), m.dma_seconds(block, busy=64)
+    startup = 1650 / 1.45e9
+    assert one - startup == pytest.approx((24_576 + 330) / 8.7e9, rel=1e-12)
+    assert all_ - startup / 64 == pytest.approx((24_576 + 330) / (34.1e9 * 0.6), rel=1e-12)
+
+
+def test_the_per_cpe_share_ranges_over_the_assumptions(paper):
+    """Pessimistic: 16 CPEs to draw the core group's bandwidth; optimistic:
+    no cap. The paper plan's 8 busy CPEs are capped only at the pessimistic
+    end, where its streaming takes twice as long."""
+    lo, mid, hi = (DMA_ASSUMPTIONS[k] for k in ("pessimistic", "default", "optimistic"))
+    assert lo.cpe_bandwidth == pytest.approx(lo.bandwidth / 16)
+    assert hi.cpe_bandwidth == hi.bandwidth and hi.drawn_bandwidth(1) == hi.bandwidth
+    assert lo.drawn_bandwidth(8) == pytest.approx(lo.bandwidth / 2)
+    assert mid.drawn_bandwidth(8) == mid.bandwidth
+
 CONV = """module "conv"
 stage graph
 global @w : <8 x 4 x 3 x 3 x f32> = dense<0.5>

@@ -145,7 +145,7 @@ def direct_seconds(nest: Nest, t: Tensor, m: Machine, busy: int) -> tuple[float,
     (Constraint 1): a single-word access each time, charged as a one-element
     DMA, the start-ups spread over ``busy`` CPEs."""
     words, word = math.prod(v.extent for v in nest.vars), t.base.type.element.bytes
-    return (words * (word + m.half_block) / m.bandwidth,
+    return (words * (word + m.half_block) / m.drawn_bandwidth(busy),
             words * m.startup_share(word) * m.dma_startup / busy)
 
 
@@ -153,7 +153,7 @@ def get_seconds(m: Machine, copies, nbytes, runs, dmas, busy: int) -> tuple:
     """Streaming and start-up seconds of ``copies`` copies of a tile (its
     bytes, contiguous runs and DMAs per copy), the start-ups spread over
     ``busy`` CPEs; of numbers or of arrays over tilings alike."""
-    return (copies * (nbytes + runs * m.half_block) / m.bandwidth,
+    return (copies * (nbytes + runs * m.half_block) / m.drawn_bandwidth(busy),
             copies * dmas * _startup_share(m, nbytes / dmas) * m.dma_startup / busy)
 
 
