@@ -46,6 +46,8 @@ class SearchContext:
     # offsets, fill)
     pads: tuple = ()
     resident: bool = True      # plans keep read-alike tensors whole (Plan.keep_resident)
+    # -insert-dma's strided-broadcast, which the search's measurements run with
+    strided_broadcast: bool = True
     # the indices of the loops that carry a dependence, when known
     # (Nest.dependences; None: the search asks the dependence test)
     serial: frozenset[int] | None = None

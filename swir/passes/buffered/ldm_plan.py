@@ -78,6 +78,9 @@ class LDMPlan(Pass):
     pad_in_load: bool = option(True, "read a padded conv or pool input's tiles from the "
                                      "unpadded tensor, the halo filled in LDM, instead of "
                                      "writing a padded copy first")
+    strided_broadcast: bool = option(True, "plan for -insert-dma's option of this name: the "
+                                           "search measures its plans with broadcasts of "
+                                           "strided blocks allowed (true) or not (false)")
     remarks: bool = option(False, "print a remark per loop nest: tiles, LDM use, order, copies")
     jobs: int = options.jobs("processes searching loop nests at once (strategy=search; 0: one "
                              "per core); the plans are the same for any number")
@@ -155,7 +158,8 @@ class LDMPlan(Pass):
         padded = tuple((pc.scratch.index, pc.source.index if isinstance(pc.source, FuncParam)
                         else pc.source.name, pc.before, pc.fill) for pc in pads)
         return SearchContext(f, index, capacity, self.cpes, self.search_budget, self.ldm_size,
-                             self.double_buffer, self.target, padded, self.resident)
+                             self.double_buffer, self.target, padded, self.resident,
+                             strided_broadcast=self.strided_broadcast)
 
     def decide(self, nest: Nest, top: Instruction, ctx: SearchContext) -> Decision:
         """The search's decision for the nest ``top``: remembered by what

@@ -673,7 +673,8 @@ def search_key(ctx: SearchContext, ldm_init: int) -> list:
     pads = [[scratch, globals_.get(source, source) if isinstance(source, str) else source,
              list(before), fill] for scratch, source, before, fill in ctx.pads]
     return [text, loops, pads, ctx.capacity, ctx.cpes, ctx.ldm_size, ctx.double,
-            ctx.target.name, ctx.resident, ldm_init]
+            ctx.target.name, ctx.resident, ldm_init] + \
+        ([] if ctx.strided_broadcast else ["contiguous broadcasts"])
 
 
 def canonical_kernel(k: Function, index: int) -> tuple[str, list[str | None], dict[str, str]]:
@@ -734,7 +735,9 @@ def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         record_target(m.attrs, ctx.target)
-        PassManager([InsertDMA()], verify_each=False, target=ctx.target).run(m)
+        insert = InsertDMA()
+        insert.strided_broadcast = ctx.strided_broadcast
+        PassManager([insert], verify_each=False, target=ctx.target).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)
         blocks = r.total("blocks")
         return (r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0),

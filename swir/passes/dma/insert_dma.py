@@ -98,6 +98,10 @@ class InsertDMA(Pass):
                                    "the CPE's share of the tiles (a copy_in of the parallel "
                                    "body that its tile index does not move), or in each "
                                    "round of tiles when every CPE runs as many")
+    strided_broadcast: bool = option(True, "let a broadcast move strided blocks (a DMA with "
+                                           "bsize and stride); false broadcasts only tiles whose "
+                                           "every DMA is one contiguous block, the form public "
+                                           "Sunway code uses (docs/codegen.md, Broadcast DMA)")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         self.broadcasts: set[int] = set()      # ids of the copy_ins to broadcast
@@ -227,7 +231,7 @@ class InsertDMA(Pass):
         shared = self.shared_copies(loop)
         busy = min(workers, cpes, -(-extent.const // grain))
         bcast = [c for c in shared if self.broadcast and busy >= 2 and
-                 _hoisted_pays(c, busy, self.target_figures)]
+                 _hoisted_pays(c, busy, self.target_figures, self.strided_broadcast)]
         shared = [c for c in shared if c not in bcast]
         # Each CPE runs the kernel once: its LDM buffers (static arrays in
         # the C code) are allocated once, before its share of the tiles; with
@@ -320,7 +324,8 @@ class InsertDMA(Pass):
         before = {id(i) for i in block.instructions}
         self.lower_copy_once(inst)
         new = [i for i in block.instructions if id(i) not in before]
-        if decided or _broadcast_pays(_gets_in(new), self.target_figures.cpes, self.target_figures):
+        if decided or _broadcast_pays(_gets_in(new), self.target_figures.cpes, self.target_figures,
+                                      self.strided_broadcast):
             _to_broadcasts(new)
             if not decided:
                 self.bump("tiles broadcast in lock-step tile loops")
@@ -396,16 +401,20 @@ class InsertDMA(Pass):
         wait_groups(f.body.blocks[0])
 
 
-def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target) -> bool:
+def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target,
+                    strided: bool = True) -> bool:
     """Whether one broadcast per get (every CPE waits while CPE 0 streams it
     at the broadcast bandwidth) is modeled faster than ``busy`` CPEs each
     issuing the gets (sharing the bandwidth, start-ups in parallel): the
-    cost model's DMA curve and broadcast figures (docs/cost-model.md)."""
+    cost model's DMA curve and broadcast figures (docs/cost-model.md).
+    Without ``strided``, never when a get moves strided blocks."""
     per_cpe = broadcast = 0.0
     for dma in dmas:
         esize = (dma.args[1].base if isinstance(dma.args[1], Access)
                  else dma.args[1]).type.element.bytes
         count, bsize = dma.attrs["count"], attr_or_default(dma, "bsize")
+        if 0 < bsize < count and not strided:
+            return False
         if 0 < bsize < count:
             blocks = [(bsize * esize, count // bsize)] + \
                 ([(count % bsize * esize, 1)] if count % bsize else [])
@@ -421,7 +430,7 @@ def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target) -> bool:
     return bool(dmas) and broadcast < per_cpe
 
 
-def _hoisted_pays(copy: Instruction, busy: int, target: Target) -> bool:
+def _hoisted_pays(copy: Instruction, busy: int, target: Target, strided: bool) -> bool:
     """_broadcast_pays for a copy_in not yet lowered (a copy of it lowered
     aside: its DMAs)."""
     from swir.ir.clone import clone
@@ -433,7 +442,7 @@ def _hoisted_pays(copy: Instruction, busy: int, target: Target) -> bool:
         CopyRegion(trial.args[0], trial.args[1], True).emit(
             Builder(scratch, before=trial), GET_REPLY, {})
     trial.erase()
-    pays = _broadcast_pays(_gets_in(scratch.instructions), busy, target)
+    pays = _broadcast_pays(_gets_in(scratch.instructions), busy, target, strided)
     erase_all(scratch)
     return pays
 
