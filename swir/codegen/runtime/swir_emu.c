@@ -36,6 +36,16 @@
 #include "athread.h"
 #include "slave.h"
 
+#if defined(__SSE2__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define SWIR_HAVE_MXCSR 1
+/* MXCSR bits: flush denormal results to zero, treat denormal operands as zero. */
+#define MXCSR_FTZ 0x8000u
+#define MXCSR_DAZ 0x0040u
+#else
+#define SWIR_HAVE_MXCSR 0
+#endif
+
 #if SWIR_LDM_RESERVE < 0 || SWIR_LDM_RESERVE >= SWIR_LDM_BYTES
 #error "SWIR_LDM_RESERVE must be at least 0 and less than SWIR_LDM_BYTES"
 #endif
@@ -694,6 +704,17 @@ void swir_emu_ldm_para(const void *base, size_t bytes)
              (long long)(SWIR_LDM_BYTES));
     c->para = base;
     c->para_bytes = bytes;
+}
+
+/* Denormals flushed on this CPE only: MXCSR belongs to the thread (or the
+ * coroutine's saved context), so the MPE keeps its own mode. SSE arithmetic
+ * only: x87 code (long double) is not affected, as it is not on x86 either. */
+void swir_emu_cpe_fp_init(void)
+{
+    (void)cpe_self("SWIR_CPE_FP_INIT");
+#if SWIR_HAVE_MXCSR
+    _mm_setcsr(_mm_getcsr() | MXCSR_FTZ | MXCSR_DAZ);
+#endif
 }
 
 static int barrier(struct cpe *c, const char *next);

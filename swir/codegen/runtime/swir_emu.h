@@ -60,6 +60,16 @@
  * (and the write-block check ends the kernel before it). */
 #define SWIR_SYN(next) swir_emu_syn(next)
 
+/* CPE, a kernel's first statement: compute as a CPE does, denormal operands
+ * and results flushed to zero (on Sunway the kernel sets flush-to-zero in its
+ * floating-point control register). In the emulation the calling CPE sets
+ * MXCSR's FTZ (bit 15) and DAZ (bit 6); the MPE's floating-point environment
+ * is not changed, as the MPE's is not on Sunway: each CPE has its own MXCSR
+ * (its thread's, or saved and restored with its coroutine). On a host without
+ * SSE2 it only checks that a CPE calls it (the CPE code then keeps the host's
+ * denormals). Calling it on the MPE is an error. */
+#define SWIR_CPE_FP_INIT() swir_emu_cpe_fp_init()
+
 /* MPE, before spawning: `bytes` bytes of main memory at `base` that DMAs may
  * touch, named `name` in error messages. Once one block is registered, every
  * DMA's main-memory extent must lie inside one registered block. */
@@ -83,6 +93,7 @@ void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
 void swir_emu_ldm_para(const void *base, size_t bytes);
 void swir_emu_wait(volatile int *reply, int n);
+void swir_emu_cpe_fp_init(void);
 int swir_emu_syn(const char *next);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
