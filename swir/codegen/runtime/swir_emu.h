@@ -3,10 +3,14 @@
  * generated code calls.
  *
  * The generated project builds for the real machine with sw5cc and, with
- * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: one real
- * thread per CPE, alive from athread_init to athread_halt and woken for each
- * spawn, each CPE's `__thread_local` LDM private to its thread (and, as real
- * LDM, keeping its contents from one spawn to the next), every
+ * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: a thread
+ * per CPE, alive from athread_init to athread_halt, each CPE's
+ * `__thread_local` LDM private to its thread (and, as real LDM, keeping its
+ * contents from one spawn to the next). By default (x86-64 Linux) the CPEs of
+ * a spawn run as coroutines on the MPE's thread, each under its own thread's
+ * thread-local storage, switching only at barriers and when they return;
+ * with -DSWIR_EMU_THREADS, under ThreadSanitizer or AddressSanitizer and on
+ * other hosts each runs on its own thread, woken for each spawn. Every
  * DMA checked and counted the way swir's dma-stage interpreter counts it
  * (swir/interp/dma.py). Without SWIR_EMU the generated layers_mix.h defines
  * the SWIR_* hooks as no-ops and SWIR_WAIT as the hardware spin loop.
