@@ -23,11 +23,14 @@ def without_times(stats: dict) -> dict:
     return stats
 
 
-def test_coroutines_and_threads_agree(tmp_path):
+@pytest.mark.parametrize("switch", [(), ("-DSWIR_EMU_ARCH_PRCTL",)], ids=["wrfsbase", "arch_prctl"])
+def test_coroutines_and_threads_agree(tmp_path, switch):
     """The strided-DMA program (deferred DMAs, barriers, a 32-byte block
     written by two CPEs either side of a barrier) is right both ways, with the
-    same output arrays and the same JSON counters, wall time aside."""
-    co = build(tmp_path / "co", GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE)
+    same output arrays and the same JSON counters, wall time aside; the
+    coroutines also where the thread pointer is switched by system call (the
+    path for kernels or CPUs without user-mode wrfsbase)."""
+    co = build(tmp_path / "co", GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE, switch)
     th = build(tmp_path / "th", GOOD_DEFS, GOOD_MAIN, GOOD_SLAVE, THREADS)
     check_good(co)
     check_good(th)

@@ -721,6 +721,7 @@ int athread_join(void)
 #define AT_HWCAP2 26
 #endif
 #define HWCAP2_FSGSBASE_BIT 2         /* Linux's HWCAP2_FSGSBASE */
+/* -DSWIR_EMU_ARCH_PRCTL: always switch it by system call (to test that path) */
 #define SYSCALL_ARCH_PRCTL 158        /* x86-64 Linux */
 #define ARCH_SET_FS_CODE 0x1002
 
@@ -728,7 +729,7 @@ int athread_join(void)
  * psABI's callee-saved state) on this stack, store the stack pointer at
  * *from, continue on stack `to` and restore what it saved there. */
 void swir_emu_switch(void **from, void *to);
-__asm__(".text\n"
+__asm__(".pushsection .text\n"
         ".p2align 4\n"
         ".globl swir_emu_switch\n"
         ".hidden swir_emu_switch\n"
@@ -755,7 +756,8 @@ __asm__(".text\n"
         "    popq %rbx\n"
         "    popq %rbp\n"
         "    ret\n"
-        ".size swir_emu_switch, .-swir_emu_switch\n");
+        ".size swir_emu_switch, .-swir_emu_switch\n"
+        ".popsection\n");
 
 static struct {
     int wrfsbase;                     /* the kernel lets user code write the fs base */
@@ -822,7 +824,9 @@ static void start_coroutines(void)
     int i;
     long page = sysconf(_SC_PAGESIZE);
     coro.page = page > 0 ? (size_t)page : 4096;
+#ifndef SWIR_EMU_ARCH_PRCTL
     coro.wrfsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_BIT) != 0;
+#endif
     pthread_mutex_lock(&pool.lock);
     while (pool.done < SWIR_CPES)
         pthread_cond_wait(&pool.all_done, &pool.lock);
