@@ -824,9 +824,11 @@ def pool_build(d: Path, flags: tuple[str, ...] = ()) -> Path:
     return build(d, POOL_DEFS, POOL_MAIN, POOL_SLAVE, ("-Wl,--wrap=pthread_create", *flags))
 
 
-def check_pool(prog: Path) -> None:
+def check_pool(prog: Path, threads_run: bool) -> None:
     """Run the pool program: 20 spawns of one kernel on threads athread_init
-    started, then athread_halt, then athread_init and one spawn again."""
+    started, then athread_halt, then athread_init and one spawn again.
+    ``threads_run``: each CPE ran on its own thread (the threaded build), not
+    as a coroutine on the MPE's thread, lent its CPE thread's thread-locals."""
     r = run(prog, "reuse")
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
@@ -840,8 +842,8 @@ def check_pool(prog: Path) -> None:
     assert threads[0] == threads[1] == threads[2] + CPES   # athread_halt joined them all
     runs = np.array(lines["runs"].split(), dtype=np.int64).reshape(spawns, CPES)
     tids = np.array(lines["tids"].split(), dtype=np.int64).reshape(spawns, CPES)
-    # one thread per CPE for all spawns, 64 different ones
-    assert (tids == tids[0]).all() and len(set(tids[0])) == CPES
+    # one thread per CPE for all spawns, 64 different ones; or all on one
+    assert (tids == tids[0]).all() and len(set(tids[0])) == (CPES if threads_run else 1)
     # __thread_local `runs` counts this CPE's spawns: LDM kept between spawns
     np.testing.assert_array_equal(runs, np.repeat(np.arange(1, spawns + 1)[:, None], CPES, 1))
     # each spawn read the last one's ring: spawn s holds s + 1
@@ -861,11 +863,17 @@ def pool(tmp_path_factory) -> Path:
 
 def test_cpe_threads_persist_between_spawns(pool):
     """athread_init creates the 64 CPE threads (64 pthread_create calls, 64
-    more threads), 20 spawns run on the same 64 threads, each CPE's
-    __thread_local variables keep their values from one spawn to the next
-    (as LDM does), athread_halt joins the threads (none left), and athread_init
-    after it starts 64 new ones, with fresh thread-locals."""
-    check_pool(pool)
+    more threads), 20 spawns run as coroutines on the MPE's thread, each CPE's
+    __thread_local variables (its thread's) keep their values from one spawn
+    to the next (as LDM does), athread_halt joins the threads (none left), and
+    athread_init after it starts 64 new ones, with fresh thread-locals."""
+    check_pool(pool, threads_run=False)
+
+
+def test_cpe_threads_persist_between_spawns_threaded(tmp_path):
+    """The same with SWIR_EMU_THREADS: the 20 spawns run on the same 64
+    threads, each CPE on its own."""
+    check_pool(pool_build(tmp_path / "p", ("-DSWIR_EMU_THREADS",)), threads_run=True)
 
 
 def test_trap_in_a_later_spawn_is_one_line(pool):
@@ -887,7 +895,7 @@ def test_persistent_threads_clean_under_sanitizers(tmp_path, flag):
     why = sanitizer_missing(flag, tmp_path)
     if why:
         pytest.skip(why)
-    check_pool(pool_build(tmp_path / "p", (flag, "-g")))
+    check_pool(pool_build(tmp_path / "p", (flag, "-g")), threads_run=True)
 
 
 def test_thread_sanitizer_reports_a_race_in_a_later_spawn(tmp_path):

@@ -13,17 +13,20 @@
  * slave_ naming. */
 #define SLAVE_FUN(f) f
 
-/* Wake the 64 CPE threads to run f(arg) and return at once. `arg` converts to void *
+/* Start f(arg) on the 64 CPEs and return at once (the threads are woken; the
+ * coroutines run in athread_join). `arg` converts to void *
  * implicitly, as with the real prototype (no cast: a const pointer is an
  * error, as there). */
 #define athread_spawn(f, arg) swir_emu_spawn(#f, SLAVE_FUN(f), arg)
 
-/* Start the 64 CPE threads (they wait for spawns until athread_halt);
- * calling it again is harmless. */
+/* Start the 64 CPE threads (they wait for spawns, or with coroutines lend
+ * their thread-local storage, until athread_halt); calling it again is
+ * harmless. */
 int athread_init(void);
 
-/* Wait until every CPE of the last spawn returned from it, and record its
- * counters. The CPE threads stay, waiting for the next spawn. */
+/* Wait until every CPE of the last spawn returned from it (with coroutines:
+ * run them), and record its counters. The CPE threads stay for the next
+ * spawn. */
 int athread_join(void);
 
 /* Stop and join the CPE threads at program end (a spawn must have been

@@ -1,7 +1,22 @@
-/* swir's emulation of the Sunway athread runtime on the host: one pthread per
+/* swir's emulation of the Sunway athread runtime on the host: a pthread per
  * CPE, checked and counted DMAs, JSON counters. See swir_emu.h for the model.
  *
- * Threads: as real CPEs stay alive between spawns, the 64 CPE threads are
+ * Two ways to run the CPEs, the same checks and counters in both:
+ *
+ * Coroutines (the default on x86-64 Linux): athread_join runs the 64 CPEs of
+ * a spawn one after another on the MPE's thread, each on its own stack,
+ * switching only where a CPE must wait for the others (a barrier) and when it
+ * returns: deterministic, no futex. Waking 64 threads at every barrier made
+ * the emulation spend more time in the kernel than computing (issue 43). Each
+ * CPE's thread still exists, blocked from athread_init to athread_halt, for
+ * its thread-local storage alone: the generated code's LDM is `static
+ * __thread_local` (`__thread`) variables, so while a CPE runs, the thread
+ * pointer (the fs base) is its thread's, and its LDM, its `self` and its
+ * errno are its own; the switch also saves each context's MXCSR (its
+ * floating-point mode). See "Coroutines" below.
+ *
+ * Threads (SWIR_EMU_THREADS; the ThreadSanitizer and AddressSanitizer builds;
+ * other hosts): as real CPEs stay alive between spawns, the 64 CPE threads are
  * created once, by athread_init, and live until athread_halt joins them.
  * Between spawns each waits on its own slot's condition variable (`wake`,
  * under the slot's `lock`) for the slot's spawn number `gen` to change;
@@ -23,6 +38,7 @@
  * nothing of the emulation between spawn and join), ends the kernel before:
  * it reads and clears every slot and switches the kernel table's entry. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE               /* MAP_ANONYMOUS, MAP_NORESERVE: the coroutine stacks */
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +51,37 @@
 
 #include "athread.h"
 #include "slave.h"
+
+/* ThreadSanitizer must see the CPEs as threads to report races between
+ * them; AddressSanitizer keeps its own per-thread state in the thread-local
+ * storage the coroutines switch. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SWIR_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SWIR_SANITIZED 1
+#endif
+#if !defined(SWIR_EMU_THREADS) && !defined(SWIR_SANITIZED) && defined(__x86_64__) && \
+    defined(__linux__) && defined(__GNUC__)
+#define SWIR_COROUTINES 1
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#else
+#define SWIR_COROUTINES 0
+#endif
+
+#if defined(__SSE2__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define SWIR_HAVE_MXCSR 1
+/* MXCSR bits: flush denormal results to zero, treat denormal operands as zero. */
+#define MXCSR_FTZ 0x8000u
+#define MXCSR_DAZ 0x0040u
+#else
+#define SWIR_HAVE_MXCSR 0
+#endif
 
 #if SWIR_LDM_RESERVE < 0 || SWIR_LDM_RESERVE >= SWIR_LDM_BYTES
 #error "SWIR_LDM_RESERVE must be at least 0 and less than SWIR_LDM_BYTES"
@@ -122,6 +169,14 @@ struct cpe {
     pthread_cond_t wake;
     unsigned long gen;
     int stop;
+#if SWIR_COROUTINES
+    uintptr_t tp;                     /* its thread's thread pointer (fs base) */
+    unsigned char *stack;             /* its coroutine stack, a guard page below */
+    void *sp;                         /* the saved stack pointer of its context */
+    enum { CPE_READY, CPE_AT_BARRIER, CPE_DONE } state;
+    /* Its floating-point mode, from one spawn to the next (a thread keeps it). */
+    unsigned mxcsr, x87_cw;
+#endif
     struct counters c;
     size_t ldm_peak;
     int framed;                       /* SWIR_LDM_FRAME called in this run */
@@ -371,6 +426,13 @@ static void counters_add(struct counters *to, const struct counters *from)
  * ------------------------------------------------------------------------ */
 
 static void *cpe_main(void *arg);
+#if SWIR_COROUTINES
+static void start_coroutines(void);
+static void stop_coroutines(void);
+static void run_coroutines(void);
+static void park(struct cpe *c);
+static void coroutine_returned(struct cpe *c);
+#endif
 
 /* Start the 64 CPE threads, each waiting for its first spawn. */
 int athread_init(void)
@@ -389,6 +451,9 @@ int athread_init(void)
         if (pthread_create(&c->thread, NULL, cpe_main, c) != 0)
             fail(NULL, -1, "cannot start the thread of CPE %d", i);
     }
+#if SWIR_COROUTINES
+    start_coroutines();
+#endif
     pool.started = 1;
     mpe.initialized = 1;
     return 0;
@@ -416,6 +481,9 @@ int athread_halt(void)
             pthread_mutex_destroy(&cpes[i].lock);
         }
         pool.started = 0;
+#if SWIR_COROUTINES
+        stop_coroutines();
+#endif
     }
     for (i = 0; i < SWIR_CPES; i++) {
         free(cpes[i].queue);
@@ -452,8 +520,8 @@ static size_t kernel_index(const char *name)
     return n_kernels++;
 }
 
-/* One spawn on CPE `c`: run the kernel, insist every DMA it issued was
- * waited for, and count the CPE done. */
+/* One spawn on CPE `c`: run the kernel and insist every DMA it issued was
+ * waited for. */
 static void run_kernel(struct cpe *c)
 {
     mpe.fn(mpe.arg);
@@ -464,6 +532,12 @@ static void run_kernel(struct cpe *c)
              c->queued, c->queued == 1 ? "" : "s", c->queued == 1 ? "" : "the first: ",
              d->get ? "athread_get" : "athread_put", d->s.len, (void *)d->reply);
     }
+}
+
+#if !SWIR_COROUTINES
+/* After run_kernel on a CPE thread: count the CPE done. */
+static void kernel_returned(struct cpe *c)
+{
     /* From now on this CPE never reaches an athread_syn: wake the CPEs
      * waiting in one so that they report it. */
     pthread_mutex_lock(&syn.lock);
@@ -480,15 +554,11 @@ static void run_kernel(struct cpe *c)
     pthread_mutex_unlock(&pool.lock);
 }
 
-/* A CPE thread, from athread_init to athread_halt: wait for a spawn, run it,
- * wait for the next. The thread-local state (`self`, the program's
- * __thread_local LDM variables) lives as long as the thread, as a real CPE's
- * LDM keeps its contents between spawns. */
-static void *cpe_main(void *arg)
+/* A CPE thread's life in the threaded build: wait for a spawn, run it, wait
+ * for the next, until athread_halt. */
+static void serve(struct cpe *c)
 {
-    struct cpe *c = arg;
     unsigned long seen = 0;
-    self = c;
     for (;;) {
         pthread_mutex_lock(&c->lock);
         while (c->gen == seen && !c->stop)
@@ -500,7 +570,24 @@ static void *cpe_main(void *arg)
         seen = c->gen;
         pthread_mutex_unlock(&c->lock);
         run_kernel(c);
+        kernel_returned(c);
     }
+}
+#endif
+
+/* A CPE thread, from athread_init to athread_halt. Its thread-local state
+ * (`self`, the program's __thread_local LDM variables) lives as long as the
+ * thread, as a real CPE's LDM keeps its contents between spawns; with
+ * coroutines the thread only lends it to the CPE's coroutine. */
+static void *cpe_main(void *arg)
+{
+    struct cpe *c = arg;
+    self = c;
+#if SWIR_COROUTINES
+    park(c);
+#else
+    serve(c);
+#endif
     self = NULL;
     return NULL;
 }
@@ -554,12 +641,14 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
     pool.done = 0;
     pthread_mutex_unlock(&pool.lock);
     mpe.start = now_seconds();
+#if !SWIR_COROUTINES
     for (i = 0; i < SWIR_CPES; i++) {  /* wake each CPE; none waits for another */
         pthread_mutex_lock(&cpes[i].lock);
         cpes[i].gen++;
         pthread_cond_signal(&cpes[i].wake);
         pthread_mutex_unlock(&cpes[i].lock);
     }
+#endif
     return 0;
 }
 
@@ -592,14 +681,246 @@ int athread_join(void)
     mpe_only("athread_join");
     if (!mpe.running)
         fail(NULL, -1, "athread_join without a running athread_spawn");
+#if SWIR_COROUTINES
+    run_coroutines();                 /* the CPEs run here, the MPE waiting */
+#else
     pthread_mutex_lock(&pool.lock);
     while (pool.done < SWIR_CPES)
         pthread_cond_wait(&pool.all_done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
+#endif
     end_kernel();
     mpe.running = 0;
     return 0;
 }
+
+#if SWIR_COROUTINES
+/* ------------------------------------------------------------------------
+ * Coroutines
+ *
+ * athread_join runs the spawn: each CPE ready to run is resumed in turn, CPE
+ * 0 to 63, and runs until it arrives at a barrier or returns; when all 64
+ * have arrived at the barrier, the next pass resumes them all. Contexts
+ * switch only between the MPE and a CPE: the MPE's thread pointer is swapped
+ * for the CPE thread's (wrfsbase where the kernel allows it, as Linux does
+ * on CPUs with FSGSBASE since 5.9; arch_prctl otherwise), then the stack. GCC
+ * treats the thread pointer as fixed within a function, so each context only
+ * ever runs under its own: set just before the stack switch, by the side that
+ * switches.
+ * ------------------------------------------------------------------------ */
+
+/* Each CPE's stack: the size of a default pthread stack on Linux, the
+ * threaded build's reference, mapped without reserving memory (pages are
+ * used only as the kernel touches them), a guard page below it so that an
+ * overflow faults instead of corrupting the next stack. */
+#ifndef SWIR_EMU_CPE_STACK
+#define SWIR_EMU_CPE_STACK ((size_t)8 << 20)
+#endif
+
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
+#define HWCAP2_FSGSBASE_BIT 2         /* Linux's HWCAP2_FSGSBASE */
+/* -DSWIR_EMU_ARCH_PRCTL: always switch it by system call (to test that path) */
+#define SYSCALL_ARCH_PRCTL 158        /* x86-64 Linux */
+#define ARCH_SET_FS_CODE 0x1002
+
+/* Save the callee-saved registers, MXCSR and the x87 control word (the
+ * psABI's callee-saved state) on this stack, store the stack pointer at
+ * *from, continue on stack `to` and restore what it saved there. */
+void swir_emu_switch(void **from, void *to);
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        ".globl swir_emu_switch\n"
+        ".hidden swir_emu_switch\n"
+        ".type swir_emu_switch, @function\n"
+        "swir_emu_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size swir_emu_switch, .-swir_emu_switch\n"
+        ".popsection\n");
+
+static struct {
+    int wrfsbase;                     /* the kernel lets user code write the fs base */
+    size_t page;
+    void *sp;                         /* the MPE's saved stack pointer */
+    uintptr_t tp;                     /* the MPE's thread pointer */
+} coro;
+
+/* The thread pointer: glibc's x86-64 thread control block starts with a
+ * pointer to itself, which the fs base points at. */
+static uintptr_t thread_pointer(void)
+{
+    uintptr_t tp;
+    __asm__ volatile("movq %%fs:0, %0" : "=r"(tp));
+    return tp;
+}
+
+static void set_thread_pointer(uintptr_t tp)
+{
+    long r;
+    if (coro.wrfsbase) {
+        __asm__ volatile("wrfsbase %0" : : "r"(tp) : "memory");
+        return;
+    }
+    __asm__ volatile("syscall" : "=a"(r) : "0"((long)SYSCALL_ARCH_PRCTL),
+                     "D"((long)ARCH_SET_FS_CODE), "S"(tp) : "rcx", "r11", "memory");
+    if (r != 0)
+        fail(NULL, -1, "cannot switch the thread pointer (arch_prctl: %ld)", r);
+}
+
+static void resume(struct cpe *c)
+{
+    set_thread_pointer(c->tp);
+    swir_emu_switch(&coro.sp, c->sp);
+}
+
+static void yield_to_mpe(struct cpe *c)
+{
+    set_thread_pointer(coro.tp);
+    swir_emu_switch(&c->sp, coro.sp);
+}
+
+/* A CPE thread with coroutines: publish its thread pointer, then block until
+ * athread_halt, lending its thread-local storage to the CPE's coroutine. */
+static void park(struct cpe *c)
+{
+    pthread_mutex_lock(&pool.lock);
+    c->tp = thread_pointer();
+    if (++pool.done == SWIR_CPES)
+        pthread_cond_signal(&pool.all_done);
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_lock(&c->lock);
+    while (!c->stop)
+        pthread_cond_wait(&c->wake, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* athread_init, after creating the threads: wait until each published its
+ * thread pointer; map the stacks; the CPEs start in the MPE's FP mode, as a
+ * new thread does. */
+static void start_coroutines(void)
+{
+    unsigned mxcsr, cw = 0;
+    int i;
+    long page = sysconf(_SC_PAGESIZE);
+    coro.page = page > 0 ? (size_t)page : 4096;
+#ifndef SWIR_EMU_ARCH_PRCTL
+    coro.wrfsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_BIT) != 0;
+#endif
+    pthread_mutex_lock(&pool.lock);
+    while (pool.done < SWIR_CPES)
+        pthread_cond_wait(&pool.all_done, &pool.lock);
+    pool.done = 0;
+    pthread_mutex_unlock(&pool.lock);
+    __asm__ volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(cw));
+    for (i = 0; i < SWIR_CPES; i++) {
+        struct cpe *c = &cpes[i];
+        void *m = mmap(NULL, SWIR_EMU_CPE_STACK + coro.page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED || mprotect(m, coro.page, PROT_NONE) != 0)
+            fail(NULL, -1, "cannot map the %zu-byte stack of CPE %d", SWIR_EMU_CPE_STACK, i);
+        c->stack = (unsigned char *)m + coro.page;
+        c->mxcsr = mxcsr & ~0x3fu;    /* its mode, not the MPE's exception flags */
+        c->x87_cw = cw & 0xffffu;
+    }
+}
+
+static void stop_coroutines(void)
+{
+    int i;
+    for (i = 0; i < SWIR_CPES; i++) {
+        munmap(cpes[i].stack - coro.page, SWIR_EMU_CPE_STACK + coro.page);
+        cpes[i].stack = NULL;
+    }
+}
+
+/* A CPE's coroutine, entered by the first resume of a spawn (its thread
+ * pointer already the CPE thread's, so `self` is the CPE); never resumed after
+ * it returned. */
+static void cpe_start(void)
+{
+    struct cpe *c = self;
+    run_kernel(c);
+    coroutine_returned(c);
+    yield_to_mpe(c);
+    fail(mpe.kernel_name, c->id, "a returned CPE was resumed");
+}
+
+static void coroutine_returned(struct cpe *c)
+{
+    __asm__ volatile("stmxcsr %0" : "=m"(c->mxcsr));
+    c->mxcsr &= ~0x3fu;
+    if (syn.returned++ == 0)
+        syn.first_returned = c->id;
+    c->state = CPE_DONE;
+}
+
+/* A fresh context on the CPE's stack whose first switch "returns" into
+ * cpe_start, as if called (the stack 16-byte aligned at the call), with the
+ * CPE's FP mode. */
+static void make_context(struct cpe *c)
+{
+    uintptr_t top = ((uintptr_t)c->stack + SWIR_EMU_CPE_STACK) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)top;
+    int r;
+    *--sp = 0;                        /* cpe_start's own return address: none */
+    *--sp = (uint64_t)(uintptr_t)cpe_start;
+    for (r = 0; r < 6; r++)
+        *--sp = 0;                    /* rbp, rbx, r12-r15 */
+    *--sp = (uint64_t)c->mxcsr | (uint64_t)c->x87_cw << 32;
+    c->sp = sp;
+    c->state = CPE_READY;
+}
+
+/* The spawn, from athread_join: passes over the CPEs until all returned. A
+ * pass that leaves some at a barrier without completing it means a CPE
+ * returned without reaching it (on Sunway the others would wait forever). */
+static void run_coroutines(void)
+{
+    int i, at_barrier;
+    unsigned long round;
+    coro.tp = thread_pointer();
+    for (i = 0; i < SWIR_CPES; i++)
+        make_context(&cpes[i]);
+    for (;;) {
+        round = syn.round;
+        for (i = 0; i < SWIR_CPES; i++)
+            if (cpes[i].state == CPE_READY)
+                resume(&cpes[i]);
+        for (i = 0, at_barrier = -1; i < SWIR_CPES && at_barrier < 0; i++)
+            if (cpes[i].state == CPE_AT_BARRIER)
+                at_barrier = i;
+        if (at_barrier < 0)
+            return;
+        if (syn.round == round)
+            fail(mpe.kernel_name, at_barrier, "athread_syn can never complete: CPE %d returned "
+                 "without reaching it (on Sunway the CPEs would wait forever)",
+                 syn.first_returned);
+        for (i = 0; i < SWIR_CPES; i++)
+            cpes[i].state = CPE_READY;
+    }
+}
+#endif /* SWIR_COROUTINES */
 
 /* ------------------------------------------------------------------------
  * Main memory registry
@@ -696,7 +1017,21 @@ void swir_emu_ldm_para(const void *base, size_t bytes)
     c->para_bytes = bytes;
 }
 
+/* Denormals flushed on this CPE only: MXCSR belongs to the thread (or the
+ * coroutine's saved context), so the MPE keeps its own mode. SSE arithmetic
+ * only: x87 code (long double) is not affected, as it is not on x86 either. */
+void swir_emu_cpe_fp_init(void)
+{
+    (void)cpe_self("SWIR_CPE_FP_INIT");
+#if SWIR_HAVE_MXCSR
+    _mm_setcsr(_mm_getcsr() | MXCSR_FTZ | MXCSR_DAZ);
+#endif
+}
+
 static int barrier(struct cpe *c, const char *next);
+#if SWIR_COROUTINES
+static void yield_to_mpe(struct cpe *c);
+#endif
 
 int athread_syn(scope scp, int mask)
 {
@@ -723,10 +1058,30 @@ int swir_emu_syn(const char *next)
     return barrier(c, next);
 }
 
+/* One CPE arrives at the barrier (under syn.lock with threads). The last of
+ * the 64, while every other waits and none runs, ends the kernel before a
+ * SWIR_SYN and completes the round; returns whether it did. */
+static int arrive(const char *next)
+{
+    size_t k;
+    if (++syn.waiting < SWIR_CPES)
+        return 0;
+    if (next) {
+        end_kernel();
+        k = kernel_index(next);
+        kernels[k].barriers += 1;
+        kernels[k].calls += SWIR_CPES;
+        mpe.kernel = k;
+        mpe.kernel_name = kernels[k].name;
+    }
+    syn.waiting = 0;
+    syn.round++;
+    return 1;
+}
+
 static int barrier(struct cpe *c, const char *next)
 {
     unsigned long round;
-    size_t k;
     if (next && c->queued) {          /* as at a return: the kernel before must be done */
         const struct dma *d = &c->queue[0];
         fail(mpe.kernel_name, c->id,
@@ -735,21 +1090,17 @@ static int barrier(struct cpe *c, const char *next)
              c->queued == 1 ? "" : "the first: ", d->get ? "athread_get" : "athread_put",
              d->s.len, (void *)d->reply);
     }
+#if SWIR_COROUTINES
+    (void)round;
+    arrive(next);
+    c->state = CPE_AT_BARRIER;
+    yield_to_mpe(c);                  /* back when all 64 have arrived */
+    return 0;
+#else
     pthread_mutex_lock(&syn.lock);
     round = syn.round;
-    if (++syn.waiting == SWIR_CPES) {
-        if (next) {                   /* every other CPE waits below: none runs */
-            end_kernel();
-            k = kernel_index(next);
-            kernels[k].barriers += 1;
-            kernels[k].calls += SWIR_CPES;
-            mpe.kernel = k;
-            mpe.kernel_name = kernels[k].name;
-        }
-        syn.waiting = 0;
-        syn.round++;
+    if (arrive(next))
         pthread_cond_broadcast(&syn.cond);
-    }
     while (round == syn.round) {
         if (syn.returned)
             fail(mpe.kernel_name, c->id, "athread_syn can never complete: CPE %d returned "
@@ -759,6 +1110,7 @@ static int barrier(struct cpe *c, const char *next)
     }
     pthread_mutex_unlock(&syn.lock);
     return 0;
+#endif
 }
 
 /* ------------------------------------------------------------------------

@@ -3,10 +3,14 @@
  * generated code calls.
  *
  * The generated project builds for the real machine with sw5cc and, with
- * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: one real
- * thread per CPE, alive from athread_init to athread_halt and woken for each
- * spawn, each CPE's `__thread_local` LDM private to its thread (and, as real
- * LDM, keeping its contents from one spawn to the next), every
+ * -DSWIR_EMU, for the host with `cc ... emu/swir_emu.c -lpthread`: a thread
+ * per CPE, alive from athread_init to athread_halt, each CPE's
+ * `__thread_local` LDM private to its thread (and, as real LDM, keeping its
+ * contents from one spawn to the next). By default (x86-64 Linux) the CPEs of
+ * a spawn run as coroutines on the MPE's thread, each under its own thread's
+ * thread-local storage, switching only at barriers and when they return;
+ * with -DSWIR_EMU_THREADS, under ThreadSanitizer or AddressSanitizer and on
+ * other hosts each runs on its own thread, woken for each spawn. Every
  * DMA checked and counted the way swir's dma-stage interpreter counts it
  * (swir/interp/dma.py). Without SWIR_EMU the generated layers_mix.h defines
  * the SWIR_* hooks as no-ops and SWIR_WAIT as the hardware spin loop.
@@ -60,6 +64,16 @@
  * (and the write-block check ends the kernel before it). */
 #define SWIR_SYN(next) swir_emu_syn(next)
 
+/* CPE, a kernel's first statement: compute as a CPE does, denormal operands
+ * and results flushed to zero (on Sunway the kernel sets flush-to-zero in its
+ * floating-point control register). In the emulation the calling CPE sets
+ * MXCSR's FTZ (bit 15) and DAZ (bit 6); the MPE's floating-point environment
+ * is not changed, as the MPE's is not on Sunway: each CPE has its own MXCSR
+ * (its thread's, or saved and restored with its coroutine). On a host without
+ * SSE2 it only checks that a CPE calls it (the CPE code then keeps the host's
+ * denormals). Calling it on the MPE is an error. */
+#define SWIR_CPE_FP_INIT() swir_emu_cpe_fp_init()
+
 /* MPE, before spawning: `bytes` bytes of main memory at `base` that DMAs may
  * touch, named `name` in error messages. Once one block is registered, every
  * DMA's main-memory extent must lie inside one registered block. */
@@ -83,6 +97,7 @@ void swir_emu_kernel(const char *name);
 void swir_emu_ldm_frame(const void *base, size_t bytes);
 void swir_emu_ldm_para(const void *base, size_t bytes);
 void swir_emu_wait(volatile int *reply, int n);
+void swir_emu_cpe_fp_init(void);
 int swir_emu_syn(const char *next);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
