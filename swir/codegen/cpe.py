@@ -155,7 +155,7 @@ class CPECode:
         lay = self.layout
         lay.note_reply(PARA_REPLY)
         declare, fetch = self._para_copy(para, k)
-        body: list[C.Expr] = [_ldm_frame(None), declare,
+        body: list[C.Expr] = [_fp_init(), _ldm_frame(None), declare,
                               C.Assign(reply_word(PARA_REPLY), C.Lit("0")), *fetch]
         for n, (f, m) in enumerate(zip(kernels, members)):
             if n:
@@ -169,12 +169,13 @@ class CPECode:
 
     def _cpe_prologue(self, e: BodyEmitter, f: Function, k: str, allocs: bool,
                       used: bool) -> None:
-        """A spawned kernel's entry: its LDM frame, its reply words zeroed,
+        """A spawned kernel's entry: its floating-point mode, its LDM frame, its reply words zeroed,
         and its Para struct copied into LDM by one DMA (000_ba374e17f4714793
         Fig. 2(e)) rather than read field by field from main memory (a gld of
         hundreds of cycles each). The copy is a static outside the frame (one
         union for all kernels), taken from the LDM reserve."""
         para = self.layout.para[id(f)]
+        e.emit(_fp_init())
         if allocs:
             self._frames[k] = self._frame(f, k)
             e.emit(_ldm_frame(k))
@@ -272,6 +273,12 @@ def _thread_local(t: C.CType, name: str, align: int = 0) -> str:
     attributes = f"__attribute__((aligned({align})))" if align else ""
     return C.render([C.Decl(t, name, storage="static __thread_local",
                             attributes=attributes)]) + "\n"
+
+
+def _fp_init() -> C.Expr:
+    """A spawn entry's first statement: the CPE's floating-point mode
+    (flush-to-zero on Sunway, MXCSR FTZ/DAZ in the emulation; layers_mix.h)."""
+    return C.call("SWIR_CPE_FP_INIT")
 
 
 def _ldm_frame(kernel: str | None) -> C.Expr:

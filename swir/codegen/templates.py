@@ -472,7 +472,8 @@ def _makefile(stem: str, source: str, reserve: int, ldm_bytes: int, cpes: int) -
 #   make run        build {stem} and run it on one core group as a job (bsub on
 #                   TaihuLight): make run ARGS='--input x.npy --output y.npy'
 #   make emu        build {stem}_emu for this machine: the same sources, the host C
-#                   compiler and swir's athread emulation in emu/ (one thread per CPE)
+#                   compiler and swir's athread emulation in emu/ (the CPEs as coroutines;
+#                   threads under emu-tsan and emu-asan)
 #   make emu-asan   {stem}_emu_asan, under AddressSanitizer and UndefinedBehaviorSanitizer
 #   make emu-tsan   {stem}_emu_tsan, under ThreadSanitizer
 #   make clean
