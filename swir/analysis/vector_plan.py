@@ -8,16 +8,19 @@ of loads, element-wise arithmetic and stores on the kernel's own LDM buffers,
 in one float type) are vectorised; docs/codegen.md, "Vector micro-kernels",
 says what each becomes:
 
-- **reduce**: one store ``Y[s] = Y[s] + e``, each subscript of ``s`` one loop
-  of the nest (P); the other loops (R) reduce. v (the last subscript's loop)
+- **reduce**: one store ``Y[s] = Y[s] + e`` (or ``max`` / ``min`` for ``+``:
+  max pooling), each subscript of ``s`` one loop of the nest (P); the other
+  loops (R) reduce. v (the last subscript's loop)
   gives the 4 lanes and U vectors, m (another loop of P whose iterations
   reuse a load) is unrolled and jammed M times.
 - **map**: the innermost loop, 4 iterations at a time, every access
   contiguous in it or independent of it.
 
 Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
-(``+ - * /`` on the vector types); ``max``, ``min`` and ``relu`` are not
-(``simd_smaxs`` is not documented to propagate a NaN, as swir's max does).
+(``+ - * /`` on the vector types), and ``max``, ``min`` and ``relu`` as selects
+on compares (the public SW26010 simd.h has no vector max: swir/codegen/vector.py,
+``select_form``, writes swir's NaN-propagating max from ``simd_vfcmplt``,
+``simd_vfcmpun`` and ``simd_vseleq``, four vector instructions).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
 from swir.ir.module_attrs import module_target
 from swir.ir.types import LDMType, ScalarType, ShapedType
-from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MUL, NEG, STORE, SUB
+from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MAX, MIN, MUL, NEG, RELU, STORE, SUB
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import Target, default_target
@@ -42,7 +45,17 @@ VECTOR_TYPES = ("f32", "f64")
 # The ops a vector body may compute, with their C operators.
 VECTOR_BINARY = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 VECTOR_UNARY = {NEG: "-"}
-VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY)
+# The ops written as selects on compares, with the vector instructions each
+# takes (a compare, a select, the NaN test and its select).
+VECTOR_SELECTS = {MAX: 4, MIN: 4, RELU: 4}
+VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY, *VECTOR_SELECTS)
+# The ops a reduce plan accumulates with: Y[s] = op(Y[s], e).
+REDUCTIONS = (ADD, MAX, MIN)
+
+
+def vector_instructions(inst: Instruction) -> int:
+    """The vector instructions one vector op of the body issues."""
+    return VECTOR_SELECTS.get(inst.opdef, 1)  # type: ignore[call-overload]
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).
@@ -274,7 +287,7 @@ def _reduce_shape(p: Plan) -> tuple | None:
     store = stores[0]
     target = access_of(store)
     add = producer(body, store.args[0])
-    if add is None or not add.isa(ADD):
+    if add is None or not add.isa(*REDUCTIONS):
         return None
     acc_load = next((producer(body, a) for a in add.args
                      if (x := producer(body, a)) is not None and x.isa(LOAD)
@@ -298,7 +311,7 @@ def _reduce_shape(p: Plan) -> tuple | None:
     if any(access_of(i).base is target.base for i in loads):
         return None                          # reads the accumulator array elsewhere
     other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
-    fused = other if other is not None and other.isa(MUL) and \
+    fused = other if add.isa(ADD) and other is not None and other.isa(MUL) and \
         len(other.results[0].uses) == 1 else None
     return store, acc_load, tuple(parallel), last[0], tuple(loads), fused
 
@@ -530,7 +543,7 @@ def _map_cost(p: Plan) -> float:
         elif i.isa(STORE):
             mem += 1
         elif not i.isa(CONST):
-            fp += 1
+            fp += vector_instructions(i)
     return float(max(fp, mem))
 
 
@@ -542,6 +555,7 @@ class _Profile:
     loads: tuple[tuple[bool, str], ...]
     ops: int
     reduction_points: int | None
+    combine: int = 1          # vector instructions of the accumulating op (or FMA)
 
 
 def _profile(p: Plan) -> _Profile:
@@ -550,7 +564,9 @@ def _profile(p: Plan) -> _Profile:
         p.body, p.acc_load, p.store, p.fused, p.m, p.v))
     trips = [t for v, t in zip(p.ivs, p.trips) if v not in stored]
     points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
-    return _Profile(loads, ops, points)
+    combine = producer(p.body, p.store.args[0])
+    assert combine is not None
+    return _Profile(loads, ops, points, vector_instructions(combine))
 
 
 def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
@@ -568,7 +584,7 @@ def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
             dm = m is not None and any(uses(ix, m) for ix in access_of(i).indices)  # type: ignore[arg-type]
             loads.append((dm, access_kind(access_of(i), v)))
         else:
-            ops += 1
+            ops += vector_instructions(i)
     stored = frozenset(x for ix in access_of(store).indices for x in ix.values())  # type: ignore[union-attr]
     return tuple(loads), ops, stored
 
@@ -577,12 +593,12 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
                  ) -> float:
     """Cycles per point of an M x U block of which ``lanes`` of each vector
     are columns (fewer than 4: the tail block): per step of the reduction
-    loops, M x U FMAs and the other ops, the vector and broadcast loads and
+    loops, M x U FMAs (adds, maxima) and the other ops, the vector and broadcast loads and
     gathers (``lanes`` elements each), at least one FP latency (each
     accumulator's chain); plus adding the block to Y (a vector load and
     store, or for the tail a store of the lanes and per lane two loads and
     a store), spread over the reduction loops' points when they are known."""
-    fp = M * U * (1 + prof.ops)
+    fp = M * U * (prof.combine + prof.ops)
     mem = 0
     for dm, kind in prof.loads:
         copies = M if dm else 1

@@ -11,15 +11,23 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
   element per step of the reduction loops R (which keep their order), and
   are added to Y after R (blocked summation);
 - a **map** plan: the innermost loop 4 lanes at a time, then the scalar body.
+
+A value the same in every lane is splat with ``simd_loade`` from its scalar
+in memory, as public CPE code splats (swCaffe's sw_slave_scale.c and GEMM
+kernels); ``simd_set_floatv4`` / ``simd_set_doublev4`` (four scalar stores and
+a vector load in the public header) only where the lanes differ. ``max``,
+``min`` and ``relu`` are selects on compares (:func:`select_form`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from swir.analysis.vector_plan import (
     LANES,
     VECTOR_BINARY,
+    VECTOR_SELECTS,
     VECTOR_UNARY,
     Plan,
     access_kind,
@@ -34,11 +42,26 @@ from swir.codegen.unit import Emitter
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Instruction, Value
 from swir.ir.types import LDMType
-from swir.ops import CONST, LOAD, STORE
+from swir.ops import ADD, CONST, LOAD, MAX, MIN, RELU, STORE
 
 VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
 SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
 FMA = {"f32": "simd_vmas", "f64": "simd_vmad"}
+# A reduce plan's accumulators start at its op's identity.
+IDENTITY = {ADD: 0, MAX: -math.inf, MIN: math.inf}
+
+
+def select_form(op: object, a: C.Expr, b: C.Expr) -> C.Expr:
+    """swir's ``max(a, b)`` / ``min(a, b)`` (``relu(a)``: ``max(a, 0)``) on
+    vectors, exactly as the scalar C (swir/codegen/scalar.py): ``a`` where
+    ``a > b`` (``a < b``) or ``a`` is NaN, else ``b``. ``simd_vfcmplt(x, y)``
+    is 2.0 where x < y and 0.0 elsewhere, an unordered pair included;
+    ``simd_vfcmpun(a, a)`` is 2.0 where a is NaN; ``simd_vseleq(c, y, z)``
+    is y where c is 0.0, else z (docs/codegen.md, "Vector code (simd.h)")."""
+    assert op in (MAX, MIN)
+    ordered = C.call("simd_vfcmplt", b, a) if op is MAX else C.call("simd_vfcmplt", a, b)
+    pick = C.call("simd_vseleq", ordered, b, a)
+    return C.call("simd_vseleq", C.call("simd_vfcmpun", a, a), pick, a)
 
 
 # ---------------------------------------------------------------------------
@@ -98,8 +121,8 @@ class _Writer:
     def __init__(self, e: Emitter, p: Plan) -> None:
         self.e, self.p = e, p
         self.vtype = C.Named(VECTOR_TYPE[p.element.name])
-        self.stype = C.Named(scalar.c_type(p.element), const=True)
-        self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
+        self.splat_of: dict[int, str] = {}  # id(outside value or const) -> its broadcast
+        self.zero = ""                      # relu's vector of zeros, if hoisted
         # the current block's vectors: (id(body value), row, vector) -> C name
         self.values: dict[tuple[int, int, int], C.Expr] = {}
         # in a tail block: its valid lanes (None: known at run time) and the
@@ -110,25 +133,38 @@ class _Writer:
     def fresh(self, name: str) -> str:
         return self.e.scope.declare(name, fallback="v")
 
-    def broadcast(self, x: C.Expr) -> C.Expr:
-        return C.call(SET[self.p.element.name], x, x, x, x)
+    def splat(self, name: str, element: C.Expr) -> None:
+        """``vtype name`` with the scalar at ``element`` (an lvalue) in every
+        lane."""
+        self.e.emit(C.Decl(self.vtype, name))
+        self.e.emit(C.ExprStmt(C.call("simd_loade", C.Id(name), C.Unary("&", element))))
+
+    def broadcast(self, name: str, x: C.Expr) -> None:
+        """``vtype name`` with the value ``x`` in every lane: through a scalar
+        of its own (simd_loade reads memory)."""
+        s = self.fresh(f"{name}_s")
+        self.e.emit(C.Decl(C.Named(scalar.c_type(self.p.element)), s, x))
+        self.splat(name, C.Id(s))
 
     def hoist(self) -> None:
         """Broadcasts of the constants and of the values defined outside the
-        nest, once, before it."""
+        nest, once, before it (and of 0 for relu)."""
         body = self.p.body
         defined = {id(r) for i in body for r in i.results}
         for inst in body:
             if inst.isa(CONST):
                 self.e.instruction(inst)
-                self.splat[id(inst.results[0])] = self._splat(inst.results[0])
+                self.splat_of[id(inst.results[0])] = self._hoisted(inst.results[0])
             for a in inst.args:
-                if isinstance(a, Value) and id(a) not in defined and id(a) not in self.splat:
-                    self.splat[id(a)] = self._splat(a)
+                if isinstance(a, Value) and id(a) not in defined and id(a) not in self.splat_of:
+                    self.splat_of[id(a)] = self._hoisted(a)
+        if any(inst.isa(RELU) for inst in body):
+            self.zero = self.fresh("vzero")
+            self.broadcast(self.zero, scalar.literal(0, self.p.element))
 
-    def _splat(self, v: Value) -> str:
+    def _hoisted(self, v: Value) -> str:
         name = self.fresh(f"{v.name or 'c'}_v")
-        self.e.emit(C.Decl(self.vtype, name, self.broadcast(self.e.var(v))))
+        self.broadcast(name, self.e.var(v))
         return name
 
     # -- the kernel ---------------------------------------------------------
@@ -221,15 +257,19 @@ class _Writer:
 
     # -- one block -------------------------------------------------------------
     def _reduce(self, rows: int, width: int) -> None:
-        """One block: accumulators from zero over the whole of R, then added
-        to Y once. Blocked summation: an output gathers its terms in R-sized
-        partial sums, so its rounding error grows with R's length plus the
-        number of reduction tiles, not with their product."""
+        """One block: accumulators from the identity (0; -inf for max, +inf
+        for min) over the whole of R, then combined with Y once. Blocked
+        summation: an output gathers its terms in R-sized partial sums, so
+        its rounding error grows with R's length plus the number of
+        reduction tiles, not with their product. A max (min) gives what the
+        scalar loop gives: the largest, the later of equals in the body's
+        operand order, the first NaN."""
         p, e = self.p, self.e
         assert p.store is not None and p.acc_load is not None
         target = access_of(p.store)
-        zero = self.fresh("vzero")
-        e.emit(C.Decl(self.vtype, zero, self.broadcast(scalar.literal(0, p.element))))
+        op = self.combine.opdef
+        zero = self.fresh({MAX: "vlowest", MIN: "vhighest"}.get(op, "vzero"))  # type: ignore[call-overload]
+        self.broadcast(zero, scalar.literal(IDENTITY[op], p.element))  # type: ignore[index]
         accs = {}
         for i in range(rows):
             for u in range(width):
@@ -245,7 +285,23 @@ class _Writer:
             y = self.fresh("y")
             e.emit(C.Decl(self.vtype, y))
             e.emit(self.vector_load(y, target, i, u))
-            e.emit(self.vector_store(C.Binary("+", C.Id(y), C.Id(name)), target, i, u))
+            e.emit(self.vector_store(self.combined(C.Id(y), C.Id(name)), target, i, u))
+
+    @property
+    def combine(self) -> Instruction:
+        """The reduce plan's accumulating op (add, max or min)."""
+        assert self.p.store is not None
+        op = producer(self.p.body, self.p.store.args[0])
+        assert op is not None
+        return op
+
+    def combined(self, y: C.Expr, acc: C.Expr) -> C.Expr:
+        """Y's value combined with an accumulator's, in the body's operand
+        order (Y where it loads Y)."""
+        op = self.combine
+        assert self.p.acc_load is not None
+        a, b = (y, acc) if op.args[0] is self.p.acc_load.results[0] else (acc, y)
+        return C.Binary("+", a, b) if op.isa(ADD) else select_form(op.opdef, a, b)
 
     def _add_lanes(self, acc: str, target: Access, i: int) -> None:
         """Y += the tail block's valid lanes of ``acc``, one by one."""
@@ -257,8 +313,16 @@ class _Writer:
             valid = self.lane_valid(lane)
             if valid is False:
                 continue
-            add = C.ExprStmt(C.Assign(e.element(self._shift(target, i, 0, lane)),
-                                      C.index(lanes, lane), "+="))
+            y = e.element(self._shift(target, i, 0, lane))
+            op = self.combine
+            if op.isa(ADD):
+                add = C.ExprStmt(C.Assign(y, C.index(lanes, lane), "+="))
+            else:
+                a, b = (y, C.index(lanes, lane))
+                if op.args[0] is not self.p.acc_load.results[0]:  # type: ignore[union-attr]
+                    a, b = b, a
+                add = C.ExprStmt(C.Assign(y, scalar.node(op.opdef, [self.p.element] * 2, [a, b],
+                                                         self.p.element, {})))
             e.emit(add if valid is True else C.If(valid, C.Block([add])))
 
     def _update(self, accs: dict, rows: int, width: int) -> None:
@@ -282,7 +346,7 @@ class _Writer:
                 new: C.Expr = C.call(FMA[p.element.name], a, b, acc)
             else:
                 x, y = (acc if a is acc_value else self.operand(a, i, u) for a in add.args)
-                new = C.Binary("+", x, y)
+                new = C.Binary("+", x, y) if add.isa(ADD) else select_form(add.opdef, x, y)
             self.e.emit(C.Assign(acc, new))
 
     def map_block(self) -> None:
@@ -311,8 +375,8 @@ class _Writer:
         return dm, dv
 
     def operand(self, a: object, i: int, u: int) -> C.Expr:
-        if id(a) in self.splat:
-            return C.Id(self.splat[id(a)])
+        if id(a) in self.splat_of:
+            return C.Id(self.splat_of[id(a)])
         src = producer(self.p.body, a)
         assert src is not None
         dm, dv = self.depends(src)
@@ -330,24 +394,31 @@ class _Writer:
                     self._load(name, access_of(inst), i, u)
                     continue
                 args = [self.operand(a, i, u) for a in inst.args]
-                op = inst.opdef
-                value = C.Unary(VECTOR_UNARY[op], args[0]) if op in VECTOR_UNARY \
-                    else C.Binary(VECTOR_BINARY[op], args[0], args[1])
-                self.e.emit(C.Decl(self.vtype, name, value))
+                self.e.emit(C.Decl(self.vtype, name, self._value(inst, args)))
+
+    def _value(self, inst: Instruction, args: list[C.Expr]) -> C.Expr:
+        op = inst.opdef
+        if op in VECTOR_UNARY:
+            return C.Unary(VECTOR_UNARY[op], args[0])
+        if op in VECTOR_SELECTS:
+            return select_form(MAX, args[0], C.Id(self.zero)) if op is RELU \
+                else select_form(op, args[0], args[1])
+        return C.Binary(VECTOR_BINARY[op], args[0], args[1])
 
     def _load(self, name: str, acc: Access, i: int, u: int) -> None:
         e = self.e
         kind = access_kind(acc, self.p.v)
         if kind == "invariant":
-            s = self.fresh(f"{name}_s")
-            e.emit(C.Decl(self.stype, s, e.element(self._shift(acc, i, u))))
-            e.emit(C.Decl(self.vtype, name, self.broadcast(C.Id(s))))
+            self.splat(name, e.element(self._shift(acc, i, u)))
         elif kind == "contig" and self.valid is None:
             e.emit(C.Decl(self.vtype, name))
             e.emit(self.vector_load(name, acc, i, u))
         else:                     # 4 elements one by one: a gather, or a tail block's
-            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name],
-                                                   *self.lane_elements(acc, i, u))))
+            lanes = self.lane_elements(acc, i, u)
+            if all(x.text() == lanes[0].text() for x in lanes):
+                self.splat(name, lanes[0])      # a 1-column tail: one element
+                return
+            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name], *lanes)))
 
     def lane_elements(self, acc: Access, i: int, u: int) -> list[C.Expr]:
         """The 4 elements of ``acc``'s vector; in a tail block, the valid

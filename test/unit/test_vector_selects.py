@@ -1,0 +1,118 @@
+"""max, min, relu, clip and max pooling as vector code (issue 43, item 6;
+docs/codegen.md, "Vector code (simd.h)"): the public SW26010 simd.h has no
+vector max, so swir-cg writes swir's NaN-propagating max as selects on
+compares (simd_vfcmplt, simd_vfcmpun, simd_vseleq). Each case's generated
+program runs under the emulation on inputs with NaN, +-infinity and +-0 in
+every lane position (and beside equal values of the other sign), and must
+give the interpreter's result element for element: the same NaNs, the same
+infinities, the same sign of every zero."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from swir.codegen import emulate
+from swir.codegen.project import Options, generate, write_project
+from swir.interp.loop import io_signature
+from swir.interp.run import run_function
+from swir.parser import parse_module
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.verifier import verify
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                                reason="needs a host C compiler (cc) and make")
+
+PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+
+
+def module(body: str, params: str, result: str) -> str:
+    return f"""module "sel"
+stage graph
+
+func @main({params}) -> {result} {{
+'entry:
+{body}
+}}
+"""
+
+
+# name, graph, the kernel whose nest must be vector code
+CASES = {
+    "relu": module("  %y = relu %x : <2 x 4 x 8 x 12 x {t}>\n  return %y",
+                   "%x: <2 x 4 x 8 x 12 x {t}>", "<2 x 4 x 8 x 12 x {t}>"),
+    "max": module("  %y = max %x, %z : <2 x 4 x 8 x 12 x {t}>\n  return %y",
+                  "%x: <2 x 4 x 8 x 12 x {t}>, %z: <2 x 4 x 8 x 12 x {t}>",
+                  "<2 x 4 x 8 x 12 x {t}>"),
+    "min": module("  %y = min %x, %z : <2 x 4 x 8 x 12 x {t}>\n  return %y",
+                  "%x: <2 x 4 x 8 x 12 x {t}>, %z: <2 x 4 x 8 x 12 x {t}>",
+                  "<2 x 4 x 8 x 12 x {t}>"),
+    "clip": module("  %y = clip %x {min = 0.0, max = 6.0} : <2 x 4 x 8 x 12 x {t}>\n  return %y",
+                   "%x: <2 x 4 x 8 x 12 x {t}>", "<2 x 4 x 8 x 12 x {t}>"),
+    "max_pool2d": module(
+        "  %y = max_pool2d %x {kernel = [2, 2], stride = [2, 2]} : <2 x 4 x 4 x 6 x {t}>\n"
+        "  return %y", "%x: <2 x 4 x 8 x 12 x {t}>", "<2 x 4 x 4 x 6 x {t}>"),
+    "max_pool2d_3x3": module(
+        "  %y = max_pool2d %x {kernel = [3, 3], stride = [1, 1], pad = [1, 1, 1, 1]} "
+        ": <2 x 4 x 8 x 12 x {t}>\n  return %y",
+        "%x: <2 x 4 x 8 x 12 x {t}>", "<2 x 4 x 8 x 12 x {t}>"),
+}
+
+
+def special_input(shape: tuple[int, ...], dtype, seed: int) -> np.ndarray:
+    """Small random values (with repeats, so maxima tie), and the SPECIAL
+    values at every lane position: element k of each row of 12 columns, for
+    k cycling through the rows, so each special value lands on every column
+    mod 4; a zero's neighbour is often the other zero."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, size=shape).astype(dtype)
+    rows = x.reshape(-1, shape[-1])
+    for r in range(rows.shape[0]):
+        if r % 3 == 0:
+            continue                       # some rows without specials: NaN-free windows
+        col = (r * 5 + seed) % shape[-1]
+        rows[r, col] = SPECIAL[(r + seed) % len(SPECIAL)]
+        rows[r, (col + 1) % shape[-1]] = -rows[r, col] if rows[r, col] == 0 else rows[r, col]
+    return x
+
+
+def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise: both NaN, or equal with the same sign (so +0 is not -0)."""
+    both_nan = np.isnan(a) & np.isnan(b)
+    return both_nan | ((a == b) & (np.signbit(a) == np.signbit(b)))
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_vector_selects_match_the_interpreter(tmp_path, name, t):
+    text = CASES[name].replace("{t}", t)
+    m = parse_module(text, "<sel>")
+    verify(m)
+    PassManager([pass_class(n)() for n in PIPELINE], verify_each=True).run(m)
+    out = tmp_path / "p"
+    write_project(generate(m, Options(source="<sel>")), str(out), force=False)
+    c = (out / "layers_slave.c").read_text()
+    # the max / min / relu nest is vector code, written with the public intrinsics
+    assert re.search(r"simd_vseleq\(simd_vfcmpun\((\w+), \1\), simd_vseleq\(simd_vfcmplt\(", c)
+    if name.startswith("max_pool2d"):
+        assert "vector micro-kernel" in c and "vlowest_s = " in c and "-INFINITY;" in c
+    g = parse_module(text, "<sel>")
+    main = g.lookup("main")
+    dtype = np.float32 if t == "f32" else np.float64
+    args = [special_input(p.type.shape, dtype, seed) for seed, p in enumerate(main.params)]
+    want = run_function(g, main, args)
+    ins, outs = io_signature(m.lookup("main"))
+    run = emulate.run(emulate.build(out, "sel"), args, [p.type for p in ins], outs)
+    got, ref = np.asarray(run.outputs[0]), np.asarray(want[0])
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    bad = ~same(got, ref)
+    assert not bad.any(), list(zip(got[bad][:8], ref[bad][:8]))
+    assert np.isnan(ref).any()                                 # the specials reached Y
+    assert np.isinf(ref).any() or name == "clip"               # (clip bounds infinities)
+    if name in ("max", "min", "relu", "clip"):
+        assert (np.signbit(ref) & (ref == 0)).any() or name in ("relu", "clip")
