@@ -441,6 +441,8 @@ def body_cost(body: list[Instruction], p: Plan | None,
         _scalar_cost(body, target), sum(map(flops_of, body))))
     if p.kind == "reduce":
         return PointCost(_reduce_point_cost(p, target), flops)
+    if _map_tail_is_vector(p):
+        return PointCost(_map_point_cost(p), flops)
     lanes = _lane_share(p)
     return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
 
@@ -474,6 +476,25 @@ def _accumulates(body: list[Instruction]) -> bool:
                 and _same(access_of(x), access_of(s)) for a in add.args):
             return True
     return False
+
+
+def _map_tail_is_vector(p: Plan) -> bool:
+    """Whether swir-cg writes a map plan's last columns as a vector (the 4
+    ending at the bound): when v's trip count is known (a tile plan's
+    trips are the tile's)."""
+    return not p.loops or trip_count(p.loop_of(p.v)) is not None
+
+
+def _map_point_cost(p: Plan) -> float:
+    """Cycles per point of a map plan whose last 1 to 3 columns are the
+    vector ending at the bound: a step per 4 columns and one more for the
+    rest, whose stores go through a 4-element array (a vector store, then
+    per stored lane a load and a store)."""
+    n = p.columns
+    rest = n % LANES
+    stores = sum(1 for i in p.body if i.isa(STORE))
+    extra = stores * 2 * rest if rest else 0
+    return (math.ceil(n / LANES) * _map_cost(p) + extra) / n
 
 
 def _lane_share(p: Plan) -> float:

@@ -10,7 +10,9 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
   block's M x U accumulators start at zero, take one fused multiply-add per
   element per step of the reduction loops R (which keep their order), and
   are added to Y after R (blocked summation);
-- a **map** plan: the innermost loop 4 lanes at a time, then the scalar body.
+- a **map** plan: the innermost loop 4 lanes at a time, then the last 1 to
+  3 columns as the vector ending at the bound when the trip count is known
+  (only their lanes stored), else the scalar body.
 
 A value the same in every lane is splat with ``simd_loade`` from its scalar
 in memory, as public CPE code splats (swCaffe's sw_slave_scale.c and GEMM
@@ -123,6 +125,7 @@ class _Writer:
         self.vtype = C.Named(VECTOR_TYPE[p.element.name])
         self.splat_of: dict[int, str] = {}  # id(outside value or const) -> its broadcast
         self.zero = ""                      # relu's vector of zeros, if hoisted
+        self.map_rest = 0                   # in a map plan's tail: the columns stored
         # the current block's vectors: (id(body value), row, vector) -> C name
         self.values: dict[tuple[int, int, int], C.Expr] = {}
         # in a tail block: its valid lanes (None: known at run time) and the
@@ -210,6 +213,9 @@ class _Writer:
                 if n == 1 and p.kind == "reduce":
                     self.tail(rows, v, hi, None if trip is None else trip % LANES)
                     continue
+                if n == 1 and trip is not None:
+                    self.map_tail(v, hi, trip % LANES)
+                    continue
                 with e.block() as blk:
                     if n == 1:      # a map plan's scalar body, for one v
                         e.region(p.loops[-1].regions[0].blocks[0])
@@ -245,6 +251,33 @@ class _Writer:
         what = {None: "1 to 3 columns", 1: "column"}.get(rest, f"{rest} columns")
         self.e.emit(C.Comment(f"the last {what}, lanes past them repeating the first"))
         self.e.emit(blk if rest else C.If(C.Binary("<", v, hi), blk))
+
+    def map_tail(self, v: C.Id, hi: C.Expr, rest: int) -> None:
+        """The last ``rest`` (1 to 3) columns of a map plan whose trip count
+        (4 or more) is known: the vector of the 4 columns ending at the
+        bound, of which only the last ``rest`` lanes are stored (the others
+        were stored by the vector loop; computing them again reads only
+        elements the nest reads, and an in-place body has already
+        overwritten them, so they are dropped)."""
+        with self.e.block() as blk:
+            self.e.emit(C.ExprStmt(C.Assign(v, C.Binary("-", hi, C.Lit(str(LANES))))))
+            self.map_rest = rest
+            self.map_block()
+            self.map_rest = 0
+        self.e.emit(C.Comment(f"the last {rest} column{'s' if rest > 1 else ''}: "
+                              f"the 4 ending at the bound, {rest} lane{'s' if rest > 1 else ''} "
+                              "stored"))
+        self.e.emit(blk)
+
+    def _store_rest(self, value: C.Expr, acc: Access) -> None:
+        """Of ``value``'s lanes, the last ``map_rest`` to their elements."""
+        e = self.e
+        lanes = self.fresh("lanes")
+        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
+        e.emit(C.ExprStmt(C.call("simd_storeu", value, C.Id(lanes))))
+        for lane in range(LANES - self.map_rest, LANES):
+            e.emit(C.ExprStmt(C.Assign(e.element(self._shift(acc, 0, 0, lane)),
+                                       C.index(lanes, lane))))
 
     def lane_valid(self, lane: int) -> C.Expr | bool:
         """Whether the tail block's ``lane`` holds a column: True, False or
@@ -352,7 +385,9 @@ class _Writer:
     def map_block(self) -> None:
         self.values = {}
         for inst in self.p.body:
-            if inst.isa(STORE):
+            if inst.isa(STORE) and self.map_rest:
+                self._store_rest(self.operand(inst.args[0], 0, 0), access_of(inst))
+            elif inst.isa(STORE):
                 self.e.emit(self.vector_store(self.operand(inst.args[0], 0, 0),
                                               access_of(inst), 0, 0))
             elif not inst.isa(CONST):
@@ -450,6 +485,8 @@ class _Writer:
         p = self.p
         t = acc.base.type
         assert isinstance(t, LDMType)
+        if self.map_rest:
+            return False            # a map tail starts 4 columns before the bound
         lo = Expr.of(p.loop_of(p.v).args[0])
         if not lo.is_constant or lo.const % LANES:
             return False
