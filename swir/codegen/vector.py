@@ -328,16 +328,22 @@ class _Writer:
         assert op is not None
         return op
 
-    def combined(self, y: C.Expr, acc: C.Expr) -> C.Expr:
-        """Y's value combined with an accumulator's, in the body's operand
-        order (Y where it loads Y)."""
-        op = self.combine
+    def in_order(self, y: C.Expr, acc: C.Expr) -> tuple[C.Expr, C.Expr]:
+        """Y's value and an accumulator's in the body's operand order (Y
+        where it loads Y)."""
         assert self.p.acc_load is not None
-        a, b = (y, acc) if op.args[0] is self.p.acc_load.results[0] else (acc, y)
+        first = self.combine.args[0] is self.p.acc_load.results[0]
+        return (y, acc) if first else (acc, y)
+
+    def combined(self, y: C.Expr, acc: C.Expr) -> C.Expr:
+        """Y's vector combined with an accumulator."""
+        a, b = self.in_order(y, acc)
+        op = self.combine
         return C.Binary("+", a, b) if op.isa(ADD) else select_form(op.opdef, a, b)
 
     def _add_lanes(self, acc: str, target: Access, i: int) -> None:
-        """Y += the tail block's valid lanes of ``acc``, one by one."""
+        """Y combined with the tail block's valid lanes of ``acc``, one by
+        one (``+=``, or the scalar max / min)."""
         e = self.e
         lanes = self.fresh(f"{acc}_lanes")
         e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
@@ -347,15 +353,12 @@ class _Writer:
             if valid is False:
                 continue
             y = e.element(self._shift(target, i, 0, lane))
-            op = self.combine
+            op, t = self.combine, self.p.element
             if op.isa(ADD):
                 add = C.ExprStmt(C.Assign(y, C.index(lanes, lane), "+="))
             else:
-                a, b = (y, C.index(lanes, lane))
-                if op.args[0] is not self.p.acc_load.results[0]:  # type: ignore[union-attr]
-                    a, b = b, a
-                add = C.ExprStmt(C.Assign(y, scalar.node(op.opdef, [self.p.element] * 2, [a, b],
-                                                         self.p.element, {})))
+                pair = list(self.in_order(y, C.index(lanes, lane)))
+                add = C.ExprStmt(C.Assign(y, scalar.node(op.opdef, [t, t], pair, t, {})))
             e.emit(add if valid is True else C.If(valid, C.Block([add])))
 
     def _update(self, accs: dict, rows: int, width: int) -> None:
