@@ -14,7 +14,11 @@ says what each becomes:
   gives the 4 lanes and U vectors, m (another loop of P whose iterations
   reuse a load) is unrolled and jammed M times.
 - **map**: the innermost loop, 4 iterations at a time, every access
-  contiguous in it or independent of it.
+  contiguous in it or independent of it. A map body in f32 and f64 (a batch
+  norm epilogue: loads cast to f64, the result cast back) is one too when
+  what moves with v has vector forms (casts included, lane by lane through
+  memory); what does not (the channel's scale: its loads, casts, sqrt, div)
+  is computed once per row in scalar code before the vector loop.
 
 Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
 (``+ - * /`` on the vector types), and ``max``, ``min`` and ``relu`` as selects
@@ -35,7 +39,8 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
 from swir.ir.module_attrs import module_target
 from swir.ir.types import LDMType, ScalarType, ShapedType
-from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MAX, MIN, MUL, NEG, RELU, STORE, SUB
+from swir.ops import (ADD, CAST, CONST, DIV, FOR, LDM_ALLOC, LOAD, MAX, MIN, MUL, NEG, RELU, STORE,
+                      SUB)
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import Target, default_target
@@ -51,6 +56,10 @@ VECTOR_SELECTS = {MAX: 4, MIN: 4, RELU: 4}
 VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY, *VECTOR_SELECTS)
 # The ops a reduce plan accumulates with: Y[s] = op(Y[s], e).
 REDUCTIONS = (ADD, MAX, MIN)
+# Memory operations of a vector cast between f32 and f64 (the public simd.h
+# has no conversion): the vector stored to 4 scalars, 4 scalar loads, and
+# the 4 stores and vector load of simd_set_*.
+CAST_MEMORY = 10
 
 
 def vector_instructions(inst: Instruction) -> int:
@@ -84,6 +93,10 @@ class Plan:
     # The machine whose vector registers the block must fit (the module's,
     # or the one the LDM plan search plans for).
     target: Target | None = field(default=None, repr=False)
+    # A map plan of a body in f32 and f64: the instructions that do not move
+    # with v, computed once per row in scalar code before the vector loop.
+    mixed: bool = False
+    hoisted: frozenset[int] = frozenset()
 
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
@@ -121,11 +134,13 @@ def plan(loop: Instruction) -> Plan | None:
     ivs = [lp.regions[0].blocks[0].args[0] for lp in loops]
     if any(v in ivs for lp in loops for a in lp.args[:2] for v in Expr.of(a).values()):
         return None             # a bound depends on the nest: no reordering
-    element = _element_type(body)
+    element, mixed = _element_type(body), False
+    if element is None:
+        element, mixed = _mixed_element(body), True
     if element is None:
         return None
     return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops],
-                 target=module_target(loop))
+                 target=module_target(loop), mixed=mixed)
 
 
 def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
@@ -140,18 +155,20 @@ def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
     memo = {} if memo is None else memo
     key = ("element", tuple(body))
     if key not in memo:
-        memo[key] = _element_type(body, ldm=False)
-    element = memo[key]
+        single = _element_type(body, ldm=False)
+        memo[key] = (single, False) if single is not None else \
+            (_mixed_element(body, ldm=False), True)
+    element, mixed = memo[key]
     return None if element is None else \
-        _plan([], body, element, ivs, list(trips), memo, target or default_target())
+        _plan([], body, element, ivs, list(trips), memo, target or default_target(), mixed)
 
 
 def _plan(loops: list[Instruction], body: list[Instruction], element: ScalarType,
           ivs: list[Value], trips: list[int | None], memo: dict | None = None,
-          target: Target | None = None) -> Plan | None:
-    for kind in ("reduce", "map"):
+          target: Target | None = None, mixed: bool = False) -> Plan | None:
+    for kind in ("map",) if mixed else ("reduce", "map"):
         p = Plan(kind, loops, element, ivs, trips, v=None, body=body,  # type: ignore[arg-type]
-                 target=target)
+                 target=target, mixed=mixed)
         if memo is not None:
             p.memo = memo
         if (_reduce_plan if kind == "reduce" else _map_plan)(p):
@@ -190,11 +207,8 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
         if not inst.isa(LOAD, STORE, CONST, *VECTOR_OPS):
             return None
         if inst.isa(LOAD, STORE):
-            acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
-            t = acc.base.type if isinstance(acc, Access) else None
-            if not isinstance(t, ShapedType) or t.rank == 0 or \
-                    (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
-                    any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
+            t = _buffer_type(inst, ldm)
+            if t is None:
                 return None
             types = [t.element]
         else:
@@ -208,6 +222,68 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
             elif ty != element:
                 return None
     return element
+
+
+def _buffer_type(inst: Instruction, ldm: bool) -> ShapedType | None:
+    """The buffer type a load or store accesses, if a vector body may
+    (``ldm``: the kernel's own LDM buffer), with affine subscripts."""
+    acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
+    t = acc.base.type if isinstance(acc, Access) else None
+    if not isinstance(t, ShapedType) or t.rank == 0 or \
+            (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
+            any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
+        return None
+    return t
+
+
+def _float(t: object) -> bool:
+    return isinstance(t, ScalarType) and t.name in VECTOR_TYPES
+
+
+def _mixed_element(body: list[Instruction], ldm: bool = True) -> ScalarType | None:
+    """For a map plan of a body in f32 and f64 (a batch norm's epilogue: its
+    loads cast to f64, the result cast back): the stores' type, if every
+    instruction is a load or store (as :func:`_element_type` asks), a
+    constant, or a float op on floats (a cast between f32 and f64
+    included); whether the ops that move with v have vector forms is
+    :func:`_map_plan`'s question."""
+    stored = set()
+    for inst in body:
+        if inst.isa(LOAD, STORE):
+            t = _buffer_type(inst, ldm)
+            if t is None or not _float(t.element):
+                return None
+            if inst.isa(STORE):
+                stored.add(t.element)
+        elif not inst.isa(CONST) and not (
+                (inst.isa(CAST) or flops_of(inst)) and len(inst.results) == 1
+                and all(_float(a.type) for a in inst.args if isinstance(a, Value))
+                and _float(inst.results[0].type)):
+            return None
+    return stored.pop() if len(stored) == 1 else None
+
+
+def _hoisted(p: Plan) -> frozenset[int] | None:
+    """A mixed map plan's instructions that do not move with v (none of its
+    operands does): the ops, and the loads they read; None if an op that
+    moves with v has no vector form (only the VECTOR_OPS and casts do)."""
+    still: set[int] = set()
+    ops: set[int] = set()
+    for inst in p.body:
+        if inst.isa(LOAD):
+            if access_kind(access_of(inst), p.v) == "invariant":
+                still.add(id(inst.results[0]))
+        elif inst.isa(CONST, STORE):
+            continue
+        elif all(id(a) in still or producer(p.body, a) is None or
+                 producer(p.body, a).isa(CONST) for a in inst.args):  # type: ignore[union-attr]
+            still.add(id(inst.results[0]))
+            ops.add(id(inst))
+        elif not inst.isa(CAST, *VECTOR_OPS):
+            return None
+    loads = {id(i) for i in p.body if i.isa(LOAD) and any(
+        id(u) in ops for u in (x for x in p.body if i.results[0] in x.args))}
+    return frozenset(ops | loads)
 
 
 def _allocated(base: object) -> bool:
@@ -399,7 +475,14 @@ def _map_plan(p: Plan) -> bool:
             if access_of(s).base is acc.base and not _same(access_of(s), acc):
                 return False
     bases = [access_of(s).base for s in stores]
-    return len(set(map(id, bases))) == len(bases)
+    if len(set(map(id, bases))) != len(bases):
+        return False
+    if p.mixed:
+        hoisted = _memo(p, ("hoisted", tuple(p.body), p.v), lambda: _hoisted(p))
+        if hoisted is None:
+            return False
+        p.hoisted = hoisted
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -441,10 +524,13 @@ def body_cost(body: list[Instruction], p: Plan | None,
         _scalar_cost(body, target), sum(map(flops_of, body))))
     if p.kind == "reduce":
         return PointCost(_reduce_point_cost(p, target), flops)
+    hoisted = [i for i in body if id(i) in p.hoisted]
+    vector = flops - sum(map(flops_of, hoisted))
+    once = _scalar_cost(hoisted, target) / p.columns if hoisted else 0.0   # once per row
     if _map_tail_is_vector(p):
-        return PointCost(_map_point_cost(p), flops)
+        return PointCost(_map_point_cost(p) + once, vector)
     lanes = _lane_share(p)
-    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
+    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar + once, lanes * vector)
 
 
 def point_cycles_floor(body: list[Instruction], target: Target | None = None) -> float:
@@ -558,7 +644,12 @@ def _map_cost(p: Plan) -> float:
     """Cycles of one 4-lane step of a map body."""
     fp = mem = 0
     for i in p.body:
-        if i.isa(LOAD):
+        if id(i) in p.hoisted:
+            continue                # once per row, before the vector loop
+        if i.isa(CAST):
+            fp += 1
+            mem += CAST_MEMORY
+        elif i.isa(LOAD):
             mem += 1
             fp += access_kind(access_of(i), p.v) == "invariant"     # the broadcast
         elif i.isa(STORE):

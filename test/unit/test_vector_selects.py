@@ -128,3 +128,43 @@ def test_vector_selects_match_the_interpreter(tmp_path, name, t):
     assert not bad.any(), list(zip(got[bad][:8], ref[bad][:8]))
     assert np.isnan(ref).any()                                 # the specials reached Y
     assert np.isinf(ref).any() or "clip" in name               # (clip bounds infinities)
+
+
+BATCH_NORM = module(
+    "  %y = conv2d %x, %w {stride = [2, 2], pad = [1, 1, 1, 1], groups = 8} : <1 x 8 x 7 x 7 x f32>\n"
+    "  %n = batch_norm %y, %g, %b, %m, %v : <1 x 8 x 7 x 7 x f32>\n"
+    "  %c = clip %n {min = 0.0, max = 6.0} : <1 x 8 x 7 x 7 x f32>\n  return %c",
+    "%x: <1 x 8 x 14 x 14 x f32>, %w: <8 x 1 x 3 x 3 x f32>, %g: <8 x f32>, %b: <8 x f32>, "
+    "%m: <8 x f32>, %v: <8 x f32>", "<1 x 8 x 7 x 7 x f32>")
+
+
+def test_a_batch_norm_epilogue_in_f64_is_vector_code_bit_identical_to_scalar(tmp_path):
+    """The batch norm epilogue computes in f64 between casts: the channel's
+    scale (cast, add, sqrt, div) once per row in scalar C, the element's
+    chain (cast to f64, sub, mul, add, cast to f32, the clip) in doublev4
+    and floatv4, the casts lane by lane through memory. Its program gives
+    the bits of the --no-simd program, NaN and infinities included, and
+    matches the interpreter."""
+    m = parse_module(BATCH_NORM, "<bn>")
+    verify(m)
+    PassManager([pass_class(n)() for n in PIPELINE], verify_each=True).run(m)
+    rng = np.random.default_rng(7)
+    g = parse_module(BATCH_NORM, "<bn>")
+    main = g.lookup("main")
+    args = [special_input(main.params[0].type.shape, np.float32, 0),
+            rng.integers(-2, 3, size=(8, 1, 3, 3)).astype(np.float32),
+            rng.uniform(0.5, 2, 8).astype(np.float32), rng.uniform(-1, 1, 8).astype(np.float32),
+            rng.uniform(-1, 1, 8).astype(np.float32), rng.uniform(0.1, 2, 8).astype(np.float32)]
+    ins, outs = io_signature(m.lookup("main"))
+    results = {}
+    for simd in (True, False):
+        out = tmp_path / ("simd" if simd else "scalar")
+        write_project(generate(m, Options(source="<bn>", simd=simd)), str(out), force=False)
+        c = (out / "layers_slave.c").read_text()
+        assert ("simd_set_doublev4((double)" in c and "const double t_10 = sqrt(t_9);" in c) == simd
+        run = emulate.run(emulate.build(out, "sel"), args, [p.type for p in ins], outs)
+        results[simd] = np.asarray(run.outputs[0])
+    assert results[True].tobytes() == results[False].tobytes()
+    want = np.asarray(run_function(g, main, args)[0])
+    assert np.isnan(want).any() and same(results[True], want).mean() > 0.99
+    assert np.allclose(results[True], want, rtol=1e-6, atol=1e-6, equal_nan=True)
