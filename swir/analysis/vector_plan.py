@@ -8,16 +8,23 @@ of loads, element-wise arithmetic and stores on the kernel's own LDM buffers,
 in one float type) are vectorised; docs/codegen.md, "Vector micro-kernels",
 says what each becomes:
 
-- **reduce**: one store ``Y[s] = Y[s] + e``, each subscript of ``s`` one loop
-  of the nest (P); the other loops (R) reduce. v (the last subscript's loop)
+- **reduce**: one store ``Y[s] = Y[s] + e`` (or ``max`` / ``min`` for ``+``:
+  max pooling), each subscript of ``s`` one loop of the nest (P); the other
+  loops (R) reduce. v (the last subscript's loop)
   gives the 4 lanes and U vectors, m (another loop of P whose iterations
   reuse a load) is unrolled and jammed M times.
 - **map**: the innermost loop, 4 iterations at a time, every access
-  contiguous in it or independent of it.
+  contiguous in it or independent of it. A map body in f32 and f64 (a batch
+  norm epilogue: loads cast to f64, the result cast back) is one too when
+  what moves with v has vector forms (casts included, lane by lane through
+  memory); what does not (the channel's scale: its loads, casts, sqrt, div)
+  is computed once per row in scalar code before the vector loop.
 
 Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
-(``+ - * /`` on the vector types); ``max``, ``min`` and ``relu`` are not
-(``simd_smaxs`` is not documented to propagate a NaN, as swir's max does).
+(``+ - * /`` on the vector types), and ``max``, ``min`` and ``relu`` as selects
+on compares (the public SW26010 simd.h has no vector max: swir/codegen/vector.py,
+``select_form``, writes swir's NaN-propagating max from ``simd_vfcmplt``,
+``simd_vfcmpun`` and ``simd_vseleq``, four vector instructions).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from swir.ir.affine import Compound, Expr
 from swir.ir.core import Access, Instruction, Region, Result, Value
 from swir.ir.module_attrs import module_target
 from swir.ir.types import LDMType, ScalarType, ShapedType
-from swir.ops import ADD, CONST, DIV, FOR, LDM_ALLOC, LOAD, MUL, NEG, STORE, SUB
+from swir.ops import (ADD, CAST, CONST, DIV, FOR, LDM_ALLOC, LOAD, MAX, MIN, MUL, NEG, RELU, STORE,
+                      SUB)
 from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import Target, default_target
@@ -42,7 +50,21 @@ VECTOR_TYPES = ("f32", "f64")
 # The ops a vector body may compute, with their C operators.
 VECTOR_BINARY = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
 VECTOR_UNARY = {NEG: "-"}
-VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY)
+# The ops written as selects on compares, with the vector instructions each
+# takes (a compare, a select, the NaN test and its select).
+VECTOR_SELECTS = {MAX: 4, MIN: 4, RELU: 4}
+VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY, *VECTOR_SELECTS)
+# The ops a reduce plan accumulates with: Y[s] = op(Y[s], e).
+REDUCTIONS = (ADD, MAX, MIN)
+# Memory operations of a vector cast between f32 and f64 (the public simd.h
+# has no conversion): the vector stored to 4 scalars, 4 scalar loads, and
+# the 4 stores and vector load of simd_set_*.
+CAST_MEMORY = 10
+
+
+def vector_instructions(inst: Instruction) -> int:
+    """The vector instructions one vector op of the body issues."""
+    return VECTOR_SELECTS.get(inst.opdef, 1)  # type: ignore[call-overload]
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).
@@ -71,6 +93,10 @@ class Plan:
     # The machine whose vector registers the block must fit (the module's,
     # or the one the LDM plan search plans for).
     target: Target | None = field(default=None, repr=False)
+    # A map plan of a body in f32 and f64: the instructions that do not move
+    # with v, computed once per row in scalar code before the vector loop.
+    mixed: bool = False
+    hoisted: frozenset[int] = frozenset()
 
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
@@ -108,11 +134,13 @@ def plan(loop: Instruction) -> Plan | None:
     ivs = [lp.regions[0].blocks[0].args[0] for lp in loops]
     if any(v in ivs for lp in loops for a in lp.args[:2] for v in Expr.of(a).values()):
         return None             # a bound depends on the nest: no reordering
-    element = _element_type(body)
+    element, mixed = _element_type(body), False
+    if element is None:
+        element, mixed = _mixed_element(body), True
     if element is None:
         return None
     return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops],
-                 target=module_target(loop))
+                 target=module_target(loop), mixed=mixed)
 
 
 def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
@@ -127,18 +155,20 @@ def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
     memo = {} if memo is None else memo
     key = ("element", tuple(body))
     if key not in memo:
-        memo[key] = _element_type(body, ldm=False)
-    element = memo[key]
+        single = _element_type(body, ldm=False)
+        memo[key] = (single, False) if single is not None else \
+            (_mixed_element(body, ldm=False), True)
+    element, mixed = memo[key]
     return None if element is None else \
-        _plan([], body, element, ivs, list(trips), memo, target or default_target())
+        _plan([], body, element, ivs, list(trips), memo, target or default_target(), mixed)
 
 
 def _plan(loops: list[Instruction], body: list[Instruction], element: ScalarType,
           ivs: list[Value], trips: list[int | None], memo: dict | None = None,
-          target: Target | None = None) -> Plan | None:
-    for kind in ("reduce", "map"):
+          target: Target | None = None, mixed: bool = False) -> Plan | None:
+    for kind in ("map",) if mixed else ("reduce", "map"):
         p = Plan(kind, loops, element, ivs, trips, v=None, body=body,  # type: ignore[arg-type]
-                 target=target)
+                 target=target, mixed=mixed)
         if memo is not None:
             p.memo = memo
         if (_reduce_plan if kind == "reduce" else _map_plan)(p):
@@ -177,11 +207,8 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
         if not inst.isa(LOAD, STORE, CONST, *VECTOR_OPS):
             return None
         if inst.isa(LOAD, STORE):
-            acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
-            t = acc.base.type if isinstance(acc, Access) else None
-            if not isinstance(t, ShapedType) or t.rank == 0 or \
-                    (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
-                    any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
+            t = _buffer_type(inst, ldm)
+            if t is None:
                 return None
             types = [t.element]
         else:
@@ -195,6 +222,68 @@ def _element_type(body: list[Instruction], ldm: bool = True) -> ScalarType | Non
             elif ty != element:
                 return None
     return element
+
+
+def _buffer_type(inst: Instruction, ldm: bool) -> ShapedType | None:
+    """The buffer type a load or store accesses, if a vector body may
+    (``ldm``: the kernel's own LDM buffer), with affine subscripts."""
+    acc = inst.args[0] if inst.isa(LOAD) else inst.args[1]
+    t = acc.base.type if isinstance(acc, Access) else None
+    if not isinstance(t, ShapedType) or t.rank == 0 or \
+            (ldm and (not isinstance(t, LDMType) or not _allocated(acc.base))) or \
+            any(not isinstance(i, Expr) for i in acc.indices):  # type: ignore[union-attr]
+        return None
+    return t
+
+
+def _float(t: object) -> bool:
+    return isinstance(t, ScalarType) and t.name in VECTOR_TYPES
+
+
+def _mixed_element(body: list[Instruction], ldm: bool = True) -> ScalarType | None:
+    """For a map plan of a body in f32 and f64 (a batch norm's epilogue: its
+    loads cast to f64, the result cast back): the stores' type, if every
+    instruction is a load or store (as :func:`_element_type` asks), a
+    constant, or a float op on floats (a cast between f32 and f64
+    included); whether the ops that move with v have vector forms is
+    :func:`_map_plan`'s question."""
+    stored = set()
+    for inst in body:
+        if inst.isa(LOAD, STORE):
+            t = _buffer_type(inst, ldm)
+            if t is None or not _float(t.element):
+                return None
+            if inst.isa(STORE):
+                stored.add(t.element)
+        elif not inst.isa(CONST) and not (
+                (inst.isa(CAST) or flops_of(inst)) and len(inst.results) == 1
+                and all(_float(a.type) for a in inst.args if isinstance(a, Value))
+                and _float(inst.results[0].type)):
+            return None
+    return stored.pop() if len(stored) == 1 else None
+
+
+def _hoisted(p: Plan) -> frozenset[int] | None:
+    """A mixed map plan's instructions that do not move with v (none of its
+    operands does): the ops, and the loads they read; None if an op that
+    moves with v has no vector form (only the VECTOR_OPS and casts do)."""
+    still: set[int] = set()
+    ops: set[int] = set()
+    for inst in p.body:
+        if inst.isa(LOAD):
+            if access_kind(access_of(inst), p.v) == "invariant":
+                still.add(id(inst.results[0]))
+        elif inst.isa(CONST, STORE):
+            continue
+        elif all(id(a) in still or producer(p.body, a) is None or
+                 producer(p.body, a).isa(CONST) for a in inst.args):  # type: ignore[union-attr]
+            still.add(id(inst.results[0]))
+            ops.add(id(inst))
+        elif not inst.isa(CAST, *VECTOR_OPS):
+            return None
+    loads = {id(i) for i in p.body if i.isa(LOAD) and any(
+        id(u) in ops for u in (x for x in p.body if i.results[0] in x.args))}
+    return frozenset(ops | loads)
 
 
 def _allocated(base: object) -> bool:
@@ -274,7 +363,7 @@ def _reduce_shape(p: Plan) -> tuple | None:
     store = stores[0]
     target = access_of(store)
     add = producer(body, store.args[0])
-    if add is None or not add.isa(ADD):
+    if add is None or not add.isa(*REDUCTIONS):
         return None
     acc_load = next((producer(body, a) for a in add.args
                      if (x := producer(body, a)) is not None and x.isa(LOAD)
@@ -298,7 +387,7 @@ def _reduce_shape(p: Plan) -> tuple | None:
     if any(access_of(i).base is target.base for i in loads):
         return None                          # reads the accumulator array elsewhere
     other = producer(body, next(a for a in add.args if a is not acc_load.results[0]))
-    fused = other if other is not None and other.isa(MUL) and \
+    fused = other if add.isa(ADD) and other is not None and other.isa(MUL) and \
         len(other.results[0].uses) == 1 else None
     return store, acc_load, tuple(parallel), last[0], tuple(loads), fused
 
@@ -386,7 +475,14 @@ def _map_plan(p: Plan) -> bool:
             if access_of(s).base is acc.base and not _same(access_of(s), acc):
                 return False
     bases = [access_of(s).base for s in stores]
-    return len(set(map(id, bases))) == len(bases)
+    if len(set(map(id, bases))) != len(bases):
+        return False
+    if p.mixed:
+        hoisted = _memo(p, ("hoisted", tuple(p.body), p.v), lambda: _hoisted(p))
+        if hoisted is None:
+            return False
+        p.hoisted = hoisted
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -428,8 +524,13 @@ def body_cost(body: list[Instruction], p: Plan | None,
         _scalar_cost(body, target), sum(map(flops_of, body))))
     if p.kind == "reduce":
         return PointCost(_reduce_point_cost(p, target), flops)
+    hoisted = [i for i in body if id(i) in p.hoisted]
+    vector = flops - sum(map(flops_of, hoisted))
+    once = _scalar_cost(hoisted, target) / p.columns if hoisted else 0.0   # once per row
+    if _map_tail_is_vector(p):
+        return PointCost(_map_point_cost(p) + once, vector)
     lanes = _lane_share(p)
-    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar, lanes * flops)
+    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar + once, lanes * vector)
 
 
 def point_cycles_floor(body: list[Instruction], target: Target | None = None) -> float:
@@ -461,6 +562,25 @@ def _accumulates(body: list[Instruction]) -> bool:
                 and _same(access_of(x), access_of(s)) for a in add.args):
             return True
     return False
+
+
+def _map_tail_is_vector(p: Plan) -> bool:
+    """Whether swir-cg writes a map plan's last columns as a vector (the 4
+    ending at the bound): when v's trip count is known (a tile plan's
+    trips are the tile's)."""
+    return not p.loops or trip_count(p.loop_of(p.v)) is not None
+
+
+def _map_point_cost(p: Plan) -> float:
+    """Cycles per point of a map plan whose last 1 to 3 columns are the
+    vector ending at the bound: a step per 4 columns and one more for the
+    rest, whose stores go through a 4-element array (a vector store, then
+    per stored lane a load and a store)."""
+    n = p.columns
+    rest = n % LANES
+    stores = sum(1 for i in p.body if i.isa(STORE))
+    extra = stores * 2 * rest if rest else 0
+    return (math.ceil(n / LANES) * _map_cost(p) + extra) / n
 
 
 def _lane_share(p: Plan) -> float:
@@ -524,13 +644,18 @@ def _map_cost(p: Plan) -> float:
     """Cycles of one 4-lane step of a map body."""
     fp = mem = 0
     for i in p.body:
-        if i.isa(LOAD):
+        if id(i) in p.hoisted:
+            continue                # once per row, before the vector loop
+        if i.isa(CAST):
+            fp += 1
+            mem += CAST_MEMORY
+        elif i.isa(LOAD):
             mem += 1
             fp += access_kind(access_of(i), p.v) == "invariant"     # the broadcast
         elif i.isa(STORE):
             mem += 1
         elif not i.isa(CONST):
-            fp += 1
+            fp += vector_instructions(i)
     return float(max(fp, mem))
 
 
@@ -542,6 +667,7 @@ class _Profile:
     loads: tuple[tuple[bool, str], ...]
     ops: int
     reduction_points: int | None
+    combine: int = 1          # vector instructions of the accumulating op (or FMA)
 
 
 def _profile(p: Plan) -> _Profile:
@@ -550,7 +676,9 @@ def _profile(p: Plan) -> _Profile:
         p.body, p.acc_load, p.store, p.fused, p.m, p.v))
     trips = [t for v, t in zip(p.ivs, p.trips) if v not in stored]
     points = math.prod(trips) if trips and all(trips) else None  # type: ignore[arg-type]
-    return _Profile(loads, ops, points)
+    combine = producer(p.body, p.store.args[0])
+    assert combine is not None
+    return _Profile(loads, ops, points, vector_instructions(combine))
 
 
 def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
@@ -568,7 +696,7 @@ def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
             dm = m is not None and any(uses(ix, m) for ix in access_of(i).indices)  # type: ignore[arg-type]
             loads.append((dm, access_kind(access_of(i), v)))
         else:
-            ops += 1
+            ops += vector_instructions(i)
     stored = frozenset(x for ix in access_of(store).indices for x in ix.values())  # type: ignore[union-attr]
     return tuple(loads), ops, stored
 
@@ -577,12 +705,12 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
                  ) -> float:
     """Cycles per point of an M x U block of which ``lanes`` of each vector
     are columns (fewer than 4: the tail block): per step of the reduction
-    loops, M x U FMAs and the other ops, the vector and broadcast loads and
+    loops, M x U FMAs (adds, maxima) and the other ops, the vector and broadcast loads and
     gathers (``lanes`` elements each), at least one FP latency (each
     accumulator's chain); plus adding the block to Y (a vector load and
     store, or for the tail a store of the lanes and per lane two loads and
     a store), spread over the reduction loops' points when they are known."""
-    fp = M * U * (1 + prof.ops)
+    fp = M * U * (prof.combine + prof.ops)
     mem = 0
     for dm, kind in prof.loads:
         copies = M if dm else 1

@@ -10,16 +10,26 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
   block's M x U accumulators start at zero, take one fused multiply-add per
   element per step of the reduction loops R (which keep their order), and
   are added to Y after R (blocked summation);
-- a **map** plan: the innermost loop 4 lanes at a time, then the scalar body.
+- a **map** plan: the innermost loop 4 lanes at a time, then the last 1 to
+  3 columns as the vector ending at the bound when the trip count is known
+  (only their lanes stored), else the scalar body.
+
+A value the same in every lane is splat with ``simd_loade`` from its scalar
+in memory, as public CPE code splats (swCaffe's sw_slave_scale.c and GEMM
+kernels); ``simd_set_floatv4`` / ``simd_set_doublev4`` (four scalar stores and
+a vector load in the public header) only where the lanes differ. ``max``,
+``min`` and ``relu`` are selects on compares (:func:`select_form`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from swir.analysis.vector_plan import (
     LANES,
     VECTOR_BINARY,
+    VECTOR_SELECTS,
     VECTOR_UNARY,
     Plan,
     access_kind,
@@ -33,12 +43,31 @@ from swir.codegen import scalar
 from swir.codegen.unit import Emitter
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Instruction, Value
-from swir.ir.types import LDMType
-from swir.ops import CONST, LOAD, STORE
+from swir.ir.types import LDMType, ScalarType
+from swir.ops import ADD, CAST, CONST, LOAD, MAX, MIN, RELU, STORE
 
 VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
+
+
+def _vector_type(t: object) -> C.Named:
+    return C.Named(VECTOR_TYPE[t.name])  # type: ignore[attr-defined]
 SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
 FMA = {"f32": "simd_vmas", "f64": "simd_vmad"}
+# A reduce plan's accumulators start at its op's identity.
+IDENTITY = {ADD: 0, MAX: -math.inf, MIN: math.inf}
+
+
+def select_form(op: object, a: C.Expr, b: C.Expr) -> C.Expr:
+    """swir's ``max(a, b)`` / ``min(a, b)`` (``relu(a)``: ``max(a, 0)``) on
+    vectors, exactly as the scalar C (swir/codegen/scalar.py): ``a`` where
+    ``a > b`` (``a < b``) or ``a`` is NaN, else ``b``. ``simd_vfcmplt(x, y)``
+    is 2.0 where x < y and 0.0 elsewhere, an unordered pair included;
+    ``simd_vfcmpun(a, a)`` is 2.0 where a is NaN; ``simd_vseleq(c, y, z)``
+    is y where c is 0.0, else z (docs/codegen.md, "Vector code (simd.h)")."""
+    assert op in (MAX, MIN)
+    ordered = C.call("simd_vfcmplt", b, a) if op is MAX else C.call("simd_vfcmplt", a, b)
+    pick = C.call("simd_vseleq", ordered, b, a)
+    return C.call("simd_vseleq", C.call("simd_vfcmpun", a, a), pick, a)
 
 
 # ---------------------------------------------------------------------------
@@ -92,14 +121,16 @@ def _loops(e: Emitter, loops: list[Instruction], inner: Callable[[], None]) -> N
         e.emit(C.For(C.Decl(C.LONG, iv.name, lo), C.Binary("<", iv, hi), C.Postfix(iv), body))
 
 
-class _Writer:
-    """The C of one planned nest."""
+class _Values:
+    """The vectors of one planned nest: names, splats, the vector value of
+    each body instruction, loads and stores."""
 
     def __init__(self, e: Emitter, p: Plan) -> None:
         self.e, self.p = e, p
         self.vtype = C.Named(VECTOR_TYPE[p.element.name])
-        self.stype = C.Named(scalar.c_type(p.element), const=True)
-        self.splat: dict[int, str] = {}     # id(outside value or const) -> its broadcast
+        self.splat_of: dict[int, str] = {}  # id(outside value or const) -> its broadcast
+        self.zero: dict[str, str] = {}      # relu's vector of zeros per type, if hoisted
+        self.map_rest = 0                   # in a map plan's tail: the columns stored
         # the current block's vectors: (id(body value), row, vector) -> C name
         self.values: dict[tuple[int, int, int], C.Expr] = {}
         # in a tail block: its valid lanes (None: known at run time) and the
@@ -110,31 +141,205 @@ class _Writer:
     def fresh(self, name: str) -> str:
         return self.e.scope.declare(name, fallback="v")
 
-    def broadcast(self, x: C.Expr) -> C.Expr:
-        return C.call(SET[self.p.element.name], x, x, x, x)
+    def splat(self, name: str, element: C.Expr, t: ScalarType | None = None) -> None:
+        """``name``, a vector of ``t`` (the plan's element type if None),
+        with the scalar at ``element`` (an lvalue) in every lane."""
+        self.e.emit(C.Decl(_vector_type(t or self.p.element), name))
+        self.e.emit(C.ExprStmt(C.call("simd_loade", C.Id(name), C.Unary("&", element))))
+
+    def broadcast(self, name: str, x: C.Expr, t: ScalarType | None = None) -> None:
+        """``name`` with the value ``x`` in every lane: through a scalar of
+        its own (simd_loade reads memory)."""
+        t = t or self.p.element
+        s = self.fresh(f"{name}_s")
+        self.e.emit(C.Decl(C.Named(scalar.c_type(t)), s, x))
+        self.splat(name, C.Id(s), t)
+
+    def lane_valid(self, lane: int) -> C.Expr | bool:
+        """Whether the tail block's ``lane`` holds a column: True, False or
+        the C flag."""
+        assert self.valid is not None
+        rest, flags = self.valid
+        if lane == 0 or rest is not None:
+            return lane < (rest or 1)
+        return flags.get(lane, False)
+
+    # -- values --------------------------------------------------------------
+    def depends(self, inst: Instruction) -> tuple[bool, bool]:
+        """Whether ``inst``'s value differs along m, along v."""
+        p = self.p
+        if inst.isa(LOAD):
+            ix = access_of(inst).indices
+            return (p.m is not None and any(uses(i, p.m) for i in ix),  # type: ignore[arg-type]
+                    any(uses(i, p.v) for i in ix))  # type: ignore[arg-type]
+        dm = dv = False
+        for a in inst.args:
+            src = producer(p.body, a)
+            if src is not None and not src.isa(CONST):
+                m, v = self.depends(src)
+                dm, dv = dm or m, dv or v
+        return dm, dv
+
+    def operand(self, a: object, i: int, u: int) -> C.Expr:
+        if id(a) in self.splat_of:
+            return C.Id(self.splat_of[id(a)])
+        src = producer(self.p.body, a)
+        assert src is not None
+        dm, dv = self.depends(src)
+        return self.values[(id(a), i if dm else 0, u if dv else 0)]
+
+    def vector_op(self, inst: Instruction, rows: int, width: int) -> None:
+        dm, dv = self.depends(inst)
+        r = inst.results[0]
+        for i in range(rows if dm else 1):
+            for u in range(width if dv else 1):
+                what = self.e.name(access_of(inst).base) if inst.isa(LOAD) else r.name
+                name = self.fresh(f"{what or 't'}_v")
+                self.values[(id(r), i, u)] = C.Id(name)
+                if inst.isa(LOAD):
+                    self._load(name, access_of(inst), i, u)
+                    continue
+                args = [self.operand(a, i, u) for a in inst.args]
+                if inst.isa(CAST):
+                    self._cast(name, inst, args[0])
+                    continue
+                self.e.emit(C.Decl(_vector_type(r.type), name, self._value(inst, args)))
+
+    def _cast(self, name: str, inst: Instruction, x: C.Expr) -> None:
+        """``name``, the vector ``x`` converted between f32 and f64 lane by
+        lane (the public simd.h has no conversion): stored to 4 scalars and
+        set from them, as the scalar C casts."""
+        src, dst = inst.args[0].type, inst.results[0].type  # type: ignore[union-attr]
+        lanes = self.fresh(f"{name}_lanes")
+        self.e.emit(C.Decl(C.array(C.Named(scalar.c_type(src)), [LANES]), lanes))
+        self.e.emit(C.ExprStmt(C.call("simd_storeu", x, C.Id(lanes))))
+        each = [C.Cast(C.Named(scalar.c_type(dst)), C.index(lanes, k)) for k in range(LANES)]
+        self.e.emit(C.Decl(_vector_type(dst), name, C.call(SET[dst.name], *each)))
+
+    def _value(self, inst: Instruction, args: list[C.Expr]) -> C.Expr:
+        op = inst.opdef
+        if op in VECTOR_UNARY:
+            return C.Unary(VECTOR_UNARY[op], args[0])
+        if op in VECTOR_SELECTS:
+            zero = self.zero.get(inst.results[0].type.name, "")  # type: ignore[union-attr]
+            return select_form(MAX, args[0], C.Id(zero)) if op is RELU \
+                else select_form(op, args[0], args[1])
+        return C.Binary(VECTOR_BINARY[op], args[0], args[1])
+
+    def _load(self, name: str, acc: Access, i: int, u: int) -> None:
+        e = self.e
+        kind = access_kind(acc, self.p.v)
+        t = acc.base.type.element  # type: ignore[union-attr]
+        if kind == "invariant":
+            self.splat(name, e.element(self._shift(acc, i, u)), t)
+        elif kind == "contig" and self.valid is None:
+            e.emit(C.Decl(_vector_type(t), name))
+            e.emit(self.vector_load(name, acc, i, u))
+        else:                     # 4 elements one by one: a gather, or a tail block's
+            lanes = self.lane_elements(acc, i, u)
+            if all(x.text() == lanes[0].text() for x in lanes):
+                self.splat(name, lanes[0], t)   # a 1-column tail: one element
+                return
+            e.emit(C.Decl(_vector_type(t), name, C.call(SET[t.name], *lanes)))
+
+    def lane_elements(self, acc: Access, i: int, u: int) -> list[C.Expr]:
+        """The 4 elements of ``acc``'s vector; in a tail block, the valid
+        columns' and the first column's in the lanes past them."""
+        elements = [self.e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
+        if self.valid is None:
+            return elements
+        first, out = elements[0], []
+        for lane, here in enumerate(elements):
+            valid = self.lane_valid(lane)
+            out.append(C.Ternary(valid, here, first) if isinstance(valid, C.Expr)
+                       else here if valid else first)
+        return out
+
+    def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:
+        """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""
+        p = self.p
+        mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (LANES * u + lane)}
+        if p.m is not None and i:
+            mapping[p.m] = Expr.of(p.m) + i
+        return Access(acc.base, tuple(ix.substitute(mapping)  # type: ignore[union-attr]
+                                      for ix in acc.indices))
+
+    def aligned(self, acc: Access) -> bool:
+        """Whether every vector the block reads or writes at ``acc`` starts
+        at a multiple of 4 elements (16 bytes for floatv4, 32 for doublev4):
+        LDM buffers start 32-byte aligned; v is the loop's lower bound plus
+        multiples of 4."""
+        p = self.p
+        t = acc.base.type
+        assert isinstance(t, LDMType)
+        if self.map_rest:
+            return False            # a map tail starts 4 columns before the bound
+        lo = Expr.of(p.loop_of(p.v).args[0])
+        if not lo.is_constant or lo.const % LANES:
+            return False
+        stride, offset = 1, Expr.of(0)
+        for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
+            offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
+            stride *= n
+        return offset.const % LANES == 0 and all(
+            c % LANES == 0 for a, c in offset.terms if a is not p.v)
+
+    def vector_load(self, name: str, acc: Access, i: int, u: int) -> C.Stmt:
+        fn = "simd_load" if self.aligned(acc) else "simd_loadu"
+        return C.ExprStmt(C.call(fn, C.Id(name),
+                                 C.Unary("&", self.e.element(self._shift(acc, i, u)))))
+
+    def vector_store(self, value: C.Expr, acc: Access, i: int, u: int) -> C.Stmt:
+        fn = "simd_store" if self.aligned(acc) else "simd_storeu"
+        return C.ExprStmt(C.call(fn, value, C.Unary("&", self.e.element(self._shift(acc, i, u)))))
+
+
+class _Writer(_Values):
+    """The C of one planned nest: its loops, blocks and tails."""
 
     def hoist(self) -> None:
         """Broadcasts of the constants and of the values defined outside the
-        nest, once, before it."""
+        nest, once, before it (and of 0 for relu)."""
         body = self.p.body
         defined = {id(r) for i in body for r in i.results}
         for inst in body:
             if inst.isa(CONST):
                 self.e.instruction(inst)
-                self.splat[id(inst.results[0])] = self._splat(inst.results[0])
+                self.splat_of[id(inst.results[0])] = self._hoisted(inst.results[0])
             for a in inst.args:
-                if isinstance(a, Value) and id(a) not in defined and id(a) not in self.splat:
-                    self.splat[id(a)] = self._splat(a)
+                if isinstance(a, Value) and id(a) not in defined and id(a) not in self.splat_of:
+                    self.splat_of[id(a)] = self._hoisted(a)
+        for t in dict.fromkeys(i.results[0].type for i in body if i.isa(RELU)):
+            assert isinstance(t, ScalarType)
+            self.zero[t.name] = self.fresh("vzero")
+            self.broadcast(self.zero[t.name], scalar.literal(0, t), t)
 
-    def _splat(self, v: Value) -> str:
+    def _hoisted(self, v: Value) -> str:
         name = self.fresh(f"{v.name or 'c'}_v")
-        self.e.emit(C.Decl(self.vtype, name, self.broadcast(self.e.var(v))))
+        self.broadcast(name, self.e.var(v), v.type)  # type: ignore[arg-type]
         return name
+
+    def hoist_rows(self) -> None:
+        """A mixed map plan's instructions that do not move with v, in
+        scalar C once per row before the vector loop; their values the
+        vector code reads, splat."""
+        body, hoisted = self.p.body, self.p.hoisted
+        for inst in body:
+            if id(inst) in hoisted:
+                self.e.instruction(inst)
+        for inst in body:
+            if id(inst) in hoisted or inst.isa(CONST):
+                continue
+            for a in inst.args:
+                src = producer(body, a)
+                if src is not None and id(src) in hoisted and id(a) not in self.splat_of:
+                    self.splat_of[id(a)] = self._hoisted(a)  # type: ignore[arg-type]
 
     # -- the kernel ---------------------------------------------------------
     def kernel(self) -> None:
         p, e = self.p, self.e
         if p.kind == "map":
+            self.hoist_rows()
             self.lanes(1, [1])
             return
         if p.m is None:
@@ -174,6 +379,9 @@ class _Writer:
                 if n == 1 and p.kind == "reduce":
                     self.tail(rows, v, hi, None if trip is None else trip % LANES)
                     continue
+                if n == 1 and trip is not None:
+                    self.map_tail(v, hi, trip % LANES)
+                    continue
                 with e.block() as blk:
                     if n == 1:      # a map plan's scalar body, for one v
                         e.region(p.loops[-1].regions[0].blocks[0])
@@ -210,26 +418,48 @@ class _Writer:
         self.e.emit(C.Comment(f"the last {what}, lanes past them repeating the first"))
         self.e.emit(blk if rest else C.If(C.Binary("<", v, hi), blk))
 
-    def lane_valid(self, lane: int) -> C.Expr | bool:
-        """Whether the tail block's ``lane`` holds a column: True, False or
-        the C flag."""
-        assert self.valid is not None
-        rest, flags = self.valid
-        if lane == 0 or rest is not None:
-            return lane < (rest or 1)
-        return flags.get(lane, False)
+    def map_tail(self, v: C.Id, hi: C.Expr, rest: int) -> None:
+        """The last ``rest`` (1 to 3) columns of a map plan whose trip count
+        (4 or more) is known: the vector of the 4 columns ending at the
+        bound, of which only the last ``rest`` lanes are stored (the others
+        were stored by the vector loop; computing them again reads only
+        elements the nest reads, and an in-place body has already
+        overwritten them, so they are dropped)."""
+        with self.e.block() as blk:
+            self.e.emit(C.ExprStmt(C.Assign(v, C.Binary("-", hi, C.Lit(str(LANES))))))
+            self.map_rest = rest
+            self.map_block()
+            self.map_rest = 0
+        self.e.emit(C.Comment(f"the last {rest} column{'s' if rest > 1 else ''}: "
+                              f"the 4 ending at the bound, {rest} lane{'s' if rest > 1 else ''} "
+                              "stored"))
+        self.e.emit(blk)
+
+    def _store_rest(self, value: C.Expr, acc: Access) -> None:
+        """Of ``value``'s lanes, the last ``map_rest`` to their elements."""
+        e = self.e
+        lanes = self.fresh("lanes")
+        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
+        e.emit(C.ExprStmt(C.call("simd_storeu", value, C.Id(lanes))))
+        for lane in range(LANES - self.map_rest, LANES):
+            e.emit(C.ExprStmt(C.Assign(e.element(self._shift(acc, 0, 0, lane)),
+                                       C.index(lanes, lane))))
 
     # -- one block -------------------------------------------------------------
     def _reduce(self, rows: int, width: int) -> None:
-        """One block: accumulators from zero over the whole of R, then added
-        to Y once. Blocked summation: an output gathers its terms in R-sized
-        partial sums, so its rounding error grows with R's length plus the
-        number of reduction tiles, not with their product."""
+        """One block: accumulators from the identity (0; -inf for max, +inf
+        for min) over the whole of R, then combined with Y once. Blocked
+        summation: an output gathers its terms in R-sized partial sums, so
+        its rounding error grows with R's length plus the number of
+        reduction tiles, not with their product. A max (min) gives what the
+        scalar loop gives: the largest, the later of equals in the body's
+        operand order, the first NaN."""
         p, e = self.p, self.e
         assert p.store is not None and p.acc_load is not None
         target = access_of(p.store)
-        zero = self.fresh("vzero")
-        e.emit(C.Decl(self.vtype, zero, self.broadcast(scalar.literal(0, p.element))))
+        op = self.combine.opdef
+        zero = self.fresh({MAX: "vlowest", MIN: "vhighest"}.get(op, "vzero"))  # type: ignore[call-overload]
+        self.broadcast(zero, scalar.literal(IDENTITY[op], p.element))  # type: ignore[index]
         accs = {}
         for i in range(rows):
             for u in range(width):
@@ -245,10 +475,32 @@ class _Writer:
             y = self.fresh("y")
             e.emit(C.Decl(self.vtype, y))
             e.emit(self.vector_load(y, target, i, u))
-            e.emit(self.vector_store(C.Binary("+", C.Id(y), C.Id(name)), target, i, u))
+            e.emit(self.vector_store(self.combined(C.Id(y), C.Id(name)), target, i, u))
+
+    @property
+    def combine(self) -> Instruction:
+        """The reduce plan's accumulating op (add, max or min)."""
+        assert self.p.store is not None
+        op = producer(self.p.body, self.p.store.args[0])
+        assert op is not None
+        return op
+
+    def in_order(self, y: C.Expr, acc: C.Expr) -> tuple[C.Expr, C.Expr]:
+        """Y's value and an accumulator's in the body's operand order (Y
+        where it loads Y)."""
+        assert self.p.acc_load is not None
+        first = self.combine.args[0] is self.p.acc_load.results[0]
+        return (y, acc) if first else (acc, y)
+
+    def combined(self, y: C.Expr, acc: C.Expr) -> C.Expr:
+        """Y's vector combined with an accumulator."""
+        a, b = self.in_order(y, acc)
+        op = self.combine
+        return C.Binary("+", a, b) if op.isa(ADD) else select_form(op.opdef, a, b)
 
     def _add_lanes(self, acc: str, target: Access, i: int) -> None:
-        """Y += the tail block's valid lanes of ``acc``, one by one."""
+        """Y combined with the tail block's valid lanes of ``acc``, one by
+        one (``+=``, or the scalar max / min)."""
         e = self.e
         lanes = self.fresh(f"{acc}_lanes")
         e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
@@ -257,8 +509,13 @@ class _Writer:
             valid = self.lane_valid(lane)
             if valid is False:
                 continue
-            add = C.ExprStmt(C.Assign(e.element(self._shift(target, i, 0, lane)),
-                                      C.index(lanes, lane), "+="))
+            y = e.element(self._shift(target, i, 0, lane))
+            op, t = self.combine, self.p.element
+            if op.isa(ADD):
+                add = C.ExprStmt(C.Assign(y, C.index(lanes, lane), "+="))
+            else:
+                pair = list(self.in_order(y, C.index(lanes, lane)))
+                add = C.ExprStmt(C.Assign(y, scalar.node(op.opdef, [t, t], pair, t, {})))
             e.emit(add if valid is True else C.If(valid, C.Block([add])))
 
     def _update(self, accs: dict, rows: int, width: int) -> None:
@@ -282,118 +539,18 @@ class _Writer:
                 new: C.Expr = C.call(FMA[p.element.name], a, b, acc)
             else:
                 x, y = (acc if a is acc_value else self.operand(a, i, u) for a in add.args)
-                new = C.Binary("+", x, y)
+                new = C.Binary("+", x, y) if add.isa(ADD) else select_form(add.opdef, x, y)
             self.e.emit(C.Assign(acc, new))
 
     def map_block(self) -> None:
         self.values = {}
         for inst in self.p.body:
-            if inst.isa(STORE):
+            if id(inst) in self.p.hoisted:
+                continue
+            if inst.isa(STORE) and self.map_rest:
+                self._store_rest(self.operand(inst.args[0], 0, 0), access_of(inst))
+            elif inst.isa(STORE):
                 self.e.emit(self.vector_store(self.operand(inst.args[0], 0, 0),
                                               access_of(inst), 0, 0))
             elif not inst.isa(CONST):
                 self.vector_op(inst, 1, 1)
-
-    # -- values --------------------------------------------------------------
-    def depends(self, inst: Instruction) -> tuple[bool, bool]:
-        """Whether ``inst``'s value differs along m, along v."""
-        p = self.p
-        if inst.isa(LOAD):
-            ix = access_of(inst).indices
-            return (p.m is not None and any(uses(i, p.m) for i in ix),  # type: ignore[arg-type]
-                    any(uses(i, p.v) for i in ix))  # type: ignore[arg-type]
-        dm = dv = False
-        for a in inst.args:
-            src = producer(p.body, a)
-            if src is not None and not src.isa(CONST):
-                m, v = self.depends(src)
-                dm, dv = dm or m, dv or v
-        return dm, dv
-
-    def operand(self, a: object, i: int, u: int) -> C.Expr:
-        if id(a) in self.splat:
-            return C.Id(self.splat[id(a)])
-        src = producer(self.p.body, a)
-        assert src is not None
-        dm, dv = self.depends(src)
-        return self.values[(id(a), i if dm else 0, u if dv else 0)]
-
-    def vector_op(self, inst: Instruction, rows: int, width: int) -> None:
-        dm, dv = self.depends(inst)
-        r = inst.results[0]
-        for i in range(rows if dm else 1):
-            for u in range(width if dv else 1):
-                what = self.e.name(access_of(inst).base) if inst.isa(LOAD) else r.name
-                name = self.fresh(f"{what or 't'}_v")
-                self.values[(id(r), i, u)] = C.Id(name)
-                if inst.isa(LOAD):
-                    self._load(name, access_of(inst), i, u)
-                    continue
-                args = [self.operand(a, i, u) for a in inst.args]
-                op = inst.opdef
-                value = C.Unary(VECTOR_UNARY[op], args[0]) if op in VECTOR_UNARY \
-                    else C.Binary(VECTOR_BINARY[op], args[0], args[1])
-                self.e.emit(C.Decl(self.vtype, name, value))
-
-    def _load(self, name: str, acc: Access, i: int, u: int) -> None:
-        e = self.e
-        kind = access_kind(acc, self.p.v)
-        if kind == "invariant":
-            s = self.fresh(f"{name}_s")
-            e.emit(C.Decl(self.stype, s, e.element(self._shift(acc, i, u))))
-            e.emit(C.Decl(self.vtype, name, self.broadcast(C.Id(s))))
-        elif kind == "contig" and self.valid is None:
-            e.emit(C.Decl(self.vtype, name))
-            e.emit(self.vector_load(name, acc, i, u))
-        else:                     # 4 elements one by one: a gather, or a tail block's
-            e.emit(C.Decl(self.vtype, name, C.call(SET[self.p.element.name],
-                                                   *self.lane_elements(acc, i, u))))
-
-    def lane_elements(self, acc: Access, i: int, u: int) -> list[C.Expr]:
-        """The 4 elements of ``acc``'s vector; in a tail block, the valid
-        columns' and the first column's in the lanes past them."""
-        elements = [self.e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
-        if self.valid is None:
-            return elements
-        first, out = elements[0], []
-        for lane, here in enumerate(elements):
-            valid = self.lane_valid(lane)
-            out.append(C.Ternary(valid, here, first) if isinstance(valid, C.Expr)
-                       else here if valid else first)
-        return out
-
-    def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:
-        """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""
-        p = self.p
-        mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (LANES * u + lane)}
-        if p.m is not None and i:
-            mapping[p.m] = Expr.of(p.m) + i
-        return Access(acc.base, tuple(ix.substitute(mapping)  # type: ignore[union-attr]
-                                      for ix in acc.indices))
-
-    def aligned(self, acc: Access) -> bool:
-        """Whether every vector the block reads or writes at ``acc`` starts
-        at a multiple of 4 elements (16 bytes for floatv4, 32 for doublev4):
-        LDM buffers start 32-byte aligned; v is the loop's lower bound plus
-        multiples of 4."""
-        p = self.p
-        t = acc.base.type
-        assert isinstance(t, LDMType)
-        lo = Expr.of(p.loop_of(p.v).args[0])
-        if not lo.is_constant or lo.const % LANES:
-            return False
-        stride, offset = 1, Expr.of(0)
-        for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
-            offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
-            stride *= n
-        return offset.const % LANES == 0 and all(
-            c % LANES == 0 for a, c in offset.terms if a is not p.v)
-
-    def vector_load(self, name: str, acc: Access, i: int, u: int) -> C.Stmt:
-        fn = "simd_load" if self.aligned(acc) else "simd_loadu"
-        return C.ExprStmt(C.call(fn, C.Id(name),
-                                 C.Unary("&", self.e.element(self._shift(acc, i, u)))))
-
-    def vector_store(self, value: C.Expr, acc: Access, i: int, u: int) -> C.Stmt:
-        fn = "simd_store" if self.aligned(acc) else "simd_storeu"
-        return C.ExprStmt(C.call(fn, value, C.Unary("&", self.e.element(self._shift(acc, i, u)))))

@@ -2,13 +2,15 @@
 types and intrinsics on the host compiler's vector extensions. A small C
 program, built with `make emu`'s flags against the runtime, prints what each
 intrinsic gives on chosen values; Python checks it lane by lane (lane order of
-simd_set_*, fused multiply-adds rounded once, the reduction's order,
-lane-wise max / min, the operators) and that an aligned load or store at a
+simd_set_*, simd_loade's splat, fused multiply-adds rounded once, the
+compares and selects on NaN, infinities and signed zeros in every lane,
+the operators) and that an aligned load or store at a
 misaligned address is one error line and exit status 1, while the unaligned
 forms take any address."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,6 +40,33 @@ static double dbuf[16] __attribute__((aligned(32)));
 static void put_f(floatv4 v) { printf("%a %a %a %a\n", v[0], v[1], v[2], v[3]); }
 static void put_d(doublev4 v) { printf("%a %a %a %a\n", v[0], v[1], v[2], v[3]); }
 
+/* Every pair (a, b) of SPECIAL values, in every lane position: rotation r
+ * puts pair 4j + (l + r) % 4 in lane l. Per vector, the four compares of
+ * (a, b) and the three selects on a (of b, else 7). */
+#define SPECIAL_PAIRS(type, put, nan, inf)                                        \
+    static void special_##type(void)                                            \
+    {                                                                           \
+        const type s[8] = {nan, -inf, inf, 0, -(type)0, 1, -1, 2};              \
+        type##v4 seven;                                                         \
+        for (int l = 0; l < 4; l++)                                             \
+            seven[l] = 7;                                                       \
+        for (int r = 0; r < 4; r++)                                             \
+            for (int j = 0; j < 16; j++) {                                      \
+                type##v4 a, b;                                                  \
+                for (int l = 0; l < 4; l++) {                                   \
+                    int k = 4 * j + (l + r) % 4;                                \
+                    a[l] = s[k / 8];                                            \
+                    b[l] = s[k % 8];                                            \
+                }                                                               \
+                put(simd_vfcmpeq(a, b)); put(simd_vfcmple(a, b));               \
+                put(simd_vfcmplt(a, b)); put(simd_vfcmpun(a, b));               \
+                put(simd_vseleq(a, b, seven)); put(simd_vsellt(a, b, seven));   \
+                put(simd_vselle(a, b, seven));                                  \
+            }                                                                   \
+    }
+SPECIAL_PAIRS(float, put_f, NAN, INFINITY)
+SPECIAL_PAIRS(double, put_d, (double)NAN, (double)INFINITY)
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "values";
@@ -53,6 +82,10 @@ int main(int argc, char **argv)
         simd_load(d, &dbuf[2]);           /* 16-byte aligned: not 32 */
     if (strcmp(mode, "store_d") == 0)
         simd_store(simd_set_doublev4(1, 2, 3, 4), &dbuf[1]);
+    if (strcmp(mode, "special") == 0) {
+        special_float();
+        special_double();
+    }
     if (strcmp(mode, "values") != 0)
         return 0;
     simd_load(f, &fbuf[4]);                                   /* 16-byte aligned */
@@ -78,10 +111,15 @@ int main(int argc, char **argv)
     put_d(simd_vmad(x, y, z));
     put_d(simd_vnmsd(x, y, z));
     /* The lanes in order: see the test. */
-    printf("%a\n", simd_reduc_pluss(simd_set_floatv4(0x1p24f, 1.0f, 1.0f, 2.0f)));
-    printf("%a\n", simd_reduc_plusd(simd_set_doublev4(0x1p53, 1.0, 1.0, 2.0)));
-    put_f(simd_smaxs(simd_set_floatv4(1, -2, 3, -4), simd_set_floatv4(-1, 2, -3, 4)));
-    put_d(simd_smind(simd_set_doublev4(1, -2, 3, -4), simd_set_doublev4(-1, 2, -3, 4)));
+    floatv4 splat_f;
+    doublev4 splat_d;
+    simd_loade(splat_f, &fbuf[6]);                            /* one element, every lane */
+    put_f(splat_f);
+    simd_loade(splat_d, &dbuf[3]);
+    put_d(splat_d);
+    put_f(simd_vseleq(simd_vfcmplt(simd_set_floatv4(1, -2, 3, -4), simd_set_floatv4(-1, 2, -3, 4)),
+                      simd_set_floatv4(10, 20, 30, 40), simd_set_floatv4(-10, -20, -30, -40)));
+    put_d(simd_vfcmple(simd_set_doublev4(1, -2, 3, -4), simd_set_doublev4(-1, 2, 3, 4)));
     put_f(f * g + f);
     simd_store(f * 2.0f, &fbuf[8]);
     simd_storeu(d, &dbuf[3]);
@@ -117,7 +155,7 @@ def _values(program: Path) -> list[list[float]]:
     return [[float.fromhex(x) for x in line.split()] for line in r.stdout.splitlines()]
 
 
-def test_lanes_fused_multiply_adds_and_reductions(program):
+def test_lanes_fused_multiply_adds_splats_and_selects(program):
     out = _values(program)
     assert out[0] == [5, 6, 7, 8] and out[1] == [2, 3, 4, 5]          # load, loadu (f32)
     assert out[2] == [5, 6, 7, 8] and out[3] == [2, 3, 4, 5]          # load, loadu (f64)
@@ -133,11 +171,9 @@ def test_lanes_fused_multiply_adds_and_reductions(program):
     assert out[8] == list((-exact - c).astype(np.float32))
     assert out[9][0] == -(2.0**-104) and out[9][1:] == [9.0, -14.0, 1.125]
     assert out[10] == [2.0**-104, -9.0, 14.0, -1.125]                 # -x*y - z
-    # ((2^24 + 1) + 1) + 2: 2^24 + 1 rounds to 2^24 (ties to even), so does
-    # the next step, then + 2 is exact: 2^24 + 2 (a pairwise sum gives 2^24 + 4).
-    assert out[11] == [2.0**24 + 2]
-    assert out[12] == [2.0**53 + 2]
-    assert out[13] == [1, 2, 3, 4] and out[14] == [-1, -2, -3, -4]
+    assert out[11] == [7, 7, 7, 7] and out[12] == [4, 4, 4, 4]        # simd_loade
+    # the select keeps its second operand where the compare gave 0.0
+    assert out[13] == [10, -20, 30, -40] and out[14] == [0, 2, 2, 2]  # true is 2.0
     assert out[15] == [5 * 2 + 5, 6 * 3 + 6, 7 * 4 + 7, 8 * 5 + 8]
     assert out[16] == [10, 16, 5]
     assert out[17] == [4]
@@ -153,3 +189,37 @@ def test_a_misaligned_aligned_access_is_one_error_line(program, mode, what):
     size = 16 if mode == "load_f" else 32
     assert f"error: {what} at 0x" in lines[0]
     assert f"a {size}-byte vector access must be {size}-byte aligned" in lines[0]
+
+
+SPECIAL = [math.nan, -math.inf, math.inf, 0.0, -0.0, 1.0, -1.0, 2.0]
+
+
+def _lanes_expected(a: float, b: float) -> list[float]:
+    """The four compares of (a, b) (2.0 or 0.0; an unordered lt / le is
+    false, as openeuler-mirror/kernel's simd_cmp_emul_d) and the three
+    selects on a (b where a == 0, a < 0, a <= 0, else 7)."""
+    def flag(x: bool) -> float:
+        return 2.0 if x else 0.0
+    un = math.isnan(a) or math.isnan(b)
+    return [flag(a == b), flag(a <= b), flag(a < b), flag(un),
+            b if a == 0 else 7.0, b if a < 0 else 7.0, b if a <= 0 else 7.0]
+
+
+def test_compares_and_selects_on_nan_infinities_and_signed_zeros_in_every_lane(program):
+    r = subprocess.run([str(program), "special"], capture_output=True, text=True, check=True,
+                       timeout=30)
+    rows = [[float.fromhex(x) for x in line.split()] for line in r.stdout.splitlines()]
+    assert len(rows) == 2 * 4 * 16 * 7          # f32, then f64
+    for half in (rows[:448], rows[448:]):
+        seen = set()
+        for n in range(4 * 16):
+            rot, j = divmod(n, 16)
+            got = half[7 * n: 7 * n + 7]
+            for lane in range(4):
+                k = 4 * j + (lane + rot) % 4
+                a, b = SPECIAL[k // 8], SPECIAL[k % 8]
+                want = _lanes_expected(a, b)
+                have = [row[lane] for row in got]
+                assert [str(x) for x in have] == [str(x) for x in want], (a, b, lane)
+                seen.add((k, lane))
+        assert len(seen) == 64 * 4              # every pair in every lane

@@ -406,3 +406,81 @@ def test_the_tests_run_the_check():
     as CI runs it never turns the check off)."""
     sw5cc = os.environ.get(emulate.SW5CC_CHECK)
     assert sw5cc and os.access(sw5cc, os.X_OK), sw5cc
+
+
+# -- the intrinsics generated code may call -------------------------------------------
+
+# The names the check's headers declare: every one public SW26010 code shows
+# to exist (test/sunway/include/simd.h cites where), and nothing else.
+SIMD_NAMES = {
+    "simd_load", "simd_loadu", "simd_store", "simd_storeu", "simd_loade",
+    "simd_set_floatv4", "simd_set_doublev4",
+    "simd_vmas", "simd_vmss", "simd_vnmas", "simd_vnmss",
+    "simd_vmad", "simd_vmsd", "simd_vnmad", "simd_vnmsd",
+    "simd_vfcmpeq", "simd_vfcmple", "simd_vfcmplt", "simd_vfcmpun",
+    "simd_vseleq", "simd_vsellt", "simd_vselle",
+}
+CALL = re.compile(r"\b((?:simd|athread|dma)_\w+)\s*\(")
+
+
+def _declared(header: Path) -> set[str]:
+    """The simd_ / athread_ / dma_ names ``header`` declares: functions and
+    function-like macros (comments dropped)."""
+    text = re.sub(r"/\*.*?\*/", " ", header.read_text(), flags=re.S)
+    macros = re.findall(r"^#define\s+((?:simd|athread|dma)_\w+)\(", text, re.M)
+    functions = re.findall(r"^extern\s+[\w ]+?\b((?:simd|athread|dma)_\w+)\s*\(", text, re.M)
+    return set(macros) | set(functions)
+
+
+def test_the_check_declares_exactly_the_public_intrinsics_each_cited():
+    simd_h = CHECK_INCLUDE / "simd.h"
+    assert _declared(simd_h) == SIMD_NAMES
+    text = simd_h.read_text()
+    # each group of declarations follows a comment naming its public source
+    for group in re.split(r"\n\n", text.split("#pragma GCC diagnostic", 1)[1]):
+        names = [n for n in SIMD_NAMES if re.search(rf"\b{n}\b", group.split("*/")[-1])]
+        if names:
+            assert "header:" in group, group
+    for gone in ("simd_reduc_pluss", "simd_reduc_plusd", "simd_smaxs", "simd_smins",
+                 "simd_smaxd", "simd_smind"):
+        assert gone not in _declared(simd_h) and gone not in _declared(RUNTIME / "simd.h")
+
+
+@pytest.mark.parametrize("call", ["simd_smaxs(x, x)", "simd_reduc_pluss(x)",
+                                  "simd_vcpyf(x)"])
+def test_an_intrinsic_outside_the_list_fails_the_check(tmp_path, call):
+    """An undeclared call is an implicit declaration: an error in the check's
+    C99 with -pedantic-errors -Werror."""
+    (tmp_path / "v.c").write_text(VECTOR_KERNEL.replace(
+        "simd_storeu(acc + x, &row[1]);", f"simd_storeu(acc + x, &row[1]);\n    (void){call};"))
+    r = sw5cc(tmp_path, "-slave", "-msimd", "-std=gnu99", "-c", "v.c", env={"LC_ALL": "C"})
+    name = call.split("(")[0]
+    assert r.returncode == 1 and f"implicit declaration of function '{name}'" in \
+        r.stderr.replace("\u2018", "'").replace("\u2019", "'"), r.stderr
+
+
+LIT_INPUTS = sorted(p for p in (ROOT / "test" / "CodeGen").glob("*.swir")
+                    if p.name not in ("swir-cg-errors.swir", "ldm-overflow.swir"))
+
+
+def test_generated_code_calls_only_the_declared_intrinsics(tmp_path):
+    """Every simd_ / athread_ / dma_ name the C of the lit inputs and the
+    examples calls is one the check's headers declare (the lit tests and
+    every emulate.build also compile them through the check, where an
+    undeclared one fails as an implicit declaration)."""
+    declared = set().union(*(_declared(CHECK_INCLUDE / h)
+                             for h in ("athread.h", "slave.h", "simd.h")))
+    called: dict[str, set[str]] = {}
+    for src in [*LIT_INPUTS, ROOT / "examples" / "resnet.swir"]:
+        out = tmp_path / src.stem
+        swir_cg(src, out)
+        for c in out.glob("*.c"):
+            for name in CALL.findall(re.sub(r"/\*.*?\*/", " ", c.read_text(), flags=re.S)):
+                called.setdefault(name, set()).add(f"{src.name}:{c.name}")
+    assert {"simd_loade", "simd_vfcmplt", "simd_vfcmpun", "simd_vseleq", "athread_get"} \
+        <= set(called)                     # the inputs exercise the vector forms
+    outside = {n: sorted(w) for n, w in called.items() if n not in declared}
+    assert not outside, outside
+    # a splat is simd_loade, never four equal lanes through simd_set_*
+    for c in tmp_path.glob("*/*.c"):
+        assert not re.search(r"simd_set_\w+\(([^,]+), \1, \1, \1\)", c.read_text()), c

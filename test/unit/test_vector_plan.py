@@ -40,6 +40,9 @@ CONV = graph("  %y = conv2d %x, %w {pad = [1, 1, 1, 1]} : <1 x 16 x 32 x 32 x f3
              "<1 x 16 x 32 x 32 x f32>")
 RELU = graph("  %y = relu %x : <4 x 64 x f32>\n  return %y", "%x: <4 x 64 x f32>",
              "<4 x 64 x f32>")
+POOL = graph("  %y = max_pool2d %x {kernel = [3, 3], stride = [1, 1], pad = [1, 1, 1, 1]} : "
+             "<1 x 8 x 16 x 16 x f32>\n  return %y", "%x: <1 x 8 x 16 x 16 x f32>",
+             "<1 x 8 x 16 x 16 x f32>")
 NARROW = graph("  %c = matmul %a, %b : <8 x 6 x f32>\n  return %c",
                "%a: <8 x 32 x f32>, %b: <32 x 6 x f32>", "<8 x 6 x f32>")
 STRIDED = graph("  %y = conv2d %x, %w {stride = [2, 2], pad = [1, 1, 1, 1]} : "
@@ -113,19 +116,37 @@ def test_the_last_columns_are_a_vector_tail_block():
     c = generate(m, Options(source="<vector>"))["layers_slave.c"].decode()
     assert "/* the last 2 columns, lanes past them repeating the first */" in c
     assert "simd_set_floatv4(B_ldm[ki][yi], B_ldm[ki][yi + 1], B_ldm[ki][yi], B_ldm[ki][yi])" in c
-    # the only scalar column loops are the zero fill's (a map loop's last 2
-    # columns), one per copy of the double-buffered tile loop's body
-    assert c.count("for (; yi < 6; yi++)") == c.count("/* vector loop") == 2
+    # no scalar column loop: the zero fill's last 2 columns (a map loop's,
+    # one per copy of the double-buffered tile loop's body) are the vector
+    # of the 4 ending at the bound, 2 of its lanes stored
+    assert "for (; yi < 6; yi++)" not in c
+    assert c.count("the last 2 columns: the 4 ending at the bound, 2 lanes stored") == \
+        c.count("/* vector loop") == 2
 
 
-def test_relu_and_a_short_loop_stay_scalar_and_zero_fill_is_a_map():
+def test_relu_is_a_map_of_selects_and_zero_fill_is_a_map():
+    """relu is a map plan: per 4 points, a vector load and store and the 4
+    vector instructions of its select form (compare, select, NaN test,
+    select), against the scalar code's 2 memory operations per point."""
     m = lowered(RELU)
-    assert all(p.kind != "reduce" for p in plans(m))
+    assert {p.kind for p in plans(m)} == {"map"}          # (one per double-buffered copy)
     relu = m.lookup("relu_0")
     costs = list(V.body_costs(relu.body))
-    assert costs and all(c.vector_flops == 0 for _, c in costs)
+    assert costs and all(c.vector_flops == 1 and c.cycles == 1.0 for _, c in costs)
+    body = costs[0][0]
+    assert V.body_cost(body, None).cycles == 2.0
     conv = plans(lowered(CONV))
     assert any(p.kind == "map" and [i.opname for i in p.body] == ["store"] for p in conv)
+
+
+def test_max_pooling_is_a_reduce_plan_charged_its_select_form():
+    """Y[s] = max(Y[s], x) reduces like a sum: accumulators in registers over
+    the window, no FMA fused, the max charged 4 vector instructions."""
+    p = next(p for p in plans(lowered(POOL)) if p.kind == "reduce")
+    assert p.fused is None and V.producer(p.body, p.store.args[0]).opname == "max"
+    assert V._profile(p).combine == 4
+    assert V.body_cost(p.body, p).vector_flops == 1
+    assert V.body_cost(p.body, p).cycles < V.body_cost(p.body, None).cycles
 
 
 def test_a_strided_input_is_gathered():

@@ -3,23 +3,32 @@
  * built on the host compiler's vector extensions, so the generated vector code
  * runs here as written and a misaligned aligned access is a loud error.
  *
- * What the real header declares (public copies of simd.h for the SW26010 and
- * sunway.md's table; used by swDNN, swGEMM and stencil codes):
+ * What the real header declares and the generated code uses (the public copy
+ * of the SW26010 simd.h in qzwlecr/stencil-computation, include/simd.h; the
+ * dialect check's test/sunway/include/simd.h cites each name):
  *   typedef float floatv4 __attribute__((__mode__(__V4SF__)));   4 x f32
  *   typedef double doublev4 __attribute__((__mode__(__V4DF__))); 4 x f64, 256 bits
  *   simd_load(dest, src) / simd_store(src, dest): aligned; simd_loadu /
- *   simd_storeu: any address; simd_set_floatv4(w, x, y, z): w is lane 0;
+ *   simd_storeu: any address; simd_loade(dest, src): the element at src in
+ *   every lane; simd_set_floatv4(w, x, y, z): w is lane 0;
  *   simd_vmas / simd_vmss / simd_vnmas / simd_vnmss (floatv4) and simd_vmad /
  *   simd_vmsd / simd_vnmad / simd_vnmsd (doublev4): a*b+c, a*b-c, -a*b+c,
- *   -a*b-c; simd_reduc_pluss / _plusd: the sum of the lanes; simd_smaxs /
- *   simd_smins / simd_smaxd / simd_smind: lane-wise max / min; + - * / on the
- *   vector types lane by lane.
+ *   -a*b-c; simd_vfcmpeq / le / lt / un (x, y): per lane 2.0 where x == y,
+ *   x <= y, x < y, x and y unordered, else 0.0 (an unordered lt / le is
+ *   false: openeuler-mirror/kernel, arch/sw_64/math-emu/math.c,
+ *   simd_cmp_emul_d); simd_vseleq / vsellt / vselle (x, y, z): per lane y
+ *   where x == 0, x < 0, x <= 0, else z (dxhisboy/lammps-sunway,
+ *   pair_lj_cut_sw64.c); + - * / on the vector types lane by lane. The
+ *   public header has no lane reduction and no vector max / min: neither
+ *   does this one.
  *
  * Assumed where the public sources are silent (docs/codegen.md, "Vector code"):
  *   - alignment: a doublev4 access needs 32 bytes (sunway.md: "aligned loads
  *     need 32-byte alignment"); a floatv4 access needs its own size, 16 bytes;
  *   - the multiply-adds round once (fused), each lane as fmaf / fma;
- *   - simd_reduc_plus adds the lanes in order, ((l0 + l1) + l2) + l3. */
+ *   - a select tests its condition lane as a floating-point value (-0.0 is
+ *     zero, a NaN is not); the generated code selects only on compare
+ *     results, 2.0 or 0.0, where the two readings agree. */
 #ifndef SWIR_EMU_SIMD_H
 #define SWIR_EMU_SIMD_H
 
@@ -70,6 +79,14 @@ SWIR_SIMD_INLINE void swir_simd_aligned(const void *p, unsigned long bytes, cons
         const void *swir_simd_at = (src);                                       \
         memcpy(&(dest), swir_simd_at, sizeof(dest));                            \
         (dest); })
+/* The element at `src` in every lane of `dest`; `src` points to an element
+ * of dest's type (a misaligned one is already undefined in C). */
+#define simd_loade(dest, src) __extension__ ({                                 \
+        const __typeof__((dest)[0]) swir_simd_element = *(src);                 \
+        __typeof__(dest) swir_simd_splat;                                       \
+        for (int i = 0; i < 4; i++)                                             \
+            swir_simd_splat[i] = swir_simd_element;                             \
+        (dest) = swir_simd_splat; })
 #define simd_store(src, dest) __extension__ ({                                 \
         __typeof__(src) swir_simd_value = (src);                                \
         void *swir_simd_at = (dest);                                            \
@@ -112,13 +129,28 @@ SWIR_SIMD_INLINE doublev4 simd_vmsd(doublev4 a, doublev4 b, doublev4 c) { return
 SWIR_SIMD_INLINE doublev4 simd_vnmad(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, c); }
 SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, -c); }
 
-SWIR_SIMD_INLINE float simd_reduc_pluss(floatv4 a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
-SWIR_SIMD_INLINE double simd_reduc_plusd(doublev4 a) { return ((a[0] + a[1]) + a[2]) + a[3]; }
+/* Per lane, 2.0 where `test` holds of swir_x[i] and swir_y[i], else 0.0
+ * (the compare's true and false values); x and y of one vector type. */
+#define SWIR_SIMD_COMPARE(x, y, test) __extension__ ({                          \
+        __typeof__(x) swir_x = (x), swir_y = (y), swir_r;                       \
+        for (int i = 0; i < 4; i++)                                             \
+            swir_r[i] = (test) ? 2 : 0;                                         \
+        swir_r; })
+/* C's < and <= are false on an unordered pair, as the SW64 instructions. */
+#define simd_vfcmpeq(x, y) SWIR_SIMD_COMPARE(x, y, swir_x[i] == swir_y[i])
+#define simd_vfcmple(x, y) SWIR_SIMD_COMPARE(x, y, swir_x[i] <= swir_y[i])
+#define simd_vfcmplt(x, y) SWIR_SIMD_COMPARE(x, y, swir_x[i] < swir_y[i])
+#define simd_vfcmpun(x, y) SWIR_SIMD_COMPARE(x, y, swir_x[i] != swir_x[i] || swir_y[i] != swir_y[i])
 
-/* Lane-wise max / min (as fmaxf / fminf: a NaN lane gives the other operand). */
-SWIR_SIMD_LANEWISE(floatv4, simd_smaxs, (floatv4 a, floatv4 b), fmaxf(a[i], b[i]))
-SWIR_SIMD_LANEWISE(floatv4, simd_smins, (floatv4 a, floatv4 b), fminf(a[i], b[i]))
-SWIR_SIMD_LANEWISE(doublev4, simd_smaxd, (doublev4 a, doublev4 b), fmax(a[i], b[i]))
-SWIR_SIMD_LANEWISE(doublev4, simd_smind, (doublev4 a, doublev4 b), fmin(a[i], b[i]))
+/* Per lane, y where `test` holds of the condition lane swir_c[i], else z;
+ * all three of one vector type. */
+#define SWIR_SIMD_SELECT(x, y, z, test) __extension__ ({                        \
+        __typeof__(y) swir_c = (x), swir_y = (y), swir_z = (z), swir_r;         \
+        for (int i = 0; i < 4; i++)                                             \
+            swir_r[i] = (test) ? swir_y[i] : swir_z[i];                         \
+        swir_r; })
+#define simd_vseleq(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] == 0)
+#define simd_vsellt(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] < 0)
+#define simd_vselle(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] <= 0)
 
 #endif /* SWIR_EMU_SIMD_H */

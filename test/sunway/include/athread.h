@@ -29,10 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A CPE function f, compiled with -slave, is the symbol slave_f. */
+/* A CPE function f, compiled with -slave, is the symbol slave_f (qzwlecr/stencil-computation include/athread.h:
+ * its SLAVE_FUN macro). */
 #define SLAVE_FUN(f) slave_##f
 
-/* Start f(arg) on the 64 CPEs of the core group; returns at once. */
+/* Start f(arg) on the 64 CPEs of the core group; returns at once (qzwlecr/stencil-computation include/athread.h:
+ * the athread_spawn macro over __real_athread_spawn; athread_init,
+ * athread_join, athread_halt declared beside it). */
 #define athread_spawn(f, arg) __real_athread_spawn(slave_##f, arg)
 extern int __real_athread_spawn(void (*fpc)(void *), void *arg);
 
@@ -41,8 +44,8 @@ extern int athread_join(void);   /* wait until every CPE of the spawn returned *
 extern int athread_halt(void);   /* release the CPEs at program end */
 
 /* Further names the real header declares at file scope (types, a variable,
- * function-like macros): taken, so a generated name equal to one fails here
- * as it would on Sunway. */
+ * function-like macros; all in qzwlecr/stencil-computation include/athread.h): taken, so a generated name equal
+ * to one fails here as it would on Sunway. */
 typedef void *(*start_routine)(void *);
 typedef struct en_get_user_mod { int user_mode; } en_get_user_mode_t;
 extern unsigned long START_ADDR;

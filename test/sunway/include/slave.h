@@ -21,11 +21,14 @@
 #define __thread_local __thread __attribute__((section(".tdata_local")))
 #define __thread_local_fix __thread __attribute__((section(".tdata_local_fix")))
 
-/* DMA modes, DMA operations (for the descriptor API) and barrier scopes. */
+/* DMA modes, DMA operations (for the descriptor API) and barrier scopes
+ * (qzwlecr/stencil-computation include/slave.h: the enums dma_mode, DMA_OP, scope). */
 typedef enum { PE_MODE, BCAST_MODE, ROW_MODE, BROW_MODE, RANK_MODE } dma_mode;
 typedef enum { DMA_PUT, DMA_GET, DMA_PUT_P, DMA_GET_P, DMA_BARRIER = 5 } DMA_OP;
 typedef enum { ROW_SCOPE, COL_SCOPE, ARRAY_SCOPE } scope;
 
+/* qzwlecr/stencil-computation include/slave.h: the extern prototypes of athread_get, athread_put,
+ * athread_get_core, athread_get_id, athread_syn. */
 /* Main memory -> LDM (`mask` selects CPEs in the broadcast modes). */
 extern int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask,
                        int stride, int bsize);
@@ -36,7 +39,7 @@ extern int athread_get_core(int id);
 extern int athread_get_id(int core);          /* core -1: the calling CPE */
 extern int athread_syn(scope scp, int mask);  /* barrier of a row, column or all 64 */
 
-/* The CPE's coordinates, in fixed LDM. */
+/* The CPE's coordinates, in fixed LDM (qzwlecr/stencil-computation include/slave.h: _CGN ... _MYID). */
 extern __thread_local_fix char _CGN, _ROW, _COL, _PEN;
 extern __thread_local_fix int _MYID;
 
