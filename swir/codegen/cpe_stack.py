@@ -27,7 +27,7 @@ from pathlib import Path
 STACK_FACTOR = 2
 RUNTIME_ALLOWANCE = 1024
 
-_NODE = re.compile(r'node: \{ title: "([^"]+)" label: "[^"]*\\n(\d+) bytes')
+_NODE = re.compile(r'node: \{ title: "([^"]+)" label: "[^"]*\\n(\d+) bytes \(([a-z,]+)\)')
 _EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
 # -mno-red-zone: else a leaf on x86-64 uses up to 128 bytes below its stack
 # pointer that its reported frame leaves out.
@@ -78,23 +78,28 @@ def measure(project: Path, cc: str = "cc") -> StackReport:
     ldm = _make_variable(project / "Makefile", "LDM_BYTES")
     with tempfile.TemporaryDirectory(prefix="swir-stack-") as tmp:
         obj = Path(tmp) / "layers_slave.o"
-        r = subprocess.run([cc, *_FLAGS, f"-DSWIR_LDM_BYTES={ldm}",
-                            f"-DSWIR_LDM_RESERVE={reserve}", "-fcallgraph-info=su",
-                            "-c", "layers_slave.c", "-o", str(obj)],
-                           cwd=project, capture_output=True, text=True)
+        r = _run([cc, *_FLAGS, f"-DSWIR_LDM_BYTES={ldm}", f"-DSWIR_LDM_RESERVE={reserve}",
+                  "-fcallgraph-info=su", "-c", "layers_slave.c", "-o", str(obj)], cwd=project)
         if r.returncode != 0:
             raise StackError(f"compiling {project / 'layers_slave.c'} failed:\n{r.stderr}")
         graph = (Path(tmp) / "layers_slave.ci").read_text()
         statics = _thread_locals(obj)
     statics.pop("ldm", None)
-    return StackReport(entries=entry_stacks(graph), statics=statics, reserve=reserve)
+    entries = entry_stacks(graph)
+    if not entries:
+        raise StackError(f"{project / 'layers_slave.c'} defines no CPE function")
+    return StackReport(entries=entries, statics=statics, reserve=reserve)
 
 
 def entry_stacks(graph: str) -> tuple[EntryStack, ...]:
     """Each root function of a GCC call graph (VCG text) with its deepest
     chain. A function calling itself, directly or not, is an error: its stack
     has no bound (generated code has no recursion)."""
-    frames = {name: int(n) for name, n in _NODE.findall(graph)}
+    frames = {}
+    for name, n, kind in _NODE.findall(graph):
+        if kind == "dynamic":     # alloca or a VLA: GCC gives no bound
+            raise StackError(f"{_bare(name)}'s stack has no bound (alloca or a variable-length array)")
+        frames[name] = int(n)     # static, or dynamic but bounded: the bound
     calls: dict[str, list[str]] = {}
     for a, b in _EDGE.findall(graph):
         calls.setdefault(a, []).append(b)
@@ -123,9 +128,17 @@ def _bare(name: str) -> str:
     return name.rpartition(":")[2]
 
 
+def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise StackError(f"{cmd[0]} is not installed (the measurement needs GCC and "
+                         "GNU binutils' readelf)") from None
+
+
 def _thread_locals(obj: Path) -> dict[str, int]:
     """Name -> size of the object's thread-local (LDM) variables."""
-    r = subprocess.run(["readelf", "-sW", str(obj)], capture_output=True, text=True)
+    r = _run(["readelf", "-sW", str(obj)])
     if r.returncode != 0:
         raise StackError(f"readelf -sW {obj} failed:\n{r.stderr}")
     out: dict[str, int] = {}

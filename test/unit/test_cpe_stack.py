@@ -40,6 +40,12 @@ def test_the_deepest_chain_adds_the_frames_along_it():
     assert entries["e"].bytes == 16 and entries["e"].outside == {"athread_get"}
 
 
+def test_an_unbounded_frame_is_refused():
+    graph = GRAPH.replace("16 bytes (static)", "16 bytes (dynamic)")
+    with pytest.raises(cpe_stack.StackError, match="e's stack has no bound"):
+        cpe_stack.entry_stacks(graph)
+
+
 def test_recursion_has_no_bound():
     graph = GRAPH + 'edge: { sourcename: "c" targetname: "a" label: "x" }\n'
     with pytest.raises(cpe_stack.StackError, match="recursion through a"):
@@ -77,3 +83,12 @@ def test_the_default_reserve_covers_a_generated_project(tmp_path):
 def test_a_reserve_too_small_for_the_stack_is_reported(tmp_path):
     r = cpe_stack.measure(project(tmp_path, "--ldm-reserve=512"))
     assert r.reserve == 512 and not r.covered
+
+
+def test_a_missing_tool_or_an_empty_file_is_one_error(tmp_path):
+    p = project(tmp_path)
+    with pytest.raises(cpe_stack.StackError, match="no-such-cc is not installed"):
+        cpe_stack.measure(p, cc="no-such-cc")
+    (p / "layers_slave.c").write_text("static int unused;\n")
+    with pytest.raises(cpe_stack.StackError, match="defines no CPE function"):
+        cpe_stack.measure(p)

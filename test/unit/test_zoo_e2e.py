@@ -66,7 +66,7 @@ from swir.passes.pipelines import pipeline_flags
 
 from swir.costmodel.cost import cost_report
 from swir.costmodel.traffic import dma_traffic
-from swir.codegen import emulate
+from swir.codegen import cpe_stack, emulate
 from swir.interp.loop import io_signature
 from swir.parser import parse_module
 
@@ -106,6 +106,7 @@ class Result:
     modeled: dict[str, float]          # modeled time per kernel (swir.costmodel.cost)
     greedy: dict[str, float] | None    # the same with -ldm-plan's greedy strategy (at -O3)
     sanitized: dict[str, Sanitized]    # by make target, at -O3 (when cc links it)
+    stack: cpe_stack.StackReport | None  # the CPE stack against the LDM reserve (at -O3)
 
 
 def tool(name: str, *args: str) -> None:
@@ -159,6 +160,7 @@ def compile_and_run(name: str, root: Path, level: str) -> Result:
         assert swir_opt.main(flags + [str(swir_path), "-o", str(greedy_path)]) == 0
         greedy = modeled(parse_module(greedy_path.read_text(), str(greedy_path)))
     sanitized = {}
+    stack = cpe_stack.measure(project) if level == "O3" else None
     if level == "O3":   # the same project under the sanitizers
         for target in SANITIZED:
             if linkable[target]:
@@ -170,7 +172,7 @@ def compile_and_run(name: str, root: Path, level: str) -> Result:
                   for k, s in run.stats["functions"].items() if s["gets"] + s["puts"]}
     return Result(run.outputs, onnxruntime_run(onnx_path, inputs),
                   emulate.dma_counters(run.stats), traffic.counters(),
-                  misaligned, modeled(dma), greedy, sanitized)
+                  misaligned, modeled(dma), greedy, sanitized, stack)
 
 
 def sanitized_run(project: Path, module: str, target: str, inputs: list[np.ndarray],
@@ -289,6 +291,16 @@ def test_search_plan_is_never_slower_than_greedy(results, name):
     slower = {k: (r.greedy[k], t) for k, t in r.modeled.items() if t > r.greedy[k] * (1 + 1e-9)}
     assert not slower, slower
     assert sum(r.modeled.values()) < sum(r.greedy.values())
+
+
+@pytest.mark.parametrize("name", list(REDUCED))
+def test_the_ldm_reserve_covers_the_cpe_stack(results, name):
+    """Every spawned kernel's deepest stack, twice over plus 1 KB, and the
+    CPE statics fit the reserve (swir.codegen.cpe_stack; the zoo at paper
+    size: bench/cpe_stack.py)."""
+    r = results[(name, "O3")].result().stack
+    assert r.worst.bytes > 0 and r.static_bytes > 0
+    assert r.covered, (r.worst, r.statics, r.required, r.reserve)
 
 
 @pytest.mark.parametrize("target", SANITIZED)
