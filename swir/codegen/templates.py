@@ -49,15 +49,16 @@ MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LDM_FRAME(base, bytes) ((void)0)
 #define SWIR_LDM_PARA(base, bytes) ((void)0)
 #define SWIR_MEMORY(base, bytes, name) ((void)0)
-#define SWIR_WAIT(reply, n) \
-    do { while ((reply) != (n)) ; __asm__ __volatile__("memb" ::: "memory"); (reply) = 0; } while (0)
+#define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; __asm__ __volatile__("memb" ::: "memory"); (reply) = 0; } while (0)
 #define SWIR_SYN(next) athread_syn(ARRAY_SCOPE, 0xffff)
-#define SWIR_CPE_FP_INIT() do { \
-        unsigned long swir_fpcr; \
-        __asm__ __volatile__("rfpcr %0" : "=r"(swir_fpcr)); \
-        swir_fpcr = (swir_fpcr | 1UL << 60 | 1UL << 2) & ~(1UL << 48); \
-        __asm__ __volatile__("wfpcr %0" : : "r"(swir_fpcr)); \
-    } while (0)
+#define SWIR_CPE_FP_INIT() swir_cpe_fp_init()
+static inline void swir_cpe_fp_init(void)
+{
+    unsigned long swir_fpcr;
+    __asm__ __volatile__("rfpcr %0" : "=r"(swir_fpcr));
+    swir_fpcr = (swir_fpcr | 1UL << 60 | 1UL << 2) & ~(1UL << 48);
+    __asm__ __volatile__("wfpcr %0" : : "r"(swir_fpcr));
+}
 #endif
 
 /* A run-time error in generated code (an out-of-range data-dependent index):
