@@ -3,6 +3,7 @@ so this directory is on sys.path and ``from common import load_zoo`` works."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import subprocess
 import sys
@@ -20,6 +21,15 @@ def load_zoo():
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def zoo_models(doc: str, argv: list[str] | None):
+    """The zoo, and the models a per-model bench was asked for on its command
+    line (default: all eight); ``doc``'s first line is its description."""
+    zoo = load_zoo()
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("models", nargs="*", default=sorted(zoo.PAPER_SIZES))
+    return zoo, p.parse_args(argv).models
 
 
 def timed(cmd: list[str]) -> float:

@@ -15,12 +15,11 @@ modeled Sunway time of each (swir.costmodel.cost on the default machine).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
-from common import load_zoo, print_rows, timed
+from common import print_rows, timed, zoo_models
 from zoo import BIN, prepare
 
 SWITCH = "strided-broadcast=false"
@@ -62,14 +61,9 @@ def model_row(zoo, name: str, work: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    zoo = load_zoo()
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("models", nargs="*", default=sorted(zoo.PAPER_SIZES))
-    args = p.parse_args(argv)
-    rows: dict[str, dict[str, str]] = {}
+    zoo, models = zoo_models(__doc__, argv)
     with tempfile.TemporaryDirectory(prefix="swir-bcast-bench-") as tmp:
-        for name in args.models:
-            rows[name] = model_row(zoo, name, Path(tmp))
+        rows = {name: model_row(zoo, name, Path(tmp)) for name in models}
     print_rows(rows)
     return 0
 

@@ -15,12 +15,11 @@ and the bytes left. Exit status 1 when a model's reserve does not cover it.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
-from common import load_zoo, print_rows
+from common import print_rows, zoo_models
 from zoo import compile_level, prepare
 
 
@@ -38,19 +37,11 @@ def model_row(zoo, name: str, work: Path) -> tuple[dict[str, str], bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    zoo = load_zoo()
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("models", nargs="*", default=sorted(zoo.PAPER_SIZES))
-    args = p.parse_args(argv)
-    rows: dict[str, dict[str, str]] = {}
-    ok = True
+    zoo, models = zoo_models(__doc__, argv)
     with tempfile.TemporaryDirectory(prefix="swir-stack-bench-") as tmp:
-        for name in args.models:
-            row, covered = model_row(zoo, name, Path(tmp))
-            rows[name] = row
-            ok &= covered
-    print_rows(rows)
-    return 0 if ok else 1
+        results = {name: model_row(zoo, name, Path(tmp)) for name in models}
+    print_rows({name: row for name, (row, _) in results.items()})
+    return 0 if all(covered for _, covered in results.values()) else 1
 
 
 if __name__ == "__main__":

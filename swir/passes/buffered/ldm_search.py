@@ -735,9 +735,8 @@ def measure(ctx: SearchContext, choice: Choice, serial: frozenset[int],
         m.stage = "buffered"
         m.attrs["ldm_size"] = ctx.ldm_size
         record_target(m.attrs, ctx.target)
-        insert = InsertDMA()
-        insert.strided_broadcast = ctx.strided_broadcast
-        PassManager([insert], verify_each=False, target=ctx.target).run(m)
+        PassManager([InsertDMA(strided_broadcast=ctx.strided_broadcast)], verify_each=False,
+                    target=ctx.target).run(m)
         r = cost_report(m, func=f.name, deadline=deadline)
         blocks = r.total("blocks")
         return (r.modeled_s, (r.total("blocks_32") / blocks if blocks else 1.0),
