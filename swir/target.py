@@ -68,6 +68,17 @@ class Target:
     bcast_bandwidth: float
     bcast_half_block: int
     bcast_fixed_cycles: int
+    # Register communication (docs/cost-model.md, "Register communication"):
+    # one 256-bit vector from a CPE to one or all CPEs of its row or column
+    # (putr / putc, getr / getc). No public figures: all three are
+    # assumptions. The cycles from a send to the receive that gets it; the
+    # cycles per vector a CPE's send or receive occupies its bus; and the
+    # vectors a CPE's receive buffer holds per bus (a send to a full buffer
+    # waits). The buffer is the smallest plausible, 1: a program that runs
+    # with it runs with any larger buffer.
+    reg_latency_cycles: int
+    reg_cycles_per_vector: int
+    reg_buffer_vectors: int
     # Between core groups (docs/cost-model.md, "Network"): one MPI rank per
     # core group; ranks on one chip meet over its network on chip (NoC), chips
     # over the interconnect. Bandwidths in bytes/s (the interconnect's is one
@@ -111,6 +122,10 @@ class Target:
  * main memory in one spawn (checked at each join; docs/codegen.md). */
 #define SWIR_WRITE_BLOCK {self.write_block}
 
+/* Register communication: the vectors a CPE's receive buffer holds per bus
+ * (row, column); a send to a full buffer waits. An assumption (swir/target.py). */
+#define SWIR_REG_BUFFER {self.reg_buffer_vectors}
+
 /* DMAs shorter than this many bytes are counted as small (as in the
  * interpreter's SMALL_TRANSFER). */
 #define SWIR_SMALL_TRANSFER {self.small_transfer}
@@ -149,6 +164,12 @@ SW26010 = Target(
     # included. The two athread_syn barriers are not measured: not charged
     # beyond that bound.
     bcast_bandwidth=8.7e9, bcast_half_block=45, bcast_fixed_cycles=2175,
+    # Assumed (no public latency or bandwidth figure; swCandle, Lin et al.,
+    # Parallel Computing 77 (2018), says only that a broadcast costs what a
+    # point-to-point send does): 10 cycles from send to receive, one vector
+    # per cycle per bus, a receive buffer of one vector. register_assumptions
+    # ranges them (docs/cost-model.md).
+    reg_latency_cycles=10, reg_cycles_per_vector=1, reg_buffer_vectors=1,
     # Interconnect: 128 Gb/s injection per node (16 GB/s), 560 Tb/s (70 TB/s)
     # bisection. The NoC's bandwidth is not public: a message between core
     # groups is a copy from one core group's memory to another's, modeled at

@@ -22,9 +22,10 @@ from swir.ops.graph import (ARGMAX, AVG_POOL2D, BATCH_NORM, CLIP, CONCAT,  # noq
                             SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE, YIELD)
 from swir.ops.loop import (CHUNK, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET,  # noqa: F401
                            DMA_PUT, DMA_WAIT, DYN_INDEX, FOR, IF, JOIN, LDM_ALLOC, LOAD,
-                           PARALLEL, SPAWN, STORE)
+                           PARALLEL, REG_RECV, REG_SEND, SPAWN, STORE)
 
 # Groups the passes test for together.
 DMA_TRANSFERS = (DMA_GET, DMA_PUT, DMA_BCAST)
+REG_MESSAGES = (REG_SEND, REG_RECV)
 COPIES = (COPY_IN, COPY_OUT)
 LOOPS = (FOR, PARALLEL)

@@ -363,6 +363,60 @@ DMA_WAIT = register(OpDef(
     stages=DMA_ONLY, num_args=(0, 0),
     attrs=(Attr("reply", "int", required=True), Attr("times", "int", default=1)),
     verify=_verify_wait, pure=False, context="cpe", category=Category.DMA))
+# -- register communication: one vector between CPEs of a row or a column --------
+
+# A message is one 256-bit vector register: 4 lanes of f32 (floatv4) or f64
+# (doublev4) (swGEMM include/common_slave.h putr/getr; swDNN simd_putr).
+REG_LANES = 4
+REG_ELEMENTS = ("f32", "f64")
+
+
+def _verify_reg(inst: Instruction) -> None:
+    acc = access_arg(inst, 0, (LDMType,))
+    if acc.is_region:
+        raise OpError(f"'{inst.opname}' names the first element of its vector, not a range")
+    t = acc.base.type
+    if str(t.element) not in REG_ELEMENTS:
+        raise OpError(f"'{inst.opname}' moves a vector of f32 or f64, not {t.element}")
+    if inst.opname == "reg_recv" and "to" in inst.attrs:
+        raise OpError("'reg_recv' takes no 'to': it receives from whichever CPE of its "
+                      "row or column sent next")
+    to = inst.attrs.get("to")
+    if to is not None and not 0 <= to < 8:
+        raise OpError(f"'reg_send' to = {to}: the CPE's place in its row or column, 0..7 "
+                      "(leave it out to send to all the others)")
+
+
+def _reg_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
+    """The vector's 4 elements lie in the LDM buffer in every iteration."""
+    strides = [1] * t.rank
+    for i in range(t.rank - 2, -1, -1):
+        strides[i] = strides[i + 1] * t.shape[i + 1]
+    offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
+    r = bounds.bounds(offset)
+    if r is None:
+        return f"cannot bound the vector's start in {value_ref(acc.base)} statically"
+    if r[1] + REG_LANES > t.num_elements:
+        return (f"a vector of {REG_LANES} elements from offset up to {r[1]} runs past the end "
+                f"of {value_ref(acc.base)} ({t.num_elements} elements)")
+    return None
+
+
+_BUS = Attr("bus", "str", required=True, choices=("row", "col"),
+            doc="the row bus (CPEs of this CPE's row) or the column bus")
+REG_SEND = register(OpDef(
+    "reg_send", "Send the vector of 4 elements from an LDM element to one CPE of this "
+                "CPE's row or column (`to`, its column or row index), or to all 7 others "
+                "(no `to`) (putr / putc).",
+    stages=DMA_ONLY, num_args=(1, 1), verify=_verify_reg, verify_access=_reg_span,
+    attrs=(_BUS, Attr("to", "int", doc="the receiver's place in the row or column, 0..7; "
+                                      "absent: all the others")),
+    reads_memory=True, pure=False, context="cpe", category=Category.CPE))
+REG_RECV = register(OpDef(
+    "reg_recv", "Receive the next vector from the row or column bus into 4 LDM elements "
+                "(getr / getc); blocks until one has arrived.",
+    stages=DMA_ONLY, num_args=(1, 1), verify=_verify_reg, verify_access=_reg_span,
+    attrs=(_BUS,), pure=False, writes=(0,), context="cpe", category=Category.CPE))
 CPE_ID = register(OpDef(
     "cpe_id", "This CPE's id, 0..63 (athread_get_id).", stages=DMA_ONLY,
     num_args=(0, 0), infer=lambda inst: [INDEX], context="cpe",
