@@ -52,6 +52,7 @@ from swir.interp.buffered import (
     region_text,
     simple_operand,
 )
+from swir.interp.buses import CPEScheduler, Mesh
 from swir.interp.graph import MAX_STEPS
 from swir.interp.loop import EMITTERS, OpEmitter
 from swir.interp.pycode import Emit, expr_text, raiser, value_text
@@ -79,7 +80,8 @@ from swir.ir.core import (
 )
 from swir.ir.types import LDMType
 from swir.ops import (CALL, CHUNK, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT, DMA_TRANSFERS,
-                      DMA_WAIT, JOIN, LDM_ALLOC, PARALLEL, RETURN, SPAWN, STORE)
+                      DMA_WAIT, JOIN, LDM_ALLOC, PARALLEL, REG_MESSAGES, REG_RECV, REG_SEND,
+                      RETURN, SPAWN, STORE)
 from swir.ops.loop import chunk_code
 from swir.ops.registry import OpDef
 from swir.ops.util import attr_or_default
@@ -152,11 +154,17 @@ class DMAStats(KernelStats, TransferShares):
     # and bytes_in once), and the bytes they delivered into LDM, per CPE.
     bcasts: int = 0
     bcast_bytes: int = 0
+    # Register communication: reg_send and reg_recv run (each CPE's counted),
+    # and the bytes received.
+    reg_sends: int = 0
+    reg_recvs: int = 0
+    reg_bytes: int = 0
 
     def reset(self) -> None:
         super().reset()
         self.spawns = self.barriers = self.gets = self.puts = self.waits = 0
         self.bcasts = self.bcast_bytes = 0
+        self.reg_sends = self.reg_recvs = self.reg_bytes = 0
         self.small_transfers = self.blocks = self.blocks_32 = 0
         self.size_histogram.clear()
         self.block_histogram.clear()
@@ -170,6 +178,7 @@ class DMAStats(KernelStats, TransferShares):
                  small_transfers=self.small_transfers, small_share=self.small_share,
                  blocks=self.blocks, blocks_32=self.blocks_32,
                  bcasts=self.bcasts, bcast_bytes=self.bcast_bytes,
+                 reg_sends=self.reg_sends, reg_recvs=self.reg_recvs, reg_bytes=self.reg_bytes,
                  block_histogram={str(k): v for k, v in sorted(self.block_histogram.items())},
                  ldm_peak_cpe=list(self.ldm_peak_cpe))
         return d
@@ -183,7 +192,8 @@ class DMAStats(KernelStats, TransferShares):
         for s in stats:
             for k in ("calls", "copies_in", "elements_in", "bytes_in", "copies_out",
                       "elements_out", "bytes_out", "spawns", "barriers", "gets", "puts", "waits",
-                      "small_transfers", "blocks", "blocks_32", "bcasts", "bcast_bytes"):
+                      "small_transfers", "blocks", "blocks_32", "bcasts", "bcast_bytes",
+                      "reg_sends", "reg_recvs", "reg_bytes"):
                 setattr(out, k, getattr(out, k) + getattr(s, k))
             for mine, theirs in ((out.size_histogram, s.size_histogram),
                                  (out.block_histogram, s.block_histogram)):
@@ -237,6 +247,9 @@ class DMAInterpreter(BufferedInterpreter):
         self._spawns: dict[int, bool] = {}
         # Per CPE, the broadcasts of the kernel run: (inst, start, LDM buffer, LDM start).
         self.bcast_log: list[list[tuple]] = [[] for _ in range(self.target.cpes)]
+        self.mesh = Mesh(self.target.cpes, self.target.cpe_grid,
+                         self.target.reg_buffer_vectors, self.cpe_state)
+        self._meshed: dict[int, bool] = {}
         self.ns.update(_sp=self.spawned)
 
     # -- results of the last run ----------------------------------------------------
@@ -288,21 +301,59 @@ class DMAInterpreter(BufferedInterpreter):
         state, replies = self.cpe_state, self.replies
         for log in self.bcast_log:
             log.clear()
+
+        def body(cpe: int) -> None:
+            try:
+                fn(*args)
+                if any(replies[cpe].values()):
+                    self._unwaited(cpe, kernel)
+            except Diagnostic as d:
+                if site is not None and len(d.notes) < 8:
+                    d.notes.append((f"in @{kernel.name} on CPE {cpe}, spawned from here",
+                                    site.loc))
+                raise
         try:
-            for cpe in range(self.target.cpes - 1, -1, -1):
-                state[0] = cpe
-                try:
-                    fn(*args)
-                    if any(replies[cpe].values()):
-                        self._unwaited(cpe, kernel)
-                except Diagnostic as d:
-                    if site is not None and len(d.notes) < 8:
-                        d.notes.append((f"in @{kernel.name} on CPE {cpe}, spawned from here",
-                                        site.loc))
-                    raise
+            if self.uses_buses(kernel):
+                self.mesh.run(self._scheduler(), body, kernel.name,
+                              site.loc if site is not None else kernel.loc)
+            else:
+                for cpe in range(self.target.cpes - 1, -1, -1):
+                    state[0] = cpe
+                    body(cpe)
         finally:
             state[0] = 0
         self._check_broadcasts(kernel, site)
+
+    def _scheduler(self) -> CPEScheduler:
+        """Runs the CPEs of a kernel that sends or receives side by side; each
+        keeps its own call depth and stack of running functions."""
+        state, active = self.state, self.active
+
+        def context() -> tuple:
+            return state[1], list(active)
+
+        def restore(ctx: tuple) -> None:
+            state[1] = ctx[0]
+            active[:] = ctx[1]
+        return CPEScheduler(self.target.cpes, self.cpe_state, context, restore)
+
+    def uses_buses(self, f: Function) -> bool:
+        """Whether f or a function it calls sends or receives on a bus."""
+        has = self._meshed.get(id(f))
+        if has is None:
+            self._meshed[id(f)] = False          # a recursive call adds nothing
+            has = False
+            for inst in f.walk():
+                if inst.isa(*REG_MESSAGES):
+                    has = True
+                    break
+                if inst.isa(CALL) and inst.args and isinstance(inst.args[0], Apply):
+                    g = self.module.lookup(inst.args[0].callee)
+                    if isinstance(g, Function) and g.body is not None and self.uses_buses(g):
+                        has = True
+                        break
+            self._meshed[id(f)] = has
+        return has
 
     def _check_broadcasts(self, kernel: Function, site: Instruction | None) -> None:
         """Every CPE must reach the same broadcasts (each is a barrier, and CPE
@@ -587,6 +638,16 @@ def _emit_dma(e: Emit, inst: Instruction) -> None:
 @dma_emitter(DMA_WAIT)
 def _emit_dma_wait(e: Emit, inst: Instruction) -> None:
     e.line(f"{e.bind(_interp(e).waiter(inst, e.function), 'wait')}()")
+
+
+@dma_emitter(REG_SEND, REG_RECV)
+def _emit_reg(e: Emit, inst: Instruction) -> None:
+    acc = inst.args[0]
+    it = _interp(e)
+    make = it.mesh.sender if inst.isa(REG_SEND) else it.mesh.receiver
+    fn = e.bind(make(inst, it.stats_for(e.function)), inst.opname)
+    off = simple_operand(e, e.offset(inst, acc))
+    e.line(f"{fn}({e.name(acc.base)}, {off})")
 
 
 @dma_emitter(CPE_ID)

@@ -13,7 +13,7 @@ from swir.ir.core import (Access, Constraint, FuncParam, Function, Global, Instr
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
                                OpDef, OpError, VerifyContext, register)
-from swir.ops.util import (access_arg, attr_or_default, callee, check_writable, index_expr,
+from swir.ops.util import (access_arg, attr, attr_or_default, callee, check_writable, index_expr,
                            value_arg, value_ref)
 
 # -- structured control flow -------------------------------------------------
@@ -372,19 +372,17 @@ REG_ELEMENTS = ("f32", "f64")
 
 
 def _verify_reg(inst: Instruction) -> None:
+    attr(inst, "bus")
     acc = access_arg(inst, 0, (LDMType,))
     if acc.is_region:
         raise OpError(f"'{inst.opname}' names the first element of its vector, not a range")
     t = acc.base.type
     if str(t.element) not in REG_ELEMENTS:
-        raise OpError(f"'{inst.opname}' moves a vector of f32 or f64, not {t.element}")
-    if inst.opname == "reg_recv" and "to" in inst.attrs:
-        raise OpError("'reg_recv' takes no 'to': it receives from whichever CPE of its "
-                      "row or column sent next")
+        raise OpError(f"moves a vector of f32 or f64, not {t.element}")
     to = inst.attrs.get("to")
     if to is not None and not 0 <= to < 8:
-        raise OpError(f"'reg_send' to = {to}: the CPE's place in its row or column, 0..7 "
-                      "(leave it out to send to all the others)")
+        raise OpError(f"to = {to}: the receiver's place in its row or column is 0..7 "
+                      "(leave 'to' out to send to all the others)")
 
 
 def _reg_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
