@@ -69,7 +69,11 @@ class Expr:
                 merged[k][1] += coef
             else:
                 merged[k] = [atom, coef]
-        return Expr(tuple((a, c) for a, c in merged.values() if c != 0), const)
+        kept = [(a, c) for a, c in merged.values() if c != 0]
+        folded = _fold_divmod(kept)
+        if folded is not None:
+            return Expr._make(folded[0], const + folded[1])
+        return Expr(tuple(kept), const)
 
     def __add__(self, other: "Expr | int | object") -> "Expr":
         o = Expr.of(other)
@@ -190,6 +194,27 @@ class Expr:
 
     def __str__(self) -> str:
         return format_expr(self, str)
+
+
+def _fold_divmod(terms: list[tuple[object, int]]) -> tuple[list, int] | None:
+    """``k*c*(E floordiv k) + c*(E mod k)`` is ``c*E``: the terms with one such
+    pair replaced by E's (and E's constant), or None. An element's flat
+    offset split into subscripts by floordiv and mod adds up to the offset
+    again, so a bound on it is as tight as on the offset."""
+    mods = {atom.args[0].key() + (atom.divisor,): (atom, c) for atom, c in terms
+            if isinstance(atom, Compound) and atom.kind == "mod"}
+    if not mods:
+        return None
+    for atom, c in terms:
+        if not (isinstance(atom, Compound) and atom.kind == "floordiv"):
+            continue
+        pair = mods.get(atom.args[0].key() + (atom.divisor,))
+        if pair is None or pair[1] * atom.divisor != c:
+            continue
+        e = atom.args[0]
+        rest = [(a, k) for a, k in terms if a is not atom and a is not pair[0]]
+        return rest + [(a, k * pair[1]) for a, k in e.terms], e.const * pair[1]
+    return None
 
 
 def _eval_atom(atom: object, env: Mapping[object, int]) -> int:
