@@ -102,6 +102,10 @@ class Machine:
     bcast_bandwidth: float = FROM_TARGET
     bcast_half_block: int = FROM_TARGET
     bcast_fixed_cycles: int = FROM_TARGET
+    # Assumed (no public figure): register communication's cycles from a
+    # send to its receive, and the cycles a send or receive takes per vector.
+    reg_latency_cycles: int = FROM_TARGET
+    reg_cycles_per_vector: int = FROM_TARGET
 
     def __post_init__(self) -> None:
         t = default_target()
@@ -161,6 +165,19 @@ class Machine:
         stream = stream_seconds(blocks, self.bcast_half_block, self.bcast_bandwidth)
         return stream + self.bcast_fixed_cycles / self.clock_hz
 
+    def reg_seconds(self, sends: int, recvs: int, runs: int) -> float:
+        """Modeled seconds of a kernel's register communication: each CPE's
+        share of the sends and receives at ``reg_cycles_per_vector`` each
+        (a CPE issues them one after another), plus, per run of the kernel,
+        the latency of the 16 steps of a row-then-column relay (the form
+        -mesh-broadcast writes; docs/cost-model.md). Every CPE waits for it:
+        not overlapped."""
+        if not sends and not recvs:
+            return 0.0
+        per_cpe = (sends + recvs) / self.cpes
+        return (per_cpe * self.reg_cycles_per_vector
+                + runs * 16 * self.reg_latency_cycles) / self.clock_hz
+
     def with_(self, **changes: Any) -> Machine:
         return Machine(**{**asdict(self), **changes})
 
@@ -178,6 +195,10 @@ def dma_assumptions(t: Target | None = None) -> dict[str, Machine]:
     m = Machine.for_target(t or default_target())
     pessimistic = m.with_(dma_efficiency=0.5, half_block=512, dma_startup_cycles=3200)
     optimistic = m.with_(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)
+    # Register communication, all assumed: 40 cycles from send to receive
+    # and 4 per vector (a quarter of a vector per cycle) to 5 and 1.
+    pessimistic = pessimistic.with_(reg_latency_cycles=40, reg_cycles_per_vector=4)
+    optimistic = optimistic.with_(reg_latency_cycles=5, reg_cycles_per_vector=1)
     # One CPE's share: 1/16 of the core group's (16 CPEs to saturate it) to
     # all of it (no cap).
     return {"pessimistic": pessimistic.with_(cpe_bandwidth=pessimistic.bandwidth / 16),
@@ -219,6 +240,7 @@ class KernelCost:
     compute_s: float
     dma_s: float                    # all DMA time, overlapped or not
     overlapped_dma_s: float         # the double-buffered part of dma_s
+    reg_s: float                    # register communication (sends and receives, waited for)
     modeled_s: float
     roofline_s: float
     io_lower_bound_bytes: int | None  # conv / matmul kernels only: the larger of the two
@@ -348,6 +370,7 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         dma[False] += n * machine.bcast_seconds(blocks)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
     runs = (t.spawns + t.barriers) or max(t.calls, 1)
+    reg = machine.reg_seconds(t.reg_sends, t.reg_recvs, runs)
     # At most what it moves: a slice reads part of its input.
     compulsory = min(runs * compulsory_bytes(f), t.bytes_in + t.bytes_out)
     roofline = max(t.flops / machine.peak_flops, compulsory / machine.bandwidth)
@@ -359,7 +382,7 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         mem_unaligned=t.mem_unaligned, ldm_unaligned=t.ldm_unaligned, compulsory_bytes=compulsory,
         vector_flops=t.vector_flops, peak_compute_s=peak, compute_s=compute,
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
-        modeled_s=max(compute, dma[True]) + dma[False], roofline_s=roofline,
+        reg_s=reg, modeled_s=max(compute, dma[True]) + dma[False] + reg, roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine),
         hong_kung_bytes=hong_kung_bytes(f, t.muls, machine), bcasts=t.bcasts)
 

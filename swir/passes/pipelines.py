@@ -38,6 +38,12 @@ LEVEL_OPTIONS: dict[str, dict[str, dict[str, str]]] = {
 }
 
 
+# Passes a level runs on the dma stage, after the lowering.
+DMA_PASSES: dict[str, list[str]] = {
+    "O3": ["mesh-broadcast"],
+}
+
+
 def compile_pipeline(stage: str, level: str = DEFAULT_LEVEL, ranks: bool = False) -> list[str]:
     """The passes that take a module at ``stage`` to the dma stage; with
     ``ranks``, -distribute shares it over MPI ranks, right before -fuse
@@ -45,7 +51,8 @@ def compile_pipeline(stage: str, level: str = DEFAULT_LEVEL, ranks: bool = False
     graph = list(OPT_LEVELS[level]) if stage == "graph" else []
     if ranks and stage == "graph":
         graph.insert(graph.index("fuse") if "fuse" in graph else len(graph), "distribute")
-    return graph + LOWERING.get(stage, [])
+    lowering = LOWERING.get(stage, [])
+    return graph + lowering + (DMA_PASSES.get(level, []) if lowering else [])
 
 
 def level_options(name: str, level: str = DEFAULT_LEVEL) -> dict[str, str]:

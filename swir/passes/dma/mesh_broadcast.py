@@ -36,7 +36,8 @@ from swir.ops.loop import REG_ELEMENTS, REG_LANES
 from swir.ops.util import attr_or_default
 from swir.passes.dma.replies import MESH_REPLY
 from swir.passes.manager import AnalysisManager, Pass, option
-from swir.target import Target, stream_seconds
+from swir.costmodel.cost import Machine, dma_assumptions
+from swir.target import Target
 
 
 @dataclass
@@ -110,7 +111,11 @@ def _eligible(inst: Instruction) -> bool:
 
 
 def mesh_pays(inst: Instruction, target: Target) -> bool:
-    """Whether the relay is modeled faster than the broadcast: the broadcast
+    """Whether the relay is modeled faster than the broadcast on the
+    target's figures and on the pessimistic end of the assumed ranges
+    (swir.costmodel.cost.dma_assumptions: slower DMA, 40 cycles of bus
+    latency, 4 cycles per vector): the register figures are assumptions,
+    so a relay must not lose where they are wrong. The broadcast
     streams the tile at the broadcast bandwidth plus its fixed cost; the
     relay has 64 CPEs each fetch 1/64 (sharing the core group's bandwidth,
     each DMA's start-up paid once in parallel), then sends and receives its
@@ -118,25 +123,27 @@ def mesh_pays(inst: Instruction, target: Target) -> bool:
     the row steps and its row's shares in the column steps) at the bus's
     cycles per vector, plus the 16 steps' latency."""
     ldm, _ = _ldm_side(inst)
-    nbytes = inst.attrs["count"] * ldm.type.element.bytes
-    bcast = stream_seconds([(nbytes, 1)], target.bcast_half_block, target.bcast_bandwidth) \
-        + target.bcast_fixed_cycles / target.clock_hz
-    return relay_seconds(inst.attrs["count"], ldm.type.element.bytes, target) < bcast
+    esize = ldm.type.element.bytes
+    return all(relay_seconds(inst.attrs["count"], esize, m) < broadcast_seconds(
+        inst.attrs["count"] * esize, m) for m in (Machine.for_target(target),
+                                                 dma_assumptions(target)["pessimistic"]))
 
 
-def relay_seconds(count: int, esize: int, target: Target) -> float:
-    """The modeled time of the relay of ``count`` elements (see mesh_pays)."""
-    cpes = target.cpes
+def broadcast_seconds(nbytes: int, m: Machine) -> float:
+    return m.bcast_seconds([(nbytes, 1)])
+
+
+def relay_seconds(count: int, esize: int, m: Machine) -> float:
+    """The modeled time of the relay of ``count`` elements (see mesh_pays):
+    as swir.costmodel.cost charges the code it writes."""
     vectors = count // REG_LANES
-    share = -(-vectors // cpes)
-    dma = stream_seconds([(share * REG_LANES * esize, cpes)], target.dma_half_block,
-                         target.peak_bandwidth * target.dma_efficiency) \
-        + target.dma_startup_cycles / target.clock_hz
-    rows = target.cpe_grid[1]
-    messages = (vectors - share) + share + rows * share      # receives, row and column sends
-    bus = (messages * target.reg_cycles_per_vector
-           + 2 * rows * target.reg_latency_cycles) / target.clock_hz
-    return dma + bus
+    q, r = divmod(vectors, m.cpes)
+    shares = [(q + 1, r), (q, m.cpes - r)]
+    dma = sum(n * m.dma_seconds([(v * REG_LANES * esize, 1)]) for v, n in shares if v and n)
+    # Each vector is sent once along its owner's row, then by each of the 8
+    # CPEs of that row along their columns; every CPE but its owner receives it.
+    rows = 8
+    return dma + m.reg_seconds(vectors * (1 + rows), vectors * (m.cpes - 1), 1)
 
 
 def _relay(bcast: Instruction) -> None:
