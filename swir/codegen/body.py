@@ -36,8 +36,9 @@ from swir.ir.core import (
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType
 from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST,
                       DMA_GET, DMA_PUT, DMA_WAIT, DYN_INDEX, FOR, IF, JOIN, LDM_ALLOC, LOAD,
-                      MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, PARALLEL, RETURN,
-                      SPAWN, STORE)
+                      MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, PARALLEL, REG_RECV,
+                      REG_SEND, RETURN, SPAWN, STORE)
+from swir.ops.loop import REG_LANES
 from swir.ops.registry import SCALAR_FORM
 from swir.ops.util import attr_or_default
 
@@ -405,6 +406,47 @@ def _dma_wait(e: BodyEmitter, inst: Instruction) -> None:
     e.emit(wait(reply, attr_or_default(inst, "times")))
 
 
+# Register communication in the public simd.h's intrinsics (docs/codegen.md,
+# "Register communication"): per bus, the send and the receive; a send to
+# place 8 goes to all the others of the row or column (swDNN's
+# `simd_putr(v, 8)`).
+REG_CALLS = {"row": ("simd_putr", "simd_getr"), "col": ("simd_putc", "simd_getc")}
+REG_ALL = 8
+
+
+def _reg(e: BodyEmitter, inst: Instruction) -> None:
+    """``reg_send``: the vector loaded from LDM, then sent; ``reg_recv``: the
+    vector received, then stored to LDM. Aligned loads and stores where every
+    execution's vector starts at a multiple of 4 elements, else loadu / storeu."""
+    acc = inst.args[0]
+    assert isinstance(acc, Access) and isinstance(acc.base.type, ShapedType)
+    e.project.uses_simd = True
+    put, get = REG_CALLS[inst.attrs["bus"]]
+    name = e.scope.declare("reg", fallback="reg")
+    address = C.Unary("&", e.element(acc))
+    aligned = _vector_aligned(acc)
+    e.emit(C.Decl(C.Named(vector.VECTOR_TYPE[acc.base.type.element.name]), name))
+    if inst.isa(REG_SEND):
+        e.emit(C.call("simd_load" if aligned else "simd_loadu", C.Id(name), address))
+        e.emit(C.call(put, C.Id(name), inst.attrs.get("to", REG_ALL)))
+    else:
+        e.emit(C.Assign(C.Id(name), C.call(get, C.Id(name))))
+        e.emit(C.call("simd_store" if aligned else "simd_storeu", C.Id(name), address))
+
+
+def _vector_aligned(acc: Access) -> bool:
+    """Whether the element at ``acc`` is at a multiple of 4 elements from its
+    LDM buffer's start (32-byte aligned) whatever the subscripts' values: a
+    floatv4's 16 bytes or a doublev4's 32."""
+    t = acc.base.type
+    assert isinstance(t, ShapedType)
+    stride, offset = 1, Expr.of(0)
+    for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
+        offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
+        stride *= n
+    return offset.const % REG_LANES == 0 and all(c % REG_LANES == 0 for _, c in offset.terms)
+
+
 def _call(e: BodyEmitter, inst: Instruction) -> None:
     app = inst.args[0]
     assert isinstance(app, Apply)
@@ -517,5 +559,5 @@ _STATEMENTS = {
     LDM_ALLOC: _ldm_alloc, DMA_GET: _dma, DMA_PUT: _dma, DMA_BCAST: _dma, DMA_WAIT: _dma_wait,
     CALL: _call, SPAWN: _spawn, JOIN: _join, RETURN: _return, BR: _br,
     COND_BR: _cond_br, COPY_IN: _copy, COPY_OUT: _copy, MPI_ALLGATHER: _mpi_allgather,
-    MPI_REDUCE_SCATTER: _mpi_reduce, MPI_ALLREDUCE: _mpi_reduce,
+    MPI_REDUCE_SCATTER: _mpi_reduce, MPI_ALLREDUCE: _mpi_reduce, REG_SEND: _reg, REG_RECV: _reg,
 }

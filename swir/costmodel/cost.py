@@ -246,6 +246,9 @@ class KernelCost:
     io_lower_bound_bytes: int | None  # conv / matmul kernels only: the larger of the two
     hong_kung_bytes: int | None = None  # MACs over the LDM available (io_lower_bound)
     bcasts: int = 0                 # broadcast gets (in gets), each one transfer for all CPEs
+    reg_sends: int = 0              # register communication: reg_send run (a broadcast is one),
+    reg_recvs: int = 0              # reg_recv run,
+    reg_bytes: int = 0              # and the bytes they received
 
     @property
     def bound_binds(self) -> str | None:
@@ -384,7 +387,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         dma_s=dma[True] + dma[False], overlapped_dma_s=dma[True],
         reg_s=reg, modeled_s=max(compute, dma[True]) + dma[False] + reg, roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine),
-        hong_kung_bytes=hong_kung_bytes(f, t.muls, machine), bcasts=t.bcasts)
+        hong_kung_bytes=hong_kung_bytes(f, t.muls, machine), bcasts=t.bcasts,
+        reg_sends=t.reg_sends, reg_recvs=t.reg_recvs, reg_bytes=t.reg_bytes)
 
 
 def is_matmul_like(kernel: str) -> bool:

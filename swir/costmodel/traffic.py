@@ -74,8 +74,8 @@ from swir.interp.pycode import (MAX_INDENT, MAX_NESTED_FOR, CodeSpace, PyWriter,
                                 function_values, index_constant, value_text)
 from swir.ir.affine import Expr
 from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, CPE_ID, DMA_BCAST, DMA_GET, DMA_PUT,
-                      DMA_WAIT, FOR, IF, MUL, PARALLEL, SPAWN, STORE)
-from swir.ops.loop import chunk_code
+                      DMA_WAIT, FOR, IF, MUL, PARALLEL, REG_RECV, REG_SEND, SPAWN, STORE)
+from swir.ops.loop import REG_LANES, chunk_code
 from swir.analysis.vector_plan import PointCost, body_costs, flops_of
 from swir.ir.core import (
     Access,
@@ -147,6 +147,12 @@ class KernelTraffic(TransferShares):
     # bytes they delivered into LDM, every CPE's counted.
     bcasts: int = 0
     bcast_bytes: int = 0
+    # Register communication: reg_send and reg_recv instructions run (a send
+    # to all the others of a row or column is one), and the bytes received
+    # (a vector of 4 elements each).
+    reg_sends: int = 0
+    reg_recvs: int = 0
+    reg_bytes: int = 0
     # Transfers whose main-memory (LDM) start is not 32-byte aligned in every
     # execution: an upper bound of the program's mem_misaligned (ldm_misaligned).
     mem_unaligned: int = 0
@@ -174,7 +180,7 @@ class KernelTraffic(TransferShares):
 
     @property
     def moves_anything(self) -> bool:
-        return bool(self.gets or self.puts or self.waits)
+        return bool(self.gets or self.puts or self.waits or self.reg_sends or self.reg_recvs)
 
     def as_dict(self) -> dict[str, Any]:
         """The DMA_COUNTERS, shaped as the interpreter's ``stats()`` gives
@@ -205,7 +211,8 @@ class Traffic:
         for k in self.kernels.values():
             for key in ("gets", "puts", "bytes_in", "bytes_out", "waits", "small_transfers",
                         "blocks", "blocks_32", "bcasts", "bcast_bytes", "mem_unaligned",
-                        "ldm_unaligned", "spawns", "barriers", "calls"):
+                        "ldm_unaligned", "spawns", "barriers", "calls", "reg_sends",
+                        "reg_recvs", "reg_bytes"):
                 setattr(out, key, getattr(out, key) + getattr(k, key))
             for mine, theirs in ((out.size_histogram, k.size_histogram),
                                  (out.block_histogram, k.block_histogram)):
@@ -351,6 +358,15 @@ def _dma_facts(inst: Instruction, align: int) -> _DMA:
                 ldm_aligned=_always_aligned(lside, esize, align), bcast=inst.isa(DMA_BCAST))
 
 
+def _vector_bytes(inst: Instruction) -> int:
+    """The bytes one reg_send / reg_recv moves: 4 elements of its LDM buffer."""
+    acc = inst.args[0]
+    t = acc.base.type if isinstance(acc, Access) else None
+    if not isinstance(t, LDMType):
+        raise TrafficError(f"'{inst.opname}'{_at(inst)}: its vector is not in an LDM buffer")
+    return REG_LANES * t.element.bytes
+
+
 def _always_aligned(side: object, esize: int, align: int) -> bool:
     """Whether a DMA side's start is a multiple of ``align`` whatever its
     subscripts' values: every term of the byte offset is. The buffers
@@ -379,9 +395,11 @@ def _always_aligned(side: object, esize: int, align: int) -> bool:
 
 @dataclass(frozen=True)
 class _Slot:
-    kind: str           # "dma", "wait", "calls", "spawns", "barriers", "flops" or "compute"
+    kind: str           # "dma", "wait", "calls", "spawns", "barriers", "flops", "compute",
+    #                     "reg_send" or "reg_recv"
     function: str
     dma: _DMA | None = None
+    vector_bytes: int = 0           # a reg_recv slot: the bytes of its vector
     mul: bool = False   # a flop slot that is a multiplication
     cost: PointCost | None = None   # a compute slot: one execution of a loop body
 
@@ -396,6 +414,13 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
         assert slot.cost is not None
         stats.compute_cycles += n * slot.cost.cycles
         stats.vector_flops += n * slot.cost.vector_flops
+        return
+    if slot.kind == "reg_send":
+        stats.reg_sends += n
+        return
+    if slot.kind == "reg_recv":
+        stats.reg_recvs += n
+        stats.reg_bytes += n * slot.vector_bytes
         return
     if slot.kind in ("wait", "calls", "spawns", "barriers"):
         key = "waits" if slot.kind == "wait" else slot.kind
@@ -552,6 +577,9 @@ class _Counter(CodeSpace):
                     self.bcast_slots.append(self.slot_of[id(inst)])
             elif inst.isa(DMA_WAIT):
                 self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
+            elif inst.isa(REG_SEND, REG_RECV):
+                self.slot_of[id(inst)] = self._slot(_Slot(inst.opname, f.name,
+                                                          vector_bytes=_vector_bytes(inst)))
             elif self.count_compute and flops_of(inst):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
                                                           mul=inst.isa(MUL)))

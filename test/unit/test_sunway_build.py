@@ -421,6 +421,7 @@ SIMD_NAMES = {
     "simd_vmad", "simd_vmsd", "simd_vnmad", "simd_vnmsd",
     "simd_vfcmpeq", "simd_vfcmple", "simd_vfcmplt", "simd_vfcmpun",
     "simd_vseleq", "simd_vsellt", "simd_vselle",
+    "simd_putr", "simd_putc", "simd_getr", "simd_getc",
 }
 CALL = re.compile(r"\b((?:simd|athread|dma)_\w+)\s*\(")
 

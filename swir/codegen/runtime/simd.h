@@ -18,7 +18,10 @@
  *   false: openeuler-mirror/kernel, arch/sw_64/math-emu/math.c,
  *   simd_cmp_emul_d); simd_vseleq / vsellt / vselle (x, y, z): per lane y
  *   where x == 0, x < 0, x <= 0, else z (dxhisboy/lammps-sunway,
- *   pair_lj_cut_sw64.c); + - * / on the vector types lane by lane. The
+ *   pair_lj_cut_sw64.c); simd_putr / simd_putc (x, y) and x = simd_getr /
+ *   simd_getc (x): register communication along the CPE's row / column
+ *   (nushio3/swDNN, src/swConvForward.c; the runtime's buses, swir_emu.c);
+ *   + - * / on the vector types lane by lane. The
  *   public header has no lane reduction and no vector max / min: neither
  *   does this one.
  *
@@ -152,5 +155,27 @@ SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { retur
 #define simd_vseleq(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] == 0)
 #define simd_vsellt(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] < 0)
 #define simd_vselle(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] <= 0)
+
+/* Register communication (the public simd.h's SW5 part: macros over
+ * __builtin_sw64_putR / _putC / _getxR / _getxC; used so in nushio3/swDNN,
+ * src/swConvForward.c): simd_putr(x, y) / simd_putc(x, y) send vector x to
+ * place y of this CPE's row / column (8: all the others), x = simd_getr(x) /
+ * simd_getc(x) receive the next vector from it (x gives only the type; it is
+ * not read). The buses are the runtime's (swir_emu.c, "register
+ * communication"). */
+#define simd_putr(x, y) __extension__ ({                                       \
+        __typeof__(x) swir_reg_vector = (x);                                    \
+        swir_emu_reg_put(0, &swir_reg_vector, sizeof swir_reg_vector, (y)); })
+#define simd_putc(x, y) __extension__ ({                                       \
+        __typeof__(x) swir_reg_vector = (x);                                    \
+        swir_emu_reg_put(1, &swir_reg_vector, sizeof swir_reg_vector, (y)); })
+#define simd_getr(x) __extension__ ({                                          \
+        __typeof__(x) swir_reg_vector;                                          \
+        swir_emu_reg_get(0, &swir_reg_vector, sizeof swir_reg_vector);          \
+        swir_reg_vector; })
+#define simd_getc(x) __extension__ ({                                          \
+        __typeof__(x) swir_reg_vector;                                          \
+        swir_emu_reg_get(1, &swir_reg_vector, sizeof swir_reg_vector);          \
+        swir_reg_vector; })
 
 #endif /* SWIR_EMU_SIMD_H */

@@ -36,7 +36,9 @@
  * order every access. One exception: at SWIR_SYN's barrier the last CPE to arrive, holding syn.lock
  * while the other 63 wait on it and the MPE waits in athread_join (it calls
  * nothing of the emulation between spawn and join), ends the kernel before:
- * it reads and clears every slot and switches the kernel table's entry. */
+ * it reads and clears every slot and switches the kernel table's entry.
+ * Register communication, too, touches other CPEs' slots (their receive
+ * buffers, wait state and register counters): always under syn.lock. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE               /* MAP_ANONYMOUS, MAP_NORESERVE: the coroutine stacks */
 
@@ -117,6 +119,9 @@ struct counters {
     long long para_gets;              /* gets of the kernel's Para into LDM (not counted above) */
     long long bcasts;                 /* BCAST_MODE gets (also counted once in gets, bytes_in) */
     long long bcast_bytes;            /* bytes they delivered, into every CPE's LDM */
+    long long reg_sends;              /* putr / putc completed (a broadcast is one) */
+    long long reg_recvs;              /* getr / getc completed */
+    long long reg_bytes;              /* bytes received by them */
     long long mem_misaligned;         /* transfers whose main-memory start is not 32-aligned */
     long long ldm_misaligned;         /* transfers whose LDM start is not 32-aligned */
     long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
@@ -160,6 +165,31 @@ struct dma {
     size_t ldm_offset;
 };
 
+/* Register communication: a message is one vector register, 256 bits (a
+ * doublev4; a floatv4 fills 16 bytes of it in memory). Each CPE has a receive
+ * buffer of SWIR_REG_BUFFER vectors per bus, a FIFO. */
+#if !defined(SWIR_REG_BUFFER) || SWIR_REG_BUFFER < 1
+#error "SWIR_REG_BUFFER (swir_target.h) must be at least 1"
+#endif
+#define REG_BYTES 32
+#define BUS_ROW 0
+#define BUS_COL 1
+#define REG_ALL 8                     /* the place of a send to all the others */
+
+struct reg_vector {
+    unsigned char bytes[REG_BYTES];
+    size_t size;                      /* 16 (floatv4) or 32 (doublev4) */
+    int from;                         /* the sending CPE */
+};
+
+struct inbox {
+    struct reg_vector v[SWIR_REG_BUFFER];
+    int head, count;
+};
+
+/* Where a CPE waits on a bus (reported when the CPEs deadlock). */
+enum reg_wait { REG_NONE, REG_GETR, REG_GETC, REG_PUTR, REG_PUTC };
+
 struct cpe {
     int id;
     pthread_t thread;
@@ -173,11 +203,23 @@ struct cpe {
     uintptr_t tp;                     /* its thread's thread pointer (fs base) */
     unsigned char *stack;             /* its coroutine stack, a guard page below */
     void *sp;                         /* the saved stack pointer of its context */
-    enum { CPE_READY, CPE_AT_BARRIER, CPE_DONE } state;
+    enum { CPE_READY, CPE_AT_BARRIER, CPE_ON_BUS, CPE_DONE } state;
     /* Its floating-point mode, from one spawn to the next (a thread keeps it). */
     unsigned mxcsr, x87_cw;
 #endif
     struct counters c;
+    /* Register communication, guarded by syn.lock with threads: its receive
+     * buffers (BUS_ROW, BUS_COL); while `blocked` (counted in syn.on_bus),
+     * the call it waits in and the place it sends to. A CPE that changes what it
+     * waits for clears `blocked` (bus_wake), so syn.on_bus never counts a
+     * CPE that can go on. */
+    struct inbox inbox[2];
+    enum reg_wait reg_op;
+    int reg_to;
+    int blocked;
+#if !SWIR_COROUTINES
+    pthread_cond_t bus_wake;
+#endif
     size_t ldm_peak;
     int framed;                       /* SWIR_LDM_FRAME called in this run */
     const unsigned char *para;        /* the kernel's copy of its Para (SWIR_LDM_PARA) */
@@ -247,7 +289,8 @@ static struct {
     unsigned long round;              /* rounds completed */
     int returned;                     /* CPEs of this spawn that have returned */
     int first_returned;               /* the first of them */
-} syn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, -1};
+    int on_bus;                       /* CPEs blocked in a register send or receive */
+} syn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, -1, 0};
 
 /* ------------------------------------------------------------------------
  * Errors
@@ -413,6 +456,9 @@ static void counters_add(struct counters *to, const struct counters *from)
     to->para_gets += from->para_gets;
     to->bcasts += from->bcasts;
     to->bcast_bytes += from->bcast_bytes;
+    to->reg_sends += from->reg_sends;
+    to->reg_recvs += from->reg_recvs;
+    to->reg_bytes += from->reg_bytes;
     to->mem_misaligned += from->mem_misaligned;
     to->ldm_misaligned += from->ldm_misaligned;
     for (k = 0; k < BUCKETS; k++) {
@@ -426,6 +472,11 @@ static void counters_add(struct counters *to, const struct counters *from)
  * ------------------------------------------------------------------------ */
 
 static void *cpe_main(void *arg);
+#if !SWIR_COROUTINES
+static int stuck(void);
+#endif
+static void bus_deadlock(void);
+static void check_inboxes(void);
 #if SWIR_COROUTINES
 static void start_coroutines(void);
 static void stop_coroutines(void);
@@ -448,6 +499,10 @@ int athread_init(void)
         c->stop = 0;
         if (pthread_mutex_init(&c->lock, NULL) != 0 || pthread_cond_init(&c->wake, NULL) != 0)
             fail(NULL, -1, "cannot create the wake-up of CPE %d", i);
+#if !SWIR_COROUTINES
+        if (pthread_cond_init(&c->bus_wake, NULL) != 0)
+            fail(NULL, -1, "cannot create the bus wake-up of CPE %d", i);
+#endif
         if (pthread_create(&c->thread, NULL, cpe_main, c) != 0)
             fail(NULL, -1, "cannot start the thread of CPE %d", i);
     }
@@ -479,6 +534,9 @@ int athread_halt(void)
                 fail(NULL, -1, "cannot join the thread of CPE %d", i);
             pthread_cond_destroy(&cpes[i].wake);
             pthread_mutex_destroy(&cpes[i].lock);
+#if !SWIR_COROUTINES
+            pthread_cond_destroy(&cpes[i].bus_wake);
+#endif
         }
         pool.started = 0;
 #if SWIR_COROUTINES
@@ -543,6 +601,8 @@ static void kernel_returned(struct cpe *c)
     pthread_mutex_lock(&syn.lock);
     if (syn.returned++ == 0)
         syn.first_returned = c->id;
+    if (stuck())                      /* the others wait on a bus, maybe for this CPE */
+        bus_deadlock();
     if (syn.waiting)
         pthread_cond_broadcast(&syn.cond);
     pthread_mutex_unlock(&syn.lock);
@@ -604,6 +664,9 @@ static void reset_cpe(struct cpe *c, int id)
     c->para_bytes = 0;
     c->queued = 0;
     c->n_written = 0;
+    memset(c->inbox, 0, sizeof c->inbox);
+    c->reg_op = REG_NONE;
+    c->blocked = 0;
 }
 
 int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
@@ -634,7 +697,7 @@ int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg)
     for (i = 0; i < SWIR_CPES; i++)
         reset_cpe(&cpes[i], i);
     pthread_mutex_lock(&syn.lock);
-    syn.waiting = syn.returned = 0;
+    syn.waiting = syn.returned = syn.on_bus = 0;
     syn.first_returned = -1;
     pthread_mutex_unlock(&syn.lock);
     pthread_mutex_lock(&pool.lock);
@@ -663,6 +726,7 @@ static void end_kernel(void)
     int i;
     double t = now_seconds();
     check_written();
+    check_inboxes();
     k = &kernels[mpe.kernel];
     k->wall_seconds += t - mpe.start;
     mpe.start = t;
@@ -897,16 +961,23 @@ static void make_context(struct cpe *c)
  * returned without reaching it (on Sunway the others would wait forever). */
 static void run_coroutines(void)
 {
-    int i, at_barrier;
+    int i, at_barrier, ran;
     unsigned long round;
     coro.tp = thread_pointer();
     for (i = 0; i < SWIR_CPES; i++)
         make_context(&cpes[i]);
     for (;;) {
         round = syn.round;
-        for (i = 0; i < SWIR_CPES; i++)
-            if (cpes[i].state == CPE_READY)
-                resume(&cpes[i]);
+        do {                          /* until none can run: a CPE waiting on a bus is
+                                         made ready again by the step it waits for */
+            for (i = 0, ran = 0; i < SWIR_CPES; i++)
+                if (cpes[i].state == CPE_READY) {
+                    resume(&cpes[i]);
+                    ran = 1;
+                }
+        } while (ran);
+        if (syn.on_bus)
+            bus_deadlock();
         for (i = 0, at_barrier = -1; i < SWIR_CPES && at_barrier < 0; i++)
             if (cpes[i].state == CPE_AT_BARRIER)
                 at_barrier = i;
@@ -1101,6 +1172,8 @@ static int barrier(struct cpe *c, const char *next)
     round = syn.round;
     if (arrive(next))
         pthread_cond_broadcast(&syn.cond);
+    else if (stuck())                 /* the others wait on a bus, or returned */
+        bus_deadlock();
     while (round == syn.round) {
         if (syn.returned)
             fail(mpe.kernel_name, c->id, "athread_syn can never complete: CPE %d returned "
@@ -1111,6 +1184,283 @@ static int barrier(struct cpe *c, const char *next)
     pthread_mutex_unlock(&syn.lock);
     return 0;
 #endif
+}
+
+/* ------------------------------------------------------------------------
+ * CPE: register communication
+ *
+ * simd_putr / simd_putc send one vector to a CPE of the sender's row / column
+ * (or, to place 8, to all the others of it); simd_getr / simd_getc receive the
+ * next vector from the row / column bus (emu/simd.h maps them here). A send
+ * waits while its receiver's buffer is full (a broadcast until all 7 have
+ * room, then lands in all at once); a receive waits until a vector has
+ * arrived. Vectors from one sender arrive in order. With
+ * threads every step is under syn.lock; with coroutines a CPE that must wait
+ * yields, and the MPE resumes the others (run_coroutines).
+ *
+ * Deadlock: when every CPE of the spawn still running waits on a bus or at a
+ * barrier, and at least one on a bus, none can go on; the run ends with one
+ * line naming them (bus_deadlock). Checked by the CPE that is about to wait,
+ * arrives at the barrier or returns last (threads), or by the MPE after a
+ * pass in which no CPE could run (coroutines).
+ * ------------------------------------------------------------------------ */
+
+static const char *const reg_call[] = {"", "getr", "getc", "putr", "putc"};
+
+/* CPEs per row and per column: the grid is square (8 x 8 on the SW26010). */
+static int grid_side(void)
+{
+    int n = 1;
+    while (n * n < SWIR_CPES)
+        n++;
+    return n * n == SWIR_CPES ? n : 0;
+}
+
+/* The CPE at place k of CPE id's row (BUS_ROW: column k) or column (row k). */
+static int bus_peer(int id, int bus, int k)
+{
+    int side = grid_side();
+    return bus == BUS_ROW ? id / side * side + k : k * side + id % side;
+}
+
+/* CPE id's own place on the bus: its column on the row bus, its row on the column bus. */
+static int bus_place(int id, int bus)
+{
+    int side = grid_side();
+    return bus == BUS_ROW ? id % side : id / side;
+}
+
+static int full_receivers(const struct cpe *c, int bus, unsigned to);
+
+/* "CPE 3 waits in getr (row) after 2 receives", of a blocked CPE. */
+static int describe_wait(char *buf, size_t size, const struct cpe *c)
+{
+    int bus = c->reg_op == REG_GETR || c->reg_op == REG_PUTR ? BUS_ROW : BUS_COL;
+    if (c->reg_op == REG_GETR || c->reg_op == REG_GETC)
+        return snprintf(buf, size, "CPE %d waits in %s (%s) after %lld receive%s", c->id,
+                        reg_call[c->reg_op], bus == BUS_ROW ? "row" : "column", c->c.reg_recvs,
+                        c->c.reg_recvs == 1 ? "" : "s");
+    if (c->reg_to == REG_ALL)
+        return snprintf(buf, size, "CPE %d waits in %s to all (%d of %d buffers full) after "
+                        "%lld send%s", c->id, reg_call[c->reg_op],
+                        full_receivers(c, bus, ((1u << grid_side()) - 1) &
+                                       ~(1u << bus_place(c->id, bus))),
+                        grid_side() - 1, c->c.reg_sends, c->c.reg_sends == 1 ? "" : "s");
+    return snprintf(buf, size, "CPE %d waits in %s to CPE %d after %lld send%s", c->id,
+                    reg_call[c->reg_op], bus_peer(c->id, bus, c->reg_to), c->c.reg_sends,
+                    c->c.reg_sends == 1 ? "" : "s");
+}
+
+/* Most CPEs a one-line deadlock message lists by name. */
+#define DEADLOCK_LISTED 4
+
+/* The CPEs are deadlocked (no CPE can go on; at least one waits on a bus):
+ * one line naming the first few waiting on a bus, then how many more, and
+ * how many wait at a barrier or have returned. */
+static void bus_deadlock(void)
+{
+    char line[1024], one[160];
+    size_t n = 0;
+    int i, listed = 0, more = 0, returned = 0, at_barrier;
+    line[0] = '\0';
+    for (i = 0; i < SWIR_CPES; i++) {
+        const struct cpe *c = &cpes[i];
+        if (!c->blocked)
+            continue;
+        if (listed == DEADLOCK_LISTED) {
+            more++;
+            continue;
+        }
+        describe_wait(one, sizeof one, c);
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", listed ? ", " : "", one);
+        listed++;
+    }
+    if (more)
+        n += (size_t)snprintf(line + n, sizeof line - n, " and %d more", more);
+    returned = syn.returned;
+    at_barrier = syn.waiting;
+    if (at_barrier)
+        n += (size_t)snprintf(line + n, sizeof line - n, "; %d wait%s at athread_syn",
+                              at_barrier, at_barrier == 1 ? "s" : "");
+    if (returned)
+        snprintf(line + n, sizeof line - n, "; %d returned (CPE %d first)", returned,
+                 syn.first_returned);
+    fail(mpe.kernel_name, -1, "deadlock (on Sunway the CPEs would wait forever): %s", line);
+}
+
+#if !SWIR_COROUTINES
+/* Whether no CPE of the spawn can go on while some wait on a bus (under
+ * syn.lock). (With coroutines: when a pass over the CPEs ran none.) */
+static int stuck(void)
+{
+    return syn.on_bus > 0 && syn.on_bus + syn.waiting + syn.returned == SWIR_CPES;
+}
+#endif
+
+/* CPE c waits, in call `op` (sending to place `to`), until another CPE's step
+ * may let it go on (bus_wake); under syn.lock with threads. */
+static void bus_wait(struct cpe *c, enum reg_wait op, int to)
+{
+    c->reg_op = op;
+    c->reg_to = to;
+    c->blocked = 1;
+    syn.on_bus++;
+#if SWIR_COROUTINES
+    c->state = CPE_ON_BUS;
+    yield_to_mpe(c);                  /* back when bus_wake made it ready */
+#else
+    if (stuck())
+        bus_deadlock();
+    while (c->blocked)
+        pthread_cond_wait(&c->bus_wake, &syn.lock);
+#endif
+    c->reg_op = REG_NONE;
+}
+
+/* CPE w, if it waits on a bus, may go on: it checks again for itself. */
+static void bus_wake(struct cpe *w)
+{
+    if (!w->blocked)
+        return;
+    w->blocked = 0;
+    syn.on_bus--;
+#if SWIR_COROUTINES
+    w->state = CPE_READY;
+#else
+    pthread_cond_signal(&w->bus_wake);
+#endif
+}
+
+static void bus_lock(void)
+{
+#if !SWIR_COROUTINES
+    pthread_mutex_lock(&syn.lock);
+#endif
+}
+
+static void bus_unlock(void)
+{
+#if !SWIR_COROUTINES
+    pthread_mutex_unlock(&syn.lock);
+#endif
+}
+
+/* The checks common to a send and a receive: a CPE, a square grid, a vector
+ * of 16 or 32 bytes. */
+static struct cpe *bus_caller(const char *call, size_t bytes)
+{
+    struct cpe *c = cpe_self(call);
+    if (!grid_side())
+        fail(mpe.kernel_name, c->id, "%s: the %d CPEs are not a square grid of rows and "
+             "columns", call, SWIR_CPES);
+    if (bytes != 16 && bytes != REG_BYTES)
+        fail(mpe.kernel_name, c->id, "%s of a %zu-byte value: it moves one vector, a floatv4 "
+             "(16 bytes) or a doublev4 (32)", call, bytes);
+    return c;
+}
+
+/* How many of the receivers (a bit per place in `to`) on CPE c's bus have a
+ * full buffer. A send waits for all of them: a broadcast lands in every
+ * receiver at once, so a vector sent on by one receiver never reaches another
+ * before the one it answers (swDNN's and the all-gather's steps rely on it). */
+static int full_receivers(const struct cpe *c, int bus, unsigned to)
+{
+    int k, full = 0;
+    for (k = 0; k < grid_side(); k++)
+        full += (to >> k) & 1 && cpes[bus_peer(c->id, bus, k)].inbox[bus].count == SWIR_REG_BUFFER;
+    return full;
+}
+
+void swir_emu_reg_put(int bus, const void *v, size_t bytes, int dst)
+{
+    const char *call = bus == BUS_ROW ? "simd_putr" : "simd_putc";
+    struct cpe *c = bus_caller(call, bytes);
+    int side = grid_side(), me = bus_place(c->id, bus), k;
+    unsigned to;
+    if (dst != REG_ALL && (dst < 0 || dst >= side))
+        fail(mpe.kernel_name, c->id, "%s to place %d: the receiver's place in the %s is 0..%d, "
+             "or %d for all the others", call, dst, bus == BUS_ROW ? "row" : "column",
+             side - 1, REG_ALL);
+    if (dst == me)
+        fail(mpe.kernel_name, c->id, "%s to place %d, the sender's own place in its %s", call,
+             dst, bus == BUS_ROW ? "row" : "column");
+    bus_lock();
+    to = dst == REG_ALL ? ((1u << side) - 1) & ~(1u << me) : 1u << dst;
+    while (full_receivers(c, bus, to))
+        bus_wait(c, bus == BUS_ROW ? REG_PUTR : REG_PUTC, dst);
+    for (k = 0; k < side; k++) {
+        struct cpe *r = &cpes[bus_peer(c->id, bus, k)];
+        struct inbox *in = &r->inbox[bus];
+        struct reg_vector *slot;
+        if (!((to >> k) & 1))
+            continue;
+        slot = &in->v[(in->head + in->count++) % SWIR_REG_BUFFER];
+        memcpy(slot->bytes, v, bytes);
+        slot->size = bytes;
+        slot->from = c->id;
+        if (r->reg_op == (bus == BUS_ROW ? REG_GETR : REG_GETC))
+            bus_wake(r);
+    }
+    c->c.reg_sends++;
+    bus_unlock();
+}
+
+void swir_emu_reg_get(int bus, void *v, size_t bytes)
+{
+    const char *call = bus == BUS_ROW ? "simd_getr" : "simd_getc";
+    struct cpe *c = bus_caller(call, bytes);
+    struct inbox *in = &c->inbox[bus];
+    const struct reg_vector *got;
+    int side = grid_side(), k;
+    bus_lock();
+    while (in->count == 0)
+        bus_wait(c, bus == BUS_ROW ? REG_GETR : REG_GETC, 0);
+    got = &in->v[in->head];
+    if (got->size != bytes)
+        fail(mpe.kernel_name, c->id, "%s into a %zu-byte vector received %zu bytes from CPE "
+             "%d (a %s)", call, bytes, got->size, got->from,
+             got->size == REG_BYTES ? "doublev4" : "floatv4");
+    memcpy(v, got->bytes, bytes);
+    in->head = (in->head + 1) % SWIR_REG_BUFFER;
+    in->count--;
+    c->c.reg_recvs++;
+    c->c.reg_bytes += (long long)bytes;
+    /* Room in its buffer: the senders of its row / column waiting may go on. */
+    for (k = 0; k < side; k++) {
+        struct cpe *s = &cpes[bus_peer(c->id, bus, k)];
+        if (s != c && s->reg_op == (bus == BUS_ROW ? REG_PUTR : REG_PUTC))
+            bus_wake(s);
+    }
+    bus_unlock();
+}
+
+/* At the end of a kernel (every CPE stopped): a vector sent and never
+ * received is an error, naming the CPEs that hold one. */
+static void check_inboxes(void)
+{
+    char line[768];
+    size_t n = 0;
+    int i, bus, listed = 0, more = 0;
+    for (i = 0; i < SWIR_CPES; i++)
+        for (bus = BUS_ROW; bus <= BUS_COL; bus++) {
+            const struct inbox *in = &cpes[i].inbox[bus];
+            if (!in->count)
+                continue;
+            if (listed == DEADLOCK_LISTED) {
+                more++;
+                continue;
+            }
+            n += (size_t)snprintf(line + n, sizeof line - n, "%sCPE %d has %d on its %s bus "
+                                  "(the first from CPE %d)", listed ? ", " : "", i, in->count,
+                                  bus == BUS_ROW ? "row" : "column", in->v[in->head].from);
+            listed++;
+        }
+    if (!listed)
+        return;
+    if (more)
+        snprintf(line + n, sizeof line - n, " and %d more", more);
+    fail(mpe.kernel_name, -1, "the kernel ended with vectors sent and never received: %s",
+         line);
 }
 
 /* ------------------------------------------------------------------------
@@ -1570,6 +1920,8 @@ static void json_kernel(FILE *f, const struct kernel *k)
     fprintf(f, ", \"blocks_32\": %lld, \"mem_misaligned\": %lld, \"ldm_misaligned\": %lld, "
             "\"para_gets\": %lld, \"bcasts\": %lld, \"bcast_bytes\": %lld", c->blocks32,
             c->mem_misaligned, c->ldm_misaligned, c->para_gets, c->bcasts, c->bcast_bytes);
+    fprintf(f, ", \"reg_sends\": %lld, \"reg_recvs\": %lld, \"reg_bytes\": %lld",
+            c->reg_sends, c->reg_recvs, c->reg_bytes);
     fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
     for (i = 0; i < SWIR_CPES; i++)
         fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);

@@ -101,6 +101,18 @@ void swir_emu_cpe_fp_init(void);
 int swir_emu_syn(const char *next);
 void swir_emu_memory(const void *base, size_t bytes, const char *name);
 
+/* CPE: register communication (emu/simd.h's simd_putr / simd_putc /
+ * simd_getr / simd_getc). Send the `bytes`-byte vector at `v` (a floatv4, 16,
+ * or a doublev4, 32) on bus 0 (the CPE's row) or 1 (its column) to the CPE at
+ * place `dst` of it (its column on the row bus, its row on the column bus),
+ * or to all the others (dst 8); or receive the next vector of that bus into
+ * `v`. A send waits while a receiver's buffer (SWIR_REG_BUFFER vectors per
+ * bus) is full, a receive until a vector has arrived; CPEs that can never go
+ * on end the run with one line naming them (a deadlock), as does a kernel
+ * that ends with a vector sent and never received. */
+void swir_emu_reg_put(int bus, const void *v, size_t bytes, int dst);
+void swir_emu_reg_get(int bus, void *v, size_t bytes);
+
 /* Run fn(arg) on the 64 CPE threads athread_init started; `cname` is the C name of fn, the kernel's
  * name when SWIR_KERNEL was not called. Used by athread_spawn. */
 int swir_emu_spawn(const char *cname, void (*fn)(void *), void *arg);

@@ -100,6 +100,19 @@ extern doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c);
 #define simd_vsellt(x, y, z) ((void)SWIR_CHECK_SAME(x, y), SWIR_CHECK_SAME(y, z))
 #define simd_vselle(x, y, z) ((void)SWIR_CHECK_SAME(x, y), SWIR_CHECK_SAME(y, z))
 
+/* header: simd_putr / simd_putc (x, y) and simd_getr / simd_getc (x), in its
+ * SW5 part, macros over __builtin_sw64_putR / _putC / _getxR / _getxC:
+ * register communication, vector x sent to place y of the CPE's row /
+ * column (8: all the others of it), or the next vector received from it (x
+ * only gives the type). Used so in nushio3/swDNN, src/swConvForward.c
+ * (convforward_p_simd_rc_c: `simd_putr(tmp_weight[0], 8)`,
+ * `tmp_input[0] = simd_getc(tmp_input[0])`). Here: x a vector, y an integer
+ * (a shift needs one); a receive gives a value of x's type without reading x. */
+#define simd_putr(x, y) ((void)SWIR_CHECK_VECTOR(x), (void)(x), (void)(0 << (y)))
+#define simd_putc(x, y) ((void)SWIR_CHECK_VECTOR(x), (void)(x), (void)(0 << (y)))
+#define simd_getr(x) (SWIR_CHECK_VECTOR(x), (__typeof__(x)){0, 0, 0, 0})
+#define simd_getc(x) (SWIR_CHECK_VECTOR(x), (__typeof__(x)){0, 0, 0, 0})
+
 /* `+ - * /` on the vector types, lane by lane: GCC vector arithmetic, which
  * the public CPE code relies on (e.g. `r6inv_v4 * (jlist_lj_v4[0] * r6inv_v4
  * - jlist_lj_v4[1])` in the lammps-sunway function above). */
