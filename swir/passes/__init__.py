@@ -18,7 +18,7 @@ PASSES: dict[str, str] = {
     "layout": "swir.passes.graph.layout:Layout",
     "simplify": "swir.passes.graph.simplify:Simplify",
     "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
-    "mesh-broadcast": "swir.passes.dma.mesh_broadcast:MeshBroadcast",
+    "mesh-broadcast": "swir.passes.mesh.mesh_broadcast:MeshBroadcast",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
     "ldm-plan": "swir.passes.buffered.ldm_plan:LDMPlan",
     "lower-loops": "swir.passes.loop.lower_loops:LowerLoops",

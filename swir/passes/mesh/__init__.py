@@ -1,0 +1,2 @@
+"""Passes on the dma stage that decide with the cost model (which runs
+-insert-dma, in swir.passes.dma, below it): -mesh-broadcast."""
