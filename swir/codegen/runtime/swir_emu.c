@@ -5,8 +5,8 @@
  *
  * Coroutines (the default on x86-64 Linux): athread_join runs the 64 CPEs of
  * a spawn one after another on the MPE's thread, each on its own stack,
- * switching only where a CPE must wait for the others (a barrier) and when it
- * returns: deterministic, no futex. Waking 64 threads at every barrier made
+ * switching only where a CPE must wait for the others (a barrier, a register
+ * send or receive) and when it returns: deterministic, no futex. Waking 64 threads at every barrier made
  * the emulation spend more time in the kernel than computing (issue 43). Each
  * CPE's thread still exists, blocked from athread_init to athread_halt, for
  * its thread-local storage alone: the generated code's LDM is `static
