@@ -141,10 +141,11 @@ def run(program: Path, inputs: list[np.ndarray], input_types: list[Type],
 def dma_counters(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per kernel, the counters of DMA_COUNTERS, from a program's ``--stats``
     or the dma-stage interpreter's ``stats()`` (the same shape); kernels that
-    moved nothing and waited for nothing are left out."""
+    moved nothing, by DMA or register communication, and waited for nothing
+    are left out (as the static count leaves them out)."""
     out = {}
     for name, s in stats.get("functions", {}).items():
         c = {k: s.get(k) for k in DMA_COUNTERS}
-        if c["gets"] or c["puts"] or c["waits"]:
+        if c["gets"] or c["puts"] or c["waits"] or s.get("reg_sends") or s.get("reg_recvs"):
             out[name] = c
     return out

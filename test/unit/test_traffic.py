@@ -422,3 +422,42 @@ def test_alignment_counts():
     interp = DMAInterpreter(parse_module(ALIGN, "<align>"))
     interp.run("rows", [np.zeros((64, 12), np.float32), np.zeros((64, 8), np.float32)])
     assert interp.kernel_stats["rows"].blocks_32 == 64
+
+
+# -- register communication ------------------------------------------------------------
+
+CODEGEN = REPO / "test" / "CodeGen"
+
+
+@pytest.mark.parametrize("name, sends, recvs, vector_bytes", [
+    # 8 rows x 8 steps of one broadcast and 7 receives, then 8 columns x 64
+    ("reg-allgather", 8 * 8 + 8 * 64, 8 * 8 * 7 + 8 * 64 * 7, 16),
+    # columns 0 and 7 of 8 rows, rows 2 and 5 of 8 columns, each one send and receive
+    ("reg-swap", 32, 32, 32),
+])
+def test_register_messages_are_counted(name, sends, recvs, vector_bytes):
+    """reg_send and reg_recv run per kernel, a broadcast one send, and the
+    bytes received: 4 elements each (the emulation's counts of the same
+    programs: test_reg_emulation.py)."""
+    t = dma_traffic(_parse((CODEGEN / f"{name}.swir").read_text()))
+    (k,) = t.kernels.values()
+    assert (k.reg_sends, k.reg_recvs, k.reg_bytes) == (sends, recvs, recvs * vector_bytes)
+    assert (t.total.reg_sends, t.total.reg_recvs, t.total.reg_bytes) == \
+        (sends, recvs, recvs * vector_bytes)
+
+
+def test_a_kernel_that_only_exchanges_registers_is_counted():
+    """No DMA, no wait: its messages still make it one of the kernels, as the
+    emulation's counters keep it (emulate.dma_counters)."""
+    text = (CODEGEN / "reg-swap.swir").read_text()
+    for dma in ("  dma_get %A[%id, 0] -> %L[0] {count = 8, reply = 0}\n",
+                "  dma_wait {reply = 0, times = 1}\n",
+                "  dma_put %L -> %B[%id, 0] {count = 8, reply = 1}\n",
+                "  dma_wait {reply = 1, times = 1}\n"):
+        assert dma in text
+        text = text.replace(dma, "")
+    t = dma_traffic(_parse(text))
+    assert t.kernels["swap"].reg_sends == 32 and t.kernels["swap"].gets == 0
+    stats = {"functions": {"swap": {**t.kernels["swap"].as_dict(), "reg_sends": 32,
+                                     "reg_recvs": 32}}}
+    assert emulate.dma_counters(stats) == t.counters()

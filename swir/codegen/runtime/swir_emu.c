@@ -5,8 +5,8 @@
  *
  * Coroutines (the default on x86-64 Linux): athread_join runs the 64 CPEs of
  * a spawn one after another on the MPE's thread, each on its own stack,
- * switching only where a CPE must wait for the others (a barrier) and when it
- * returns: deterministic, no futex. Waking 64 threads at every barrier made
+ * switching only where a CPE must wait for the others (a barrier, a register
+ * send or receive) and when it returns: deterministic, no futex. Waking 64 threads at every barrier made
  * the emulation spend more time in the kernel than computing (issue 43). Each
  * CPE's thread still exists, blocked from athread_init to athread_halt, for
  * its thread-local storage alone: the generated code's LDM is `static
@@ -1231,6 +1231,7 @@ static int bus_place(int id, int bus)
 }
 
 static int full_receivers(const struct cpe *c, int bus, unsigned to);
+static unsigned receivers(const struct cpe *c, int bus, int dst);
 
 /* "CPE 3 waits in getr (row) after 2 receives", of a blocked CPE. */
 static int describe_wait(char *buf, size_t size, const struct cpe *c)
@@ -1243,8 +1244,7 @@ static int describe_wait(char *buf, size_t size, const struct cpe *c)
     if (c->reg_to == REG_ALL)
         return snprintf(buf, size, "CPE %d waits in %s to all (%d of %d buffers full) after "
                         "%lld send%s", c->id, reg_call[c->reg_op],
-                        full_receivers(c, bus, ((1u << grid_side()) - 1) &
-                                       ~(1u << bus_place(c->id, bus))),
+                        full_receivers(c, bus, receivers(c, bus, REG_ALL)),
                         grid_side() - 1, c->c.reg_sends, c->c.reg_sends == 1 ? "" : "s");
     return snprintf(buf, size, "CPE %d waits in %s to CPE %d after %lld send%s", c->id,
                     reg_call[c->reg_op], bus_peer(c->id, bus, c->reg_to), c->c.reg_sends,
@@ -1371,6 +1371,14 @@ static int full_receivers(const struct cpe *c, int bus, unsigned to)
     return full;
 }
 
+/* The places a send of CPE c to place `dst` (REG_ALL: all the others) reaches, a bit each. */
+static unsigned receivers(const struct cpe *c, int bus, int dst)
+{
+    if (dst != REG_ALL)
+        return 1u << dst;
+    return ((1u << grid_side()) - 1) & ~(1u << bus_place(c->id, bus));
+}
+
 void swir_emu_reg_put(int bus, const void *v, size_t bytes, int dst)
 {
     const char *call = bus == BUS_ROW ? "simd_putr" : "simd_putc";
@@ -1385,7 +1393,7 @@ void swir_emu_reg_put(int bus, const void *v, size_t bytes, int dst)
         fail(mpe.kernel_name, c->id, "%s to place %d, the sender's own place in its %s", call,
              dst, bus == BUS_ROW ? "row" : "column");
     bus_lock();
-    to = dst == REG_ALL ? ((1u << side) - 1) & ~(1u << me) : 1u << dst;
+    to = receivers(c, bus, dst);
     while (full_receivers(c, bus, to))
         bus_wait(c, bus == BUS_ROW ? REG_PUTR : REG_PUTC, dst);
     for (k = 0; k < side; k++) {
@@ -1425,10 +1433,13 @@ void swir_emu_reg_get(int bus, void *v, size_t bytes)
     in->count--;
     c->c.reg_recvs++;
     c->c.reg_bytes += (long long)bytes;
-    /* Room in its buffer: the senders of its row / column waiting may go on. */
+    /* Room in its buffer: a sender of its row / column waiting on this bus
+     * goes on if all its receivers now have room (woken only then: a
+     * broadcast would otherwise wake at each of the 7 receives). */
     for (k = 0; k < side; k++) {
         struct cpe *s = &cpes[bus_peer(c->id, bus, k)];
-        if (s != c && s->reg_op == (bus == BUS_ROW ? REG_PUTR : REG_PUTC))
+        if (s != c && s->blocked && s->reg_op == (bus == BUS_ROW ? REG_PUTR : REG_PUTC) &&
+            !full_receivers(s, bus, receivers(s, bus, s->reg_to)))
             bus_wake(s);
     }
     bus_unlock();

@@ -8,7 +8,8 @@
  * `__thread_local` LDM private to its thread (and, as real LDM, keeping its
  * contents from one spawn to the next). By default (x86-64 Linux) the CPEs of
  * a spawn run as coroutines on the MPE's thread, each under its own thread's
- * thread-local storage, switching only at barriers and when they return;
+ * thread-local storage, switching only at barriers, at register sends and
+ * receives that must wait, and when they return;
  * with -DSWIR_EMU_THREADS, under ThreadSanitizer or AddressSanitizer and on
  * other hosts each runs on its own thread, woken for each spawn. Every
  * DMA checked and counted the way swir's dma-stage interpreter counts it
