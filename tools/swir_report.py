@@ -408,7 +408,9 @@ def aligned(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def machine_lines(m: Machine, name: str) -> list[str]:
+def machine_lines(m: Machine, name: str, registers: bool = False) -> list[str]:
+    """The machine's figures; ``registers``: also register communication's
+    (when a kernel sends or receives)."""
     return [(f"machine '{name}': {m.cpes} CPEs at {m.clock_hz / 1e9:g} GHz, peak "
             f"{m.peak_flops / 1e9:,.1f} GFLOPS ({m.cpe_flops / 1e9:g} per CPE), "
             f"LDM {m.ldm_bytes:,} B per CPE;"),
@@ -419,7 +421,10 @@ def machine_lines(m: Machine, name: str) -> list[str]:
              "(assumed; fewer busy CPEs draw less);"),
             (f"  broadcast {m.bcast_bandwidth / 1e9:,.2f} GB/s from memory, half of it with "
              f"{m.bcast_half_block} B blocks, {m.bcast_fixed_cycles} cycles per broadcast, "
-             "every CPE waiting")]
+             "every CPE waiting" + (";" if registers else ""))] + ([
+            (f"  register communication {m.reg_cycles_per_vector} cycle(s) per vector sent or "
+             f"received, {m.reg_latency_cycles} cycles from send to receive (assumed)")]
+            if registers else [])
 
 
 def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
@@ -444,7 +449,8 @@ def render(r: CostReport, info: dict[str, Any], micro: str = "µs") -> str:
               "MACs / (2 sqrt(2 S)) words, S the LDM words tiles"),
              "  can use on all the CPEs (a broadcast fills every LDM by one read); LB binds: "
              "which of the two is larger (reads / LDM)."]
-    notes += machine_lines(r.machine, info["machine_name"])
+    notes += machine_lines(r.machine, info["machine_name"],
+                           any(k.reg_sends or k.reg_recvs for k in r.kernels))
     ranks = rank_lines(r, info, micro) if "one_core_group_s" in info else []
     return "\n".join(head + table[:1] + [rule] + table[1:-1] + [rule] + table[-1:] + ranks
                      + notes) + "\n"

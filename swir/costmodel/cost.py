@@ -240,7 +240,6 @@ class KernelCost:
     compute_s: float
     dma_s: float                    # all DMA time, overlapped or not
     overlapped_dma_s: float         # the double-buffered part of dma_s
-    reg_s: float                    # register communication (sends and receives, waited for)
     modeled_s: float
     roofline_s: float
     io_lower_bound_bytes: int | None  # conv / matmul kernels only: the larger of the two
@@ -249,6 +248,7 @@ class KernelCost:
     reg_sends: int = 0              # register communication: reg_send run (a broadcast is one),
     reg_recvs: int = 0              # reg_recv run,
     reg_bytes: int = 0              # and the bytes they received
+    reg_s: float = 0.0              # their modeled time (waited for, not overlapped)
 
     @property
     def bound_binds(self) -> str | None:

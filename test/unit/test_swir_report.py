@@ -391,11 +391,14 @@ def test_json_schema_round_trip(tmp_path, capsys):
     assert (d["module"], d["stage"], d["level"], d["machine_name"], d["function"]) == \
         ("mlp", "graph", "O3", "optimistic", "main")
     optimistic = Machine(dma_efficiency=0.65, half_block=200, dma_startup_cycles=300)
-    # ... and no cap on one CPE's share of the bandwidth.
-    assert d["machine"] == asdict(optimistic.with_(cpe_bandwidth=optimistic.bandwidth))
+    # ... no cap on one CPE's share of the bandwidth, and the fast end of the
+    # register-communication range.
+    assert d["machine"] == asdict(optimistic.with_(cpe_bandwidth=optimistic.bandwidth,
+                                                   reg_latency_cycles=5, reg_cycles_per_vector=1))
     assert all(p.startswith("-") for p in d["pipeline"])
-    assert d["pipeline"][-3:][0].startswith("-lower-loops")
-    assert "strategy=search" in d["pipeline"][-2]
+    assert d["pipeline"][-4].startswith("-lower-loops")
+    assert "strategy=search" in d["pipeline"][-3]
+    assert d["pipeline"][-1].startswith("-mesh-broadcast")
     names = [f.name for f in fields(KernelCost)]
     for k in d["kernels"]:
         again = KernelCost(**{n: k[n] for n in names})
