@@ -371,6 +371,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         dma[overlapped] += n * machine.dma_seconds(blocks, busy)
     for blocks, n in t.bcasts_by_shape.items():     # every CPE waits for a broadcast
         dma[False] += n * machine.bcast_seconds(blocks)
+    for blocks, n in t.relays_by_shape.items():     # a relay's shares: all CPEs at once
+        dma[False] += n * machine.dma_seconds(blocks, machine.cpes)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
     runs = (t.spawns + t.barriers) or max(t.calls, 1)
     reg = machine.reg_seconds(t.reg_sends, t.reg_recvs, runs)

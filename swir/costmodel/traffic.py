@@ -95,6 +95,7 @@ from swir.ir.core import (
 from swir.ir.types import INDEX, LDMType
 from swir.ops.util import attr_or_default
 from swir.passes.dma.insert_dma import EVEN_REPLY, ODD_REPLY
+from swir.passes.dma.replies import MESH_REPLY
 from swir.target import Target, target_of
 
 DMA_OPS = (DMA_GET, DMA_PUT, DMA_BCAST)
@@ -166,6 +167,8 @@ class KernelTraffic(TransferShares):
         field(default_factory=dict)
     # Broadcasts by shape ((block bytes, blocks), ...): each one transfer for all CPEs.
     bcasts_by_shape: dict[tuple[tuple[int, int], ...], int] = field(default_factory=dict)
+    # The gets of relayed tiles' shares by shape: every CPE issues one at once.
+    relays_by_shape: dict[tuple[tuple[int, int], ...], int] = field(default_factory=dict)
     # With count_compute: floating-point operations and multiplications run,
     # and the most CPEs any spawn of the function kept busy (moving data or
     # computing).
@@ -331,6 +334,7 @@ class _DMA:
     mem_aligned: bool = True                   # main-memory start 32-byte aligned, always
     ldm_aligned: bool = True                   # LDM start 32-byte aligned, always
     bcast: bool = False                        # a broadcast (dma_bcast)
+    relay: bool = False                        # a CPE's share of a relayed tile (-mesh-broadcast)
 
 
 def _dma_facts(inst: Instruction, align: int) -> _DMA:
@@ -355,7 +359,8 @@ def _dma_facts(inst: Instruction, align: int) -> _DMA:
     return _DMA(get, count * esize, sum(k for _, k in exact), sizes, exact, overlapped,
                 blocks_32=sum(k for b, k in exact if b % align == 0),
                 mem_aligned=_always_aligned(mside, esize, align),
-                ldm_aligned=_always_aligned(lside, esize, align), bcast=inst.isa(DMA_BCAST))
+                ldm_aligned=_always_aligned(lside, esize, align), bcast=inst.isa(DMA_BCAST),
+                relay=int_attr(inst, "reply", 0, 0) == MESH_REPLY)
 
 
 def _vector_bytes(inst: Instruction) -> int:
@@ -456,9 +461,16 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
     stats.ldm_unaligned += 0 if d.ldm_aligned else n
     for b, k in d.block_sizes:
         stats.block_histogram[b] = stats.block_histogram.get(b, 0) + n * k
-    if not d.bcast:
+    if d.relay:
+        stats.relays_by_shape[d.exact_blocks] = stats.relays_by_shape.get(d.exact_blocks, 0) + n
+    elif not d.bcast:
         shape = (d.overlapped, d.exact_blocks)
         stats.transfers_by_shape[shape] = stats.transfers_by_shape.get(shape, 0) + n
+
+
+def _relayed(inst: Instruction) -> bool:
+    """A DMA or wait of a CPE's share of a relayed tile (-mesh-broadcast)."""
+    return int_attr(inst, "reply", 0, 0) == MESH_REPLY
 
 
 # ---------------------------------------------------------------------------
@@ -485,7 +497,9 @@ class _Counter(CodeSpace):
         self.target = target_of(module.attrs)     # its CPEs and DMA rules
         self.count_compute = count_compute
         self.busy: dict[str, int] = {}             # kernel -> most CPEs a spawn kept busy
-        self.bcast_slots: list[int] = []
+        # The slots of collective work, which no CPE does for itself: broadcasts,
+        # and relays (each CPE's share of the tile, its wait, sends and receives).
+        self.collective_slots: list[int] = []
         self.slots: list[_Slot] = []
         self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
         self.calls_slot: dict[str, int] = {}
@@ -573,13 +587,16 @@ class _Counter(CodeSpace):
             if inst.isa(*DMA_OPS):
                 self.slot_of[id(inst)] = self._slot(_Slot(
                     "dma", f.name, _dma_facts(inst, self.target.dma_align)))
-                if inst.isa(DMA_BCAST):
-                    self.bcast_slots.append(self.slot_of[id(inst)])
+                if inst.isa(DMA_BCAST) or _relayed(inst):
+                    self.collective_slots.append(self.slot_of[id(inst)])
             elif inst.isa(DMA_WAIT):
                 self.slot_of[id(inst)] = self._slot(_Slot("wait", f.name))
+                if _relayed(inst):
+                    self.collective_slots.append(self.slot_of[id(inst)])
             elif inst.isa(REG_SEND, REG_RECV):
                 self.slot_of[id(inst)] = self._slot(_Slot(inst.opname, f.name,
                                                           vector_bytes=_vector_bytes(inst)))
+                self.collective_slots.append(self.slot_of[id(inst)])
             elif self.count_compute and flops_of(inst):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
                                                           mul=inst.isa(MUL)))
@@ -633,8 +650,8 @@ class _Counter(CodeSpace):
             if profile is None:
                 fn = self.function(kernel)
 
-                def work(c: list[int]) -> int:    # a broadcast is no CPE's own work
-                    return sum(c) - sum(c[i] for i in self.bcast_slots)
+                def work(c: list[int]) -> int:    # a broadcast or relay is no CPE's own work
+                    return sum(c) - sum(c[i] for i in self.collective_slots)
 
                 def on_every_cpe(c: list[int]) -> None:
                     busy = 0
