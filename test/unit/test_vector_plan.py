@@ -190,3 +190,22 @@ def test_no_simd_writes_no_vector_code():
     m = lowered(CONV)
     c = generate(m, Options(source="<vector>", simd=False))["layers_slave.c"].decode()
     assert "floatv4" not in c and "simd.h" not in c
+
+
+def test_a_broadcast_is_one_load_beside_the_fmas():
+    """docs/cost-model.md, "A broadcast is a load": simd_loade takes a slot
+    of the memory pipe only (swGEMM's inner loop issues its lddec beside 16
+    vmad in 16 cycles), a gathered vector its 4 loads and simd_set's 4
+    stores and vector load."""
+    bcast = V._Profile(loads=((False, "contig"), (True, "invariant")), ops=0,
+                       reduction_points=None)
+    # 4 x 4: 16 FMAs (FP pipe); 4 vector loads and 4 simd_loade (memory pipe)
+    assert V._reduce_cost(bcast, 4, 4, SW26010) == 16 / 64
+    gathered = V._Profile(loads=((False, "gather"), (True, "invariant")), ops=0,
+                          reduction_points=None)
+    assert V._reduce_cost(gathered, 4, 4, SW26010) == (4 * 9 + 4) / 64
+    # 7 known columns, 8 rows of output channels: one block of 2 vectors, the
+    # second the 4 columns ending at the bound (3 new): 16 FMAs per 56 points
+    assert V._block_point_cost(bcast, 7, 8, 8, 2, SW26010, True) == 16 / 56
+    # known only at run time: a vector block, then the gathered tail block
+    assert V._block_point_cost(bcast, 7, 8, 8, 1, SW26010, False) > 16 / 56
