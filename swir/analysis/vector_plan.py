@@ -60,6 +60,10 @@ REDUCTIONS = (ADD, MAX, MIN)
 # has no conversion): the vector stored to 4 scalars, 4 scalar loads, and
 # the 4 stores and vector load of simd_set_*.
 CAST_MEMORY = 10
+# Memory operations of setting a vector from lanes (simd_set_*: four scalar
+# stores to a union and a vector load in the public header), besides the
+# loads of the lanes themselves: a gathered input's cost.
+SET_MEMORY = LANES + 1
 
 
 def vector_instructions(inst: Instruction) -> int:
@@ -307,8 +311,9 @@ def access_of(inst: Instruction) -> Access:
 
 
 def access_kind(acc: Access, v: Value) -> str:
-    """How an access moves with ``v``: "contig" (the last subscript, step 1),
-    "invariant" (not at all) or "gather" (any other way)."""
+    """How an access moves with ``v``: "contig" (the last subscript, step 1;
+    or an element offset :func:`flat_offset` finds, step 1), "invariant"
+    (not at all) or "gather" (any other way)."""
     idx: list[Expr] = list(acc.indices)  # type: ignore[arg-type]
     if not any(uses(i, v) for i in idx):
         return "invariant"
@@ -316,7 +321,63 @@ def access_kind(acc: Access, v: Value) -> str:
     if not any(uses(i, v) for i in idx[:-1]) and _coef(last, v) == 1 and \
             sum(1 for a in last.values() if a is v) == 1:
         return "contig"
-    return "gather"
+    flat = flat_offset(acc)
+    return "contig" if flat is not None and _coef(flat, v) == 1 else "gather"
+
+
+def flat_offset(acc: Access) -> Expr | None:
+    """The element offset of ``acc`` in its buffer, as an affine expression
+    with no floordiv or mod, if it has one: affine subscripts, or the digits
+    of one such expression e in the buffer's shape (e floordiv S0, then
+    (e floordiv Sk) mod dk, ..., e mod the last extent: -insert-dma's move
+    of a broadcast tile into its padded place). With floor division the
+    digits recompose e for every integer e."""
+    shape = acc.base.type.shape  # type: ignore[union-attr]
+    idx: list[Expr] = list(acc.indices)  # type: ignore[arg-type]
+    strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    if all(_plain(i) for i in idx):
+        out = Expr.of(0)
+        for i, stride in zip(idx, strides):
+            out = out + i.scale(stride)
+        return out
+    atom = idx[-1].terms[0][0] if len(idx[-1].terms) == 1 else None
+    if not isinstance(atom, Compound) or atom.kind != "mod" or not _plain(atom.args[0]):
+        return None
+    e = atom.args[0]
+    for k, (i, stride) in enumerate(zip(idx, strides)):
+        digit = e.floordiv(stride)
+        if i != digit.mod(shape[k]) and not (k == 0 and i == digit):
+            return None
+    return e
+
+
+def _plain(e: Expr) -> bool:
+    """An affine expression without floordiv, mod, min or max."""
+    return not any(isinstance(a, Compound) for a, _ in e.terms)
+
+
+def _reads_no_lane_store(p: Plan, store: Access, load: Access) -> bool:
+    """Whether a map plan's ``load`` of the buffer ``store`` writes (an
+    in-place move) may run 4 lanes at a time: both element offsets move 1 per
+    v and the store's minus the load's, d, is at most 0 or at least 4
+    wherever the nest runs, so no lane reads what an earlier lane of its
+    vector writes (a later lane's store lands on an element read before it,
+    or 4 or more columns on); the last columns' vector, of which only new
+    lanes are stored, too. Needs constant loop bounds (d's range)."""
+    g, f = flat_offset(store), flat_offset(load)
+    if g is None or f is None or _coef(g, p.v) != 1 or _coef(f, p.v) != 1:
+        return False
+    low = high = (g - f).const
+    for atom, c in (g - f).terms:
+        if not p.loops or not _is_in(atom, p.ivs):
+            return False
+        lp = p.loop_of(atom)  # type: ignore[arg-type]
+        lo, hi = Expr.of(lp.args[0]), Expr.of(lp.args[1])
+        if not (lo.is_constant and hi.is_constant) or hi.const <= lo.const:
+            return False
+        ends = (c * lo.const, c * (hi.const - 1))
+        low, high = low + min(ends), high + max(ends)
+    return high <= 0 or low >= LANES
 
 
 def trip_count(loop: Instruction) -> int | None:
@@ -420,7 +481,7 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
         candidates.append((m, p.most(m) if m is not None else None, prof))
     assert p.target is not None
     k, p.M, p.U = _best_block(tuple((rows, prof) for _, rows, prof in candidates), p.columns,
-                              p.target)
+                              p.target, columns_known(p))
     p.m = candidates[k][0]
     if p.M == 1:
         p.m = None            # an ordinary loop around the blocks
@@ -428,13 +489,14 @@ def _choose_block(p: Plan, parallel: list[Value], loads: list[Instruction]) -> N
 
 @lru_cache(maxsize=1 << 12)
 def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: int,
-                target: Target) -> tuple[int, int, int]:
+                target: Target, known: bool = False) -> tuple[int, int, int]:
     """:func:`_choose_block`'s choice from what decides it: per candidate m,
     its rows (None: no m) and the step's profile; ``columns``: v's most
-    iterations. The index of the best candidate, M and U. Kept: the LDM plan
-    search asks the same for many tilings."""
+    iterations (``known``: its trip count, :func:`columns_known`). The index
+    of the best candidate, M and U. Kept: the LDM plan search asks the same
+    for many tilings."""
     budget = target.vector_registers - SPARE_REGISTERS
-    vectors = max(1, columns // LANES)
+    vectors = max(1, -(-columns // LANES) if known else columns // LANES)
     best: tuple = ()
     for k, (rows, prof) in enumerate(candidates):
         # registers live: M x U accumulators, and per load M (moving with m)
@@ -446,7 +508,7 @@ def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: in
                     per[False, False] * U + per[False, True]
                 if live > budget:
                     continue
-                cost = _block_point_cost(prof, columns, rows, M, U, target)
+                cost = _block_point_cost(prof, columns, rows, M, U, target, known)
                 key = (-cost, M * U, -abs(M - U))
                 if not best or key > best[0]:
                     best = (key, k, M, U)
@@ -472,7 +534,8 @@ def _map_plan(p: Plan) -> bool:
         if access_kind(acc, p.v) == "gather":
             return False
         for s in stores:    # a lane must not read what another lane writes
-            if access_of(s).base is acc.base and not _same(access_of(s), acc):
+            if access_of(s).base is acc.base and not _same(access_of(s), acc) and \
+                    not _reads_no_lane_store(p, access_of(s), acc):
                 return False
     bases = [access_of(s).base for s in stores]
     if len(set(map(id, bases))) != len(bases):
@@ -527,7 +590,7 @@ def body_cost(body: list[Instruction], p: Plan | None,
     hoisted = [i for i in body if id(i) in p.hoisted]
     vector = flops - sum(map(flops_of, hoisted))
     once = _scalar_cost(hoisted, target) / p.columns if hoisted else 0.0   # once per row
-    if _map_tail_is_vector(p):
+    if columns_known(p):
         return PointCost(_map_point_cost(p) + once, vector)
     lanes = _lane_share(p)
     return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar + once, lanes * vector)
@@ -564,10 +627,12 @@ def _accumulates(body: list[Instruction]) -> bool:
     return False
 
 
-def _map_tail_is_vector(p: Plan) -> bool:
-    """Whether swir-cg writes a map plan's last columns as a vector (the 4
-    ending at the bound): when v's trip count is known (a tile plan's
-    trips are the tile's)."""
+def columns_known(p: Plan) -> bool:
+    """Whether v's trip count is known where swir-cg writes the nest (a
+    tile plan's trips are the tile's): then the last 1 to 3 columns are
+    the vector of the 4 ending at the bound (a map plan's; a reduce plan's
+    last block holds it), else a map plan's scalar body or a reduce plan's
+    gathered tail block."""
     return not p.loops or trip_count(p.loop_of(p.v)) is not None
 
 
@@ -598,17 +663,23 @@ def _row_share(rows: int | None, M: int) -> float:
 
 def _reduce_point_cost(p: Plan, target: Target, prof: _Profile | None = None) -> float:
     """Cycles per point of a reduce plan's code: whole vectors in blocks,
-    the last columns in a tail block."""
+    the last columns in a final block or a tail block."""
     rows = (p.most(p.m) or p.M) if p.m is not None else None
-    return _block_point_cost(prof or _profile(p), p.columns, rows, p.M, p.U, target)
+    return _block_point_cost(prof or _profile(p), p.columns, rows, p.M, p.U, target,
+                             columns_known(p))
 
 
 @lru_cache(maxsize=1 << 16)
 def _block_point_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: int,
-                      target: Target) -> float:
+                      target: Target, known: bool = False) -> float:
     """:func:`_reduce_point_cost` from what decides it (``columns``: v's most
-    iterations; ``rows``: m's, None without m). Kept: the LDM plan search
-    asks the same blocks for every tiling it weighs."""
+    iterations, ``known`` its trip count; ``rows``: m's, None without m).
+    Kept: the LDM plan search asks the same blocks for every tiling it
+    weighs."""
+    if known:
+        share = _row_share(rows, M)
+        return sum(r * _known_columns_cost(prof, columns, m, U, target)
+                   for r, m in ((share, M), (1 - share, 1)) if r)
     lanes = (columns - columns % LANES) / columns
     tail = _tail_cost(prof, columns, rows, M, target) if lanes < 1 else 0.0
     return lanes * _block_mix_cost(prof, columns, rows, M, U, target) + (1 - lanes) * tail
@@ -625,6 +696,20 @@ def _tail_cost(prof: _Profile, columns: int, rows: int | None, M: int, target: T
     share = _row_share(rows, M)
     return sum(r * _reduce_cost(gathered, m, 1, target, rest)
                for r, m in ((share, M), (1 - share, 1)) if r)
+
+
+def _known_columns_cost(prof: _Profile, columns: int, M: int, U: int, target: Target
+                        ) -> float:
+    """Cycles per point of M rows across ``columns`` (a trip count known
+    where the code is written, 4 or more): blocks of U vectors, then one
+    block of the vectors left, the last of them, when ``columns`` is not a
+    multiple of 4, the vector of the 4 columns ending at the bound (its
+    first lanes recompute columns done, and are dropped)."""
+    whole, rest = divmod(columns, LANES)
+    blocks, left = divmod(whole, U)
+    parts = ((blocks * U * LANES, U, LANES), (left * LANES + rest, left + (rest > 0), rest or LANES))
+    return sum(n * _reduce_cost(prof, M, u, target, last=last)
+               for n, u, last in parts if n) / columns
 
 
 def _block_mix_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: int,
@@ -650,8 +735,7 @@ def _map_cost(p: Plan) -> float:
             fp += 1
             mem += CAST_MEMORY
         elif i.isa(LOAD):
-            mem += 1
-            fp += access_kind(access_of(i), p.v) == "invariant"     # the broadcast
+            mem += 1        # a vector load, or simd_loade: a load that splats
         elif i.isa(STORE):
             mem += 1
         elif not i.isa(CONST):
@@ -701,15 +785,20 @@ def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
     return tuple(loads), ops, stored
 
 
-def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LANES
-                 ) -> float:
+def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LANES,
+                 last: int = LANES) -> float:
     """Cycles per point of an M x U block of which ``lanes`` of each vector
-    are columns (fewer than 4: the tail block): per step of the reduction
-    loops, M x U FMAs (adds, maxima) and the other ops, the vector and broadcast loads and
-    gathers (``lanes`` elements each), at least one FP latency (each
-    accumulator's chain); plus adding the block to Y (a vector load and
-    store, or for the tail a store of the lanes and per lane two loads and
-    a store), spread over the reduction loops' points when they are known."""
+    are columns (fewer than 4: the tail block, its inputs gathered), or whose
+    last vector holds ``last`` new columns (fewer than 4: the vector ending
+    at the bound): per step of the reduction loops, M x U FMAs (adds,
+    maxima) and the other ops on the FP pipe; on the memory pipe the vector
+    loads, the broadcasts (``simd_loade``: one load that splats, issued
+    beside the FMAs as swGEMM's inner loop issues its ``lddec``) and the
+    gathers (``lanes`` loads and the set's stores and load each); at least
+    one FP latency (each accumulator's chain); plus adding the block to Y
+    (a vector load and store, or for a vector of fewer columns a store of
+    the lanes and per column two loads and a store), spread over the
+    reduction loops' points when they are known."""
     fp = M * U * (prof.combine + prof.ops)
     mem = 0
     for dm, kind in prof.loads:
@@ -718,14 +807,16 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
             mem += copies * U
         elif kind == "invariant":
             mem += copies
-            fp += copies                        # the broadcast
         else:
-            mem += copies * U * lanes
-            fp += copies * U                    # lanes into one vector
+            mem += copies * U * (lanes + SET_MEMORY)
     step = max(fp, mem, target.fp_latency)
-    to_y = 2 * M * U if lanes == LANES else M * (1 + 3 * lanes)
+    if lanes < LANES:
+        to_y, points = M * (1 + 3 * lanes), M * lanes
+    else:
+        to_y = 2 * M * (U - 1) + (2 * M if last == LANES else M * (1 + 3 * last))
+        points = M * (LANES * (U - 1) + last)
     block = to_y / prof.reduction_points if prof.reduction_points else 0.0
-    return (step + block) / (lanes * M * U)
+    return (step + block) / points
 
 
 def body_costs(region: Region, vectors: bool = True, target: Target | None = None

@@ -136,6 +136,10 @@ class _Values:
         # in a tail block: its valid lanes (None: known at run time) and the
         # run-time flags of lanes 1 and 2
         self.valid: tuple[int | None, dict[int, C.Id]] | None = None
+        # in a reduce plan's final block: the vector (by its place in the
+        # block) that is the 4 columns ending at the bound, its first column
+        # and how many of its lanes are new columns
+        self.shifted: dict[int, tuple[int, int]] = {}
 
     # -- names -------------------------------------------------------------
     def fresh(self, name: str) -> str:
@@ -259,6 +263,8 @@ class _Values:
         """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""
         p = self.p
         mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (LANES * u + lane)}
+        if u in self.shifted:
+            mapping[p.v] = Expr.of(self.shifted[u][0] + lane)
         if p.m is not None and i:
             mapping[p.m] = Expr.of(p.m) + i
         return Access(acc.base, tuple(ix.substitute(mapping)  # type: ignore[union-attr]
@@ -285,12 +291,12 @@ class _Values:
             c % LANES == 0 for a, c in offset.terms if a is not p.v)
 
     def vector_load(self, name: str, acc: Access, i: int, u: int) -> C.Stmt:
-        fn = "simd_load" if self.aligned(acc) else "simd_loadu"
+        fn = "simd_load" if self.aligned(acc) and u not in self.shifted else "simd_loadu"
         return C.ExprStmt(C.call(fn, C.Id(name),
                                  C.Unary("&", self.e.element(self._shift(acc, i, u)))))
 
     def vector_store(self, value: C.Expr, acc: Access, i: int, u: int) -> C.Stmt:
-        fn = "simd_store" if self.aligned(acc) else "simd_storeu"
+        fn = "simd_store" if self.aligned(acc) and u not in self.shifted else "simd_storeu"
         return C.ExprStmt(C.call(fn, value, C.Unary("&", self.e.element(self._shift(acc, i, u)))))
 
 
@@ -372,7 +378,10 @@ class _Writer(_Values):
             v = C.Id(e.define(p.v, "v"))
             e.emit(C.Decl(C.LONG, v.name, e.expr(loop.args[0])))  # type: ignore[arg-type]
             trip = trip_count(loop)
-            steps = [w * LANES for w in dict.fromkeys(widths)] + [1]
+            steps = [] if p.kind == "reduce" and trip is not None else \
+                [w * LANES for w in dict.fromkeys(widths)] + [1]
+            if not steps:
+                self.known_columns(rows, v, hi, trip)  # type: ignore[arg-type]
             for n in steps:
                 if trip is not None and not _runs(trip, steps, n):
                     continue        # never runs (and GCC may warn about its body)
@@ -396,6 +405,34 @@ class _Writer(_Values):
                                  C.Binary("<=", C.Binary("+", v, C.Lit(str(n))), hi),
                                  C.Assign(v, C.Lit(str(n)), "+="), blk))
         e.emit(outer)
+
+    def known_columns(self, rows: int, v: C.Id, hi: C.Expr, trip: int) -> None:
+        """A reduce plan's columns when their count is known: blocks of U
+        vectors, then one block of the vectors left, the last of them, when
+        the count is not a multiple of 4, the vector of the 4 columns ending
+        at the bound (docs/codegen.md, "Remainders")."""
+        p, e = self.p, self.e
+        whole, rest = divmod(trip, LANES)
+        if whole >= p.U:
+            with e.block() as blk:
+                self._reduce(rows, p.U)
+            n = p.U * LANES
+            e.emit(C.For(C.Lit(""), C.Binary("<=", C.Binary("+", v, C.Lit(str(n))), hi),
+                         C.Assign(v, C.Lit(str(n)), "+="), blk))
+        left = whole % p.U
+        if not left and not rest:
+            return
+        if rest:
+            bound = Expr.of(p.loop_of(p.v).args[1])    # constant: the trip count is known
+            self.shifted = {left: (bound.const - LANES, rest)}
+            e.emit(C.Comment(f"the last {left * LANES + rest} columns: "
+                             + (f"{left} vector{'s' if left > 1 else ''} and " if left else "")
+                             + f"the 4 ending at the bound, {rest} lane{'s' if rest > 1 else ''} "
+                             "new"))
+        with e.block() as blk:
+            self._reduce(rows, left + (rest > 0))
+        self.shifted = {}
+        e.emit(blk)
 
     def tail(self, rows: int, v: C.Id, hi: C.Expr, rest: int | None) -> None:
         """The last 1 to 3 columns of a reduce plan: one block of ``rows`` x 1
@@ -469,8 +506,8 @@ class _Writer(_Values):
         inner = [lp for lp in p.loops if not p.in_store(p.iv(lp))]
         _loops(e, inner, lambda: self._update(accs, rows, width))
         for (i, u), name in accs.items():
-            if self.valid is not None:
-                self._add_lanes(name, target, i)
+            if self.valid is not None or u in self.shifted:
+                self._add_lanes(name, target, i, u)
                 continue
             y = self.fresh("y")
             e.emit(C.Decl(self.vtype, y))
@@ -498,18 +535,20 @@ class _Writer(_Values):
         op = self.combine
         return C.Binary("+", a, b) if op.isa(ADD) else select_form(op.opdef, a, b)
 
-    def _add_lanes(self, acc: str, target: Access, i: int) -> None:
-        """Y combined with the tail block's valid lanes of ``acc``, one by
-        one (``+=``, or the scalar max / min)."""
+    def _add_lanes(self, acc: str, target: Access, i: int, u: int = 0) -> None:
+        """Y combined with the tail block's valid lanes of ``acc`` (or the
+        new columns of the vector ending at the bound), one by one (``+=``,
+        or the scalar max / min)."""
         e = self.e
         lanes = self.fresh(f"{acc}_lanes")
         e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
         e.emit(C.ExprStmt(C.call("simd_storeu", C.Id(acc), C.Id(lanes))))
         for lane in range(LANES):
-            valid = self.lane_valid(lane)
+            valid = self.lane_valid(lane) if u not in self.shifted else \
+                lane >= LANES - self.shifted[u][1]
             if valid is False:
                 continue
-            y = e.element(self._shift(target, i, 0, lane))
+            y = e.element(self._shift(target, i, u, lane))
             op, t = self.combine, self.p.element
             if op.isa(ADD):
                 add = C.ExprStmt(C.Assign(y, C.index(lanes, lane), "+="))

@@ -110,14 +110,14 @@ def test_generated_program_computes_the_graph_result(projects, index, ldm_size, 
 
 
 def test_the_cases_above_run_vector_tail_blocks(projects):
-    """Tail blocks whose columns are known when swir-cg writes them
-    (docs/codegen.md, "Vector micro-kernels": the last 1 to 3 columns of a
-    reduce nest in one vector) occur in the cases above, so their C is
-    checked against the interpreter there; those known only at run time are
-    checked below."""
+    """Last columns whose count is known when swir-cg writes them
+    (docs/codegen.md, "Remainders": the last 1 to 3 columns of a reduce nest
+    in the vector of the 4 ending at the bound, its other lanes dropped)
+    occur in the cases above, so their C is checked against the interpreter
+    there; those known only at run time (tail blocks) are checked below."""
     sources = [(projects[k].result()[2].parent / "layers_slave.c").read_text()
                for k in projects if k[2]]
-    assert any(re.search(r"the last (column|[23] columns),", c) for c in sources)
+    assert any(re.search(r"the 4 ending at the bound, [123] lanes? new", c) for c in sources)
 
 
 # A matmul whose column tile on a 4 KB LDM is min(64, N - 64 j): its last

@@ -94,28 +94,28 @@ def test_the_vector_micro_kernel_costs_less_than_the_scalar_nest():
     assert vector.vector_flops == 2                # 32 columns: whole vectors only
 
 
-def test_the_last_columns_are_a_vector_tail_block():
-    """6 columns: one whole vector, then a tail block for the last 2 (its
-    lanes 2 and 3 repeating column 4): every flop is a vector one, and the
-    model charges the tail's code (docs/cost-model.md, "Compute")."""
+def test_the_last_columns_are_the_vector_ending_at_the_bound():
+    """6 columns, a count known where the code is written: one block of two
+    vectors, the whole one and the 4 columns ending at the bound (its lanes
+    2 and 3 new, lanes 0 and 1 recomputing columns 2 and 3 and dropped):
+    every load contiguous, every flop a vector one, and the model charges
+    that code (docs/cost-model.md, "Compute")."""
     m = lowered(NARROW)
     p = next(p for p in plans(m) if p.kind == "reduce")
-    assert (p.v.name, p.m, p.U, p.most(p.v)) == ("yi", None, 1, 6)   # a row per CPE
+    assert (p.v.name, p.m, p.U, p.most(p.v)) == ("yi", None, 2, 6)   # a row per CPE
     cost = V.body_cost(p.body, p)
     assert cost.vector_flops == 2
-    # A whole vector, per k (32 steps): the FMA and A's broadcast (P0: 2), A's
-    # load and B's vector load (P1: 2); the FMA's latency (7) bounds the step.
-    # C: a vector load and store per 32 steps. 4 points.
-    whole = (7 + 2 / 32) / 4
-    # The tail: the FMA, A's broadcast and B's 2 elements set into a vector
-    # (P0: 3), A's load and B's 2 elements (P1: 3); the latency again. C: the
-    # lanes stored, then per lane 2 loads and a store (1 + 3 x 2) per 32
-    # steps. 2 points.
-    tail = (7 + 7 / 32) / 2
-    assert cost.cycles == pytest.approx(4 / 6 * whole + 2 / 6 * tail)
+    # Per k (32 steps): 2 FMAs (FP pipe); B's 2 vector loads and A's
+    # broadcast, one simd_loade (memory pipe: 3); the FMA's latency (7)
+    # bounds the step. C, per 32 steps: the whole vector's load and store,
+    # the other's lanes stored, then per new column 2 loads and a store
+    # (1 + 3 x 2). 6 points.
+    assert cost.cycles == pytest.approx((7 + (2 + 7) / 32) / 6)
     c = generate(m, Options(source="<vector>"))["layers_slave.c"].decode()
-    assert "/* the last 2 columns, lanes past them repeating the first */" in c
-    assert "simd_set_floatv4(B_ldm[ki][yi], B_ldm[ki][yi + 1], B_ldm[ki][yi], B_ldm[ki][yi])" in c
+    assert "/* the last 6 columns: 1 vector and the 4 ending at the bound, 2 lanes new */" in c
+    assert "simd_loadu(B_ldm_v_2, &B_ldm[ki][2]);" in c      # columns 2 to 5
+    assert "C_ldm[4] += acc0_1_lanes[2];" in c and "C_ldm[3] +=" not in c
+    assert "simd_set_floatv4" not in c               # nothing gathered
     # no scalar column loop: the zero fill's last 2 columns (a map loop's,
     # one per copy of the double-buffered tile loop's body) are the vector
     # of the 4 ending at the bound, 2 of its lanes stored
@@ -190,3 +190,22 @@ def test_no_simd_writes_no_vector_code():
     m = lowered(CONV)
     c = generate(m, Options(source="<vector>", simd=False))["layers_slave.c"].decode()
     assert "floatv4" not in c and "simd.h" not in c
+
+
+def test_a_broadcast_is_one_load_beside_the_fmas():
+    """docs/cost-model.md, "A broadcast is a load": simd_loade takes a slot
+    of the memory pipe only (swGEMM's inner loop issues its lddec beside 16
+    vmad in 16 cycles), a gathered vector its 4 loads and simd_set's 4
+    stores and vector load."""
+    bcast = V._Profile(loads=((False, "contig"), (True, "invariant")), ops=0,
+                       reduction_points=None)
+    # 4 x 4: 16 FMAs (FP pipe); 4 vector loads and 4 simd_loade (memory pipe)
+    assert V._reduce_cost(bcast, 4, 4, SW26010) == 16 / 64
+    gathered = V._Profile(loads=((False, "gather"), (True, "invariant")), ops=0,
+                          reduction_points=None)
+    assert V._reduce_cost(gathered, 4, 4, SW26010) == (4 * 9 + 4) / 64
+    # 7 known columns, 8 rows of output channels: one block of 2 vectors, the
+    # second the 4 columns ending at the bound (3 new): 16 FMAs per 56 points
+    assert V._block_point_cost(bcast, 7, 8, 8, 2, SW26010, True) == 16 / 56
+    # known only at run time: a vector block, then the gathered tail block
+    assert V._block_point_cost(bcast, 7, 8, 8, 1, SW26010, False) > 16 / 56
