@@ -13,7 +13,7 @@ from swir.ir.core import (Access, Constraint, FuncParam, Function, Global, Instr
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
                                OpDef, OpError, VerifyContext, register)
-from swir.ops.util import (access_arg, attr, attr_or_default, callee, check_writable, index_expr,
+from swir.ops.util import (access_arg, attr, attr_or_default, element_offset, callee, check_writable, index_expr,
                            value_arg, value_ref)
 
 # -- structured control flow -------------------------------------------------
@@ -181,11 +181,7 @@ def _dma_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | No
     if bsize and not isinstance(t, LDMType):
         blocks = -(-count // bsize)
         span = blocks * bsize + (blocks - 1) * stride
-    strides = [1] * t.rank
-    for i in range(t.rank - 2, -1, -1):
-        strides[i] = strides[i + 1] * t.shape[i + 1]
-    offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
-    r = bounds.bounds(offset)
+    r = bounds.bounds(element_offset(acc.indices, t.shape))
     if r is None:
         return f"cannot bound the DMA start in {value_ref(acc.base)} statically"
     if r[1] + span > t.num_elements:
@@ -387,11 +383,7 @@ def _verify_reg(inst: Instruction) -> None:
 
 def _reg_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
     """The vector's 4 elements lie in the LDM buffer in every iteration."""
-    strides = [1] * t.rank
-    for i in range(t.rank - 2, -1, -1):
-        strides[i] = strides[i + 1] * t.shape[i + 1]
-    offset = sum((ix.scale(st) for ix, st in zip(acc.indices, strides)), Expr.of(0))
-    r = bounds.bounds(offset)
+    r = bounds.bounds(element_offset(acc.indices, t.shape))
     if r is None:
         return f"cannot bound the vector's start in {value_ref(acc.base)} statically"
     if r[1] + REG_LANES > t.num_elements:

@@ -297,3 +297,13 @@ def _ragged(v: Any) -> bool:
             return True
         return any(_ragged(x) for x in v)
     return False
+
+
+def element_offset(indices, shape) -> Expr:
+    """The flat (row-major) element offset of the subscripts ``indices`` in a
+    buffer of ``shape``, as an index expression."""
+    out, stride = Expr.of(0), 1
+    for ix, n in zip(reversed(list(indices)), reversed(list(shape))):
+        out = out + Expr.of(ix).scale(stride)
+        stride *= n
+    return out

@@ -33,7 +33,7 @@ from swir.ir.core import Access, Block, Constraint, Instruction, Module, Region,
 from swir.ir.types import INDEX
 from swir.ops import DMA_BCAST
 from swir.ops.loop import REG_ELEMENTS, REG_LANES
-from swir.ops.util import attr_or_default
+from swir.ops.util import attr_or_default, element_offset
 from swir.passes.dma.replies import MESH_REPLY
 from swir.passes.manager import AnalysisManager, Pass, option
 from swir.costmodel.cost import Machine, dma_assumptions
@@ -75,16 +75,8 @@ def _ldm_side(inst: Instruction) -> tuple[Value, Expr]:
     """The LDM buffer a DMA writes and the flat offset it starts at."""
     side = inst.args[1]
     if isinstance(side, Access):
-        return side.base, _flat(side.indices, side.base.type.shape)
+        return side.base, element_offset(side.indices, side.base.type.shape)
     return side, Expr.of(0)
-
-
-def _flat(indices, shape) -> Expr:
-    stride, out = 1, Expr.of(0)
-    for ix, n in zip(reversed(indices), reversed(shape)):
-        out = out + Expr.of(ix).scale(stride)
-        stride *= n
-    return out
 
 
 def _split(flat: Expr, shape) -> list[Expr]:
@@ -152,7 +144,7 @@ def _relay(bcast: Instruction) -> None:
     vectors = count // REG_LANES
     mem = bcast.args[0]
     ldm, lstart = _ldm_side(bcast)
-    mstart = _flat(mem.indices, mem.base.type.shape)
+    mstart = element_offset(mem.indices, mem.base.type.shape)
     b = Builder(bcast.parent, before=bcast)
     cpe = b.create("cpe_id", types=[INDEX], names=["mesh_id"])
     _fetch_share(b, bcast, cpe, vectors, mstart, lstart)
