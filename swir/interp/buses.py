@@ -29,6 +29,7 @@ from typing import Any
 
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Instruction
+from swir.ops.loop import REG_LANES
 
 ROW, COL = 0, 1
 BUS_NAMES = ("row", "col")
@@ -187,6 +188,8 @@ class Mesh:
         self.cpe_state = cpe_state
         self.sched: CPEScheduler | None = None
         self.steps = [[0, 0] for _ in range(cpes)]      # per CPE: sends, receives
+        self.arrived: set[int] = set()                   # CPEs at the open barrier
+        self.barrier_gen = 0
 
     def _scheduler(self, inst: Instruction) -> CPEScheduler:
         if self.sched is None:
@@ -197,7 +200,7 @@ class Mesh:
         bus = BUS_NAMES.index(inst.attrs["bus"])
         to = inst.attrs.get("to")
         buses, state, steps = self.buses, self.cpe_state, self.steps
-        lanes = 4
+        lanes = REG_LANES
 
         def send(buf: Any, off: int) -> None:
             cpe = state[0]
@@ -223,7 +226,7 @@ class Mesh:
     def receiver(self, inst: Instruction, stats: Any) -> Callable[[Any, int], None]:
         bus = BUS_NAMES.index(inst.attrs["bus"])
         buses, state, steps = self.buses, self.cpe_state, self.steps
-        lanes = 4
+        lanes = REG_LANES
 
         def recv(buf: Any, off: int) -> None:
             cpe = state[0]
@@ -237,13 +240,35 @@ class Mesh:
             if not q:
                 self._scheduler(inst).wait_until(
                     lambda: bool(q), f"reg_recv on the {BUS_NAMES[bus]} bus", inst)
-            _, data, _ = q.popleft()
+            sender, data, sent = q.popleft()
+            if data.dtype != buf.data.dtype:
+                raise Diagnostic(f"CPE {cpe}: reg_recv into {buf.name} ({buf.data.dtype.name}) of "
+                                 f"a vector of {data.dtype.name} from CPE {sender}: a register "
+                                 "holds bits, not values (the receive would reinterpret them)",
+                                 inst.loc, [("sent here", sent.loc)])
             buf.data[off:off + lanes] = data
             buf.ok[off:off + lanes] = b"\x01" * lanes
             steps[cpe][1] += 1
             stats.reg_recvs += 1
             stats.reg_bytes += lanes * buf.data.itemsize
         return recv
+
+    def barrier(self, inst: Instruction) -> None:
+        """A dma_bcast in a kernel run side by side: every CPE meets at the
+        barriers around it (athread_syn) before any goes on, so a CPE waits
+        there until every CPE still running has reached it."""
+        sched = self.sched
+        if sched is None:
+            return
+        gen = self.barrier_gen
+        self.arrived.add(sched.cpe_state[0])
+        if len(self.arrived | sched.ended) < sched.cpes:
+            sched.wait_until(lambda: self.barrier_gen != gen or
+                             len(self.arrived | sched.ended) == sched.cpes,
+                             "the barrier of a dma_bcast", inst)
+        if self.barrier_gen == gen:      # the last to arrive opens it for all
+            self.barrier_gen += 1
+            self.arrived.clear()
 
     # -- a kernel run ------------------------------------------------------------
     def run(self, sched: CPEScheduler, body: Callable[[int], None], kernel: str,
@@ -253,6 +278,7 @@ class Mesh:
         self.buses.clear()
         for s in self.steps:
             s[0] = s[1] = 0
+        self.arrived.clear()
         self.sched = sched
         try:
             sched.run(body, lambda why: self._deadlock(why, kernel))

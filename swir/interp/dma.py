@@ -483,7 +483,14 @@ class DMAInterpreter(BufferedInterpreter):
                            inst.loc), s.macc, s.lside
         run = Run(self.cpe_state, self.replies, self._seq, self.stats_for(f), self.bcast_log,
                   self.target.small_transfer)
-        return transfer_function(inst, s, reply, blocks, run), s.macc, s.lside
+        fn = transfer_function(inst, s, reply, blocks, run)
+        if inst.isa(DMA_BCAST) and self.uses_buses(f):
+            move, barrier = fn, self.mesh.barrier
+
+            def fn(*args: Any) -> None:   # the CPEs meet before it (athread_syn)
+                barrier(inst)
+                move(*args)
+        return fn, s.macc, s.lside
 
     def waiter(self, inst: Instruction, f: Function) -> Callable[[], None]:
         reply = int_attr(inst, "reply", None, 0)
