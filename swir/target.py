@@ -167,8 +167,8 @@ SW26010 = Target(
     # Assumed (no public latency or bandwidth figure; swCandle, Lin et al.,
     # Parallel Computing 77 (2018), says only that a broadcast costs what a
     # point-to-point send does): 10 cycles from send to receive, one vector
-    # per cycle per bus, a receive buffer of one vector. register_assumptions
-    # ranges them (docs/cost-model.md).
+    # per cycle per bus, a receive buffer of one vector.
+    # swir.costmodel.cost.dma_assumptions ranges them (docs/cost-model.md).
     reg_latency_cycles=10, reg_cycles_per_vector=1, reg_buffer_vectors=1,
     # Interconnect: 128 Gb/s injection per node (16 GB/s), 560 Tb/s (70 TB/s)
     # bisection. The NoC's bandwidth is not public: a message between core

@@ -40,7 +40,7 @@ from swir.ops import (BR, CALL, CHUNK, COND_BR, CONST, COPY_IN, COPY_OUT, CPE_ID
                       REG_SEND, RETURN, SPAWN, STORE)
 from swir.ops.loop import REG_LANES
 from swir.ops.registry import SCALAR_FORM
-from swir.ops.util import attr_or_default
+from swir.ops.util import attr_or_default, element_offset
 
 CONST_LONG = C.Named("long", const=True)
 VOID_P = C.Pointer(C.VOID)
@@ -436,14 +436,11 @@ def _reg(e: BodyEmitter, inst: Instruction) -> None:
 
 def _vector_aligned(acc: Access) -> bool:
     """Whether the element at ``acc`` is at a multiple of 4 elements from its
-    LDM buffer's start (32-byte aligned) whatever the subscripts' values: a
-    floatv4's 16 bytes or a doublev4's 32."""
+    LDM buffer's start whatever the subscripts' values (the buffer starts
+    32-byte aligned): aligned for a floatv4's 16 bytes or a doublev4's 32."""
     t = acc.base.type
     assert isinstance(t, ShapedType)
-    stride, offset = 1, Expr.of(0)
-    for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
-        offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
-        stride *= n
+    offset = element_offset(acc.indices, t.shape)
     return offset.const % REG_LANES == 0 and all(c % REG_LANES == 0 for _, c in offset.terms)
 
 

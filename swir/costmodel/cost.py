@@ -165,18 +165,17 @@ class Machine:
         stream = stream_seconds(blocks, self.bcast_half_block, self.bcast_bandwidth)
         return stream + self.bcast_fixed_cycles / self.clock_hz
 
-    def reg_seconds(self, sends: int, recvs: int, runs: int) -> float:
+    def reg_seconds(self, sends: int, recvs: int, steps: int) -> float:
         """Modeled seconds of a kernel's register communication: each CPE's
         share of the sends and receives at ``reg_cycles_per_vector`` each
-        (a CPE issues them one after another), plus, per run of the kernel,
-        the latency of the 16 steps of a row-then-column relay (the form
-        -mesh-broadcast writes; docs/cost-model.md). Every CPE waits for it:
-        not overlapped."""
-        if not sends and not recvs:
-            return 0.0
+        (a CPE issues them one after another), and of the bus steps it runs
+        (a loop iteration in which a guard picks who sends: the relay
+        -mesh-broadcast writes has 16) at ``reg_latency_cycles`` each, a
+        receive waiting for its send (docs/cost-model.md). Every CPE waits
+        for it: not overlapped."""
         per_cpe = (sends + recvs) / self.cpes
         return (per_cpe * self.reg_cycles_per_vector
-                + runs * 16 * self.reg_latency_cycles) / self.clock_hz
+                + steps / self.cpes * self.reg_latency_cycles) / self.clock_hz
 
     def with_(self, **changes: Any) -> Machine:
         return Machine(**{**asdict(self), **changes})
@@ -375,7 +374,7 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         dma[False] += n * machine.dma_seconds(blocks, machine.cpes)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
     runs = (t.spawns + t.barriers) or max(t.calls, 1)
-    reg = machine.reg_seconds(t.reg_sends, t.reg_recvs, runs)
+    reg = machine.reg_seconds(t.reg_sends, t.reg_recvs, t.reg_steps)
     # At most what it moves: a slice reads part of its input.
     compulsory = min(runs * compulsory_bytes(f), t.bytes_in + t.bytes_out)
     roofline = max(t.flops / machine.peak_flops, compulsory / machine.bandwidth)

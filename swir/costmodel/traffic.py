@@ -153,6 +153,7 @@ class KernelTraffic(TransferShares):
     # (a vector of 4 elements each).
     reg_sends: int = 0
     reg_recvs: int = 0
+    reg_steps: int = 0              # iterations of bus-step loops run, each CPE's (_bus_steps)
     reg_bytes: int = 0
     # Transfers whose main-memory (LDM) start is not 32-byte aligned in every
     # execution: an upper bound of the program's mem_misaligned (ldm_misaligned).
@@ -423,6 +424,9 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
     if slot.kind == "reg_send":
         stats.reg_sends += n
         return
+    if slot.kind == "reg_steps":
+        stats.reg_steps += n
+        return
     if slot.kind == "reg_recv":
         stats.reg_recvs += n
         stats.reg_bytes += n * slot.vector_bytes
@@ -468,6 +472,27 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
         stats.transfers_by_shape[shape] = stats.transfers_by_shape.get(shape, 0) + n
 
 
+def _bus_steps(loop: Instruction) -> bool:
+    """Whether each iteration of a loop is a step of register communication:
+    a guard in its body chooses who sends and who receives (the relay's and
+    a hand-written all-gather's form); each step waits for a send's latency.
+    Messages inside loops of steps of their own are theirs (a tile loop
+    around relays is no step loop)."""
+    return any(i.isa(IF) and _messages_outside_steps(i)
+               for i in loop.regions[0].blocks[0].instructions)
+
+
+def _messages_outside_steps(inst: Instruction) -> bool:
+    for region in inst.regions:
+        for x in region.blocks[0].instructions if region.blocks else ():
+            if x.isa(REG_SEND, REG_RECV):
+                return True
+            if x.regions and not (x.isa(FOR) and _bus_steps(x)) and \
+                    _messages_outside_steps(x):
+                return True
+    return False
+
+
 def _relayed(inst: Instruction) -> bool:
     """A DMA or wait of a CPE's share of a relayed tile (-mesh-broadcast)."""
     return int_attr(inst, "reply", 0, 0) == MESH_REPLY
@@ -502,6 +527,7 @@ class _Counter(CodeSpace):
         self.collective_slots: list[int] = []
         self.slots: list[_Slot] = []
         self.slot_of: dict[int, int] = {}          # id(instruction) -> slot
+        self.step_slot_of: dict[int, int] = {}     # id(a loop of bus steps) -> slot
         self.calls_slot: dict[str, int] = {}
         self.spawns_slot: dict[str, int] = {}
         self.barriers_slot: dict[str, int] = {}
@@ -597,6 +623,9 @@ class _Counter(CodeSpace):
                 self.slot_of[id(inst)] = self._slot(_Slot(inst.opname, f.name,
                                                           vector_bytes=_vector_bytes(inst)))
                 self.collective_slots.append(self.slot_of[id(inst)])
+            elif inst.isa(FOR) and _bus_steps(inst):
+                self.step_slot_of[id(inst)] = self._slot(_Slot("reg_steps", f.name))
+                self.collective_slots.append(self.step_slot_of[id(inst)])
             elif self.count_compute and flops_of(inst):
                 self.slot_of[id(inst)] = self._slot(_Slot("flops", f.name,
                                                           mul=inst.isa(MUL)))
@@ -833,6 +862,9 @@ class _FunctionWriter:
     def loop(self, inst: Instruction) -> None:
         e = self.emit
         rng, body = loop_range(e, inst)
+        steps = self.counter.step_slot_of.get(id(inst))
+        if steps is not None:                     # each iteration a bus step
+            e.line(f"_c[{steps}] += {self.mult} * len({rng})")
         var = body.args[0]
         if id(var) in self.needed:
             plan = self.sum_plan(inst)

@@ -13,8 +13,8 @@ from swir.ir.core import (Access, Constraint, FuncParam, Function, Global, Instr
 from swir.ir.types import INDEX, BufType, LDMType, ScalarType, ShapedType, Type
 from swir.ops.registry import (BUFFERED_AND_LATER, DMA_ONLY, LOOP_AND_LATER, Attr, Category,
                                OpDef, OpError, VerifyContext, register)
-from swir.ops.util import (access_arg, attr, attr_or_default, element_offset, callee, check_writable, index_expr,
-                           value_arg, value_ref)
+from swir.ops.util import (access_arg, attr, attr_or_default, callee, check_writable,
+                           element_offset, index_expr, value_arg, value_ref)
 
 # -- structured control flow -------------------------------------------------
 

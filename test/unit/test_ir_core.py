@@ -175,6 +175,26 @@ def test_expr_compound_terms_merge():
     assert (q - Expr.of(i).floordiv(2)).is_constant
 
 
+def test_expr_floordiv_and_mod_pairs_fold():
+    """k*c*(E floordiv k) + c*(E mod k) is c*E, also nested (an element's
+    flat offset split into subscripts adds up to it again); other pairs stay."""
+    i, j = idx("i"), idx("j")
+    e = 4 * Expr.of(i) + j - 3
+    assert e.floordiv(7).scale(7) + e.mod(7) == e
+    assert e.floordiv(7).scale(21) + e.mod(7).scale(3) + 1 == e.scale(3) + 1
+    inner = e.mod(12)
+    split = e.floordiv(12).scale(12) + inner.floordiv(4).scale(4) + inner.mod(4)
+    assert split == e
+    kept = [e.floordiv(7).scale(6) + e.mod(7), e.floordiv(7).scale(7) + (e + 1).mod(7),
+            e.floordiv(6).scale(6) + e.mod(7)]
+    assert all(any(isinstance(a, Compound) for a, _ in k.terms) for k in kept)
+    for vi in range(-9, 10):              # floor semantics: negative values too
+        for vj in (-5, 0, 3):
+            env = {i: vi, j: vj}
+            assert split.evaluate(env) == e.evaluate(env)
+            assert kept[0].evaluate(env) == 6 * (e.evaluate(env) // 7) + e.evaluate(env) % 7
+
+
 def test_expr_nonaffine_products():
     i, j = idx("i"), idx("j")
     with pytest.raises(NonAffine):

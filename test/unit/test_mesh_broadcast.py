@@ -50,3 +50,24 @@ def test_relays_only_where_faster_on_default_and_pessimistic(lowered):
     # relay wins on every machine.
     for m in machines.values():
         assert relay_seconds(64, 4, m) < broadcast_seconds(256, m)
+
+
+LOCKSTEP = Path(__file__).resolve().parents[1] / "Transforms" / "InsertDMA" / "lockstep-broadcast.swir"
+
+
+def test_relays_in_a_tile_loop_are_each_charged(tmp_path):
+    """Broadcasts in the CPEs' tile loop (one per round; 2 rounds of 8 KB):
+    relayed, each relay is charged its sends, receives and 16 steps."""
+    dma, mesh = tmp_path / "dma.swir", tmp_path / "mesh.swir"
+    assert swir_opt.main(["-ldm-plan{strategy=greedy,resident=false}", "-insert-dma",
+                          str(LOCKSTEP), "-o", str(dma)]) == 0
+    assert swir_opt.main(["-mesh-broadcast{always=true}", str(dma), "-o", str(mesh)]) == 0
+    before, after = (parse_module(p.read_text(), str(p)) for p in (dma, mesh))
+    bcast = cost_report(before).kernels[0]
+    assert bcast.bcasts == 2
+    relayed = cost_report(after).kernels[0]
+    count = next(i for i in before.functions[0].walk() if i.opname == "dma_bcast").attrs["count"]
+    m = dma_assumptions()["default"]
+    assert relayed.bcasts == 0 and relayed.reg_sends == 2 * count // 4 * 9
+    assert relayed.modeled_s - bcast.modeled_s == pytest.approx(
+        2 * (relay_seconds(count, 4, m) - broadcast_seconds(count * 4, m)), rel=1e-9)

@@ -133,9 +133,11 @@ def relay_seconds(count: int, esize: int, m: Machine) -> float:
     shares = [(q + 1, r), (q, m.cpes - r)]
     dma = sum(n * m.dma_seconds([(v * REG_LANES * esize, 1)]) for v, n in shares if v and n)
     # Each vector is sent once along its owner's row, then by each of the 8
-    # CPEs of that row along their columns; every CPE but its owner receives it.
-    rows = 8
-    return dma + m.reg_seconds(vectors * (1 + rows), vectors * (m.cpes - 1), 1)
+    # CPEs of that row along their columns; every CPE but its owner receives
+    # it; every CPE runs the 8 row and the 8 column steps.
+    side = 8
+    return dma + m.reg_seconds(vectors * (1 + side), vectors * (m.cpes - 1),
+                               2 * side * m.cpes)
 
 
 def _relay(bcast: Instruction) -> None:
