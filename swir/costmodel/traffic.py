@@ -402,7 +402,7 @@ def _always_aligned(side: object, esize: int, align: int) -> bool:
 @dataclass(frozen=True)
 class _Slot:
     kind: str           # "dma", "wait", "calls", "spawns", "barriers", "flops", "compute",
-    #                     "reg_send" or "reg_recv"
+    #                     "vector_sent" or "vector_received", "reg_steps"
     function: str
     dma: _DMA | None = None
     vector_bytes: int = 0           # a reg_recv slot: the bytes of its vector
@@ -421,13 +421,13 @@ def _add(stats: KernelTraffic, slot: _Slot, n: int, target: Target) -> None:
         stats.compute_cycles += n * slot.cost.cycles
         stats.vector_flops += n * slot.cost.vector_flops
         return
-    if slot.kind == "reg_send":
+    if slot.kind == "vector_sent":
         stats.reg_sends += n
         return
     if slot.kind == "reg_steps":
         stats.reg_steps += n
         return
-    if slot.kind == "reg_recv":
+    if slot.kind == "vector_received":
         stats.reg_recvs += n
         stats.reg_bytes += n * slot.vector_bytes
         return
@@ -620,7 +620,8 @@ class _Counter(CodeSpace):
                 if _relayed(inst):
                     self.collective_slots.append(self.slot_of[id(inst)])
             elif inst.isa(REG_SEND, REG_RECV):
-                self.slot_of[id(inst)] = self._slot(_Slot(inst.opname, f.name,
+                kind = "vector_sent" if inst.isa(REG_SEND) else "vector_received"
+                self.slot_of[id(inst)] = self._slot(_Slot(kind, f.name,
                                                           vector_bytes=_vector_bytes(inst)))
                 self.collective_slots.append(self.slot_of[id(inst)])
             elif inst.isa(FOR) and _bus_steps(inst):
