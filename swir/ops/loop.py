@@ -181,11 +181,18 @@ def _dma_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | No
     if bsize and not isinstance(t, LDMType):
         blocks = -(-count // bsize)
         span = blocks * bsize + (blocks - 1) * stride
+    return _past_end(acc, t, bounds, span, "the DMA start", f"DMA of {span} elements")
+
+
+def _past_end(acc: Access, t: ShapedType, bounds, span: int, start: str, what: str
+              ) -> str | None:
+    """Why ``span`` elements from ``acc``'s element may leave ``t`` (None:
+    they never do), ``start`` and ``what`` naming them in the message."""
     r = bounds.bounds(element_offset(acc.indices, t.shape))
     if r is None:
-        return f"cannot bound the DMA start in {value_ref(acc.base)} statically"
+        return f"cannot bound {start} in {value_ref(acc.base)} statically"
     if r[1] + span > t.num_elements:
-        return (f"DMA of {span} elements from offset up to {r[1]} runs past the end of "
+        return (f"{what} from offset up to {r[1]} runs past the end of "
                 f"{value_ref(acc.base)} ({t.num_elements} elements)")
     return None
 
@@ -383,13 +390,8 @@ def _verify_reg(inst: Instruction) -> None:
 
 def _reg_span(inst: Instruction, acc: Access, t: ShapedType, bounds) -> str | None:
     """The vector's 4 elements lie in the LDM buffer in every iteration."""
-    r = bounds.bounds(element_offset(acc.indices, t.shape))
-    if r is None:
-        return f"cannot bound the vector's start in {value_ref(acc.base)} statically"
-    if r[1] + REG_LANES > t.num_elements:
-        return (f"a vector of {REG_LANES} elements from offset up to {r[1]} runs past the end "
-                f"of {value_ref(acc.base)} ({t.num_elements} elements)")
-    return None
+    return _past_end(acc, t, bounds, REG_LANES, "the vector's start",
+                     f"a vector of {REG_LANES} elements")
 
 
 _BUS = Attr("bus", "str", required=True, choices=("row", "col"),
