@@ -279,6 +279,11 @@ class OpDef:
     # -distribute: each channel (axis 1) of the result is computed from the same
     # channel of operand 0 alone, so the op stays split by channels.
     channel_wise: bool = False
+    # -differentiate: the op's results carry gradients, by its adjoint rule (the
+    # ADJOINT hook, swir.autodiff.rules). False: they carry none (integer or i1
+    # results, indices, comparisons), and -differentiate says so where a
+    # gradient would have to pass through the op.
+    differentiable: bool = True
     # The stages' per-op functions, by Hook name (attached by Hook.register).
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -414,6 +419,12 @@ REFERENCE = Hook("interpreter kernel",
 # The -lower-loops rule of each graph op (swir.lowering); SCALAR_FORM ops share
 # the element-wise rule, which composes their scalar forms.
 LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits)
+
+
+# The reverse-mode rule of each differentiable graph op (swir.autodiff.rules):
+# given the adjoints of its results, the adjoints of its operands.
+ADJOINT = Hook("adjoint rule", lambda op: computes(op) and op.differentiable
+               and op.num_regions == 0)
 
 
 def lookup(name: str) -> OpDef | None:
