@@ -118,14 +118,16 @@ COMPARE: dict[str, str] = {}
 
 
 def _unary(name: str, kind: str, doc: str, numpy, *, onnx: str | None = None,
-           c_expr: CExpr | None = None) -> OpDef:
+           c_expr: CExpr | None = None, differentiable: bool = True) -> OpDef:
     """One unary op: ``kind`` of operand, what it computes, its numpy reference,
-    the ONNX op it imports from 1:1 and its C expression."""
+    the ONNX op it imports from 1:1 and its C expression; ``differentiable``
+    False for the piecewise-constant ones (their gradient is 0 wherever it
+    exists, so a gradient through them says so instead)."""
     UNARY[name] = (kind, doc)
     return register(elementwise_op(
         name, f"Element-wise {doc}.", 1, kind,
         traits=NOT_ARITHMETIC if kind == "bool" else ARITHMETIC,
-        numpy=numpy, onnx=onnx, c_expr=c_expr))
+        numpy=numpy, onnx=onnx, c_expr=c_expr, differentiable=differentiable))
 
 
 def _binary(name: str, kind: str, doc: str, numpy, *, commutative: bool,
@@ -137,7 +139,7 @@ def _binary(name: str, kind: str, doc: str, numpy, *, commutative: bool,
     return register(elementwise_op(
         name, f"Element-wise {doc}, broadcasting.", 2, kind,
         traits=NOT_ARITHMETIC if kind == "bool" else ARITHMETIC, commutative=commutative,
-        numpy=numpy, onnx=onnx, c_expr=c_expr,
+        numpy=numpy, onnx=onnx, c_expr=c_expr, differentiable=kind != "bool",
         right_identity=identity[0], left_identity=identity[1]))
 
 
@@ -148,7 +150,7 @@ def _compare(name: str, doc: str, numpy, sym: str, *, onnx: str | None = None,
     return register(elementwise_op(
         name, f"Element-wise comparison {doc}, giving i1, broadcasting.", 2, result_bool=True,
         traits=NOT_ARITHMETIC, commutative=commutative, numpy=numpy, onnx=onnx,
-        c_expr=_infix(sym)))
+        c_expr=_infix(sym), differentiable=False))
 
 
 NEG = _unary("neg", "any", "negation, -x", R.ref_neg, onnx="Neg")
@@ -171,11 +173,11 @@ ERFC = _unary("erfc", "float", "complementary error function, 1 - erf(x) without
               "cancellation", R.ref_erfc, c_expr=_libm("swir_erfc"))
 RELU = _unary("relu", "any", "max(x, 0)", R.ref_relu, onnx="Relu")
 FLOOR = _unary("floor", "float", "round toward -inf", R.ref_floor, onnx="Floor",
-               c_expr=_libm("floor"))
+               c_expr=_libm("floor"), differentiable=False)
 CEIL = _unary("ceil", "float", "round toward +inf", R.ref_ceil, onnx="Ceil",
-              c_expr=_libm("ceil"))
+              c_expr=_libm("ceil"), differentiable=False)
 NOT = _unary("not", "bool", "logical not of an i1", R.ref_not, onnx="Not",
-             c_expr=CExpr(COp("!", (X0,)), float_only=False))
+             c_expr=CExpr(COp("!", (X0,)), float_only=False), differentiable=False)
 
 # Identity elements: floats need the zero's sign (x + (-0.0) keeps -0.0).
 ADD = _binary("add", "any", "x + y", R.ref_add, commutative=True, onnx="Add",

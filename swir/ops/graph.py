@@ -708,7 +708,7 @@ REDUCTIONS = {
 REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD = REDUCTIONS.values()
 ARGMAX = _op("argmax", "Index (i64) of the first maximum along one axis.",
              _INPUT, _infer_argmax, Category.REDUCTION, "ArgMax",
-             (Attr("axis", "int", default=0), _KEEPDIMS))
+             (Attr("axis", "int", default=0), _KEEPDIMS), differentiable=False)
 
 def _reversed_axes(attrs, ranks: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(range(ranks[0]))) if ranks else ()

@@ -35,6 +35,7 @@ from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument
                           Result, Value, slot_values)
 from swir.ir.constants import contents_shape, contents_type
 from swir.ir.dtypes import dtype_of
+from swir.ir.gradient import GradientError, gradient_decl, is_gradient
 from swir.ir.module_attrs import MODULE_ATTRS
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
                              TensorType, Type, size_error)
@@ -226,6 +227,17 @@ class _ModuleChecks:
             self.error("'outputs' parameters must be buffers", f.loc, where)
 
 
+    def _gradient(self, f: Function, where: str) -> None:
+        """A gradient declaration (swir/ir/gradient.py) matches its function."""
+        if self.m.stage != "graph":
+            self.error("gradient declarations appear at the graph stage", f.loc, where)
+            return
+        try:
+            gradient_decl(f, self.m)
+        except GradientError as e:
+            self.error(str(e), f.loc, where)
+
+
 class _Verifier(_ModuleChecks):
     def __init__(self, module: Module) -> None:
         super().__init__(module)
@@ -263,6 +275,8 @@ class _Verifier(_ModuleChecks):
             self.error("a kernel returns nothing; it writes its buffer arguments", f.loc, where)
         if "outputs" in f.attrs:
             self._outputs_attr(f, where)
+        if is_gradient(f):
+            self._gradient(f, where)
         if f.target is not None and stage != "dma":
             self.error(f"'{f.target}' functions appear at the dma stage", f.loc, where)
         if f.target == "cpe" and f.kind != "kernel":
