@@ -23,7 +23,7 @@ from swir.autodiff.emitter import AdjointError, Emitter
 from swir.autodiff import rules  # noqa: F401  (the rules, checked complete)
 from swir.ir.builder import Builder
 from swir.ir.clone import clone
-from swir.ir.core import Block, Function, Instruction, Region, Value
+from swir.ir.core import Block, Dense, DenseSlot, Function, Instruction, Region, Value
 from swir.ir.gradient import GRADIENT_ATTRS, GradientDecl
 from swir.ir.types import TensorType
 from swir.ops.registry import ADJOINT, Category
@@ -55,7 +55,10 @@ def differentiate(g: Function, decl: GradientDecl, recompute: str = "none") -> N
     seed = g.params[-1] if decl.seedable else None
     adjoints = _reverse(b, forward, y, seed, active, recompute)
     results = [mapping.get(ret.args[k], ret.args[k]) for k in decl.keeping]
-    results += [adjoints[p] for p in wrt]
+    # An argument the rules gave nothing (training batch_norm's running
+    # statistics feed only its other results): its gradient is zero.
+    results += [adjoints[p] if p in adjoints else b.create(
+        "const", DenseSlot(Dense(0.0)), types=[p.type]) for p in wrt]
     b.create_inst("return", *results)
     g.set_body(Region([entry]))
     for a in GRADIENT_ATTRS:

@@ -16,8 +16,10 @@ import math
 
 from swir.autodiff.emitter import AdjointError, Emitter
 from swir.ir.core import Instruction, Value
+from swir.lowering.composite import batch_statistics, one_hot
 from swir.ops import elementwise as E
 from swir.ops import graph as G
+from swir.ops import training as T
 from swir.ops.registry import ADJOINT
 from swir.ops.util import attr, normalise_axes, normalise_axis
 
@@ -534,6 +536,50 @@ def _resize_nearest(e: Emitter, inst: Instruction, dys: list) -> Adjoints:
     split = e.reshape(dys[0], blocks)
     summed = e.sum(split, tuple(2 * i + 1 for i in range(len(shape))), keepdims=False)
     return [e.reshape(summed, shape)]
+
+
+# -- training ops ----------------------------------------------------------------------
+
+@_rule(T.SOFTMAX_CROSS_ENTROPY)
+def _cross_entropy(e: Emitter, inst: Instruction, dys: list) -> Adjoints:
+    """(softmax(logits) - one_hot(labels)) / N, times the loss's adjoint."""
+    logits, labels = e.arg(0), e.arg(1)
+    n, c = logits.type.shape
+    diff = e.op("sub", e.op("softmax", logits, axis=1), one_hot(e, labels, c, logits))
+    return [e.op("mul", diff, e.scale(dys[0], 1.0 / n)), None]
+
+
+@_rule(T.MSE_LOSS)
+def _mse(e: Emitter, inst: Instruction, dys: list) -> Adjoints:
+    d = e.op("sub", e.arg(0), e.arg(1))
+    dp = e.op("mul", d, e.scale(dys[0], 2.0 / d.type.num_elements))
+    return [dp if e.wants(0) else None, e.op("neg", dp) if e.wants(1) else None]
+
+
+@_rule(T.BATCH_NORM_TRAIN)
+def _batch_norm_train(e: Emitter, inst: Instruction, dys: list) -> Adjoints:
+    """dx = scale r (dy - mean(dy) - x_hat mean(dy x_hat)), the means over each
+    channel's values; the running statistics carry no gradient."""
+    dy = dys[0]
+    out: Adjoints = [None] * 5
+    if dy is None:
+        return out
+    x = e.arg(0)
+    c = x.type.shape[1]
+    ch = (1, c) + (1,) * (x.type.rank - 2)
+    axes = tuple(a for a in range(x.type.rank) if a != 1)
+    mean, _, r = batch_statistics(e, x, attr(inst, "epsilon"))
+    x_hat = e.op("mul", e.op("sub", x, mean), r)
+    if e.wants(0):
+        m_dy = e.op("reduce_mean", dy, axes=axes, keepdims=True)
+        m_dyx = e.op("reduce_mean", e.op("mul", dy, x_hat), axes=axes, keepdims=True)
+        inner = e.op("sub", e.op("sub", dy, m_dy), e.op("mul", x_hat, m_dyx))
+        out[0] = e.op("mul", e.op("mul", e.reshape(e.arg(1), ch), r), inner)
+    if e.wants(1):
+        out[1] = _channel_sum(e, e.op("mul", dy, x_hat))
+    if e.wants(2):
+        out[2] = _channel_sum(e, dy)
+    return out
 
 
 @_rule(G.GATHER)

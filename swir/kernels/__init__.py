@@ -10,7 +10,7 @@ them all and checks every graph op has one.
 
 from swir.kernels.base import (KERNELS, DataError, Kernel, KernelError,  # noqa: F401
                                dtype_of, evaluate, kernel, kernel_for)
-from swir.kernels import nn, tensor  # noqa: E402,F401  (each registers its kernels)
+from swir.kernels import nn, tensor, training  # noqa: E402,F401  (each registers its kernels)
 from swir.ops.registry import REFERENCE
 
 REFERENCE.check_complete()

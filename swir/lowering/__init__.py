@@ -17,6 +17,7 @@ rule (swir.lowering.rule: what a rule is, and rule_for).
 from __future__ import annotations
 
 from swir.lowering import (  # noqa: F401  (registration)
+    composite,
     elementwise,
     fused,
     linalg,
@@ -27,7 +28,8 @@ from swir.lowering import (  # noqa: F401  (registration)
 )
 from swir.lowering.elementwise import EXPANSION
 from swir.lowering.rule import OpLowering, param_names, rule_for  # noqa: F401
-from swir.ops.registry import LOWERING
+from swir.ops.registry import DECOMPOSITION, LOWERING
 
 LOWERING.check_complete()
+DECOMPOSITION.check_complete()
 EXPANSION.check_complete()

@@ -6,7 +6,7 @@ read the definition's fields instead of comparing op names.
 """
 
 # The op set: each module registers its ops in swir.ops.registry when imported.
-from swir.ops import collective, common, elementwise, graph, loop  # noqa: F401
+from swir.ops import collective, common, elementwise, graph, loop, training  # noqa: F401
 from swir.ops.collective import (ALLGATHER, ALLREDUCE, MPI_ALLGATHER,  # noqa: F401
                                  MPI_ALLREDUCE, MPI_REDUCE_SCATTER, REDUCE_SCATTER)
 from swir.ops.common import BR, CALL, COND_BR, CONST, RETURN  # noqa: F401
@@ -20,6 +20,8 @@ from swir.ops.graph import (ARGMAX, AVG_POOL2D, BATCH_NORM, CLIP, CONCAT,  # noq
                             MAX_POOL2D, PAD, REDUCE_MAX, REDUCE_MEAN, REDUCE_MIN,
                             REDUCE_PROD, REDUCE_SUM, RESHAPE, RESIZE_NEAREST, SLICE, SOFTMAX,
                             SPLIT, SQUEEZE, TRANSPOSE, UNSQUEEZE, YIELD)
+from swir.ops.training import (ADAM_UPDATE, BATCH_NORM_TRAIN, MSE_LOSS,  # noqa: F401
+                               SGD_UPDATE, SOFTMAX_CROSS_ENTROPY)
 from swir.ops.loop import (CHUNK, COPY_IN, COPY_OUT, CPE_ID, DMA_BCAST, DMA_GET,  # noqa: F401
                            DMA_PUT, DMA_WAIT, DYN_INDEX, FOR, IF, JOIN, LDM_ALLOC, LOAD,
                            PARALLEL, REG_RECV, REG_SEND, SPAWN, STORE)

@@ -284,6 +284,10 @@ class OpDef:
     # results, indices, comparisons), and -differentiate says so where a
     # gradient would have to pass through the op.
     differentiable: bool = True
+    # The op is also written with other graph ops (its DECOMPOSITION hook,
+    # swir.lowering.composite): -decompose and -lower-loops put those in its
+    # place, so it needs no lowering rule of its own.
+    composite: bool = False
     # The stages' per-op functions, by Hook name (attached by Hook.register).
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -418,7 +422,10 @@ REFERENCE = Hook("interpreter kernel",
                  lambda op: computes(op) and op.num_regions == 0 and op.numpy is None)
 # The -lower-loops rule of each graph op (swir.lowering); SCALAR_FORM ops share
 # the element-wise rule, which composes their scalar forms.
-LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits)
+LOWERING = Hook("lowering rule", lambda op: computes(op) and SCALAR_FORM not in op.traits
+                and not op.composite)
+# A composite op's graph code (swir.lowering.composite).
+DECOMPOSITION = Hook("decomposition", lambda op: op.composite)
 
 
 # The reverse-mode rule of each differentiable graph op (swir.autodiff.rules):

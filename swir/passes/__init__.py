@@ -11,6 +11,7 @@ from swir.passes.manager import Pass
 PASSES: dict[str, str] = {
     "cse": "swir.passes.graph.cse:CommonSubexpressionElimination",
     "dce": "swir.passes.graph.dce:DeadCodeElimination",
+    "decompose": "swir.passes.graph.decompose:Decompose",
     "differentiate": "swir.passes.graph.differentiate:Differentiate",
     "distribute": "swir.passes.graph.distribute:Distribute",
     "fold-batchnorm": "swir.passes.graph.fold_batchnorm:FoldBatchNorm",

@@ -18,7 +18,7 @@ import pytest
 from swir.interp.run import run_function
 from swir.ir.builder import Builder
 from swir.ir.core import Function, Module, SymbolRef
-from swir.ir.types import F32, F64, TensorType
+from swir.ir.types import F32, F64, I64, TensorType
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
 from swir.verifier import verify
@@ -44,7 +44,8 @@ def _bn(x, scale, bias, mean, var):
 
 
 # (id, op, operand shapes, attrs, torch function, operand kinds): kinds
-# "n" normal, "p" positive (away from 0), "i" no-grad operand.
+# "n" normal, "p" positive (away from 0), "i" no-grad operand, "l" labels
+# (integers below the first operand's dimension 1).
 CASES = [
     ("add", "add", [(3, 4), (4,)], {}, lambda a, b: a + b, "nn"),
     ("sub", "sub", [(2, 1, 4), (3, 1)], {}, lambda a, b: a - b, "nn"),
@@ -135,10 +136,18 @@ CASES = [
     ("resize_nearest", "resize_nearest", [(1, 2, 3, 2)], {"scales": [1.0, 1.0, 2.0, 3.0]},
      lambda x: x.repeat_interleave(2, 2).repeat_interleave(3, 3), "n"),
     ("cast", "cast", [(3,)], {"to": "same"}, lambda x: x, "n"),
+    ("softmax_cross_entropy", "softmax_cross_entropy", [(4, 5), (4,)], {},
+     lambda x, y: F.cross_entropy(x, y), "nl"),
+    ("mse_loss", "mse_loss", [(3, 4), (3, 4)], {}, F.mse_loss, "nn"),
+    ("batch_norm_train", "batch_norm_train", [(3, 2, 4, 3), (2,), (2,), (2,), (2,)], {},
+     lambda x, s, b, m, v: F.batch_norm(x, m.clone(), v.clone(), s, b, training=True,
+                                        eps=1e-5), "nnnii"),
 ]
 
 
-def _operand(rng, shape, kind, dtype):
+def _operand(rng, shape, kind, dtype, classes=0):
+    if kind == "l":
+        return rng.integers(0, classes, size=shape).astype(np.int64)
     a = rng.standard_normal(shape)
     if kind == "p":
         a = np.abs(a) + 0.5
@@ -149,15 +158,16 @@ def _module(case, element) -> tuple[Module, Function]:
     """@f: the op on its operands; @g: its seedable gradient wrt every float operand."""
     name, op, shapes, attrs, _, kinds = case
     m = Module("case", stage="graph")
-    types = [TensorType(tuple(s), element) for s in shapes]
+    types = [TensorType(tuple(s), I64 if k == "l" else element)
+             for s, k in zip(shapes, kinds)]
     f, b = Builder.function(m, "f", types)
     attrs = {k: (element if v == "same" else v) for k, v in attrs.items()}
-    y = b.create(op, *f.params, attrs=attrs)
+    y = b.create_inst(op, *f.params, attrs=attrs).results[0]
     b.create("return", y)
     f.result_types = [y.type]
-    g = Function("g", types + [y.type], [types[i] for i, k in enumerate(kinds) if k != "i"],
-                 attrs={"gradient": SymbolRef("f"), "seedable": True,
-                        "wrt": tuple(i for i, k in enumerate(kinds) if k != "i")})
+    wrt = tuple(i for i, k in enumerate(kinds) if k not in "il")
+    g = Function("g", types + [y.type], [types[i] for i in wrt],
+                 attrs={"gradient": SymbolRef("f"), "seedable": True, "wrt": wrt})
     m.add(g)
     verify(m)
     PassManager([pass_class("differentiate")()], verify_each=True).run(m)
@@ -170,13 +180,13 @@ def test_rule_matches_pytorch(case, dtype):
     name, op, shapes, _, torch_fn, kinds = case
     m, f = _module(case, F32 if dtype == np.float32 else F64)
     rng = rng_for(name, dtype.__name__)
-    args = [_operand(rng, s, k, dtype) for s, k in zip(shapes, kinds)]
+    args = [_operand(rng, s, k, dtype, shapes[0][-1]) for s, k in zip(shapes, kinds)]
     seed = rng.standard_normal(f.result_types[0].shape).astype(dtype)
     got = run_function(m, m.lookup("g"), args + [seed])
-    ts = [torch.tensor(a, requires_grad=k != "i") for a, k in zip(args, kinds)]
+    ts = [torch.tensor(a, requires_grad=k not in "il") for a, k in zip(args, kinds)]
     out = torch_fn(*ts)
     out.backward(torch.tensor(seed))
-    want = [t.grad.numpy() for t, k in zip(ts, kinds) if k != "i"]
+    want = [t.grad.numpy() for t, k in zip(ts, kinds) if k not in "il"]
     # f32: the interpreter computes each op in f64 and rounds once where
     # PyTorch rounds every step in f32, so sums of a few terms differ by a few ulps.
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
@@ -190,10 +200,10 @@ def test_rule_matches_finite_differences(case):
     name, _, shapes, _, _, kinds = case
     m, f = _module(case, F64)
     rng = rng_for(name, "fd")
-    args = [_operand(rng, s, k, np.float64) for s, k in zip(shapes, kinds)]
+    args = [_operand(rng, s, k, np.float64, shapes[0][-1]) for s, k in zip(shapes, kinds)]
     seed = rng.standard_normal(f.result_types[0].shape)
     grads = run_function(m, m.lookup("g"), args + [seed])
-    wrt = [i for i, k in enumerate(kinds) if k != "i"]
+    wrt = [i for i, k in enumerate(kinds) if k not in "il"]
     v = [rng.standard_normal(args[i].shape) for i in wrt]
     eps = 1e-6
 

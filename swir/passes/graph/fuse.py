@@ -74,6 +74,7 @@ def pattern(inst: Instruction) -> str:
     """TVM's fusion pattern of an op; 'opaque' for what -fuse never touches."""
     d = inst.opdef
     if d is None or len(inst.results) != 1 or inst.regions or d.category == Category.FUSED \
+            or d.composite \
             or not isinstance(inst.results[0].type, TensorType):
         return "opaque"
     if SCALAR_FORM in d.traits:

@@ -37,6 +37,7 @@ from swir.ir.core import (
 from swir.ir.fused import body, structural_key
 from swir.ir.types import TensorType, Type
 from swir.lowering import OpLowering, param_names, rule_for
+from swir.lowering.composite import decompose_all
 from swir.lowering.kernel import KernelBuilder, buffer_type, loop_names
 from swir.ops import BR, CALL, COND_BR, CONST, FUSED, RETURN, YIELD
 from swir.ops.collective import HOST_FORM_OF
@@ -57,6 +58,9 @@ class LowerLoops(Pass):
     share_kernels: bool = option(True, "emit identical kernels once")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
+        decomposed = decompose_all(module)
+        if decomposed:
+            self.bump("composite ops decomposed", decomposed)
         ModuleLowering(module, self).run()
         if self.mem_plan:
             from swir.passes.loop.mem_plan import MemPlan
