@@ -19,6 +19,7 @@ PASSES: dict[str, str] = {
     "fuse": "swir.passes.graph.fuse:Fuse",
     "layout": "swir.passes.graph.layout:Layout",
     "simplify": "swir.passes.graph.simplify:Simplify",
+    "train-step": "swir.passes.graph.train_step:TrainStep",
     "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
     "mesh-broadcast": "swir.passes.mesh.mesh_broadcast:MeshBroadcast",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
