@@ -24,7 +24,7 @@ from pathlib import Path
 
 from swir import __version__, files
 from swir.diagnostics import Diagnostic
-from swir.frontend.onnx_import import ImportFailure, import_onnx
+from swir.frontend.onnx_import import DENSE_MAX, ImportFailure, import_onnx
 from swir.printer import print_module
 from swir.verifier import VerificationError, verify
 
@@ -44,6 +44,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="bind an input's shape, or one symbolic dimension (repeat)")
     p.add_argument("--weights", metavar="FILE",
                    help="the sidecar weights file (default: OUT with suffix .weights)")
+    p.add_argument("--inline-max", type=_count, default=DENSE_MAX, metavar="N",
+                   help=f"constants of at most N elements (and splats, unless N is 0) are "
+                        f"dense<...> literals in the module (default: {DENSE_MAX}); 0 puts "
+                        "every constant in the weights file, so that a training program "
+                        "saves every parameter (docs/training.md)")
     p.add_argument("--name", help="the module's name (default: the ONNX graph's name)")
     p.add_argument("--no-check", action="store_true",
                    help="skip the ONNX checker (swir-import's own checks still apply)")
@@ -95,6 +100,13 @@ def _weights_path(a: argparse.Namespace) -> Path:
 
 
 
+def _count(value: str) -> int:
+    """A non-negative integer option value."""
+    if not (value.isascii() and value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a count (0, 1, 2, ...), got {value!r}")
+    return int(value)
+
+
 def main(argv: list[str]) -> int:
     a = _args(argv)
     shapes = parse_shapes(a.shape)
@@ -106,7 +118,8 @@ def main(argv: list[str]) -> int:
     reference = os.path.relpath(weights, module_dir) if not no_sidecar else weights.name
     check_outputs(a, None if no_sidecar else weights, to_stdout)
     try:
-        imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check)
+        imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check,
+                               inline_max=a.inline_max)
     except ImportFailure as e:
         raise Diagnostic(str(e), file=a.model) from None
     try:

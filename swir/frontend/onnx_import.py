@@ -179,16 +179,18 @@ class Imported:
 
 def import_onnx(path: str | Path, weights_file: str, shapes: dict[str, tuple[int, ...]] | None = None,
                 name: str | None = None, check: bool = True,
-                target: Target | None = None) -> Imported:
+                target: Target | None = None, inline_max: int = DENSE_MAX) -> Imported:
     """Translate the ONNX model at ``path``; ``weights_file`` is the sidecar's
     name relative to where the module will be written; each of its arrays
     starts at a multiple of ``target``'s main-memory alignment (the default
-    target's if none)."""
+    target's if none). Constants of at most ``inline_max`` elements, and
+    splats unless it is 0, are dense<...> literals (0: every constant is in
+    the weights file, so a training program can save every parameter)."""
     path = Path(path)
     model, opset = load_model(path, check)
     module_name = name or model.graph.name or path.stem
     imp = Importer(model, opset, weights_file, module_name,
-                   (target or default_target()).mem_align)
+                   (target or default_target()).mem_align, inline_max)
     imp.run(dict(shapes or {}))
     return Imported(imp.module, imp.blob, weights_file, imp.stats)
 
@@ -199,8 +201,9 @@ class Importer:
     """Holds the module under construction and the ONNX name → Tensor map."""
 
     def __init__(self, model, opset: int, weights_file: str, module_name: str,
-                 align: int) -> None:
+                 align: int, inline_max: int = DENSE_MAX) -> None:
         self.model = model
+        self.inline_max = inline_max
         self.align = align                  # of each array in the weights file
         self.graph = model.graph
         self.opset = opset
@@ -309,10 +312,10 @@ class Importer:
 
     def _init(self, a: np.ndarray, elem: ScalarType) -> Dense | FileInit:
         flat = a.reshape(-1)
-        if _is_splat(flat):
+        if self.inline_max > 0 and _is_splat(flat):
             self.stats["inline"] += 1
             return Dense(_literal(flat[0], elem))
-        if a.size <= DENSE_MAX:
+        if a.size <= self.inline_max:
             self.stats["inline"] += 1
             return Dense(tuple(_literal(x, elem) for x in flat))
         pad = -len(self.blob) % self.align

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from swir.diagnostics import Diagnostic
 from swir.ops import ALLGATHER, ALLREDUCE
 from swir.ops.registry import OpDef
 
@@ -113,13 +114,18 @@ def count_io(counters: list[MPICounters], split: str, args: list[np.ndarray],
 
 
 def run_ranks(ranks: int, split: str, args: list[np.ndarray],
-              run_rank: Callable[[int, World, list[np.ndarray]], list[np.ndarray]]
+              run_rank: Callable[[int, World, list[np.ndarray]], list[np.ndarray]],
+              whole: tuple[set[int], set[int]] = (set(), set())
               ) -> tuple[list[np.ndarray], list[Any]]:
     """Run ``run_rank(rank, world, its arguments)`` on every rank at once; return
-    the program's results and each rank's return value in rank order."""
+    the program's results and each rank's return value in rank order.
+    ``whole``: the arguments and results a data split does not cut (a
+    training step's carried parameters, swir/ir/carried.py): every rank gets
+    the whole argument, and must return the same result."""
     world = World(ranks)
-    blocks = [np.array_split(a, ranks, axis=0) if split == "data" and np.ndim(a) else
-              [a] * ranks for a in args]
+    blocks = [np.array_split(a, ranks, axis=0)
+              if split == "data" and np.ndim(a) and i not in whole[0] else [a] * ranks
+              for i, a in enumerate(args)]
     shares = [[b[r] for b in blocks] for r in range(ranks)]
     results: list[Any] = [None] * ranks
     errors: list[BaseException | None] = [None] * ranks
@@ -143,8 +149,19 @@ def run_ranks(ranks: int, split: str, args: list[np.ndarray],
     if first is not None:
         raise first
     if split == "data":
+        _check_replicated(results, whole[1])
         outs = [np.concatenate([results[r][i] for r in range(ranks)], axis=0)
-                if np.ndim(results[0][i]) else results[0][i] for i in range(len(results[0]))]
+                if np.ndim(results[0][i]) and i not in whole[1] else results[0][i]
+                for i in range(len(results[0]))]
     else:
         outs = results[0]
     return outs, results
+
+
+def _check_replicated(results: list[Any], indices: set[int]) -> None:
+    """Each replicated result is bit for bit the same on every rank."""
+    for i in sorted(indices):
+        for r in range(1, len(results)):
+            if results[r][i].tobytes() != results[0][i].tobytes():
+                raise Diagnostic(f"rank {r}'s result {i} differs from rank 0's; a training "
+                                 "step's carried values must be the same on every rank")

@@ -13,6 +13,7 @@ from swir.diagnostics import Diagnostic
 from swir.interp import buffered, dma, loop
 from swir.interp.arguments import check_arguments
 from swir.interp.graph import GraphInterpreter
+from swir.ir.carried import replicated_ports
 from swir.interp.ranks import World, count_io, run_ranks
 from swir.ir.constants import module_ranks
 from swir.ir.core import FuncParam, Function, Module
@@ -61,7 +62,9 @@ def run_function(module: Module, f: Function, args: list[np.ndarray],
     ranks = module_ranks(module)
     split = module.attrs.get("split")
     if split == "data":
-        check_batches(args, names, params, ranks)
+        whole = replicated_ports(f)[0]
+        check_batches(*([x for i, x in enumerate(v) if i not in whole]
+                        for v in (args, names, params)), ranks)
     interps = [interpreter_for(module, base_dir) for _ in range(ranks)]
 
     def run_rank(rank: int, world: World, share: list[np.ndarray]) -> list[np.ndarray]:
@@ -73,7 +76,7 @@ def run_function(module: Module, f: Function, args: list[np.ndarray],
         return interp.call(f, share, names)
 
     if "ranks" in module.attrs:
-        results, _ = run_ranks(ranks, split, args, run_rank)
+        results, _ = run_ranks(ranks, split, args, run_rank, replicated_ports(f))
         count_io([i.mpi for i in interps], split, args, results)
     else:
         results = run_rank(0, None, args)

@@ -35,6 +35,7 @@ from swir.ir.core import (STAGES, Access, Apply, ArrayInit, Block, BlockArgument
                           Result, Value, slot_values)
 from swir.ir.constants import contents_shape, contents_type
 from swir.ir.dtypes import dtype_of
+from swir.ir.carried import carried_error, replicated_ports
 from swir.ir.gradient import GradientError, gradient_decl, is_gradient
 from swir.ir.module_attrs import MODULE_ATTRS
 from swir.ir.types import (INDEX, MAX_BYTES, BufType, LDMType, ShapedType,
@@ -155,8 +156,11 @@ class _ModuleChecks:
         for f in self.m.functions:
             if f.name in called or f.kind != "func" or f.target == "cpe":
                 continue
-            ports = [(f"parameter %{p.name}", p.type) for p in f.params] + \
-                [(f"result {i}", t) for i, t in enumerate(f.result_types)]
+            whole_params, whole_results = replicated_ports(f)
+            ports = [(f"parameter %{p.name}", p.type) for i, p in enumerate(f.params)
+                     if i not in whole_params] + \
+                [(f"result {i}", t) for i, t in enumerate(f.result_types)
+                 if i not in whole_results]
             for what, t in ports:
                 if not isinstance(t, ShapedType) or t.rank == 0:
                     self.error(f"split = \"data\" cuts every parameter and result along its "
@@ -277,6 +281,10 @@ class _Verifier(_ModuleChecks):
             self._outputs_attr(f, where)
         if is_gradient(f):
             self._gradient(f, where)
+        if "carried" in f.attrs:
+            why = carried_error(f, self.m, graph=self.m.stage == "graph")
+            if why:
+                self.error(why, f.loc, where)
         if f.target is not None and stage != "dma":
             self.error(f"'{f.target}' functions appear at the dma stage", f.loc, where)
         if f.target == "cpe" and f.kind != "kernel":

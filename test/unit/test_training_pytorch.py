@@ -1,0 +1,146 @@
+"""Whole-model training against PyTorch: a small CNN and an MLP defined in
+PyTorch, exported to ONNX, imported by swir-import, made a training step by
+-train-step, and trained for 20 steps from the same initial weights in both.
+The losses of every step and the final weights must agree within f32
+tolerance, at the graph stage (the interpreter) and compiled under the
+emulation (test_train_program.py runs the compiled program)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swir.frontend.onnx_import import import_onnx
+from swir.interp.run import run_function
+from swir.ir.constants import global_array
+from swir.passes import pass_class
+from swir.passes.manager import PassManager
+from swir.verifier import verify
+
+from helpers import rng_for
+
+torch = pytest.importorskip("torch", reason="PyTorch is in the test extra")
+pytest.importorskip("onnx")
+nn = torch.nn
+
+STEPS = 20
+BATCH = 8
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(12, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class CNN(nn.Module):
+    """Convolutions (one grouped, one strided), training batch norm, pooling, a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.c2 = nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=2)
+        self.fc = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.c1(x)))
+        x = torch.relu(self.c2(x))
+        x = nn.functional.avg_pool2d(x, 2)
+        return self.fc(x.flatten(1))
+
+
+MODELS = {"mlp": (MLP, (12,), 4), "cnn": (CNN, (2, 16, 16), 5)}
+OPTIMISERS = {
+    "sgd": ({"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3},
+            lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3)),
+    "adam": ({"optimizer": "adam", "lr": 0.01},
+             lambda ps: torch.optim.Adam(ps, lr=0.01)),
+}
+
+
+def _data(name: str):
+    _, shape, classes = MODELS[name]
+    rng = rng_for("train", name)
+    xs = rng.standard_normal((STEPS, BATCH) + shape).astype(np.float32)
+    ys = rng.integers(0, classes, size=(STEPS, BATCH)).astype(np.int64)
+    return xs, ys
+
+
+def exported(name: str, folder) -> tuple[nn.Module, object]:
+    """The PyTorch model (seeded) and its swir module, weights all in the file."""
+    cls, shape, _ = MODELS[name]
+    torch.manual_seed(0)
+    model = cls()
+    path = folder / f"{name}.onnx"
+    model.eval()
+    torch.onnx.export(model, (torch.zeros((BATCH,) + shape),), str(path), dynamo=False,
+                      input_names=["x"], output_names=["y"], do_constant_folding=False)
+    model.train()
+    imported = import_onnx(path, f"{name}.weights", inline_max=0)
+    (folder / f"{name}.weights").write_bytes(bytes(imported.weights))
+    verify(imported.module)
+    return model, imported.module
+
+
+def train_step_module(module, options: dict):
+    step = pass_class("train-step")(**options)
+    PassManager([step], verify_each=True).run(module)
+    return module
+
+
+def train_in_swir(module, folder, xs, ys):
+    """(losses, final carried values by global name) after len(xs) steps."""
+    main = module.lookup("main")
+    names = list(main.attrs["carried"])
+    state = [global_array(module.lookup(n), folder) for n in names]
+    losses = []
+    for x, y in zip(xs, ys):
+        out = run_function(module, main, [x, y] + state, base_dir=folder)
+        losses.append(float(out[0]))
+        state = out[1:]
+    return losses, dict(zip(names, state))
+
+
+def train_in_torch(model, make_opt, xs, ys):
+    opt = make_opt(model.parameters())
+    losses = []
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(torch.tensor(x)), torch.tensor(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def torch_value(model, name: str) -> np.ndarray:
+    """A swir global's value in the PyTorch model (swir-import stores Gemm's weight
+    transposed as NAME.T)."""
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    if name.endswith(".T"):
+        return state[name[:-2]].T
+    return state[name]
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMISERS))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_training_matches_pytorch(name, opt, tmp_path):
+    model, module = exported(name, tmp_path)
+    options, make_opt = OPTIMISERS[opt]
+    train_step_module(module, options)
+    xs, ys = _data(name)
+    losses, final = train_in_swir(module, tmp_path, xs, ys)
+    want = train_in_torch(model, make_opt, xs, ys)
+    # f32 through 20 steps: the interpreter rounds each op once from f64,
+    # PyTorch every step in f32; the differences compound over the steps.
+    np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]          # it learns: the oracle is not vacuous
+    params = [n for n in final if not n.endswith(("_velocity", "_m", "_v", "adam_step"))]
+    assert params, "no parameter was trained"
+    for n in params:
+        np.testing.assert_allclose(final[n], torch_value(model, n), rtol=1e-4, atol=1e-5,
+                                   err_msg=n)
