@@ -27,12 +27,17 @@ def replicated_ports(f: Function) -> tuple[set[int], set[int]]:
 
 def carried_error(f: Function, module: Module, graph: bool) -> str | None:
     """What is wrong with f's ``carried`` attribute (``graph``: also check the
-    types, which the lowering turns into buffers), or None."""
+    counts and types; the lowering turns them into buffers), or None."""
     names = f.attrs["carried"]
     if not isinstance(names, tuple) or not names or \
             not all(isinstance(n, SymbolRef) for n in names):
         return "'carried' must be a non-empty list of globals (@name, ...)"
     k = len(names)
+    for name in names:
+        if not isinstance(module.lookup(name), Global):
+            return f"'carried': @{name} is not a global"
+    if not graph:   # the lowering made the parameters and results buffers
+        return None
     if k > len(f.params) or len(f.result_types) != k + 1:
         return (f"'carried' names {k} globals: the function must take at least {k} parameters "
                 f"and return {k + 1} results (the loss, then each carried value)")
@@ -41,10 +46,8 @@ def carried_error(f: Function, module: Module, graph: bool) -> str | None:
         return f"result 0 of a training step is its loss, one float; got {loss}"
     for i, name in enumerate(names):
         g = module.lookup(name)
-        if not isinstance(g, Global):
-            return f"'carried': @{name} is not a global"
         p = f.params[len(f.params) - k + i]
-        if graph and not (g.type == p.type == f.result_types[1 + i]):
+        if not (g.type == p.type == f.result_types[1 + i]):
             return (f"carried parameter %{p.name} ({p.type}), its global @{name} ({g.type}) "
                     f"and result {1 + i} ({f.result_types[1 + i]}) must have one type")
     return None
