@@ -84,12 +84,18 @@ GROUP_OPS = {"fused", "yield"}
 COLLECTIVES = {"allgather", "reduce_scatter", "allreduce"}
 
 
+# Losses, optimiser steps and training batch norm (docs/ir.md, "Training ops";
+# test_training_ops.py).
+TRAINING_OPS = {"softmax_cross_entropy", "mse_loss", "sgd_update", "adam_update",
+                "batch_norm_train"}
+
+
 def test_every_graph_only_op_is_listed_and_documented():
     graph_only = {o.name for o in all_ops() if o.stages == frozenset({"graph"})}
-    assert graph_only == set(GRAPH_OPS) | GROUP_OPS | COLLECTIVES
+    assert graph_only == set(GRAPH_OPS) | GROUP_OPS | COLLECTIVES | TRAINING_OPS
     doc = (Path(__file__).resolve().parents[2] / "docs" / "ir.md").read_text()
     headings = [line for line in doc.splitlines() if line.startswith("#")]
-    for name in GRAPH_OPS:
+    for name in GRAPH_OPS + sorted(TRAINING_OPS):
         assert any(f"`{name}`" in h for h in headings), name
     collectives = doc.split("## Collectives (graph stage)", 1)[1].split("\n## ", 1)[0]
     for name in COLLECTIVES:

@@ -32,6 +32,7 @@ from swir.ir.gradient import GradientDecl
 from swir.ir.graph_builder import GraphBuilder
 from swir.ir.types import I64, TensorType
 from swir.ops import BATCH_NORM, RETURN
+from swir.ops.util import attr
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, option
 
 LOSSES = ("cross-entropy", "mse")
@@ -175,7 +176,7 @@ class StepBuilder:
                           new_stats: dict) -> None:
         args = [mapping.get(a, a) for a in inst.args]
         bn = b.create_inst("batch_norm_train", *args,
-                           attrs={"epsilon": inst.attrs.get("epsilon", 1e-5),
+                           attrs={"epsilon": attr(inst, "epsilon"),
                                   "momentum": self.p.bn_momentum})
         mapping[inst.results[0]] = bn.results[0]
         for g, new in zip(inst.args[3:], bn.results[1:]):
