@@ -4,6 +4,8 @@ the level's graph passes (default -O3), then the lowering for what is left.
 
 - ``-O0``: no graph optimisation; every graph op becomes a kernel of its own.
 - ``-O1``: basic operator fusion (swTVM's OPT=1): -dce, then -fuse.
+- Both start with -decompose, which writes the training ops (losses,
+  optimiser steps) with the ops they are made of, so that they fuse.
 - ``-O3``: everything (swTVM's OPT=4): algebraic simplification, constant and
   batch-norm folding, weight layouts, CSE and DCE, then fusion; simplify and
   fold run twice because each exposes work for the other (a folded batch norm
@@ -17,8 +19,8 @@ from __future__ import annotations
 
 OPT_LEVELS: dict[str, list[str]] = {
     "O0": [],
-    "O1": ["dce", "fuse"],
-    "O3": ["simplify", "fold-constants", "fold-batchnorm", "simplify", "fold-constants",
+    "O1": ["decompose", "dce", "fuse"],
+    "O3": ["decompose", "simplify", "fold-constants", "fold-batchnorm", "simplify", "fold-constants",
            "layout", "cse", "dce", "fuse", "cse", "dce"],
 }
 DEFAULT_LEVEL = "O3"
