@@ -149,13 +149,18 @@ class _ModuleChecks:
 
     def batched_ports(self) -> None:
         """A data split cuts every parameter and result of the program's
-        functions along its leading axis (the batch): each must have one."""
+        functions along its leading axis (the batch): each must have one. Of
+        a training step (``carried``), only the data parameters are cut: the
+        carried state and the loss are every rank's whole."""
         called = {i.args[0].callee for i in self.m.walk() if i.isa(CALL)}
         for f in self.m.functions:
             if f.name in called or f.kind != "func" or f.target == "cpe":
                 continue
             ports = [(f"parameter %{p.name}", p.type) for p in f.params] + \
                 [(f"result {i}", t) for i, t in enumerate(f.result_types)]
+            if f.attrs.get("carried"):      # a training step: only its data is cut
+                data = len(f.params) - f.attrs.get("outputs", 0) - len(f.attrs["carried"])
+                ports = ports[:max(data, 0)]
             for what, t in ports:
                 if not isinstance(t, ShapedType) or t.rank == 0:
                     self.error(f"split = \"data\" cuts every parameter and result along its "
