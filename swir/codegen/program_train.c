@@ -18,20 +18,20 @@
 struct train_options {
     const char **inputs;
     long n_inputs, steps;
-    const char *save, *loss_log, *weights, *carried;
+    const char *save, *loss_log, *stats, *weights, *carried;
     char *weights_default, *carried_default;
 };
 
 static void train_usage(FILE *to)
 {
     fprintf(to, "usage: %s --input FILE ... [--steps N] [--save FILE] [--loss-log FILE] "
-                "[--weights FILE] [--carried FILE]\n"
+                "[--stats FILE.json] [--weights FILE] [--carried FILE]\n"
                 "Trains: --steps training steps (default 1); step s reads batch s mod B of "
                 "each\n--input (one per data parameter, in order; a FILE named *.npy is a "
                 "NumPy array,\nany other raw little-endian; each holds B whole batches one "
                 "after another).\n--save writes the trained parameters as the model's "
                 "weights file, --loss-log\none line per step: the step (from 1) and its "
-                "loss.\n", program);
+                "loss; --stats (make emu)\nthe emulation's counters over all the steps.\n", program);
 }
 
 /* `name` in the program's own folder (argv[0]'s), newly allocated. */
@@ -70,6 +70,8 @@ static void parse_train_options(int argc, char **argv, struct train_options *o)
             o->save = v;
         else if (strcmp(a, "--loss-log") == 0)
             o->loss_log = v;
+        else if (strcmp(a, "--stats") == 0)
+            o->stats = v;
         else if (strcmp(a, "--weights") == 0)
             o->weights = v;
         else if (strcmp(a, "--carried") == 0)
@@ -82,6 +84,10 @@ static void parse_train_options(int argc, char **argv, struct train_options *o)
         } else
             fail("unknown option '%s' (see --help)", a);
     }
+#ifndef SWIR_EMU
+    if (o->stats != NULL)
+        fail("--stats needs the emulation build (make emu)");
+#endif
     if (o->weights == NULL)     /* default: weights.bin and carried.bin beside the program */
         o->weights = o->weights_default = beside_program(argv[0], "weights.bin");
     if (o->carried == NULL)
@@ -172,10 +178,14 @@ static void check_replicas(void **state, long step)
     check_mpi(MPI_Allreduce(mine, all, 2 * N_CARRIED, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce of the carried values' hashes");
     for (long k = 0; k < N_CARRIED; k++)
-        if (all[2 * k] != -all[2 * k + 1])
+        if (all[2 * k] != -all[2 * k + 1]) {
+            /* Every rank knows: rank 0 reports it once, its MPI_Abort ends the others. */
+            if (!ROOT)
+                MPI_Barrier(MPI_COMM_WORLD);
             fail("after step %ld the ranks hold different values of %s (carried state %ld): "
                  "the step must leave every rank the same parameters", step, carried_ports[k].name,
                  k + 1);
+        }
 #else
     (void)state;
     (void)step;
@@ -249,8 +259,8 @@ static unsigned char *load_carried(FILE *file, const char *path, void **state)
 static const struct port carried_file_port = {"carried", "bytes", SWIR_CARRIED_BYTES, "|u1",
                                               0, NULL};
 
-/* --save and --loss-log: checked before the steps (rank 0 writes them),
- * neither a .npy file. */
+/* --save, --loss-log and --stats: checked before the steps (rank 0 writes
+ * them); the first two are not .npy files. */
 static long check_train_outputs(const struct train_options *opt, struct output *outs,
                                 struct port *ports)
 {
@@ -273,6 +283,9 @@ static long check_train_outputs(const struct train_options *opt, struct output *
         outs[n].port = &ports[n];
         n++;
     }
+    if (ROOT && opt->stats != NULL)
+        check_output(&outs[n], opt->stats);
+    n += opt->stats != NULL;            /* its port: NULL, the emulation's counters */
     if (ROOT)
         check_distinct(outs, n);
     return n;
@@ -291,7 +304,6 @@ int main(int argc, char **argv)
     (void)print_results;
     (void)read_share;
     (void)collect_output;
-    (void)ranks_stats;
     (void)npy_data_offset;
     program = argc > 0 ? argv[0] : "program";
     SWIR_PROGRAM(program);
@@ -347,7 +359,11 @@ int main(int argc, char **argv)
             draw_progress(s + 1, opt.steps, losses[s]);
     }
     char *log = NULL;
+    if (opt.stats != NULL)
+        ranks_stats((int)opt.steps);
     for (long i = 0; i < n_outs; i++) {
+        if (outs[i].port == NULL)
+            continue;
         struct port *p = &out_ports[i];
         if (strcmp(p->name, "trained weights") == 0) {
             p->bytes = SWIR_SAVED_BYTES;
@@ -357,7 +373,7 @@ int main(int argc, char **argv)
         }
     }
     if (ROOT)
-        write_outputs(outs, n_outs, 1);
+        write_outputs(outs, n_outs, (int)opt.steps);
     athread_halt();
     end_ranks();
     for (long i = 0; i < N_INPUTS; i++) {
