@@ -9,7 +9,8 @@ result (after every pass with --verify-each), then writes DIR: main.c, layers.h,
 layers_slave.c, Makefile, weights.bin and the emulation runtime in emu/.
 ``make -C DIR`` builds for Sunway with sw5cc, ``make -C DIR emu`` for this
 machine. DIR is written completely or not at all; an existing DIR is replaced
-only with --force.
+only with --force. With --train, the entry function is a training step and
+the program trains (docs/codegen.md, "Training programs").
 """
 
 from __future__ import annotations

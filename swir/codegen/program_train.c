@@ -318,7 +318,7 @@ int main(int argc, char **argv)
     long n_outs = check_train_outputs(&opt, outs, out_ports);
     /* Every rank opens and checks every file itself (an error they all meet
      * is printed once: program_ranks.c's all_checked). */
-    long batches = 0;
+    long batches = N_INPUTS == 0;       /* a step without data: one "batch" of nothing */
     for (long i = 0; i < N_INPUTS; i++) {
         what[i] = input_what(i, &input_ports[i]);
         data[i] = open_batches(opt.inputs[i], &input_ports[i], what[i]);

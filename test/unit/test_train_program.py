@@ -276,3 +276,41 @@ def test_two_ranks_equal_one_rank_on_the_whole_batch(lin, tmp_path):
     assert r.returncode != 0 and len(lines) == 1, r.stderr      # rank 0 says it once
     assert "after step 1 the ranks hold different values of @w (carried state 1)" in lines[0]
     assert not (tmp_path / "bad.weights").exists()
+
+
+QUADRATIC = """module "quad"
+stage graph
+
+global @w : <2 x 2 x f32> = dense<[[1.0, -2.0], [3.0, 0.5]]>
+
+func @main(%w0: <2 x 2 x f32>) -> (<f32>, <2 x 2 x f32>) attributes {carried = [@w]} {
+'entry:
+  %sq = mul %w0, %w0 : <2 x 2 x f32>
+  %loss = reduce_sum %sq {axes = [0, 1], keepdims = false} : <f32>
+  %k = const dense<0.75> : <2 x 2 x f32>
+  %w1 = mul %w0, %k : <2 x 2 x f32>
+  return %loss, %w1
+}
+"""
+
+
+def test_a_step_without_data_from_a_dense_state(tmp_path):
+    """No data parameter, a rank-0 loss, a non-splat dense first value (in
+    carried.bin, after the weights file, here none): each step scales w by
+    0.75, so the loss (the sum of squares) by 0.5625. Nothing to --save."""
+    (tmp_path / "quad.swir").write_text(QUADRATIC)
+    r = swir_cg("--train", tmp_path / "quad.swir", "-o", tmp_path / "proj")
+    assert r.returncode == 0, r.stderr
+    program = emulate.build(tmp_path / "proj", "quad")
+    log = tmp_path / "loss.txt"
+    r = subprocess.run([str(program), "--steps", "3", "--loss-log", str(log)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    steps, losses = read_log(log)
+    # Exact: every product is a short binary fraction; the log's 9 digits read back to the f32.
+    assert steps == [1, 2, 3]
+    np.testing.assert_array_equal(np.float32(losses),
+                                  np.float32([14.25, 14.25 * 0.5625, 14.25 * 0.5625 ** 2]))
+    one_line_error(subprocess.run([str(program), "--save", str(tmp_path / "w")],
+                                  capture_output=True, text=True, timeout=60),
+                   "--save: no carried value comes from a weights file")
