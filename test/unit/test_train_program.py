@@ -86,6 +86,22 @@ func @main(%x: <{batch} x 3 x f32>, %y: <{batch} x 1 x f32>, %w0: <3 x 1 x f32>,
 """
 
 
+QUADRATIC = """module "quad"
+stage graph
+
+global @w : <2 x 2 x f32> = dense<[[1.0, -2.0], [3.0, 0.5]]>
+
+func @main(%w0: <2 x 2 x f32>) -> (<f32>, <2 x 2 x f32>) attributes {carried = [@w]} {
+'entry:
+  %sq = mul %w0, %w0 : <2 x 2 x f32>
+  %loss = reduce_sum %sq {axes = [0, 1], keepdims = false} : <f32>
+  %k = const dense<0.75> : <2 x 2 x f32>
+  %w1 = mul %w0, %k : <2 x 2 x f32>
+  return %loss, %w1
+}
+"""
+
+
 def write_data(d: Path) -> tuple[np.ndarray, np.ndarray]:
     """lin.weights (w, b, then a frozen tensor) and 3 batches of 4 rows."""
     (d / "lin.weights").write_bytes(W0.tobytes() + B0.tobytes() + FROZEN.tobytes())
@@ -219,6 +235,22 @@ def test_without_carried_train_is_one_line_error(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("old, new, message", [
+    ("carried = [@w]", "carried = [@nope]", "@main carries @nope, which is not a global"),
+    ("carried = [@w]", "carried = 3", "'carried' must be a list of globals"),
+    ("(<f32>, <2 x 2 x f32>)", "(<2 x f32>, <2 x 2 x f32>)", "the loss, is buf<2 x f32>")])
+def test_a_step_that_does_not_match_its_globals_is_refused(tmp_path, old, new, message):
+    """A located error (the function's line under it), exit 1, no project."""
+    source = QUADRATIC.replace(old, new)
+    if "<2 x f32>, " in new:
+        source = source.replace("%loss = reduce_sum %sq {axes = [0, 1], keepdims = false} : <f32>",
+                                "%loss = reduce_sum %sq {axes = [0], keepdims = false} : <2 x f32>")
+    (tmp_path / "m.swir").write_text(source)
+    r = swir_cg("--train", tmp_path / "m.swir", "-o", tmp_path / "out")
+    assert r.returncode == 1 and message in r.stderr.splitlines()[0], r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
 def test_a_terminal_gets_a_progress_bar(lin, tmp_path):
     program, d = lin
     main, other = pty.openpty()
@@ -276,22 +308,6 @@ def test_two_ranks_equal_one_rank_on_the_whole_batch(lin, tmp_path):
     assert r.returncode != 0 and len(lines) == 1, r.stderr      # rank 0 says it once
     assert "after step 1 the ranks hold different values of @w (carried state 1)" in lines[0]
     assert not (tmp_path / "bad.weights").exists()
-
-
-QUADRATIC = """module "quad"
-stage graph
-
-global @w : <2 x 2 x f32> = dense<[[1.0, -2.0], [3.0, 0.5]]>
-
-func @main(%w0: <2 x 2 x f32>) -> (<f32>, <2 x 2 x f32>) attributes {carried = [@w]} {
-'entry:
-  %sq = mul %w0, %w0 : <2 x 2 x f32>
-  %loss = reduce_sum %sq {axes = [0, 1], keepdims = false} : <f32>
-  %k = const dense<0.75> : <2 x 2 x f32>
-  %w1 = mul %w0, %k : <2 x 2 x f32>
-  return %loss, %w1
-}
-"""
 
 
 def test_a_step_without_data_from_a_dense_state(tmp_path):
