@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -189,6 +190,18 @@ def test_losses_and_saved_weights_equal_the_interpreter(lin, tmp_path):
     # One step is the default.
     r = train(program, d, "--loss-log", tmp_path / "one.txt")
     assert r.returncode == 0 and read_log(tmp_path / "one.txt")[0] == [1]
+
+
+def test_the_c_has_no_backslash_outside_comments_and_strings(lin):
+    """As test_codegen_names asks of every generated file (main.c's training
+    support, program_train.c, included)."""
+    program, _ = lin
+    for name in ("main.c", "layers.c", "layers_slave.c", "layers_mix.h"):
+        text = (program.parent / name).read_text()
+        code = re.sub(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'", " ",
+                      text, flags=re.DOTALL)
+        assert "\\" not in code, name
+    assert "check_replicas" in (program.parent / "main.c").read_text()
 
 
 def one_line_error(r: subprocess.CompletedProcess, text: str) -> None:
