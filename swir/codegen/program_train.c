@@ -304,7 +304,6 @@ int main(int argc, char **argv)
     (void)print_results;
     (void)read_share;
     (void)collect_output;
-    (void)npy_data_offset;
     program = argc > 0 ? argv[0] : "program";
     SWIR_PROGRAM(program);
     catch_signals();                    /* held until MPI's threads have started */
@@ -318,14 +317,14 @@ int main(int argc, char **argv)
     long n_outs = check_train_outputs(&opt, outs, out_ports);
     /* Every rank opens and checks every file itself (an error they all meet
      * is printed once: program_ranks.c's all_checked). */
-    long batches = N_INPUTS == 0;       /* a step without data: one "batch" of nothing */
+    long n_batches = N_INPUTS == 0;     /* a step without data: one "batch" of nothing */
     for (long i = 0; i < N_INPUTS; i++) {
         what[i] = input_what(i, &input_ports[i]);
         data[i] = open_batches(opt.inputs[i], &input_ports[i], what[i]);
-        if (i > 0 && data[i].count != batches)
+        if (i > 0 && data[i].count != n_batches)
             fail("%s '%s' holds %ld batches; input 1 holds %ld (the inputs are read "
-                 "together, batch by batch)", what[i], opt.inputs[i], data[i].count, batches);
-        batches = data[i].count;
+                 "together, batch by batch)", what[i], opt.inputs[i], data[i].count, n_batches);
+        n_batches = data[i].count;
     }
     FILE *weights_file = open_input(opt.weights, &weights_port, "weights file", 0);
     FILE *carried_file = open_input(opt.carried, &carried_file_port, "carried state file", 0);
@@ -346,7 +345,8 @@ int main(int argc, char **argv)
     int bar = ROOT && isatty(2);
     for (long s = 0; s < opt.steps; s++) {
         for (long i = 0; i < N_INPUTS; i++)
-            read_batch(&data[i], in[i], &input_ports[i], s % batches, opt.inputs[i], what[i]);
+            read_batch(&data[i], in[i], &input_ports[i], s % n_batches, opt.inputs[i],
+                       what[i]);
         swir_run(in, out);
         losses[s] = (double)*(const swir_loss *)out[0];
         for (long k = 0; k < N_CARRIED; k++) {     /* the new values: the next parameters */
@@ -361,7 +361,7 @@ int main(int argc, char **argv)
     char *log = NULL;
     if (opt.stats != NULL)
         ranks_stats((int)opt.steps);
-    for (long i = 0; i < n_outs; i++) {
+    for (long i = 0; ROOT && i < n_outs; i++) {     /* rank 0 writes them */
         if (outs[i].port == NULL)
             continue;
         struct port *p = &out_ports[i];
