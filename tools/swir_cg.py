@@ -9,7 +9,8 @@ result (after every pass with --verify-each), then writes DIR: main.c, layers.h,
 layers_slave.c, Makefile, weights.bin and the emulation runtime in emu/.
 ``make -C DIR`` builds for Sunway with sw5cc, ``make -C DIR emu`` for this
 machine. DIR is written completely or not at all; an existing DIR is replaced
-only with --force.
+only with --force. With --train, the entry function is a training step and
+the program trains (docs/codegen.md, "Training programs").
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from swir import __version__, cache
 from swir.codegen.names import file_stem
 from swir.codegen.project import Options as CodegenOptions
 from swir.codegen.project import WriteError, check_project_dir, generate, write_project
-from swir.ir.core import FileInit, Module
+from swir.analysis.calling import carried_names
+from swir.ir.core import FileInit, Function, Module
 from swir.parser import parse_module, read_source
 from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
 from swir.passes.pipelines import (
@@ -81,6 +83,9 @@ def usage(target: Target) -> str:
               "  --no-simd                  write every CPE loop nest as scalar C (no floatv4 / "
               "doublev4 micro-kernels)",
               "  --stats                    report each pass's statistics",
+              "  --train                    a training program: the entry function is a "
+              "training step (attributes {carried = [...]}); the program runs --steps of it "
+              "over batches and can --save the trained weights (docs/codegen.md)",
               "  -j N, --jobs N             processes planning loop nests and measuring "
               "trial lowerings at once (default: the cores; the C is the same for any N)",
               "  --cache-dir DIR            keep plan searches and trial measurements in DIR "
@@ -103,6 +108,8 @@ def usage(target: Target) -> str:
     lines += pass_option_lines(target)
     lines += ["", "Build: make -C DIR (Sunway, sw5cc) or make -C DIR emu (this machine).",
               "Run:   DIR/NAME_emu --input FILE ... --output FILE ... [--stats FILE.json]",
+              "       (--train: DIR/NAME_emu --input FILE ... --steps N --save FILE "
+              "--loss-log FILE)",
               "       (--ranks N: mpirun -np N --oversubscribe DIR/NAME_emu ..., or make -C DIR "
               "emu-run ARGS='...')"]
     return "\n".join(lines) + "\n"
@@ -159,6 +166,7 @@ class Command:
         self.time_passes = self.verify_each = False
         self.cache_dir: str | None = None
         self.simd = True
+        self.train = False
         self.func = "main"
         self.level = DEFAULT_LEVEL
         self.globals: dict[str, tuple[str, int]] = {}
@@ -209,6 +217,8 @@ def parse_args(argv: list[str]) -> Command:
             c.quiet = True
         elif a == "--no-simd":
             c.simd = False
+        elif a == "--train":
+            c.train = True
         elif a == "--target" or a.startswith("--target="):
             c.target, after = target_option(PROG, argv, i)
             if not c.target.codegen:
@@ -260,6 +270,25 @@ def check_ranks(module: Module, c: Command) -> None:
                          "given to a graph-stage module (-distribute splits it there)")
     c.globals.pop("ranks", None)
     c.globals.pop("split", None)
+
+
+def check_training(module: Module, c: Command) -> None:
+    """--train: the entry function is a training step (its ``carried``
+    attribute), and a module for several ranks was split by the batch before
+    (-distribute would cut the carried state too)."""
+    if not c.train:
+        return
+    f = module.lookup(c.func)
+    if not isinstance(f, Function):
+        return                  # the generator reports a missing entry function
+    if not carried_names(f):
+        raise UsageError(f"--train: @{f.name} has no 'carried' attribute, so it is not a "
+                         "training step (attributes {carried = [@w, @b, ...]}: the globals "
+                         "its last parameters carry)")
+    if c.ranks is not None:
+        raise UsageError("--train --ranks: a training step is shared over ranks in the IR "
+                         "(stage ... {ranks = N, split = \"data\"}, with the allreduce of its "
+                         "gradients); give that module without --ranks")
 
 
 def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
@@ -337,6 +366,7 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"{name} was planned for the {planned.title} (its target attribute); "
                          "swir-cg writes code for the SW26010 only")
     check_ranks(module, c)
+    check_training(module, c)
     keep = read_files(c.input, module)
     if c.output is not None:       # before the (possibly long) pipeline
         project_dir(c.output, c.force, keep)
@@ -365,7 +395,8 @@ def main(argv: list[str]) -> int:
     progress.begin("generating C")
     try:
         files = generate(module, CodegenOptions(entry=c.func, source=name,
-                                                ldm_reserve=ldm_reserve(passes), simd=c.simd))
+                                                ldm_reserve=ldm_reserve(passes), simd=c.simd,
+                                                train=c.train))
         assert c.output is not None
         write_project(files, c.output, c.force, keep)
     except WriteError as e:

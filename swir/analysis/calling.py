@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from swir.diagnostics import Diagnostic
-from swir.ir.core import Access, Apply, FuncParam, Function, Instruction, Module, Value
+from swir.ir.core import (Access, Apply, FuncParam, Function, Instruction, Module, SymbolRef,
+                          Value)
 from swir.ir.types import Type
 from swir.ops import CALL, SPAWN
 
@@ -121,6 +122,24 @@ def output_count(f: Function) -> int:
         raise Diagnostic(f"@{f.name}: 'outputs' must be an integer in [0, {len(f.params)}], "
                          f"got {n!r}", f.loc)
     return n
+
+
+def carried_names(f: Function) -> tuple[str, ...]:
+    """A training step's ``carried = [@g0, @g1, ...]`` attribute: its last
+    len(carried) parameters start as those globals and its results 1.. are
+    their new values (docs/codegen.md, "Training programs"); () when absent."""
+    names = f.attrs.get("carried", ())
+    if not isinstance(names, tuple) or not all(isinstance(n, SymbolRef) for n in names):
+        raise Diagnostic(f"@{f.name}: 'carried' must be a list of globals ([@w, @b]), got "
+                         f"{names!r}", f.loc)
+    return names
+
+
+def module_carried(module: Module) -> set[str]:
+    """The globals some function of the module carries: kept though no op
+    reads them (a malformed ``carried`` keeps nothing: the generator reports it)."""
+    return {n for f in module.functions if isinstance(f.attrs.get("carried"), tuple)
+            for n in f.attrs["carried"] if isinstance(n, SymbolRef)}
 
 
 def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:

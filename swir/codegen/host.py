@@ -15,6 +15,7 @@ from swir.codegen import scalar, templates
 from swir.codegen.body import BodyEmitter
 from swir.codegen.layout import Layout, param_type, unused
 from swir.codegen.names import Scope, c_string, comment_text
+from swir.codegen.train import TrainingStep
 from swir.diagnostics import Diagnostic
 from swir.ir.constants import dense_array, global_array, global_ranks
 from swir.ir.core import ArrayInit, Dense, FileInit, Function, Successor
@@ -134,7 +135,8 @@ class HostCode:
                 own.append((n, g))
         return templates.buffers_code(decls, placed, own, size, c_string)
 
-    def main_c(self, host_functions: list[C.Function], constants: str) -> str:
+    def main_c(self, host_functions: list[C.Function], constants: str,
+               training: TrainingStep | None = None) -> str:
         lay = self.layout
         f = lay.entry
         n_out = output_count(f)
@@ -148,5 +150,5 @@ class HostCode:
                               "outputs."),
             constants=constants, buffers=self._buffers(), functions=host_functions,
             entry=entry_name, entry_name=f.name, inputs=inputs, outputs=outputs, results=list(f.result_types),
-            c_string=c_string, ranks=lay.ranks)
+            c_string=c_string, ranks=lay.ranks, training=training)
 

@@ -40,6 +40,8 @@ class Layout:
             if "ranks" in module.attrs else None
         if self.ranks is not None:
             self.scope.reserve(*templates.RANKS_NAMES, inner=False)
+        if options.train:           # the training program's main() and tables
+            self.scope.reserve(*templates.TRAIN_NAMES, inner=False)
         self.reply_words = 0
         self.uses_simd = False      # a kernel has vector code: layers_slave.c includes simd.h
         # CPE run-time error sites (message, function), numbered from 1: a CPE

@@ -170,12 +170,14 @@ static const char *npy_field(const char *header, const char *key)
  * it allocated) leaves no leak for LeakSanitizer to report. */
 static char *npy_header;
 
-/* Check that an open .npy file holds the port's dtype in C order with the
- * port's shape (dimensions of size 1 aside: (3, 224, 224) fills
- * (1, 3, 224, 224)); return the offset of its data. The header is the
- * file's: every read stays inside its text, whatever it holds (a key at its
- * very end, a value without quotes, a shape without its ')'). */
-static long npy_data_offset(FILE *f, const char *path, const struct port *p, const char *what)
+/* Read an open .npy file's header: check that it holds the port's dtype in
+ * C order, put its shape in dims[0..*rank) (at most 64 dimensions) and its
+ * text in *shape_text (from '(' on, for messages); return the offset of its
+ * data. The header is the file's: every read stays inside its text, whatever
+ * it holds (a key at its very end, a value without quotes, a shape without
+ * its ')'). */
+static long npy_read_header(FILE *f, const char *path, const struct port *p, const char *what,
+                            long dims[64], int *rank_out, const char **shape_text)
 {
     unsigned char magic[8], n[4] = {0};
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "\x93NUMPY", 6) != 0)
@@ -216,31 +218,66 @@ static long npy_data_offset(FILE *f, const char *path, const struct port *p, con
     }
     if (strncmp(order, "False", 5) != 0)
         fail("%s '%s' is in Fortran order; write it in C order", what, path);
-    long dims[64];
     int rank = 0;
     for (const char *s = shape + 1; *s != ')';) {
         char *end;
         long d = strtol(s, &end, 10);
         if (end == s || d < 0 || rank == 64)
             fail("%s '%s': malformed .npy shape", what, path);
-        if (d != 1)
-            dims[rank++] = d;
+        dims[rank++] = d;
         s = end;
         while (*s == ' ' || *s == ',' || *s == 'L')
             s++;
     }
-    int want = 0, same = 1;
-    for (int i = 0; i < p->rank; i++)
-        if (p->shape[i] != 1)
-            same &= want < rank && dims[want++] == p->shape[i];
-    if (!same || want != rank) {
-        const char *close = strchr(shape, ')');
-        int n = close != NULL && close - shape < 200 ? (int)(close - shape + 1) : 0;
-        fail("%s '%s' has shape %.*s; expected the shape of %s", what, path, n, shape, p->type);
-    }
-    free(header);
-    npy_header = NULL;
+    *rank_out = rank;
+    *shape_text = shape;
     return start + (long)length;
+}
+
+/* Whether dims[0..rank) and shape[0..n) are one shape, dimensions of size 1
+ * aside: (3, 224, 224) fills (1, 3, 224, 224). */
+static int same_shape(const long *dims, int rank, const long *shape, int n)
+{
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < rank && dims[i] == 1)
+            i++;
+        while (j < n && shape[j] == 1)
+            j++;
+        if (i == rank || j == n)
+            return i == rank && j == n;
+        if (dims[i++] != shape[j++])
+            return 0;
+    }
+}
+
+/* The header's shape text for a message: up to its ')' (at most 200 bytes). */
+static int shape_text_length(const char *shape)
+{
+    const char *close = strchr(shape, ')');
+    return close != NULL && close - shape < 200 ? (int)(close - shape + 1) : 0;
+}
+
+/* The header read, its text freed. */
+static void npy_done(void)
+{
+    free(npy_header);
+    npy_header = NULL;
+}
+
+/* Check that an open .npy file holds the port's dtype in C order with the
+ * port's shape (dimensions of size 1 aside); return the offset of its data. */
+static long npy_data_offset(FILE *f, const char *path, const struct port *p, const char *what)
+{
+    long dims[64];
+    int rank;
+    const char *shape;
+    long start = npy_read_header(f, path, p, what, dims, &rank, &shape);
+    if (!same_shape(dims, rank, p->shape, p->rank))
+        fail("%s '%s' has shape %.*s; expected the shape of %s", what, path,
+             shape_text_length(shape), shape, p->type);
+    npy_done();
+    return start;
 }
 
 /* Open an input and check its size: exactly the port's bytes (after the

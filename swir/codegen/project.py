@@ -7,6 +7,7 @@ generation, 000_ba374e17f4714793.txt Section IV, Fig. 2).
     layers_slave.c  CPE: one function per kernel, LDM buffers, DMA
     Makefile        sw5cc for Sunway (default), `make emu` for the host
     weights.bin     the constants main.c loads (size checked)
+    carried.bin     with --train: the carried state's first values (swir/codegen/train.py)
     emu/            swir's athread emulation runtime (for `make emu`)
 
 :func:`generate` returns the files as bytes; nothing is written until every
@@ -20,7 +21,7 @@ import stat
 from importlib import resources
 from pathlib import Path
 
-from swir.codegen import templates
+from swir.codegen import templates, train
 from swir.codegen.cpe import CPECode
 from swir.codegen.host import HostCode
 from swir.codegen.layout import Layout
@@ -122,21 +123,34 @@ class Project:
         slave = CPECode(lay).slave_c()  # first: it decides the reply words and LDM frames
         host_functions = [host.function(f) for f in reversed(lay.host_funcs)]
         weights, constants = host.constants()
+        training = self._training()
         out = {
             "layers_mix.h": para.mix_h(),
             "layers.h": para.layers_h(),
             "layers.c": para.layers_c(),
             "layers_slave.c": slave,
-            "main.c": host.main_c(host_functions, constants),
+            "main.c": host.main_c(host_functions, constants, training),
             "Makefile": self._makefile(),
         }
         files = {k: v.encode("utf-8") for k, v in out.items()}
         files[WEIGHTS_FILE] = weights
+        if training is not None:
+            files[train.CARRIED_FILE] = training.blob
         runtime = resources.files("swir.codegen") / "runtime"
         for name in RUNTIME_FILES:
             files[f"emu/{name}"] = (runtime / name).read_bytes()
         files[f"emu/{TARGET_HEADER}"] = SW26010.c_defines().encode("utf-8")
         return files
+
+    def _training(self) -> train.TrainingStep | None:
+        """The entry function as a training step (Options.train), else None."""
+        if not self.opt.train:
+            return None
+        if self.layout.ranks is not None and self.layout.ranks.split != "data":
+            raise Diagnostic("swir-cg --train: training runs data-parallel; this module's "
+                             f"ranks share it by {self.layout.ranks.split} (split = \"data\" "
+                             "is needed)", self.m.loc)
+        return train.training_step(self.m, self.layout.entry, Path(self.opt.source).parent)
 
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:

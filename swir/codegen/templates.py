@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
-from swir.codegen import scalar
+from swir.codegen import scalar, train
 from swir.codegen import c_ast as C
+from swir.codegen.train import TrainingStep
 from swir.codegen.names import comment_text, display_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
@@ -193,6 +194,9 @@ RANKS_SUPPORT = resources.files("swir.codegen").joinpath("program_ranks.c") \
 # (The generated parts of main.c name their own macros and locals swir_...,
 # SWIR_..., which no model name takes.)
 NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", SUPPORT + MAIN))
+TRAIN_NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", train.MAIN)) | {
+    "N_CARRIED", "SWIR_CARRIED_BYTES", "SWIR_SAVED_BYTES", "swir_loss", "carried_ports",
+    "carried_at", "carried_saved", "fill_carried"}
 RANKS_NAMES = frozenset(re.findall(r"[A-Za-z_]\w*", RANKS_SUPPORT))
 
 
@@ -370,14 +374,19 @@ class Ranks:
 
 def main_c(header: str, constants: str, buffers: str, functions: list[C.Function], entry: str,
            entry_name: str, inputs: list[FuncParam], outputs: list[FuncParam], results: list[Type],
-           c_string: Callable[[str], str], ranks: Ranks | None = None) -> str:
+           c_string: Callable[[str], str], ranks: Ranks | None = None,
+           training: TrainingStep | None = None) -> str:
     """main.c: the fixed program (SUPPORT, MAIN) around what the model
     decides: its ports, constants, buffers, host functions and the call of
     its entry function (``swir_run``, which MAIN calls). With ``ranks``, an
-    MPI program (RANKS_SUPPORT)."""
+    MPI program (RANKS_SUPPORT). With ``training``, the training program
+    (swir/codegen/train.py): the ports are the data parameters (a data split
+    shares their batch) and the loss and new state (every rank's whole)."""
     whole = ranks.whole if ranks is not None else (lambda t: t)
-    in_ports = [_port(whole(p.type), p.name or f"arg{p.index}", c_string) for p in inputs]
-    out_ports = [_port(whole(p.type), p.name or f"arg{p.index}", c_string) for p in outputs]
+    data = inputs if training is None else training.data
+    in_ports = [_port(whole(p.type), p.name or f"arg{p.index}", c_string) for p in data]
+    out_whole = whole if training is None else (lambda t: t)
+    out_ports = [_port(out_whole(p.type), p.name or f"arg{p.index}", c_string) for p in outputs]
     out_ports += [_port(t, f"result {i}", c_string) for i, t in enumerate(results)]
     call = C.ExprStmt(C.call(entry, *_entry_args(inputs, outputs, results)))
     unused = [C.ExprStmt(C.Cast(C.VOID, C.Id(name)))
@@ -392,12 +401,14 @@ def main_c(header: str, constants: str, buffers: str, functions: list[C.Function
              C.Line(f"#define N_OUTPUTS {len(out_ports)}")]
     functions_text = "\n".join(f.text() for f in functions)
     mpi = (ranks.defines(), RANKS_SUPPORT) if ranks is not None else ("", "")
+    carried, main = ("", MAIN) if training is None else (
+        train.carried_code(training, lambda t, n: _port(t, n, c_string)), train.MAIN)
     return (f"{header}\n{MAIN_INCLUDES}\n{mpi[0]}\n{SUPPORT}\n{mpi[1]}\n{C.render(ports)}\n"
             f"{_port_array('input_ports', in_ports)}\n"
             f"{_port_array('output_ports', out_ports)}\n\n"
-            f"{constants}\n{buffers}\n{_HOST_BANNER}\n\n"
+            f"{constants}\n{carried}{buffers}\n{_HOST_BANNER}\n\n"
             + "\n".join(f.prototype() for f in functions)
-            + f"\n\n{functions_text}\n{run.text()}\n{MAIN}")
+            + f"\n\n{functions_text}\n{run.text()}\n{main}")
 
 
 _HOST_BANNER = "/* ---- The host functions (MPE) ------------------------------------------ */"

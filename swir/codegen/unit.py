@@ -27,6 +27,9 @@ class Options:
     # CPE loop nests as vector micro-kernels (swir/codegen/vector.py); False:
     # every nest scalar, as before (swir-cg --no-simd)
     simd: bool = True
+    # The training program (swir-cg --train, swir/codegen/train.py): main()
+    # runs the entry function, a training step, over batches
+    train: bool = False
 
 
 class Unit(Protocol):

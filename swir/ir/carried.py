@@ -18,11 +18,14 @@ def carried_globals(f: Function) -> tuple[str, ...]:
 
 
 def replicated_ports(f: Function) -> tuple[set[int], set[int]]:
-    """(parameter indices, result indices) that a data split does not cut."""
+    """(parameter indices, result indices) that a data split does not cut: the
+    carried parameters and every result (from the loop stage on, the output
+    buffers after the carried parameters)."""
     k = len(carried_globals(f))
     if not k:
         return set(), set()
-    return set(range(len(f.params) - k, len(f.params))), set(range(len(f.result_types)))
+    data = len(f.params) - f.attrs.get("outputs", 0) - k
+    return set(range(max(data, 0), len(f.params))), set(range(len(f.result_types)))
 
 
 def carried_error(f: Function, module: Module, graph: bool) -> str | None:

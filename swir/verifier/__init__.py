@@ -151,7 +151,9 @@ class _ModuleChecks:
 
     def batched_ports(self) -> None:
         """A data split cuts every parameter and result of the program's
-        functions along its leading axis (the batch): each must have one."""
+        functions along its leading axis (the batch): each must have one. Of
+        a training step (``carried``), only the data parameters are cut: the
+        carried state and the loss are every rank's whole."""
         called = {i.args[0].callee for i in self.m.walk() if i.isa(CALL)}
         for f in self.m.functions:
             if f.name in called or f.kind != "func" or f.target == "cpe":

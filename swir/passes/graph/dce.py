@@ -3,12 +3,13 @@
 Fused groups are pure: an unused ``fused`` op goes, dead ops inside a group's
 region go, and then the group's operands that nothing inside reads. At the
 graph stage a ``global`` nothing reads any more goes too (the weights that
-folding replaced)."""
+folding replaced), except the globals a training step carries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from swir.analysis.calling import module_carried
 from swir.ir.core import Instruction, Module
 from swir.ir.fused import drop_unused_inputs
 from swir.ops import FUSED
@@ -41,7 +42,10 @@ class DeadCodeElimination(Pass):
             removed += 1
             worklist.extend(p for p in producers if is_trivially_dead(p))
         dropped = sum(drop_unused_inputs(i) for i in module.walk() if i.isa(FUSED))
-        unread = [g for g in module.globals if not g.has_uses] if module.stage == "graph" else []
+        # A training step's carried globals are its state's first values (no op reads them).
+        kept = module_carried(module)
+        unread = [g for g in module.globals if not g.has_uses and g.name not in kept] \
+            if module.stage == "graph" else []
         for g in unread:
             module.remove(g)
         if unread:
