@@ -135,13 +135,6 @@ def carried_names(f: Function) -> tuple[str, ...]:
     return names
 
 
-def module_carried(module: Module) -> set[str]:
-    """The globals some function of the module carries: kept though no op
-    reads them (a malformed ``carried`` keeps nothing: the generator reports it)."""
-    return {n for f in module.functions if isinstance(f.attrs.get("carried"), tuple)
-            for n in f.attrs["carried"] if isinstance(n, SymbolRef)}
-
-
 def io_signature(f: Function) -> tuple[list[FuncParam], list[Type]]:
     """What running f from outside takes and gives: the parameters bound to
     arguments, and the types of the results.

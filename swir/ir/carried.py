@@ -17,6 +17,13 @@ def carried_globals(f: Function) -> tuple[str, ...]:
     return tuple(f.attrs.get("carried", ()))
 
 
+def module_carried(module: Module) -> set[str]:
+    """The globals some function of the module carries: kept though no op
+    reads them (a malformed ``carried`` keeps nothing: the verifier reports it)."""
+    return {n for f in module.functions if isinstance(f.attrs.get("carried"), tuple)
+            for n in f.attrs["carried"] if isinstance(n, SymbolRef)}
+
+
 def replicated_ports(f: Function) -> tuple[set[int], set[int]]:
     """(parameter indices, result indices) that a data split does not cut: the
     carried parameters and every result (from the loop stage on, the output

@@ -249,9 +249,10 @@ def test_without_carried_train_is_one_line_error(tmp_path):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("carried = [@w]", "carried = [@nope]", "@main carries @nope, which is not a global"),
-    ("carried = [@w]", "carried = 3", "'carried' must be a list of globals"),
-    ("(<f32>, <2 x 2 x f32>)", "(<2 x f32>, <2 x 2 x f32>)", "the loss, is buf<2 x f32>")])
+    ("carried = [@w]", "carried = [@nope]", "'carried': @nope is not a global"),
+    ("carried = [@w]", "carried = 3", "'carried' must be a non-empty list of globals"),
+    ("(<f32>, <2 x 2 x f32>)", "(<2 x f32>, <2 x 2 x f32>)",
+     "result 0 of a training step is its loss, one float; got <2 x f32>")])
 def test_a_step_that_does_not_match_its_globals_is_refused(tmp_path, old, new, message):
     """A located error (the function's line under it), exit 1, no project."""
     source = QUADRATIC.replace(old, new)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swir.analysis.calling import module_carried
+from swir.ir.carried import module_carried
 from swir.ir.core import Instruction, Module
 from swir.ir.fused import drop_unused_inputs
 from swir.ops import FUSED
