@@ -3,18 +3,25 @@ PyTorch, exported to ONNX, imported by swir-import, made a training step by
 -train-step, and trained for 20 steps from the same initial weights in both.
 The losses of every step and the final weights must agree within f32
 tolerance, at the graph stage (the interpreter) and compiled under the
-emulation (test_train_program.py runs the compiled program)."""
+emulation (swir-cg --train's program: its loss log and saved weights file)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from swir.codegen import emulate
 from swir.frontend.onnx_import import import_onnx
 from swir.interp.run import run_function
 from swir.ir.constants import global_array
+from swir.ir.core import FileInit
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
+from swir.printer import print_module
 from swir.verifier import verify
 
 from helpers import rng_for
@@ -23,6 +30,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is in the test extra")
 pytest.importorskip("onnx")
 nn = torch.nn
 
+BIN = Path(sys.executable).parent
 STEPS = 20
 BATCH = 8
 
@@ -105,6 +113,26 @@ def train_in_swir(module, folder, xs, ys):
     return losses, dict(zip(names, state))
 
 
+def train_compiled(module, folder, name: str, xs, ys):
+    """(losses, final weights file bytes) of the same steps by the program
+    swir-cg --train writes, run in the emulation."""
+    step = folder / f"{name}_step.swir"
+    step.write_text(print_module(module))
+    r = subprocess.run([str(BIN / "swir-cg"), "-q", "--train", str(step), "-o",
+                        str(folder / "proj")], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    program = emulate.build(folder / "proj", module.name)
+    np.save(folder / "xs.npy", xs.reshape((-1,) + xs.shape[2:]))
+    np.save(folder / "ys.npy", ys.reshape(-1))
+    r = subprocess.run([str(program), "--steps", str(len(xs)), "--input", str(folder / "xs.npy"),
+                        "--input", str(folder / "ys.npy"), "--save", str(folder / "out.weights"),
+                        "--loss-log", str(folder / "loss.txt")],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    losses = [float(line.split()[1]) for line in (folder / "loss.txt").read_text().splitlines()]
+    return losses, folder / "out.weights"
+
+
 def train_in_torch(model, make_opt, xs, ys):
     opt = make_opt(model.parameters())
     losses = []
@@ -144,3 +172,23 @@ def test_training_matches_pytorch(name, opt, tmp_path):
     for n in params:
         np.testing.assert_allclose(final[n], torch_value(model, n), rtol=1e-4, atol=1e-5,
                                    err_msg=n)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_compiled_training_matches_pytorch(name, tmp_path):
+    """The same 20 SGD steps by the compiled training program in the emulation:
+    its loss log and the weights file it saves against PyTorch's."""
+    model, module = exported(name, tmp_path)
+    options, make_opt = OPTIMISERS["sgd"]
+    train_step_module(module, options)
+    xs, ys = _data(name)
+    losses, saved = train_compiled(module, tmp_path, name, xs, ys)
+    want = train_in_torch(model, make_opt, xs, ys)
+    np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
+    blob = saved.read_bytes()
+    for g in module.globals:
+        if not isinstance(g.init, FileInit) or g.name not in module.lookup("main").attrs["carried"]:
+            continue
+        got = np.frombuffer(blob, np.float32, g.type.num_elements, g.init.offset)
+        np.testing.assert_allclose(got.reshape(g.type.shape), torch_value(model, g.name),
+                                   rtol=1e-4, atol=1e-5, err_msg=g.name)
