@@ -66,7 +66,7 @@ def resnet18(nn):
     def block(cin: int, cout: int, stride: int):
         down = None if stride == 1 and cin == cout else nn.Sequential(
             nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-        return BasicBlock(nn, cin, cout, stride, down)
+        return basic_block(nn, cin, cout, stride, down)
     layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
               nn.MaxPool2d(3, 2, 1)]
     cin = 64
@@ -77,21 +77,21 @@ def resnet18(nn):
     return nn.Sequential(*layers)
 
 
-class BasicBlock:
-    def __new__(cls, nn, cin: int, cout: int, stride: int, down):
-        class Block(nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-                self.bn1 = nn.BatchNorm2d(cout)
-                self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-                self.bn2 = nn.BatchNorm2d(cout)
-                self.down = down
+def basic_block(nn, cin: int, cout: int, stride: int, down):
+    """ResNet's BasicBlock (torch is imported only when this benchmark runs)."""
+    class BasicBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = down
 
-            def forward(self, x):
-                y = self.bn2(self.conv2(nn.functional.relu(self.bn1(self.conv1(x)))))
-                return nn.functional.relu(y + (x if self.down is None else self.down(x)))
-        return Block()
+        def forward(self, x):
+            y = self.bn2(self.conv2(nn.functional.relu(self.bn1(self.conv1(x)))))
+            return nn.functional.relu(y + (x if self.down is None else self.down(x)))
+    return BasicBlock()
 
 
 def pytorch(a: argparse.Namespace, work: Path) -> None:
