@@ -1,5 +1,6 @@
 """max_pool2d, avg_pool2d and global_avg_pool2d: loops n, c, oh, ow around the
-window loops kh, kw, reducing through the output buffer.
+window loops kh, kw, reducing through the output buffer; and their gradients
+max_pool2d_grad and avg_pool2d_grad, gathers (see :func:`_gather_nest`).
 
 A pool with padding (or a ceil-mode window that runs past the end padding)
 is one kernel with two loop nests: a pad nest writes the padded input into a
@@ -24,8 +25,10 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.dtypes import lowest as lowest_value  # (the graph kernels pad with it too)
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import padded_input
-from swir.lowering.padding import named_const
+from swir.ir.types import I64
+from swir.lowering.padding import copy_box, fill_box, named_const
 from swir.lowering.rule import lowering
+from swir.ops.gradients import AVG_POOL2D_GRAD, MAX_POOL2D_GRAD
 from swir.ops.graph import AVG_POOL2D, GLOBAL_AVG_POOL2D, MAX_POOL2D
 from swir.ops.semantics import pool_counts  # (the graph kernel's divisor)
 from swir.ops.util import attr
@@ -137,3 +140,158 @@ def lower_global_avg_pool2d(k: KernelBuilder, inst: Instruction, ins: list[Value
 
         k.reduce(y, idx, k.const(0.0, elem), [e for e, _ in red], [nm for _, nm in red],
                  term, finalize=lambda v: k.op("div", v, div))
+
+
+# -- gradients -------------------------------------------------------------------------
+#
+# A window's gradient lands on several input elements, and an input element takes
+# the gradients of several windows: written as a scatter, CPEs sharing the windows
+# would race on the input elements. So each input element gathers instead, as
+# conv_transpose2d does: the windows' values are first placed in a scratch plane
+# ``Z`` with the zero insertion of a transposed convolution, window (oh, ow) at
+# row ``sH*oh + span - top`` (span = dH*(kH-1), likewise for columns), so that
+# the element (h, w) meets the window that covers it at tap (kh, kw) at
+# ``Z[h + span - dH*kh, w + ...]``. Every window starts inside the input or its
+# top / left padding (the shape rule's pad and ceil-mode limits), so ``Z``,
+# (H + span) x (W + span), holds them all and every nest is guard-free.
+
+def _plane(x_shape: tuple[int, ...], span: list[int]) -> tuple[int, ...]:
+    n, c, h, w = x_shape
+    return (n, c, h + span[0], w + span[1])
+
+
+def _taps(kernel_hw: list[int], rivs: list[Value]) -> tuple[Expr, Expr]:
+    """The kernel tap (kh, kw) of a window loop's variables (axes of extent 1
+    have no loop)."""
+    it = iter(rivs)
+    return tuple(Expr.of(next(it)) if e > 1 else Expr.of(0) for e in kernel_hw)
+
+
+def _tap_loops(kernel_hw: list[int]) -> tuple[list[int], list[str]]:
+    red = [(e, nm) for e, nm in zip(kernel_hw, ("kh", "kw")) if e > 1]
+    return [e for e, _ in red], [nm for _, nm in red]
+
+
+def _gather_nest(k: KernelBuilder, out: Value, span: list[int], dilation: list[int],
+                 kernel_hw: list[int], term: Callable[[list[Expr], Expr, Expr], Value]
+                 ) -> None:
+    """``out[n, c, h, w] = sum over kh, kw of term(Z subscript, kh, kw)``, the
+    Z subscript being ``[n, c, h + span - dH*kh, w + span - dW*kw]``."""
+    elem = out.type.element
+    extents, names = _tap_loops(kernel_hw)
+    with k.loops(out.type.shape, ["n", "c", "h", "w"]) as ivs:
+        n, c, y, x = idx = [Expr.of(v) for v in ivs]
+
+        def summand(rivs: list[Value]) -> Value:
+            p, q = _taps(kernel_hw, rivs)
+            at = [n, c, y + span[0] - p * dilation[0], x + span[1] - q * dilation[1]]
+            return term(at, p, q)
+
+        k.reduce(out, idx, k.const(0.0, elem), extents, names, summand)
+
+
+def first_inside(size: int, out: int, k: int, s: int, d: int, p0: int) -> np.ndarray:
+    """Per window along one axis, its first tap inside the input (-1: none, a
+    window of padding only)."""
+    rows = np.arange(out)[:, None] * s - p0 + np.arange(k)[None, :] * d
+    inside = (rows >= 0) & (rows < size)
+    return np.where(inside.any(axis=1), inside.argmax(axis=1), -1)
+
+
+def _first_table(x_shape, out_hw, kern, stride, dilation, pad) -> np.ndarray:
+    """Per window, the flat tap (kh*kW + kw) of its first element inside the
+    input, or -1: where PyTorch's scan starts."""
+    fh = first_inside(x_shape[2], out_hw[0], kern[0], stride[0], dilation[0], pad[0])
+    fw = first_inside(x_shape[3], out_hw[1], kern[1], stride[1], dilation[1], pad[1])
+    flat = fh[:, None] * kern[1] + fw[None, :]
+    return np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, flat).astype(np.int64)
+
+
+def _flat_tap(k: KernelBuilder, p: Expr, q: Expr, kw: int) -> Value:
+    """kh*kW + kw as an i64 value."""
+    def value(e: Expr) -> Value:   # a loop variable, or 0 for an axis without a loop
+        v = e.as_value()
+        return k.op("cast", v, to=I64) if v is not None else k.const(0, I64)
+    row = value(p)
+    if kw > 1:
+        row = k.op("add", k.op("mul", row, named_const(k, kw, I64, "taps_per_row")), value(q))
+    return row
+
+
+@lowering(MAX_POOL2D_GRAD, inputs=("X", "DY"), outputs=("DX",))
+def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
+                          outs: list[Value]) -> None:
+    """Three steps. (1) ``P``: x padded with -inf (as max_pool2d). (2) Per
+    window, PyTorch's scan (the graph kernel's rule): an element wins when it
+    is greater than ``best`` or NaN; ``M`` (i64, in the Z layout, -1 between
+    windows) holds the winning flat tap, starting at the first tap inside the
+    input (table ``F``), and ``G`` the window's dy. (3) The gather: ``dx[n, c,
+    h, w] = sum over kh, kw of (M == kh*kW + kw ? G : 0)`` at the Z subscript."""
+    (x, dy), (dx,) = ins, outs
+    kern, stride, pad, dilation = _pool_attrs(inst, dilated=True)
+    elem = x.type.element
+    span = [dilation[a] * (kern[a] - 1) for a in range(2)]
+    plane = _plane(x.type.shape, span)
+    lowest = named_const(k, float("-inf"), elem, "ninf")
+    zero = k.const(0.0, elem)
+    src = padded_input(k, x, pad, lowest, _extra(x, dy, kern, stride, pad, dilation))
+    winner, grads = k.scratch(plane, I64, "M"), k.scratch(plane, elem, "G")
+    fill_box(k, named_const(k, -1, I64, "none"), winner, [0] * 4, plane)
+    fill_box(k, zero, grads, [0] * 4, plane)
+    base = [0, 0, span[0] - pad[0], span[1] - pad[1]]
+    copy_box(k, dy, [0] * 4, grads, base, dy.type.shape, dst_step=[1, 1] + stride,
+             names=["n", "c", "oh", "ow"])
+    first = k.table(_first_table(x.type.shape, dy.type.shape[2:], kern, stride, dilation,
+                                 pad), I64, "F")
+    best = k.scratch(dy.type.shape, elem, "best")
+    extents, names = _tap_loops(kern)
+    with k.loops(dy.type.shape, ["n", "c", "oh", "ow"]) as ivs:
+        n, c, y, x_ = idx = [Expr.of(v) for v in ivs]
+        at = [n, c, y * stride[0] + base[2], x_ * stride[1] + base[3]]
+        k.store(lowest, best, idx)
+        k.store(k.load(first, [y, x_]), winner, at)
+        with k.loops(extents, names) as rivs:
+            p, q = _taps(kern, rivs)
+            v = k.load(src, [n, c, y * stride[0] + p * dilation[0],
+                             x_ * stride[1] + q * dilation[1]])
+            b = k.load(best, idx)
+            wins = k.op("or", k.op("gt", v, b), k.op("ne", v, v))
+            k.store(k.op("select", wins, v, b), best, idx)
+            k.store(k.op("select", wins, _flat_tap(k, p, q, kern[1]), k.load(winner, at)),
+                    winner, at)
+
+    def term(at: list[Expr], p: Expr, q: Expr) -> Value:
+        hit = k.op("eq", k.load(winner, at), _flat_tap(k, p, q, kern[1]))
+        return k.op("select", hit, k.load(grads, at), zero)
+
+    _gather_nest(k, dx, span, dilation, kern, term)
+
+
+@lowering(AVG_POOL2D_GRAD, inputs=("DY",), outputs=("DX",))
+def lower_avg_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
+                          outs: list[Value]) -> None:
+    """``Z`` = 0, then each window's ``dy / divisor`` (the forward's divisor:
+    the constant window size or the table ``D``) placed in it; then the gather
+    ``dx[n, c, h, w] = sum over kh, kw of Z[n, c, h + kH-1 - kh, w + kW-1 - kw]``."""
+    (dy,), (dx,) = ins, outs
+    kern, stride, pad, dilation = _pool_attrs(inst, dilated=False)
+    elem = dy.type.element
+    h, w = dx.type.shape[2:]
+    oh, ow = dy.type.shape[2:]
+    table = divisor_table(h, w, oh, ow, kern, stride, pad, attr(inst, "count_include_pad"))
+    span = [kern[0] - 1, kern[1] - 1]
+    plane = _plane(dx.type.shape, span)
+    z = k.scratch(plane, elem, "Z")
+    fill_box(k, k.const(0.0, elem), z, [0] * 4, plane)
+    if (table == table.flat[0]).all():
+        size = named_const(k, float(table.flat[0]), elem, "size")
+        divisor = lambda y, x: size
+    else:
+        d = k.table(table.astype(dtype_of(elem)), elem, "D")
+        divisor = lambda y, x: k.load(d, [y, x])
+    with k.loops(dy.type.shape, ["n", "c", "oh", "ow"]) as ivs:
+        n, c, y, x = [Expr.of(v) for v in ivs]
+        share = k.op("div", k.load(dy, [n, c, y, x]), divisor(y, x))
+        k.store(share, z, [n, c, y * stride[0] + span[0] - pad[0],
+                           x * stride[1] + span[1] - pad[1]])
+    _gather_nest(k, dx, span, dilation, kern, lambda at, p, q: k.load(z, at))

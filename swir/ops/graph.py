@@ -241,6 +241,13 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
     _rank(x, 4, "input (N x C x H x W)")
     if is_avg:
         _float(x, "input")
+    return [TensorType(pool_shape(inst, x.shape, is_avg), x.element)]
+
+
+def pool_shape(inst: Instruction, shape: tuple[int, ...], is_avg: bool) -> tuple[int, ...]:
+    """The result shape of max_pool2d, or (``is_avg``) of avg_pool2d, of an
+    N x C x H x W input of ``shape``, by ``inst``'s pooling attributes (checked
+    here); the pooling gradients (swir.ops.gradients) share it."""
     kernel = attr(inst, "kernel", 2)
     stride = attr(inst, "stride", 2)
     pad = attr(inst, "pad", 4)
@@ -248,7 +255,7 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
     ceil_mode = attr(inst, "ceil_mode")
     if is_avg:
         attr(inst, "count_include_pad")
-    n, c, h, w = x.shape
+    n, c, h, w = shape
     out = []
     for axis, size in enumerate((h, w)):
         ek = _extent(kernel[axis], dilation[axis])
@@ -259,7 +266,7 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
                               f"kernel extent {ek}")
         out.append(_window_count(axis, size, kernel[axis], stride[axis], pad[axis],
                                  pad[axis + 2], dilation[axis], ceil_mode))
-    return [TensorType((n, c, out[0], out[1]), x.element)]
+    return (n, c, out[0], out[1])
 
 
 def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:
@@ -668,15 +675,14 @@ _KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0", check=
 _CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)
 _POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
                                     "kernel extent", default=(0, 0, 0, 0), check=_non_negative)
+_COUNT_INCLUDE_PAD = Attr("count_include_pad", "bool",
+                          doc="divide by the window size including padding", default=False)
 MAX_POOL2D = _op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
                  _INPUT, _pool_rule(False), Category.REDUCTION, "MaxPool",
                  (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL), channel_wise=True)
 AVG_POOL2D = _op("avg_pool2d", "2-D average pooling over NCHW.",
                  _INPUT, _pool_rule(True), Category.REDUCTION, "AveragePool",
-                 (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
-                  Attr("count_include_pad", "bool",
-                       doc="divide by the window size including padding", default=False)),
-                 channel_wise=True)
+                 (_KERNEL, _STRIDE, _POOL_PAD, _CEIL, _COUNT_INCLUDE_PAD), channel_wise=True)
 GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
                         _INPUT, _infer_global_avg_pool2d, Category.REDUCTION, "GlobalAveragePool",
                         channel_wise=True)
