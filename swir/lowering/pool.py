@@ -43,8 +43,8 @@ def _overhang(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int) -> 
 
 def _window_nest(k: KernelBuilder, src: Value, out: Value, kernel_hw: list[int],
                  stride: list[int], dilation: list[int], init: Value, combine: str,
-                 finalize: Callable[[list[Expr]], Callable[[Value], Value]] | None = None
-                 ) -> None:
+                 finalize: Callable[[list[Expr]], Callable[[Value], Value]] | None = None,
+                 output: bool = True) -> None:
     """``out[n, c, oh, ow] = combine over kh, kw of src[n, c, sH*oh + dH*kh,
     sW*ow + dW*kw]``, then ``finalize(out subscript)`` applied to the sum;
     window axes of extent 1 have no loop."""
@@ -60,7 +60,7 @@ def _window_nest(k: KernelBuilder, src: Value, out: Value, kernel_hw: list[int],
                                 x * stride[1] + q * dilation[1]])
 
         k.reduce(out, idx, init, [e for e, _ in red], [nm for _, nm in red], term,
-                 combine=combine, finalize=finalize(idx) if finalize else None)
+                 combine=combine, finalize=finalize(idx) if finalize else None, output=output)
 
 
 def _pool_attrs(inst: Instruction, dilated: bool):
@@ -221,12 +221,12 @@ def _flat_tap(k: KernelBuilder, p: Expr, q: Expr, kw: int) -> Value:
 @lowering(MAX_POOL2D_GRAD, inputs=("X", "DY"), outputs=("DX",))
 def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
                           outs: list[Value]) -> None:
-    """Three steps. (1) ``P``: x padded with -inf (as max_pool2d). (2) Per
-    window, PyTorch's scan (the graph kernel's rule): an element wins when it
-    is greater than ``best`` or NaN; ``M`` (i64, in the Z layout, -1 between
-    windows) holds the winning flat tap, starting at the first tap inside the
-    input (table ``F``), and ``G`` the window's dy. (3) The gather: ``dx[n, c,
-    h, w] = sum over kh, kw of (M == kh*kW + kw ? G : 0)`` at the Z subscript."""
+    """PyTorch's scan (the graph kernel's rule) as reductions of one output
+    each, so -ldm-plan can tile and spread every nest: ``P`` = x padded with
+    -inf (as max_pool2d); ``best`` = the window's maximum (NaN if it has one);
+    ``W`` = its winning flat tap (:func:`_winner`); then ``W`` and dy placed in
+    the Z layout (``M``, -1 between windows; ``G``, 0), and the gather
+    ``dx[n, c, h, w] = sum over kh, kw of (M == kh*kW + kw ? G : 0)``."""
     (x, dy), (dx,) = ins, outs
     kern, stride, pad, dilation = _pool_attrs(inst, dilated=True)
     elem = x.type.element
@@ -235,36 +235,60 @@ def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
     lowest = named_const(k, float("-inf"), elem, "ninf")
     zero = k.const(0.0, elem)
     src = padded_input(k, x, pad, lowest, _extra(x, dy, kern, stride, pad, dilation))
+    best = k.scratch(dy.type.shape, elem, "best")
+    _window_nest(k, src, best, kern, stride, dilation, lowest, "max", output=False)
+    won = _winner(k, src, best, dy.type.shape, kern, stride, dilation, pad, x.type.shape)
     winner, grads = k.scratch(plane, I64, "M"), k.scratch(plane, elem, "G")
     fill_box(k, named_const(k, -1, I64, "none"), winner, [0] * 4, plane)
     fill_box(k, zero, grads, [0] * 4, plane)
     base = [0, 0, span[0] - pad[0], span[1] - pad[1]]
-    copy_box(k, dy, [0] * 4, grads, base, dy.type.shape, dst_step=[1, 1] + stride,
-             names=["n", "c", "oh", "ow"])
-    first = k.table(_first_table(x.type.shape, dy.type.shape[2:], kern, stride, dilation,
-                                 pad), I64, "F")
-    best = k.scratch(dy.type.shape, elem, "best")
-    extents, names = _tap_loops(kern)
-    with k.loops(dy.type.shape, ["n", "c", "oh", "ow"]) as ivs:
-        n, c, y, x_ = idx = [Expr.of(v) for v in ivs]
-        at = [n, c, y * stride[0] + base[2], x_ * stride[1] + base[3]]
-        k.store(lowest, best, idx)
-        k.store(k.load(first, [y, x_]), winner, at)
-        with k.loops(extents, names) as rivs:
-            p, q = _taps(kern, rivs)
-            v = k.load(src, [n, c, y * stride[0] + p * dilation[0],
-                             x_ * stride[1] + q * dilation[1]])
-            b = k.load(best, idx)
-            wins = k.op("or", k.op("gt", v, b), k.op("ne", v, v))
-            k.store(k.op("select", wins, v, b), best, idx)
-            k.store(k.op("select", wins, _flat_tap(k, p, q, kern[1]), k.load(winner, at)),
-                    winner, at)
+    for src_, dst in ((won, winner), (dy, grads)):
+        copy_box(k, src_, [0] * 4, dst, base, dy.type.shape, dst_step=[1, 1] + stride,
+                 names=["n", "c", "oh", "ow"])
 
     def term(at: list[Expr], p: Expr, q: Expr) -> Value:
         hit = k.op("eq", k.load(winner, at), _flat_tap(k, p, q, kern[1]))
         return k.op("select", hit, k.load(grads, at), zero)
 
     _gather_nest(k, dx, span, dilation, kern, term)
+
+
+def _winner(k: KernelBuilder, src: Value, best: Value, shape: tuple[int, ...],
+            kern: list[int], stride: list[int], dilation: list[int], pad: list[int],
+            x_shape: tuple[int, ...]) -> Value:
+    """``W[n, c, oh, ow]``: the flat tap PyTorch's scan ends on — the last NaN,
+    else the first element equal to a maximum above -inf, else the first
+    element inside the input (table ``F``; -1 for a window of padding only).
+    One max-reduction of a key: T + tap for a NaN, T-1 - tap for a maximum,
+    -1 otherwise (T = kH*kW), decoded by the finalisation."""
+    taps = kern[0] * kern[1]
+    out = k.scratch(shape, I64, "W")
+    first = k.table(_first_table(x_shape, shape[2:], kern, stride, dilation, pad), I64, "F")
+    none, count = named_const(k, -1, I64, "none"), named_const(k, taps, I64, "taps")
+    last = named_const(k, taps - 1, I64, "last_tap")
+    lowest = named_const(k, float("-inf"), src.type.element, "ninf")
+    extents, names = _tap_loops(kern)
+    with k.loops(shape, ["n", "c", "oh", "ow"]) as ivs:
+        n, c, y, x = idx = [Expr.of(v) for v in ivs]
+        m = k.load(best, idx)
+
+        def key(rivs: list[Value]) -> Value:
+            p, q = _taps(kern, rivs)
+            v = k.load(src, [n, c, y * stride[0] + p * dilation[0],
+                             x * stride[1] + q * dilation[1]])
+            tap = _flat_tap(k, p, q, kern[1])
+            is_max = k.op("and", k.op("eq", v, m), k.op("gt", v, lowest))
+            ranked = k.op("select", is_max, k.op("sub", last, tap), none)
+            return k.op("select", k.op("ne", v, v), k.op("add", count, tap), ranked)
+
+        def decode(v: Value) -> Value:
+            from_max = k.op("select", k.op("ge", v, k.const(0, I64)), k.op("sub", last, v),
+                            k.load(first, [y, x]))
+            return k.op("select", k.op("ge", v, count), k.op("sub", v, count), from_max)
+
+        k.reduce(out, idx, none, extents, names, key, combine="max", finalize=decode,
+                 output=False)
+    return out
 
 
 @lowering(AVG_POOL2D_GRAD, inputs=("DY",), outputs=("DX",))
