@@ -26,7 +26,7 @@ from swir.ir.dtypes import lowest as lowest_value  # (the graph kernels pad with
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import padded_input
 from swir.ir.types import I64
-from swir.lowering.padding import copy_box, fill_box, named_const
+from swir.lowering.padding import fill_box, named_const
 from swir.lowering.rule import lowering
 from swir.ops.gradients import AVG_POOL2D_GRAD, MAX_POOL2D_GRAD
 from swir.ops.graph import AVG_POOL2D, GLOBAL_AVG_POOL2D, MAX_POOL2D
@@ -239,12 +239,16 @@ def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
     _window_nest(k, src, best, kern, stride, dilation, lowest, "max", output=False)
     won = _winner(k, src, best, dy.type.shape, kern, stride, dilation, pad, x.type.shape)
     winner, grads = k.scratch(plane, I64, "M"), k.scratch(plane, elem, "G")
-    fill_box(k, named_const(k, -1, I64, "none"), winner, [0] * 4, plane)
-    fill_box(k, zero, grads, [0] * 4, plane)
-    base = [0, 0, span[0] - pad[0], span[1] - pad[1]]
-    for src_, dst in ((won, winner), (dy, grads)):
-        copy_box(k, src_, [0] * 4, dst, base, dy.type.shape, dst_step=[1, 1] + stride,
-                 names=["n", "c", "oh", "ow"])
+    # One nest fills both planes and one places both (a spawn's Para, which the
+    # LDM holds beside the buffers, grows with every nest's parameters).
+    with k.loops(plane, ["n", "c", "h", "w"]) as ivs:
+        k.store(named_const(k, -1, I64, "none"), winner, ivs)
+        k.store(zero, grads, ivs)
+    with k.loops(dy.type.shape, ["n", "c", "oh", "ow"]) as ivs:
+        n, c, y, x_ = idx = [Expr.of(v) for v in ivs]
+        at = [n, c, y * stride[0] + span[0] - pad[0], x_ * stride[1] + span[1] - pad[1]]
+        k.store(k.load(won, idx), winner, at)
+        k.store(k.load(dy, idx), grads, at)
 
     def term(at: list[Expr], p: Expr, q: Expr) -> Value:
         hit = k.op("eq", k.load(winner, at), _flat_tap(k, p, q, kern[1]))
