@@ -28,47 +28,19 @@ from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
 from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, Category, OpDef, Operands,
                                OpError, register)
-from swir.ops.util import attr, normalise_axes, normalise_axis, tensor_arg
+# The checks shared with swir.ops.gradients keep their short private names here.
+from swir.ops.util import (attr, check_arity as _arity, check_float as _float,
+                           check_positive as _positive, check_rank as _rank,
+                           check_same_element as _same_element, normalise_axes, normalise_axis,
+                           shape_text as _shape, tensor_arg)
 
 GRAPH = frozenset({"graph"})
 
 
 # -- shared checks ------------------------------------------------------------------
 
-def _shape(s: tuple[int, ...] | list[int]) -> str:
-    return "[" + ", ".join(map(str, s)) + "]"
-
-
-def _arity(inst: Instruction) -> None:
-    """The operand count the op's ``Operands`` declare (``infer`` may run before
-    the verifier has checked it)."""
-    operands = inst.opdef.operands
-    lo, hi = operands.count
-    n = len(inst.args)
-    if n < lo or (hi is not None and n > hi):
-        if hi == lo:
-            count = f"{lo} operand" + ("" if lo == 1 else "s")
-        elif hi is None:
-            count = f"at least {lo} operand" + ("" if lo == 1 else "s")
-        else:
-            count = f"{lo} to {hi} operands"
-        raise OpError(f"takes {count} ({operands.doc}), got {n}")
-
-
 def _tensors(inst: Instruction) -> list[TensorType]:
     return [tensor_arg(inst, i) for i in range(len(inst.args))]
-
-
-def _same_element(types: list[TensorType], names: list[str]) -> None:
-    for t, name in zip(types[1:], names[1:]):
-        if t.element != types[0].element:
-            raise OpError(f"{name} has element type {t.element} but "
-                          f"{names[0]} has {types[0].element}")
-
-
-def _rank(t: TensorType, rank: int, what: str) -> None:
-    if t.rank != rank:
-        raise OpError(f"{what} must have rank {rank}, got {t}")
 
 
 def _min_rank(t: TensorType, rank: int, what: str = "operand") -> None:
@@ -76,18 +48,7 @@ def _min_rank(t: TensorType, rank: int, what: str = "operand") -> None:
         raise OpError(f"{what} must have rank >= {rank}, got {t}")
 
 
-def _float(t: TensorType, what: str = "operand") -> None:
-    if not t.element.is_float:
-        raise OpError(f"needs a floating-point {what}, got {t}")
-
-
 # Attribute checks (``Attr.check``).
-
-def _positive(values: list[int], name: str) -> None:
-    for v in values:
-        if v <= 0:
-            raise OpError(f"'{name}' entries must be positive, got {_shape(values)}")
-
 
 def _non_negative(values: list[int], name: str) -> None:
     for v in values:
@@ -675,14 +636,15 @@ _KERNEL = Attr("kernel", "ints", required=True, doc="[kH, kW], each > 0", check=
 _CEIL = Attr("ceil_mode", "bool", doc="round the output size up", default=False)
 _POOL_PAD = Attr("pad", "ints", doc="[top, left, bottom, right], each at most half the "
                                     "kernel extent", default=(0, 0, 0, 0), check=_non_negative)
-_COUNT_INCLUDE_PAD = Attr("count_include_pad", "bool",
-                          doc="divide by the window size including padding", default=False)
 MAX_POOL2D = _op("max_pool2d", "2-D max pooling over NCHW (padding never wins).",
                  _INPUT, _pool_rule(False), Category.REDUCTION, "MaxPool",
                  (_KERNEL, _STRIDE, _POOL_PAD, _DILATION, _CEIL), channel_wise=True)
 AVG_POOL2D = _op("avg_pool2d", "2-D average pooling over NCHW.",
                  _INPUT, _pool_rule(True), Category.REDUCTION, "AveragePool",
-                 (_KERNEL, _STRIDE, _POOL_PAD, _CEIL, _COUNT_INCLUDE_PAD), channel_wise=True)
+                 (_KERNEL, _STRIDE, _POOL_PAD, _CEIL,
+                  Attr("count_include_pad", "bool",
+                       doc="divide by the window size including padding", default=False)),
+                 channel_wise=True)
 GLOBAL_AVG_POOL2D = _op("global_avg_pool2d", "Mean over H and W of NCHW, keeping N x C x 1 x 1.",
                         _INPUT, _infer_global_avg_pool2d, Category.REDUCTION, "GlobalAveragePool",
                         channel_wise=True)
