@@ -25,7 +25,7 @@ from swir.ir.dtypes import dtype_of
 from swir.ir.dtypes import lowest as lowest_value  # (the graph kernels pad with it too)
 from swir.lowering.kernel import KernelBuilder
 from swir.lowering.linalg import padded_input
-from swir.ir.types import I64
+from swir.ir.types import I32
 from swir.lowering.padding import fill_box, named_const
 from swir.lowering.rule import lowering
 from swir.ops.gradients import AVG_POOL2D_GRAD, MAX_POOL2D_GRAD
@@ -204,18 +204,14 @@ def _first_table(x_shape, out_hw, kern, stride, dilation, pad) -> np.ndarray:
     fh = first_inside(x_shape[2], out_hw[0], kern[0], stride[0], dilation[0], pad[0])
     fw = first_inside(x_shape[3], out_hw[1], kern[1], stride[1], dilation[1], pad[1])
     flat = fh[:, None] * kern[1] + fw[None, :]
-    return np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, flat).astype(np.int64)
+    return np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, flat).astype(np.int32)
 
 
-def _flat_tap(k: KernelBuilder, p: Expr, q: Expr, kw: int) -> Value:
-    """kh*kW + kw as an i64 value."""
-    def value(e: Expr) -> Value:   # a loop variable, or 0 for an axis without a loop
-        v = e.as_value()
-        return k.op("cast", v, to=I64) if v is not None else k.const(0, I64)
-    row = value(p)
-    if kw > 1:
-        row = k.op("add", k.op("mul", row, named_const(k, kw, I64, "taps_per_row")), value(q))
-    return row
+def _tap_table(k: KernelBuilder, kern: list[int]) -> Callable[[Expr, Expr], Value]:
+    """kh*kW + kw as an i32 value: a load of the compile-time table ``T[kh,
+    kw]`` (one load where a cast, a multiply and an add would be)."""
+    table = k.table(np.arange(kern[0] * kern[1], dtype=np.int32).reshape(kern), I32, "T")
+    return lambda p, q: k.load(table, [p, q])
 
 
 @lowering(MAX_POOL2D_GRAD, inputs=("X", "DY"), outputs=("DX",))
@@ -237,12 +233,14 @@ def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
     src = padded_input(k, x, pad, lowest, _extra(x, dy, kern, stride, pad, dilation))
     best = k.scratch(dy.type.shape, elem, "best")
     _window_nest(k, src, best, kern, stride, dilation, lowest, "max", output=False)
-    won = _winner(k, src, best, dy.type.shape, kern, stride, dilation, pad, x.type.shape)
-    winner, grads = k.scratch(plane, I64, "M"), k.scratch(plane, elem, "G")
+    flat_tap = _tap_table(k, kern)
+    won = _winner(k, src, best, flat_tap, dy.type.shape, kern, stride, dilation, pad,
+                  x.type.shape)
+    winner, grads = k.scratch(plane, I32, "M"), k.scratch(plane, elem, "G")
     # One nest fills both planes and one places both (a spawn's Para, which the
     # LDM holds beside the buffers, grows with every nest's parameters).
     with k.loops(plane, ["n", "c", "h", "w"]) as ivs:
-        k.store(named_const(k, -1, I64, "none"), winner, ivs)
+        k.store(named_const(k, -1, I32, "none"), winner, ivs)
         k.store(zero, grads, ivs)
     with k.loops(dy.type.shape, ["n", "c", "oh", "ow"]) as ivs:
         n, c, y, x_ = idx = [Expr.of(v) for v in ivs]
@@ -251,25 +249,26 @@ def lower_max_pool2d_grad(k: KernelBuilder, inst: Instruction, ins: list[Value],
         k.store(k.load(dy, idx), grads, at)
 
     def term(at: list[Expr], p: Expr, q: Expr) -> Value:
-        hit = k.op("eq", k.load(winner, at), _flat_tap(k, p, q, kern[1]))
+        hit = k.op("eq", k.load(winner, at), flat_tap(p, q))
         return k.op("select", hit, k.load(grads, at), zero)
 
     _gather_nest(k, dx, span, dilation, kern, term)
 
 
-def _winner(k: KernelBuilder, src: Value, best: Value, shape: tuple[int, ...],
+def _winner(k: KernelBuilder, src: Value, best: Value,
+            flat_tap: Callable[[Expr, Expr], Value], shape: tuple[int, ...],
             kern: list[int], stride: list[int], dilation: list[int], pad: list[int],
             x_shape: tuple[int, ...]) -> Value:
     """``W[n, c, oh, ow]``: the flat tap PyTorch's scan ends on — the last NaN,
     else the first element equal to a maximum above -inf, else the first
     element inside the input (table ``F``; -1 for a window of padding only).
-    One max-reduction of a key: T + tap for a NaN, T-1 - tap for a maximum,
-    -1 otherwise (T = kH*kW), decoded by the finalisation."""
+    One max-reduction of a key: taps + tap for a NaN, taps-1 - tap for a
+    maximum, -1 otherwise (taps = kH*kW), decoded by the finalisation."""
     taps = kern[0] * kern[1]
-    out = k.scratch(shape, I64, "W")
-    first = k.table(_first_table(x_shape, shape[2:], kern, stride, dilation, pad), I64, "F")
-    none, count = named_const(k, -1, I64, "none"), named_const(k, taps, I64, "taps")
-    last = named_const(k, taps - 1, I64, "last_tap")
+    out = k.scratch(shape, I32, "W")
+    first = k.table(_first_table(x_shape, shape[2:], kern, stride, dilation, pad), I32, "F")
+    none, count = named_const(k, -1, I32, "none"), named_const(k, taps, I32, "taps")
+    last = named_const(k, taps - 1, I32, "last_tap")
     lowest = named_const(k, float("-inf"), src.type.element, "ninf")
     extents, names = _tap_loops(kern)
     with k.loops(shape, ["n", "c", "oh", "ow"]) as ivs:
@@ -280,13 +279,13 @@ def _winner(k: KernelBuilder, src: Value, best: Value, shape: tuple[int, ...],
             p, q = _taps(kern, rivs)
             v = k.load(src, [n, c, y * stride[0] + p * dilation[0],
                              x * stride[1] + q * dilation[1]])
-            tap = _flat_tap(k, p, q, kern[1])
+            tap = flat_tap(p, q)
             is_max = k.op("and", k.op("eq", v, m), k.op("gt", v, lowest))
             ranked = k.op("select", is_max, k.op("sub", last, tap), none)
             return k.op("select", k.op("ne", v, v), k.op("add", count, tap), ranked)
 
         def decode(v: Value) -> Value:
-            from_max = k.op("select", k.op("ge", v, k.const(0, I64)), k.op("sub", last, v),
+            from_max = k.op("select", k.op("ge", v, k.const(0, I32)), k.op("sub", last, v),
                             k.load(first, [y, x]))
             return k.op("select", k.op("ge", v, count), k.op("sub", v, count), from_max)
 
