@@ -26,6 +26,7 @@ from swir.ir.dtypes import lowest
 from swir.ir.types import ShapedType, Type
 from swir.ops.graph import (AVG_POOL2D, BATCH_NORM, CONV2D, CONV_TRANSPOSE2D, GELU,
                             GLOBAL_AVG_POOL2D, LAYER_NORM, LOG_SOFTMAX, MATMUL, MAX_POOL2D, SOFTMAX)
+from swir.ops.gradients import AVG_POOL2D_GRAD, MAX_POOL2D_GRAD
 from swir.ops.references import erf, erfc
 from swir.ops.semantics import pool_counts
 
@@ -191,6 +192,65 @@ def _avg_pool2d(attrs, result_types, x):
     ch = pool_counts(h, out_hw[0], kern[0], stride[0], pad[0], pad[2], include_pad)
     cw = pool_counts(w, out_hw[1], kern[1], stride[1], pad[1], pad[3], include_pad)
     return [sums / (ch[:, None] * cw[None, :])]
+
+
+@kernel(MAX_POOL2D_GRAD)
+def _max_pool2d_grad(attrs, result_types, x, dy):
+    """PyTorch's CPU rule for the element each window's dy goes to: scanning the
+    window in row-major order, an element wins if it is greater than the best
+    so far or NaN (so the first maximum, or the last NaN); the best starts at
+    -inf on the first element inside the input, so padding never wins and a
+    window of -inf gives its first element inside the input."""
+    kern, stride, pad = _ints(attrs, "kernel"), _ints(attrs, "stride"), _ints(attrs, "pad")
+    dilation = _ints(attrs, "dilation")
+    x, dy = _wide(x), _wide(dy)
+    n, c, h, w = x.shape
+    oh, ow = dy.shape[2:]
+    taps = kern[0] * kern[1]
+
+    def view(a: np.ndarray, fill: Any) -> np.ndarray:   # N x C x OH x OW x taps
+        padded = _padded(a, pad, (oh, ow), kern, stride, dilation, fill)
+        windows = _windows(padded, (oh, ow), kern, stride, dilation)
+        return windows.reshape(a.shape[:2] + (oh, ow, taps))
+
+    win = view(x, -np.inf)
+    inside = view(np.ones((1, 1, h, w), dtype=bool), False)
+    nan = np.isnan(win)
+    any_nan = nan.any(axis=-1, keepdims=True)
+    best = np.where(nan, -np.inf, win).max(axis=-1, keepdims=True)
+    hits = inside & np.where(any_nan, nan, win == best)
+    first, last = hits.argmax(axis=-1), taps - 1 - hits[..., ::-1].argmax(axis=-1)
+    tap = np.where(any_nan[..., 0], last, first)
+    rows = np.arange(oh)[:, None] * stride[0] - pad[0] + (tap // kern[1]) * dilation[0]
+    cols = np.arange(ow)[None, :] * stride[1] - pad[1] + (tap % kern[1]) * dilation[1]
+    ns, cs = np.ogrid[:n, :c, :1, :1][:2]
+    found = np.broadcast_to(hits.any(axis=-1), dy.shape)
+    index = [np.broadcast_to(a, dy.shape)[found] for a in (ns, cs, rows, cols)]
+    dx = np.zeros(x.shape, dtype=np.result_type(x, dy))
+    np.add.at(dx, tuple(index), dy[found])
+    return [dx]
+
+
+@kernel(AVG_POOL2D_GRAD)
+def _avg_pool2d_grad(attrs, result_types, dy):
+    """Each window adds dy / its divisor (the forward op's ``pool_counts``) to
+    its elements, in a padded plane cropped to the input at the end."""
+    kern, stride, pad = _ints(attrs, "kernel"), _ints(attrs, "stride"), _ints(attrs, "pad")
+    n, c, h, w = _ints(attrs, "input_shape")
+    dy = _wide(dy)
+    oh, ow = dy.shape[2:]
+    include_pad = bool(attrs["count_include_pad"])
+    ch = pool_counts(h, oh, kern[0], stride[0], pad[0], pad[2], include_pad)
+    cw = pool_counts(w, ow, kern[1], stride[1], pad[1], pad[3], include_pad)
+    share = dy / (ch[:, None] * cw[None, :])
+    full_h = max((oh - 1) * stride[0] + kern[0], pad[0] + h)
+    full_w = max((ow - 1) * stride[1] + kern[1], pad[1] + w)
+    full = np.zeros((n, c, full_h, full_w), dtype=share.dtype)
+    for p in range(kern[0]):
+        rows = slice(p, p + (oh - 1) * stride[0] + 1, stride[0])
+        for q in range(kern[1]):
+            full[:, :, rows, q:q + (ow - 1) * stride[1] + 1:stride[1]] += share
+    return [full[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w]]
 
 
 @kernel(GLOBAL_AVG_POOL2D)

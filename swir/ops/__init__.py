@@ -6,7 +6,8 @@ read the definition's fields instead of comparing op names.
 """
 
 # The op set: each module registers its ops in swir.ops.registry when imported.
-from swir.ops import collective, common, elementwise, graph, loop, training  # noqa: F401
+from swir.ops import (collective, common, elementwise, gradients, graph, loop,  # noqa: F401
+                      training)
 from swir.ops.collective import (ALLGATHER, ALLREDUCE, MPI_ALLGATHER,  # noqa: F401
                                  MPI_ALLREDUCE, MPI_REDUCE_SCATTER, REDUCE_SCATTER)
 from swir.ops.common import BR, CALL, COND_BR, CONST, RETURN  # noqa: F401
@@ -14,6 +15,7 @@ from swir.ops.elementwise import (ABS, ADD, AND, CAST, CEIL, DIV, EQ, ERF, ERFC,
                                   EXP, FLOOR, GE, GT, LE, LOG, LT, MAX, MIN, MUL, NE, NEG,
                                   NOT, OR, POW, RECIPROCAL, RELU, RSQRT, SELECT, SIGMOID,
                                   SQRT, SUB, TANH)
+from swir.ops.gradients import AVG_POOL2D_GRAD, MAX_POOL2D_GRAD  # noqa: F401
 from swir.ops.graph import (ARGMAX, AVG_POOL2D, BATCH_NORM, CLIP, CONCAT,  # noqa: F401
                             CONV2D, CONV_TRANSPOSE2D, EXPAND, FLATTEN, FUSED, GATHER, GELU,
                             GLOBAL_AVG_POOL2D, LAYER_NORM, LEAKY_RELU, LOG_SOFTMAX, MATMUL,

@@ -28,47 +28,19 @@ from swir.ir.types import I1, I64, TensorType, Type
 from swir.ops.elementwise import broadcast_shapes
 from swir.ops.registry import (FLOP, INLINABLE, SCALAR_FORM, Attr, Category, OpDef, Operands,
                                OpError, register)
-from swir.ops.util import attr, normalise_axes, normalise_axis, tensor_arg
+# The checks shared with swir.ops.gradients keep their short private names here.
+from swir.ops.util import (attr, check_arity as _arity, check_float as _float,
+                           check_positive as _positive, check_rank as _rank,
+                           check_same_element as _same_element, normalise_axes, normalise_axis,
+                           shape_text as _shape, tensor_arg)
 
 GRAPH = frozenset({"graph"})
 
 
 # -- shared checks ------------------------------------------------------------------
 
-def _shape(s: tuple[int, ...] | list[int]) -> str:
-    return "[" + ", ".join(map(str, s)) + "]"
-
-
-def _arity(inst: Instruction) -> None:
-    """The operand count the op's ``Operands`` declare (``infer`` may run before
-    the verifier has checked it)."""
-    operands = inst.opdef.operands
-    lo, hi = operands.count
-    n = len(inst.args)
-    if n < lo or (hi is not None and n > hi):
-        if hi == lo:
-            count = f"{lo} operand" + ("" if lo == 1 else "s")
-        elif hi is None:
-            count = f"at least {lo} operand" + ("" if lo == 1 else "s")
-        else:
-            count = f"{lo} to {hi} operands"
-        raise OpError(f"takes {count} ({operands.doc}), got {n}")
-
-
 def _tensors(inst: Instruction) -> list[TensorType]:
     return [tensor_arg(inst, i) for i in range(len(inst.args))]
-
-
-def _same_element(types: list[TensorType], names: list[str]) -> None:
-    for t, name in zip(types[1:], names[1:]):
-        if t.element != types[0].element:
-            raise OpError(f"{name} has element type {t.element} but "
-                          f"{names[0]} has {types[0].element}")
-
-
-def _rank(t: TensorType, rank: int, what: str) -> None:
-    if t.rank != rank:
-        raise OpError(f"{what} must have rank {rank}, got {t}")
 
 
 def _min_rank(t: TensorType, rank: int, what: str = "operand") -> None:
@@ -76,18 +48,7 @@ def _min_rank(t: TensorType, rank: int, what: str = "operand") -> None:
         raise OpError(f"{what} must have rank >= {rank}, got {t}")
 
 
-def _float(t: TensorType, what: str = "operand") -> None:
-    if not t.element.is_float:
-        raise OpError(f"needs a floating-point {what}, got {t}")
-
-
 # Attribute checks (``Attr.check``).
-
-def _positive(values: list[int], name: str) -> None:
-    for v in values:
-        if v <= 0:
-            raise OpError(f"'{name}' entries must be positive, got {_shape(values)}")
-
 
 def _non_negative(values: list[int], name: str) -> None:
     for v in values:
@@ -241,6 +202,13 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
     _rank(x, 4, "input (N x C x H x W)")
     if is_avg:
         _float(x, "input")
+    return [TensorType(pool_shape(inst, x.shape, is_avg), x.element)]
+
+
+def pool_shape(inst: Instruction, shape: tuple[int, ...], is_avg: bool) -> tuple[int, ...]:
+    """The result shape of max_pool2d, or (``is_avg``) of avg_pool2d, of an
+    N x C x H x W input of ``shape``, by ``inst``'s pooling attributes (checked
+    here); the pooling gradients (swir.ops.gradients) share it."""
     kernel = attr(inst, "kernel", 2)
     stride = attr(inst, "stride", 2)
     pad = attr(inst, "pad", 4)
@@ -248,7 +216,7 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
     ceil_mode = attr(inst, "ceil_mode")
     if is_avg:
         attr(inst, "count_include_pad")
-    n, c, h, w = x.shape
+    n, c, h, w = shape
     out = []
     for axis, size in enumerate((h, w)):
         ek = _extent(kernel[axis], dilation[axis])
@@ -259,7 +227,7 @@ def _infer_pool(inst: Instruction, is_avg: bool) -> list[Type]:
                               f"kernel extent {ek}")
         out.append(_window_count(axis, size, kernel[axis], stride[axis], pad[axis],
                                  pad[axis + 2], dilation[axis], ceil_mode))
-    return [TensorType((n, c, out[0], out[1]), x.element)]
+    return (n, c, out[0], out[1])
 
 
 def _infer_global_avg_pool2d(inst: Instruction) -> list[Type]:

@@ -307,3 +307,49 @@ def element_offset(indices, shape) -> Expr:
         out = out + Expr.of(ix).scale(stride)
         stride *= n
     return out
+
+
+# -- checks shared by the graph ops' rules (swir.ops.graph, swir.ops.gradients) -------------
+
+def shape_text(s: tuple[int, ...] | list[int]) -> str:
+    """A shape as messages write it: ``[1, 2, 3]``."""
+    return "[" + ", ".join(map(str, s)) + "]"
+
+
+def check_arity(inst: Instruction) -> None:
+    """The operand count the op's ``Operands`` declare (``infer`` may run before
+    the verifier has checked it)."""
+    operands = inst.opdef.operands
+    lo, hi = operands.count
+    n = len(inst.args)
+    if n < lo or (hi is not None and n > hi):
+        if hi == lo:
+            count = f"{lo} operand" + ("" if lo == 1 else "s")
+        elif hi is None:
+            count = f"at least {lo} operand" + ("" if lo == 1 else "s")
+        else:
+            count = f"{lo} to {hi} operands"
+        raise OpError(f"takes {count} ({operands.doc}), got {n}")
+
+
+def check_same_element(types: list[TensorType], names: list[str]) -> None:
+    for t, name in zip(types[1:], names[1:]):
+        if t.element != types[0].element:
+            raise OpError(f"{name} has element type {t.element} but "
+                          f"{names[0]} has {types[0].element}")
+
+
+def check_rank(t: TensorType, rank: int, what: str) -> None:
+    if t.rank != rank:
+        raise OpError(f"{what} must have rank {rank}, got {t}")
+
+
+def check_float(t: TensorType, what: str = "operand") -> None:
+    if not t.element.is_float:
+        raise OpError(f"needs a floating-point {what}, got {t}")
+
+
+def check_positive(values: list[int], name: str) -> None:
+    for v in values:
+        if v <= 0:
+            raise OpError(f"'{name}' entries must be positive, got {shape_text(values)}")

@@ -59,6 +59,7 @@ GRAPH_OPS = [
     "reduce_max", "reduce_min", "reduce_prod", "argmax", "transpose", "reshape", "flatten",
     "concat", "split", "slice", "pad", "gather", "resize_nearest", "clip", "leaky_relu",
     "gelu", "expand", "squeeze", "unsqueeze",
+    "max_pool2d_grad", "avg_pool2d_grad",
 ]
 
 

@@ -153,6 +153,10 @@ CASES = [
     ("avg_pool2d", [T((1, 3, 13, 7))], {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1]}),
     ("avg_pool2d", [T((1, 3, 7, 7))], {"kernel": [3, 3], "count_include_pad": True}),
     ("global_avg_pool2d", [T((1, 7, 13, 13))], {}),
+    ("max_pool2d_grad", [T((1, 3, 13, 13)), T((1, 3, 7, 7))],
+     {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "ceil_mode": True}),
+    ("avg_pool2d_grad", [T((1, 3, 7, 4))],
+     {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "input_shape": [1, 3, 13, 7]}),
     ("batch_norm", [T((1, 7, 13, 3))] + [T((7,))] * 4, {}),
     ("softmax", [T((3, 1000))], {}),
     ("log_softmax", [T((7, 13))], {"axis": 0}),
@@ -194,6 +198,7 @@ CASES = [
 # sums f32 in f64), compared within 2·n·u·op(|x|): n terms, unit roundoff u,
 # and op(|x|) the same op on absolute values, which bounds Σ|terms|.
 SUMS = {"matmul", "conv2d", "conv_transpose2d", "avg_pool2d", "global_avg_pool2d",
+        "max_pool2d_grad", "avg_pool2d_grad",
         "reduce_sum", "reduce_mean"}
 # Computed in f64 and rounded once at both stages: at most one rounding apart.
 WIDE = {"softmax", "log_softmax", "layer_norm", "gelu", "batch_norm"}
@@ -250,7 +255,10 @@ def assert_matches_graph(op: str, g: Module, args: list[np.ndarray], want, got,
         if w.dtype.kind != "f":
             np.testing.assert_array_equal(o, w)
         elif op in SUMS:
-            absargs = [np.abs(a) if a.dtype.kind == "f" else a for a in args]
+            # max_pool2d_grad's winners are those of x itself: only dy is made |dy|
+            absargs = [np.abs(a) if a.dtype.kind == "f" and not (op == "max_pool2d_grad"
+                                                                 and i == 0) else a
+                       for i, a in enumerate(args)]
             (bound,) = run_function(g, g.lookup("main"), absargs)[:1]
             n = max(a.size for a in args)
             u = np.finfo(w.dtype).eps / 2

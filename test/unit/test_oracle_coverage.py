@@ -29,10 +29,18 @@ def test_every_graph_op_has_a_kernel():
     assert not missing, f"no interpreter kernel for: {missing}"
 
 
+def _gradient_tests() -> str:
+    """The oracle tests of the gradient ops, which have no ONNX operator: they
+    are checked against PyTorch autograd (test_*_grad.py)."""
+    return "".join(p.read_text() for p in sorted(HERE.glob("test_*_grad.py")))
+
+
 def test_every_graph_op_is_checked_against_onnxruntime():
     src = (HERE / "test_oracle_nn.py").read_text() + (HERE / "test_oracle_tensor.py").read_text()
-    missing = [o for o in _graph_ops() if not re.search(rf"[\"']{o}[\"']", src)]
-    assert not missing, f"no onnxruntime oracle test names: {missing}"
+    gradients = src + _gradient_tests()
+    missing = [o for o in _graph_ops()
+               if not re.search(rf"[\"']{o}[\"']", gradients if o.endswith("_grad") else src)]
+    assert not missing, f"no onnxruntime (or, for a gradient, PyTorch) oracle test names: {missing}"
     assert len(_graph_ops()) >= 60
 
 
@@ -44,7 +52,7 @@ def test_every_graph_op_has_a_lowering_rule_and_a_lowering_test():
     from swir.lowering import rule_for
     missing = [o for o in _graph_ops() if rule_for(o) is None]
     assert not missing, f"no lowering rule for: {missing}"
-    src = "".join((HERE / f"test_lower_{s}.py").read_text() for s in ("loops", "nn", "tensor"))
+    src = "".join((HERE / f"test_lower_{s}.py").read_text() for s in ("loops", "nn", "tensor")) + _gradient_tests()
     from swir.ops.elementwise import BINARY, COMPARE, UNARY
     swept = set(UNARY) | set(BINARY) | set(COMPARE)  # parametrized over the tables
     untested = [o for o in _graph_ops()
