@@ -190,7 +190,7 @@ def _gather_nest(k: KernelBuilder, out: Value, span: list[int], dilation: list[i
         k.reduce(out, idx, k.const(0.0, elem), extents, names, summand)
 
 
-def first_inside(size: int, out: int, k: int, s: int, d: int, p0: int) -> np.ndarray:
+def _first_inside(size: int, out: int, k: int, s: int, d: int, p0: int) -> np.ndarray:
     """Per window along one axis, its first tap inside the input (-1: none, a
     window of padding only)."""
     rows = np.arange(out)[:, None] * s - p0 + np.arange(k)[None, :] * d
@@ -201,8 +201,8 @@ def first_inside(size: int, out: int, k: int, s: int, d: int, p0: int) -> np.nda
 def _first_table(x_shape, out_hw, kern, stride, dilation, pad) -> np.ndarray:
     """Per window, the flat tap (kh*kW + kw) of its first element inside the
     input, or -1: where PyTorch's scan starts."""
-    fh = first_inside(x_shape[2], out_hw[0], kern[0], stride[0], dilation[0], pad[0])
-    fw = first_inside(x_shape[3], out_hw[1], kern[1], stride[1], dilation[1], pad[1])
+    fh = _first_inside(x_shape[2], out_hw[0], kern[0], stride[0], dilation[0], pad[0])
+    fw = _first_inside(x_shape[3], out_hw[1], kern[1], stride[1], dilation[1], pad[1])
     flat = fh[:, None] * kern[1] + fw[None, :]
     return np.where((fh[:, None] < 0) | (fw[None, :] < 0), -1, flat).astype(np.int32)
 

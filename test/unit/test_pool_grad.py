@@ -276,6 +276,24 @@ def test_lower_loops_matches_the_interpreter(row, elem):
     no_guards(m)
 
 
+@pytest.mark.parametrize("row", [r for r in LOWERED if r[0] == "max"],
+                         ids=lambda r: f"{r[1]}-k{r[2]}-s{r[3]}-p{r[4]}")
+def test_lowered_max_pool2d_grad_with_minus_infinity(row):
+    """Windows whose elements inside the input are all -inf (every one in
+    channel 0): their dy goes to the first of them, never to the padding,
+    which reads -inf too."""
+    op, case = lowered_case(row)
+    rng = rng_for("pool-grad-ninf", row)
+    x = np.where(rng.random(case["shape"]) < 0.5, -np.inf,
+                 rng.integers(0, 3, size=case["shape"])).astype(np.float32)
+    x[:, 0] = -np.inf
+    dy = rng.standard_normal(dy_shape(op, case)).astype(np.float32)
+    text = grad_text(op, case, dy.shape, "f32")
+    want, got, _ = run_both(text, [x, dy])
+    assert_sum_close(want, got, text, [x, np.abs(dy)], case["kernel"][0] * case["kernel"][1],
+                     "f32")
+
+
 O3_GRAPH = """module "train"
 stage graph
 func @main(%x: <2 x 3 x 9 x 9 x f32>, %dy: <2 x 3 x 5 x 5 x f32>) -> <2 x 3 x 9 x 9 x f32> {
