@@ -55,7 +55,8 @@ from swir.ir.builder import Builder
 from swir.ir.constants import constant_value, module_ranks
 from swir.ir.core import ArrayInit, Function, Global, Instruction, Module, Value
 from swir.ir.types import TensorType
-from swir.ops import CALL, CONV2D, FUSED, MATMUL, RESHAPE, RETURN, TRANSPOSE
+from swir.ops import CALL, CONV2D, EXPAND, FUSED, MATMUL, RESHAPE, RETURN, TRANSPOSE
+from swir.ops.gradients import AVG_POOL2D_GRAD
 from swir.ops.collective import ALLGATHER
 from swir.ops.registry import SCALAR_FORM, Category, OpError
 from swir.ops.util import attr
@@ -172,9 +173,10 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
                for t in old) or _along_batch(inst):
             raise _fail(f"'{inst.opname}' mixes the batch with other axes (its result "
                         f"{old[0]} does not keep the batch of {batch} apart)", inst.loc)
-        if inst.isa(RESHAPE):
-            shape = tuple(inst.attrs["shape"])
-            inst.attrs = {**inst.attrs, "shape": (part,) + shape[1:]} if shape[0] == batch \
+        name = _SHAPE_ATTRS.get(inst.opdef)
+        if name is not None:    # a shape written in the op: its batch too
+            shape = tuple(inst.attrs[name])
+            inst.attrs = {**inst.attrs, name: (part,) + shape[1:]} if shape[0] == batch \
                 else inst.attrs
         try:
             new = inst.opdef.infer(inst)
@@ -187,6 +189,11 @@ def _retype_batch(f: Function, batch: int, part: int) -> None:
             r.type = t
             varying.add(id(r))
     f.result_types = [_per_rank(t, batch, part) for t in f.result_types]
+
+
+# Ops whose attribute spells out a shape, the batch first (reshape's target;
+# expand's, which the gradients write; the pooling gradient's input).
+_SHAPE_ATTRS = {RESHAPE: "shape", EXPAND: "shape", AVG_POOL2D_GRAD: "input_shape"}
 
 
 def _along_batch(inst: Instruction) -> bool:
