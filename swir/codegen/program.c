@@ -929,6 +929,16 @@ static void usage(FILE *to)
             program);
 }
 
+/* A count option's value (--repeat, --steps): 1 to 1000000000. */
+static long count_option(const char *flag, const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
+        fail("%s needs a count from 1 to 1000000000, got '%s'", flag, v);
+    return n;
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
     o->inputs = calloc((size_t)argc, sizeof *o->inputs);
@@ -964,12 +974,9 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->stats = v;
         else if (strcmp(a, "--weights") == 0)
             o->weights = v;
-        else if (strcmp(a, "--repeat") == 0) {
-            char *end;
-            o->repeat = strtol(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || o->repeat < 1 || o->repeat > 1000000000)
-                fail("--repeat needs a count from 1 to 1000000000, got '%s'", v);
-        } else
+        else if (strcmp(a, "--repeat") == 0)
+            o->repeat = count_option(a, v);
+        else
             fail("unknown option '%s' (see --help)", a);
     }
 #ifndef SWIR_EMU

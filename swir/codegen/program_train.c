@@ -76,12 +76,9 @@ static void parse_train_options(int argc, char **argv, struct train_options *o)
             o->weights = v;
         else if (strcmp(a, "--carried") == 0)
             o->carried = v;
-        else if (strcmp(a, "--steps") == 0) {
-            char *end;
-            o->steps = strtol(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || o->steps < 1 || o->steps > 1000000000)
-                fail("--steps needs a count from 1 to 1000000000, got '%s'", v);
-        } else
+        else if (strcmp(a, "--steps") == 0)
+            o->steps = count_option(a, v);
+        else
             fail("unknown option '%s' (see --help)", a);
     }
 #ifndef SWIR_EMU

@@ -16,11 +16,7 @@ from swir.autodiff.reverse import RECOMPUTE, GradientFailure, differentiate
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Module
 from swir.ir.gradient import GradientError, gradient_decl
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
-
-
-def _recompute_choice(v: str) -> str | None:
-    return None if v in RECOMPUTE else f"must be one of {', '.join(RECOMPUTE)}"
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, one_of, option
 
 
 @dataclass
@@ -33,7 +29,7 @@ class Differentiate(Pass):
     recompute: str = option("none", "checkpointing: 'none' keeps every forward value the "
                                     "gradient reads; 'cheap' recomputes the element-wise, "
                                     "broadcast and injective ones in the backward code",
-                            check=_recompute_choice)
+                            check=one_of(*RECOMPUTE))
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         made = 0

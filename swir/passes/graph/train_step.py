@@ -33,15 +33,11 @@ from swir.ir.graph_builder import GraphBuilder
 from swir.ir.types import I64, TensorType
 from swir.ops import BATCH_NORM, RETURN
 from swir.ops.util import attr
-from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, option
+from swir.passes.manager import AnalysisManager, Pass, PassFailure, at_least, one_of, option
 
 LOSSES = ("cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adam")
 BATCH_NORM_MODES = ("train", "frozen")
-
-
-def _one_of(choices: tuple[str, ...]):
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
 
 @dataclass
@@ -53,9 +49,9 @@ class TrainStep(Pass):
 
     loss: str = option("cross-entropy", "cross-entropy (of @main's N x C logits and N integer "
                                         "labels) or mse (against a target like the output)",
-                       check=_one_of(LOSSES))
+                       check=one_of(*LOSSES))
     optimizer: str = option("sgd", "sgd (PyTorch's, with momentum and weight decay) or adam",
-                            check=_one_of(OPTIMIZERS))
+                            check=one_of(*OPTIMIZERS))
     lr: float = option(0.01, "learning rate", check=at_least(0))
     momentum: float = option(0.0, "SGD momentum, in [0, 1]",
                              check=lambda v: None if 0 <= v <= 1 else "must be in [0, 1]")
@@ -65,10 +61,10 @@ class TrainStep(Pass):
     epsilon: float = option(1e-8, "Adam's epsilon")
     batch_norm: str = option("train", "train: batch statistics, running statistics updated; "
                                       "frozen: batch_norm as in inference",
-                             check=_one_of(BATCH_NORM_MODES))
+                             check=one_of(*BATCH_NORM_MODES))
     bn_momentum: float = option(0.1, "running-statistics momentum of training batch_norm")
     recompute: str = option("none", "-differentiate's checkpointing (none, cheap)",
-                            check=_one_of(RECOMPUTE))
+                            check=one_of(*RECOMPUTE))
     ranks: int = option(1, "data-parallel ranks (MPI): gradients averaged by allreduce",
                         check=at_least(1))
 
