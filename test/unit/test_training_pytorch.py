@@ -7,6 +7,8 @@ emulation (swir-cg --train's program: its loss log and saved weights file)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,9 +120,9 @@ def train_in_swir(module, folder, xs, ys, start: dict | None = None):
     return losses, dict(zip(names, state))
 
 
-def train_compiled(module, folder, name: str, xs, ys):
-    """(losses, final weights file bytes) of the same steps by the program
-    swir-cg --train writes, run in the emulation."""
+def train_compiled(module, folder, name: str, xs, ys, ranks: int = 1):
+    """(losses, the saved weights file) of the same steps by the program
+    swir-cg --train writes, run in the emulation (under mpirun with ranks)."""
     step = folder / f"{name}_step.swir"
     step.write_text(print_module(module))
     r = subprocess.run([str(BIN / "swir-cg"), "-q", "--train", str(step), "-o",
@@ -129,10 +131,11 @@ def train_compiled(module, folder, name: str, xs, ys):
     program = emulate.build(folder / "proj", module.name)
     np.save(folder / "xs.npy", xs.reshape((-1,) + xs.shape[2:]))
     np.save(folder / "ys.npy", ys.reshape(-1))
-    r = subprocess.run([str(program), "--steps", str(len(xs)), "--input", str(folder / "xs.npy"),
-                        "--input", str(folder / "ys.npy"), "--save", str(folder / "out.weights"),
-                        "--loss-log", str(folder / "loss.txt")],
-                       capture_output=True, text=True, timeout=900)
+    prefix, env = emulate.mpirun(ranks) if ranks > 1 else ([], {})
+    r = subprocess.run([*prefix, str(program), "--steps", str(len(xs)), "--input",
+                        str(folder / "xs.npy"), "--input", str(folder / "ys.npy"), "--save",
+                        str(folder / "out.weights"), "--loss-log", str(folder / "loss.txt")],
+                       capture_output=True, text=True, timeout=900, env={**os.environ, **env})
     assert r.returncode == 0, r.stderr
     losses = [float(line.split()[1]) for line in (folder / "loss.txt").read_text().splitlines()]
     return losses, folder / "out.weights"
@@ -200,3 +203,44 @@ def test_compiled_training_matches_pytorch(name, tmp_path):
         got = np.frombuffer(blob, np.float32, g.type.num_elements, g.init.offset)
         np.testing.assert_allclose(got.reshape(g.type.shape), torch_value(model, g.name),
                                    rtol=1e-4, atol=1e-5, err_msg=g.name)
+
+
+def _mlp_step(folder: Path, batch: int, ranks: int):
+    """The MLP's SGD step for ``ranks`` ranks of ``batch`` rows each."""
+    cls, shape, _ = MODELS["mlp"]
+    torch.manual_seed(0)
+    path = folder / f"mlp{ranks}.onnx"
+    torch.onnx.export(cls().eval(), (torch.zeros((batch,) + shape),), str(path), dynamo=False,
+                      input_names=["x"], output_names=["y"], do_constant_folding=False)
+    imported = import_onnx(path, "mlp.weights", inline_max=0)
+    (folder / "mlp.weights").write_bytes(bytes(imported.weights))
+    return train_step_module(imported.module, {**OPTIMISERS["sgd"][0], "ranks": ranks})
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("mpicc", "mpirun"))
+                    and not os.environ.get("SWIR_REQUIRE_MPI"),
+                    reason="no mpicc / mpirun (Open MPI) on PATH")
+def test_data_parallel_training_equals_one_rank_on_the_whole_batch(tmp_path):
+    """4 ranks, batch 16 (4 each), 5 steps: every rank holds the same
+    parameters after every step (the interpreter checks each step's carried
+    results bit for bit across the ranks) and they equal one rank's on the
+    whole batch; then the same by the compiled program under mpirun."""
+    xs, ys = _data("mlp")
+    xs, ys = xs[:10].reshape(5, 16, -1), ys[:10].reshape(5, 16)
+    one = _mlp_step(tmp_path, 16, 1)
+    losses1, final1 = train_in_swir(one, tmp_path, xs, ys)
+    four = _mlp_step(tmp_path, 4, 4)
+    assert four.attrs["ranks"] == 4
+    losses4, final4 = train_in_swir(four, tmp_path, xs, ys)
+    # The same sums in another order (per rank, then across the ranks).
+    np.testing.assert_allclose(losses4, losses1, rtol=1e-5)
+    for n in final1:
+        np.testing.assert_allclose(final4[n], final1[n], rtol=1e-5, atol=1e-6, err_msg=n)
+    losses, saved = train_compiled(four, tmp_path, "mlp", xs, ys, ranks=4)
+    np.testing.assert_allclose(losses, losses1, rtol=1e-5)
+    blob = saved.read_bytes()
+    for g in four.globals:
+        if isinstance(g.init, FileInit) and g.name in final1:
+            got = np.frombuffer(blob, np.float32, g.type.num_elements, g.init.offset)
+            np.testing.assert_allclose(got.reshape(g.type.shape), final1[g.name], rtol=1e-5,
+                                       atol=1e-6, err_msg=g.name)
