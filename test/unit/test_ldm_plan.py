@@ -158,6 +158,12 @@ CASES = [
     ("avg_pool2d_grad", [T((1, 3, 7, 4))],
      {"kernel": [3, 3], "stride": [2, 2], "pad": [1, 1, 1, 1], "input_shape": [1, 3, 13, 7]}),
     ("batch_norm", [T((1, 7, 13, 3))] + [T((7,))] * 4, {}),
+    # The training ops: -lower-loops writes each with the ops it is made of.
+    ("softmax_cross_entropy", [T((7, 13)), T((7,), "i64")], {}),
+    ("mse_loss", [T((7, 13)), T((7, 13))], {}),
+    ("sgd_update", [T((7, 13))] * 3, {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
+    ("adam_update", [T((7, 13))] * 4 + [T(())], {"lr": 0.01}),
+    ("batch_norm_train", [T((2, 7, 3, 3))] + [T((7,))] * 4, {}),
     ("softmax", [T((3, 1000))], {}),
     ("log_softmax", [T((7, 13))], {"axis": 0}),
     ("layer_norm", [T((3, 7, 13)), T((13,)), T((13,))], {}),
@@ -200,6 +206,11 @@ CASES = [
 SUMS = {"matmul", "conv2d", "conv_transpose2d", "avg_pool2d", "global_avg_pool2d",
         "max_pool2d_grad", "avg_pool2d_grad",
         "reduce_sum", "reduce_mean"}
+# Composite ops: the interpreter's kernel computes in f64 and rounds once, the
+# decomposition rounds each of its ops (up to about ten, with sums of a few
+# dozen terms) to the element type: compared within 1e-5 of the largest value.
+COMPOSITE = {"softmax_cross_entropy", "mse_loss", "sgd_update", "adam_update",
+             "batch_norm_train"}
 # Computed in f64 and rounded once at both stages: at most one rounding apart.
 WIDE = {"softmax", "log_softmax", "layer_norm", "gelu", "batch_norm"}
 
@@ -223,11 +234,16 @@ def inputs(op: str, types: list, key) -> list[np.ndarray]:
             out.append(rng.random(t.shape) < 0.5)
         elif op == "gather" and i == 1:
             out.append(np.array([2, -1, 12], dtype=dt))
+        elif op == "softmax_cross_entropy" and i == 1:    # classes of the logits
+            out.append(rng.integers(0, types[0].shape[1], t.shape).astype(dt))
+        elif op == "adam_update" and i == 4:              # the step number, from 1
+            out.append(np.array(3.0, dtype=dt))
         elif dt.kind in "iu":
             out.append(rng.integers(-5, 6, t.shape).astype(dt))
         else:
             x = rng.standard_normal(t.shape)
-            if op in ("log", "sqrt", "rsqrt", "pow", "div", "batch_norm", "reduce_prod"):
+            if op in ("log", "sqrt", "rsqrt", "pow", "div", "batch_norm", "reduce_prod") \
+                    or (op == "adam_update" and i == 3):    # a second moment
                 x = np.abs(x) + 0.5
             out.append(x.astype(dt))
     return out
@@ -264,6 +280,8 @@ def assert_matches_graph(op: str, g: Module, args: list[np.ndarray], want, got,
             u = np.finfo(w.dtype).eps / 2
             err = np.abs(o.astype(np.float64) - w.astype(np.float64))
             assert np.all(err <= 2 * n * u * np.abs(bound.astype(np.float64)) + 1e-30)
+        elif op in COMPOSITE:
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
         elif op in WIDE or op in rounded or op == "reduce_prod":
             np.testing.assert_allclose(o, w, rtol=4 * np.finfo(w.dtype).eps,
                                        atol=np.finfo(w.dtype).tiny if op in rounded else 0)
