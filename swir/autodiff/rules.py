@@ -3,9 +3,10 @@ checked complete when this module loads, as the interpreter's kernels are.
 
 Each rule writes the operands' adjoints with graph ops only, so the backward
 code is ordinary graph code that every later pass fuses, plans and lowers.
-The convolutions' gradients are convolutions (JAX's transpose rules): the
-input gradient of conv2d is a conv_transpose2d with the same attributes, the
-weight gradient a grouped conv2d with the batch as its channels. Ties follow
+The convolutions' gradients are convolutions and products (JAX's transpose
+rules): the input gradient of conv2d is a conv_transpose2d with the same
+attributes; the weight gradient one matmul per kernel tap (with groups, a
+grouped conv2d with the batch as its channels). Ties follow
 PyTorch: max / min split the adjoint between equal operands, reduce_max /
 reduce_min share it among the tied elements, relu and abs give 0 at 0.
 """
@@ -255,6 +256,38 @@ def _conv_input_grad(e: Emitter, dy: Value, w: Value, x_shape, a: dict) -> Value
 
 
 def conv_weight_grad(e: Emitter, x: Value, dy: Value, w_shape, a: dict) -> Value:
+    """conv2d's weight gradient: one matrix product per kernel tap without
+    groups, a grouped convolution with them."""
+    if a["groups"] == 1:
+        return _tap_products(e, x, dy, w_shape, a)
+    return _batch_channel_conv(e, x, dy, w_shape, a)
+
+
+def _tap_products(e: Emitter, x: Value, dy: Value, w_shape, a: dict) -> Value:
+    """dW[:, :, i, j] = dy (O x K) times the input rows tap (i, j) meets (K x C),
+    K = N Ho Wo: each tap's input is a strided slice of the padded input, and
+    the products are matmuls (swir's best-planned kernels), not a convolution
+    whose window is the whole output plane."""
+    n, c, h, wd = x.type.shape
+    o, _, kh, kw = w_shape
+    ho, wo = dy.type.shape[2:]
+    (s0, s1), (d0, d1), pad = a["stride"], a["dilation"], a["pad"]
+    k = n * ho * wo
+    dy_t = e.reshape(e.transpose(dy, (1, 0, 2, 3)), (o, k))             # O x K
+    xp = x if not any(pad) else e.op("pad", x, pads=(0, 0, pad[0], pad[1], 0, 0, pad[2], pad[3]))
+    x_t = e.transpose(xp, (0, 2, 3, 1))                                  # N x Hp x Wp x C
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            rows = e.op("slice", x_t, starts=(i * d0, j * d1),
+                        ends=(i * d0 + (ho - 1) * s0 + 1, j * d1 + (wo - 1) * s1 + 1),
+                        axes=(1, 2), steps=(s0, s1))                     # N x Ho x Wo x C
+            taps.append(e.reshape(e.op("matmul", dy_t, e.reshape(rows, (k, c))), (o, c, 1)))
+    grads = e.op("concat", *taps, axis=2) if len(taps) > 1 else taps[0]
+    return e.reshape(grads, w_shape)
+
+
+def _batch_channel_conv(e: Emitter, x: Value, dy: Value, w_shape, a: dict) -> Value:
     """dW[o, c, i, j] = sum over n, h, w of dy[n, o, h, w] x[n, c', h s + i d - t, ...]
     as one grouped conv2d: the input is x with its batch as channels (Cg x G*N
     x H x W), the weight dy the same way (G*Og x N x Ho x Wo), the stride and
