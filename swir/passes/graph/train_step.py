@@ -219,8 +219,8 @@ class StepBuilder:
         """Adam's step count (carried, from 0): this step's number, t + 1."""
         if self.p.optimizer != "adam":
             return None
-        t_type = TensorType((), self.params[0].type.element) if self.params else None
-        glob, old = self._state(step, "adam_step", t_type)
+        # (of the parameters' element type: adam_update takes it with them)
+        glob, old = self._state(step, "adam_step", TensorType((), self.params[0].type.element))
         new = g.op("add", old, g.scalar(1.0, old))
         globs.append(glob)
         params.append(old)
