@@ -257,8 +257,10 @@ def _conv_input_grad(e: Emitter, dy: Value, w: Value, x_shape, a: dict) -> Value
 
 def conv_weight_grad(e: Emitter, x: Value, dy: Value, w_shape, a: dict) -> Value:
     """conv2d's weight gradient: one matrix product per kernel tap without
-    groups, a grouped convolution with them."""
-    if a["groups"] == 1:
+    groups and strides, a grouped convolution otherwise. (A strided tap is a
+    strided slice, whose DMA -insert-dma lets run past the end of the input
+    under some plans: docs/training.md, "Not built".)"""
+    if a["groups"] == 1 and tuple(a["stride"]) == (1, 1):
         return _tap_products(e, x, dy, w_shape, a)
     return _batch_channel_conv(e, x, dy, w_shape, a)
 
