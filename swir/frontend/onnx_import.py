@@ -44,10 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from swir.frontend import onnx_graph, onnx_ops
+from swir.frontend import onnx_graph, onnx_ops, onnx_recurrent  # noqa: F401 (its converters)
 from swir.frontend.onnx_types import (NUMPY_ELEMENTS, ImportFailure, Tensor, dtype_name,
-                                      element_types, numpy_element, onnx_modules,
+                                      element_types, first_line, numpy_element, onnx_modules,
                                       swir_element)
+from swir.frontend.tensorflow_import import convert_tensorflow, tensorflow_kind
 from swir.ir.builder import Builder
 from swir.ir.core import Dense, FileInit, Function, Global, Module, Value
 from swir.ir.dtypes import dtype_of
@@ -72,7 +73,7 @@ def load_model(path: Path, check: bool = True):
     except OSError as e:
         raise ImportFailure(f"cannot read the model: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001  protobuf's DecodeError and friends
-        raise ImportFailure(f"not an ONNX model, or a truncated one: {_first_line(e)}") from None
+        raise ImportFailure(f"not an ONNX model, or a truncated one: {first_line(e)}") from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ImportFailure("not an ONNX model: it has no IR version or no graph")
     opset = default_opset(model)
@@ -81,13 +82,13 @@ def load_model(path: Path, check: bool = True):
         try:
             onnx.checker.check_model(str(path))
         except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
-            raise ImportFailure(f"invalid ONNX model: {_first_line(e)} "
+            raise ImportFailure(f"invalid ONNX model: {first_line(e)} "
                                 "(--no-check imports it anyway)") from None
     try:
         from onnx.external_data_helper import load_external_data_for_model
         load_external_data_for_model(model, str(path.parent))
     except Exception as e:  # noqa: BLE001  missing file, bad location, short file
-        raise ImportFailure(f"cannot read the model's external data: {_first_line(e)}") from None
+        raise ImportFailure(f"cannot read the model's external data: {first_line(e)}") from None
     return model, opset
 
 
@@ -162,11 +163,6 @@ def default_opset(model) -> int:
     return v
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0].strip() if text else type(e).__name__
-
-
 # -- the result ----------------------------------------------------------------------------
 
 @dataclass
@@ -177,22 +173,60 @@ class Imported:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def import_onnx(path: str | Path, weights_file: str, shapes: dict[str, tuple[int, ...]] | None = None,
+def import_onnx(source: str | Path | Any, weights_file: str,
+                shapes: dict[str, tuple[int, ...]] | None = None,
                 name: str | None = None, check: bool = True,
                 target: Target | None = None, inline_max: int = DENSE_MAX) -> Imported:
-    """Translate the ONNX model at ``path``; ``weights_file`` is the sidecar's
+    """Translate a model: an ONNX file, a TensorFlow SavedModel folder, a Keras
+    or TFLite file (through tf2onnx: :mod:`swir.frontend.tensorflow_import`),
+    or an ``onnx.ModelProto``. ``weights_file`` is the sidecar's
     name relative to where the module will be written; each of its arrays
     starts at a multiple of ``target``'s main-memory alignment (the default
     target's if none). Constants of at most ``inline_max`` elements, and
     splats unless it is 0, are dense<...> literals (0: every constant is in
     the weights file, so a training program can save every parameter)."""
-    path = Path(path)
-    model, opset = load_model(path, check)
-    module_name = name or model.graph.name or path.stem
+    model, opset, stem = read_model(source, check)
+    module_name = name or model.graph.name or stem
     imp = Importer(model, opset, weights_file, module_name,
                    (target or default_target()).mem_align, inline_max)
     imp.run(dict(shapes or {}))
     return Imported(imp.module, imp.blob, weights_file, imp.stats)
+
+
+def read_model(source: str | Path | Any, check: bool = True) -> tuple[Any, int, str]:
+    """The ModelProto, its opset and a fallback module name, from any source
+    import_onnx takes."""
+    if not isinstance(source, (str, Path)):
+        return model_from_proto(source, check), default_opset(source), "model"
+    path = Path(source)
+    kind = tensorflow_kind(path)
+    if kind is None:
+        model, opset = load_model(path, check)
+        return model, opset, path.stem
+    model = model_from_proto(convert_tensorflow(path, kind), check)
+    return model, default_opset(model), path.stem
+
+
+def model_from_proto(model: Any, check: bool = True) -> Any:
+    """An in-memory ModelProto, checked as a file would be; its tensors must
+    hold their data (external data has no folder to be read from)."""
+    onnx, _, _ = onnx_modules()
+    if not isinstance(model, onnx.ModelProto):
+        raise ImportFailure(f"not a model: expected a path or an onnx.ModelProto, got "
+                            f"{type(model).__name__}")
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ImportFailure("not an ONNX model: it has no IR version or no graph")
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    if any(uses_external_data(t) for t in _get_all_tensors(model)):
+        raise ImportFailure("the model keeps tensors in external data: load it with "
+                            "onnx.load(path) (which reads them) or pass its path")
+    if check:
+        try:
+            onnx.checker.check_model(model)
+        except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
+            raise ImportFailure(f"invalid ONNX model: {first_line(e)} "
+                                "(--no-check imports it anyway)") from None
+    return model
 
 
 # -- the importer ------------------------------------------------------------------------
@@ -384,7 +418,7 @@ def _tensor_array(numpy_helper, tensor) -> np.ndarray:
         return np.array(numpy_helper.to_array(tensor))
     except Exception as e:  # noqa: BLE001  bad raw_data length, unknown type, ...
         raise ImportFailure(f"initializer '{tensor.name}' cannot be read: "
-                            f"{_first_line(e)}") from None
+                            f"{first_line(e)}") from None
 
 
 def _literal(x: Any, elem: ScalarType) -> float | int | bool:

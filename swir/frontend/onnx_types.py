@@ -26,6 +26,12 @@ class ImportFailure(Exception):
         super().__init__(one_line(message))
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type's name if it has none)."""
+    text = str(e).strip()
+    return text.splitlines()[0].strip() if text else type(e).__name__
+
+
 def onnx_modules():
     """onnx and its pieces, imported on first use (swir itself does not need onnx)."""
     try:
