@@ -144,6 +144,24 @@ def live_nodes(graph, available: set[str]) -> tuple[list[tuple[Any, int]], set[s
     return _dependency_order(graph, live, producer), used
 
 
+def reads(node) -> list[str]:
+    """The names a node reads: its inputs, then the outer-scope names its
+    subgraphs (Loop's body, If's branches) read, which are inputs as much."""
+    names = [n for n in node.input if n]
+    for a in node.attribute:
+        for g in ([a.g] if a.type == 5 else list(a.graphs) if a.type == 10 else []):  # GRAPH(S)
+            names += [n for n in outer_names(g) if n not in names]
+    return names
+
+
+def outer_names(graph) -> list[str]:
+    """The names a subgraph reads from the scopes around it."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined |= {o for node in graph.node for o in node.output if o}
+    read = [n for node in graph.node for n in reads(node)] + [o.name for o in graph.output]
+    return list(dict.fromkeys(n for n in read if n not in defined))
+
+
 def _unique(names: list[str], what: str) -> None:
     seen = set()
     for name in names:
@@ -170,9 +188,7 @@ def _mark_live(graph, producer: dict[str, int], sources: set[str]) -> tuple[set[
             continue
         live.add(i)
         node = graph.node[i]
-        for name in node.input:
-            if not name:
-                continue
+        for name in reads(node):
             used.add(name)
             if name in producer:
                 stack.append(producer[name])
@@ -184,7 +200,7 @@ def _mark_live(graph, producer: dict[str, int], sources: set[str]) -> tuple[set[
 
 def _dependency_order(graph, live: set[int], producer: dict[str, int]) -> list[tuple[Any, int]]:
     """Kahn's algorithm, preferring model order (models are usually sorted)."""
-    deps = {i: {producer[n] for n in graph.node[i].input if n in producer} for i in live}
+    deps = {i: {producer[n] for n in reads(graph.node[i]) if n in producer} for i in live}
     users: dict[int, list[int]] = {i: [] for i in live}
     for i, ds in deps.items():
         for d in ds:

@@ -36,6 +36,7 @@ file and, where there is one, the node by name and op type):
 from __future__ import annotations
 
 import errno
+import hashlib
 import math
 import stat
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from swir.frontend import onnx_graph, onnx_ops, onnx_recurrent  # noqa: F401 (its converters)
+from swir.frontend import (onnx_control, onnx_graph, onnx_ops,  # noqa: F401 (converters)
+                           onnx_recurrent)
 from swir.frontend.onnx_types import (NUMPY_ELEMENTS, ImportFailure, Tensor, dtype_name,
                                       element_types, first_line, numpy_element, onnx_modules,
                                       swir_element)
@@ -246,6 +248,7 @@ class Importer:
         self.blob = bytearray()
         self.values: dict[str, Tensor] = {}
         self.globals: dict[int, Global] = {}   # id(array) -> its global (kept alive below)
+        self.by_content: dict[tuple, Global] = {}  # (name, dtype, shape, digest) -> global
         self._arrays: list[np.ndarray] = []
         self.builder: Builder | None = None
         self.function: Function | None = None
@@ -308,6 +311,31 @@ class Importer:
             self._check_declared(n, out_name, result)
             self.values[out_name] = result
 
+    def run_subgraph(self, graph, inputs: list[Tensor], where: str) -> list[Tensor]:
+        """Convert a subgraph's nodes once (a Loop body for one iteration, an If
+        branch) with its inputs bound to ``inputs``; return its outputs. The
+        names it defines are visible only while it runs (ONNX's scoping), so
+        the next iteration defines them anew."""
+        _, numpy_helper, _ = onnx_modules()
+        if len(inputs) != len(graph.input):
+            raise ImportFailure(f"{where}: its subgraph has {len(graph.input)} inputs, "
+                                f"the node gives {len(inputs)}")
+        saved = self.values, self.declared, self.used
+        self.values = dict(self.values)
+        try:
+            for vi, v in zip(graph.input, inputs):
+                self.values[vi.name] = v
+            for init in graph.initializer:
+                self.values[init.name] = _to_array(numpy_helper, init)
+            self.declared = {**self.declared, **onnx_graph.declared_types(graph)}
+            order, used = onnx_graph.live_nodes(graph, set(self.values))
+            self.used = self.used | used
+            for node, index in order:
+                self._convert(node, index)
+            return [self.values[o.name] for o in graph.output]
+        finally:
+            self.values, self.declared, self.used = saved
+
     def _return(self) -> None:
         results = []
         for out in self.graph.output:
@@ -332,6 +360,13 @@ class Importer:
         g = self.globals.get(id(a))
         if g is not None:
             return g
+        # An unrolled loop folds the same constant anew in every iteration:
+        # one global serves them all (distinct ONNX tensors stay distinct,
+        # even when equal: a training step updates each on its own).
+        same = (name, a.dtype.str, a.shape, hashlib.blake2b(a.tobytes(), digest_size=16).digest())
+        g = self.by_content.get(same)
+        if g is not None:
+            return g
         what = f"constant '{name}'"
         elem = numpy_element(a, what)
         if a.size == 0 or 0 in a.shape:
@@ -339,7 +374,7 @@ class Importer:
                                 "positive dimensions")
         t = TensorType(tuple(int(d) for d in a.shape), elem)
         g = Builder.global_(self.module, self._symbol(name), t, init=self._init(a, elem))
-        self.globals[id(a)] = g
+        self.globals[id(a)] = self.by_content[same] = g
         self._arrays.append(a)
         self.stats["globals"] += 1
         return g

@@ -128,13 +128,15 @@ def test_codegen_model_pairs_import_and_match_onnxruntime(tmp_path, make):
     compare(kept, [want[n] for n in names])
 
 
-def test_control_flow_is_an_unsupported_op(tmp_path):
+def test_an_if_on_a_graph_input_is_refused(tmp_path):
+    """An If on a run-time condition (test_onnx_control.py: one on a constant
+    is taken at import)."""
     m = _pairs.control_flow()
     twin = parse_module(m.text(), f"{m.name}.swir")
     proto = m.onnx_model(list(twin.lookup("main").result_types))
     onnx.save(proto, tmp_path / "cf.onnx")
-    with pytest.raises(ImportFailure, match=r"node #\d+ \(If\): this operator is not "
-                                            r"supported"):
+    with pytest.raises(ImportFailure, match=r"node #\d+ \(If\): its condition is computed "
+                                            r"at run time"):
         import_onnx(tmp_path / "cf.onnx", "cf.weights")
 
 

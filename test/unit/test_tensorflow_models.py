@@ -3,10 +3,11 @@
 swir-cg, built with ``make emu`` and run on the athread emulation; the
 program's output must be TensorFlow's own (``model(x)``). Covered: a CNN with
 batch norm and both poolings, a MobileNet-style block (depthwise convolutions,
-ReLU6, a residual add), recurrent layers (LSTM, bidirectional LSTM, GRU and
-SimpleRNN built with ``unroll=True``), the SavedModel and TFLite routes, and
-what is refused: a Keras GRU left rolled (tf2onnx writes an ONNX Loop) and a
-``Lambda`` layer (Keras's safe mode). docs/frontend.md, "TensorFlow and Keras".
+ReLU6, a residual add), recurrent layers (LSTM and bidirectional LSTM, which
+tf2onnx writes as ONNX LSTM nodes; GRU and SimpleRNN, which it writes as ONNX
+Loops, and with ``unroll=True`` as plain steps), the SavedModel and TFLite
+routes, and what is refused: a ``Lambda`` layer (Keras's safe mode), and the
+error without tf2onnx. docs/frontend.md, "TensorFlow and Keras".
 
 TensorFlow and tf2onnx are the ``tensorflow`` extra; scripts/test installs it
 and sets SWIR_REQUIRE_TENSORFLOW, which turns a missing TensorFlow into a
@@ -91,12 +92,14 @@ def mobilenet_block() -> keras.Model:
     return keras.Model(inp, keras.layers.Dense(5)(x), name="mobilenet_block")
 
 
-def recurrent() -> keras.Model:
+def recurrent(unroll: bool = False) -> keras.Model:
+    """tf2onnx writes the LSTMs as ONNX LSTM nodes, the GRU and the SimpleRNN
+    as ONNX Loops (or, with ``unroll``, as their steps written out)."""
     inp = keras.Input((6, 4), batch_size=BATCH, name="sequence")
     x = keras.layers.LSTM(8, return_sequences=True)(inp)
     x = keras.layers.Bidirectional(keras.layers.LSTM(5, return_sequences=True))(x)
-    x = keras.layers.GRU(6, unroll=True, return_sequences=True)(x)
-    x = keras.layers.SimpleRNN(4, unroll=True)(x)
+    x = keras.layers.GRU(6, unroll=unroll, return_sequences=True)(x)
+    x = keras.layers.SimpleRNN(4, unroll=unroll)(x)
     return keras.Model(inp, keras.layers.Dense(3)(x), name="recurrent")
 
 
@@ -170,14 +173,10 @@ def test_saved_model_and_tflite_routes(tmp_path):
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
-def test_rolled_gru_is_refused_with_the_loop_named(tmp_path):
-    inp = keras.Input((5, 3), batch_size=1)
-    model = keras.Model(inp, keras.layers.GRU(4)(inp))
-    model.save(tmp_path / "gru.keras")
-    r = swir_import(tmp_path / "gru.keras", tmp_path / "gru.swir")
-    assert r.returncode == 1
-    assert "(Loop): this operator is not supported" in r.stderr, r.stderr
-    assert not (tmp_path / "gru.swir").exists()
+def test_unrolled_recurrent_layers(tmp_path):
+    """Keras's ``unroll=True``: tf2onnx writes the steps out, no Loop."""
+    path, x, want = saved(recurrent(unroll=True), "unrolled", tmp_path)
+    np.testing.assert_allclose(_interpreted(path, x, tmp_path), want, rtol=RTOL, atol=ATOL)
 
 
 def test_lambda_layers_are_not_run(tmp_path):
