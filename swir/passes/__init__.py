@@ -20,6 +20,7 @@ PASSES: dict[str, str] = {
     "layout": "swir.passes.graph.layout:Layout",
     "simplify": "swir.passes.graph.simplify:Simplify",
     "train-step": "swir.passes.graph.train_step:TrainStep",
+    "view-graph": "swir.passes.graph.view_graph:ViewGraph",
     "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
     "mesh-broadcast": "swir.passes.mesh.mesh_broadcast:MeshBroadcast",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
