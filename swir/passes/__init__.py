@@ -22,6 +22,7 @@ PASSES: dict[str, str] = {
     "train-step": "swir.passes.graph.train_step:TrainStep",
     "view-graph": "swir.passes.graph.view_graph:ViewGraph",
     "insert-dma": "swir.passes.dma.insert_dma:InsertDMA",
+    "view-plan": "swir.passes.dma.view_plan:ViewPlan",
     "mesh-broadcast": "swir.passes.mesh.mesh_broadcast:MeshBroadcast",
     "fuse-loops": "swir.passes.loop.fuse_loops:FuseLoops",
     "ldm-plan": "swir.passes.buffered.ldm_plan:LDMPlan",
