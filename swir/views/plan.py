@@ -191,7 +191,7 @@ def _nest(kernel: Function, split: Split | None) -> list[tuple[int, str, bool]]:
                 run += 0 if i.opname in _QUIET else 1
                 continue
             if run:
-                lines.append((depth, f"compute ({run} ops)", False))
+                lines.append((depth, f"compute ({run} op{'s' * (run > 1)})", False))
                 run = 0
             lines.append((depth, line[0], line[1]))
             for k, region in enumerate(i.regions):
@@ -200,7 +200,7 @@ def _nest(kernel: Function, split: Split | None) -> list[tuple[int, str, bool]]:
                 for b in region.blocks:
                     block(list(b.instructions), depth + 1)
         if run:
-            lines.append((depth, f"compute ({run} ops)", False))
+            lines.append((depth, f"compute ({run} op{'s' * (run > 1)})", False))
 
     assert kernel.body is not None
     for b in kernel.body.blocks:
