@@ -145,7 +145,11 @@ def _sides(inst: Instruction) -> tuple[Value | None, Value | None]:
 
 
 def _split(body: list[Instruction], cpes: int) -> Split | None:
-    chunk = next((i for i in body if i.opname == "chunk"), None)
+    ids = {i.results[0] for i in body if i.opname == "cpe_id"}
+    # The work split is the chunk of the CPE id itself (a register relay's
+    # chunks share a tile's vectors by other indices).
+    chunk = next((i for i in body if i.opname == "chunk"
+                  and Expr.of(i.args[0]).as_value() in ids), None)
     if chunk is None:
         return None
     extent, workers = chunk.attrs["extent"], chunk.attrs["workers"]
@@ -269,7 +273,8 @@ def _transfer_row(i: Instruction) -> Transfer:
     if i.opname == "reg_send":
         a = accesses(i)
         buf = a[0].base if a else ldm
-        return Transfer(i.opname, name_of(buf), VECTOR, buf.type.element.bytes)
+        return Transfer(i.opname, name_of(buf), VECTOR, buf.type.element.bytes,
+                        f"along the {i.attrs.get('bus', '?')} bus")
     assert ldm is not None and isinstance(ldm.type, ShapedType)
     strided = ""
     if "bsize" in i.attrs:
@@ -307,7 +312,7 @@ def _run(insts: list[Instruction], env: dict, cpe: int, counts: dict[int, int],
         elif op == "cpe_id":
             env[i.results[0]] = cpe
         elif op == "chunk":
-            k = _eval(i.operands[0], env)
+            k = _eval(i.args[0], env)
             share = chunk_share(k, i.attrs["extent"], i.attrs["workers"],
                                 i.attrs.get("grain", 1)) if 0 <= k < i.attrs["workers"] \
                 else (0, 0)
