@@ -22,6 +22,7 @@ from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.views.output import PictureError, extension_check, write_bytes
 from swir.views.plan import cpe_kernels, kernel_plan, plan_text
 from swir.views.plan_svg import plan_svg
+from swir.views.printed import as_printed
 
 
 @dataclass
@@ -37,7 +38,8 @@ class ViewPlan(Pass):
     kernel: str = option("", "show only this cpe kernel (default: every one)")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        kernels = [k for k in cpe_kernels(module) if not self.kernel or k.name == self.kernel]
+        shown = as_printed(module, "-view-plan")
+        kernels = [k for k in cpe_kernels(shown) if not self.kernel or k.name == self.kernel]
         if not kernels:
             what = f"no cpe kernel @{self.kernel}" if self.kernel else "no cpe kernel"
             raise self._fail(f"the module has {what} to show", module)
@@ -46,7 +48,7 @@ class ViewPlan(Pass):
             raise self._fail(f"an SVG shows one kernel; the module has {len(kernels)}: "
                              "choose one with kernel=NAME", module)
         cpes = self.target.cpes
-        plans = [kernel_plan(module, k, cpes) for k in kernels]
+        plans = [kernel_plan(shown, k, cpes) for k in kernels]
         if svg:
             content = plan_svg(plans[0])
         else:

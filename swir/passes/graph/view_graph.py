@@ -17,6 +17,7 @@ from swir.ir.core import Module
 from swir.passes.manager import AnalysisManager, Pass, PassFailure, option
 from swir.views.graph import graph_dot
 from swir.views.output import PictureError, extension_check, write_dot_picture
+from swir.views.printed import as_printed
 
 
 @dataclass
@@ -32,13 +33,14 @@ class ViewGraph(Pass):
     func: str = option("", "draw only this function (default: every function with a body)")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
-        functions = [f for f in module.functions if f.body is not None
+        shown = as_printed(module, "-view-graph")
+        functions = [f for f in shown.functions if f.body is not None
                      and (not self.func or f.name == self.func)]
         if not functions:
             what = f"no function @{self.func}" if self.func else "no function with a body"
             raise PassFailure([Diagnostic(f"-view-graph: the module has {what} to draw",
                                           module.loc)])
-        text = graph_dot(module, functions)
+        text = graph_dot(shown, functions)
         if not self.file:
             sys.stderr.write(text)
             sys.stderr.flush()
