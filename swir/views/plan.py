@@ -192,7 +192,7 @@ def _nest(kernel: Function, split: Split | None) -> list[tuple[int, str, bool]]:
         for i in insts:
             line = _nest_line(i, split)
             if line is None:
-                run += 0 if i.opname in _QUIET else 1
+                run += _ops(i)
                 continue
             if run:
                 lines.append((depth, f"compute ({run} op{'s' * (run > 1)})", False))
@@ -213,6 +213,14 @@ def _nest(kernel: Function, split: Split | None) -> list[tuple[int, str, bool]]:
 
 
 _QUIET = ("ldm_alloc", "cpe_id", "chunk", "dma_wait", "const", "return")
+
+
+def _ops(i: Instruction) -> int:
+    """The instructions ``i`` stands for in a ``compute`` line: itself, or
+    for a guard or loop the ones inside it (a guarded wait is none)."""
+    if i.regions:
+        return sum(_ops(x) for r in i.regions for b in r.blocks for x in b.instructions)
+    return 0 if i.opname in _QUIET else 1
 
 
 def _nest_line(i: Instruction, split: Split | None) -> tuple[str, bool] | None:
