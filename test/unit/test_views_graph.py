@@ -138,3 +138,19 @@ def test_a_failed_render_leaves_the_old_picture(tmp_path: Path) -> None:
         in p.stderr
     assert out.read_text() == "<svg>old</svg>"
     assert sorted(os.listdir(tmp_path)) == ["bin", "g.svg"]
+
+
+def test_several_functions_are_clusters_of_their_own() -> None:
+    text = "module \"two\"\nstage graph\n" \
+           "func @f(%x: <4 x f32>) -> <4 x f32> {\n'entry:\n  %r = relu %x : <4 x f32>\n" \
+           "  return %r\n}\n" \
+           "func @main(%x: <4 x f32>) -> <4 x f32> {\n'entry:\n" \
+           "  %y = call @f(%x) : <4 x f32>\n  return %y\n}\n"
+    m = parse_module(text, "t.swir")
+    dot = graph_dot(m, m.functions)
+    assert 'subgraph cluster_0 {\n    label="@f"' in dot
+    assert 'subgraph cluster_1 {\n    label="@main"' in dot
+    assert dot.count("->") == 4       # x -> relu -> result, x -> call -> result
+    if HAVE_DOT:
+        subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True,
+                       check=True, timeout=60)

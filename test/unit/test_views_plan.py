@@ -106,3 +106,16 @@ def test_tool_writes_the_svg_and_refuses_a_fifo(tmp_path: Path) -> None:
     assert p.returncode == 1 and p.stdout == ""
     assert f"error: -view-plan: cannot write '{fifo}': it is not a regular file" in p.stderr
     assert sorted(os.listdir(tmp_path)) == ["fifo.svg", "plan.svg"]
+
+
+def test_counts_past_the_walk_limit_are_unknown(mlp_dma, monkeypatch) -> None:
+    import swir.views.plan as plan_module
+    monkeypatch.setattr(plan_module, "WALK_LIMIT", 3)
+    k = cpe_kernels(mlp_dma)[0]
+    plan = kernel_plan(mlp_dma, k, 64)
+    assert plan.unknown == "counting the transfers takes more than 3 loop iterations"
+    assert all(t.total is None for t in plan.transfers)
+    text = plan_text(plan)
+    assert "x 8 on the busiest" not in text and " unknown" in text
+    root = ET.fromstring(plan_svg(plan))          # the picture says so too
+    assert any((t.text or "").startswith("counts unknown: ") for t in root.iter(SVG + "text"))

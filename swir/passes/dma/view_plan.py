@@ -32,10 +32,10 @@ class ViewPlan(Pass):
               "(stderr, or file=PATH: .txt, or .svg for one kernel); the IR is unchanged"
     stages = ("dma",)
 
-    file: str = option("", "where it goes: empty for stderr (text); PATH.txt (text) or "
+    file: str = option("", "where it goes (empty: stderr, as text): PATH.txt (text) or "
                            "PATH.svg (a picture of one kernel)",
                        check=extension_check((".txt", ".svg")))
-    kernel: str = option("", "show only this cpe kernel (default: every one)")
+    kernel: str = option("", "show only this cpe kernel (empty: every one)")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         shown = as_printed(module, "-view-plan")

@@ -27,10 +27,10 @@ class ViewGraph(Pass):
               ".dot, or .svg/.png rendered by Graphviz); the IR is unchanged"
     stages = ("graph",)
 
-    file: str = option("", "where the picture goes: empty for stderr; PATH.dot (DOT), "
+    file: str = option("", "where the picture goes (empty: stderr): PATH.dot (DOT), "
                            "PATH.svg or PATH.png (rendered by Graphviz's dot)",
                        check=extension_check((".dot", ".gv", ".svg", ".png")))
-    func: str = option("", "draw only this function (default: every function with a body)")
+    func: str = option("", "draw only this function (empty: every function with a body)")
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         shown = as_printed(module, "-view-graph")
