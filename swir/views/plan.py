@@ -155,7 +155,8 @@ def _split(body: list[Instruction], cpes: int) -> Split | None:
     extent, workers = chunk.attrs["extent"], chunk.attrs["workers"]
     grain = chunk.attrs.get("grain", 1)
     lo = chunk.results[0]
-    loop = next((i for i in body if i.opname == "for" and i.args[0] is lo), None)
+    loop = next((i for i in body if i.opname == "for"
+                 and Expr.of(i.args[0]).as_value() is lo), None)
     name = name_of(loop.regions[0].blocks[0].args[0]) if loop is not None else "?"
     shares = [chunk_share(k, extent, workers, grain) if k < workers else (0, 0)
               for k in range(cpes)]
