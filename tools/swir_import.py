@@ -23,10 +23,8 @@ import sys
 from pathlib import Path
 
 from swir import __version__, files
-from swir.diagnostics import Diagnostic
-from swir.frontend.onnx_import import DENSE_MAX, ImportFailure, import_onnx
-from swir.printer import print_module
-from swir.verifier import VerificationError, verify
+from swir.api.importer import translate
+from swir.frontend.onnx_import import DENSE_MAX
 
 from .driver import ArgumentParser, UsageError, run_tool, same_file, write_files
 
@@ -117,17 +115,7 @@ def main(argv: list[str]) -> int:
     module_dir = Path(".") if to_stdout else Path(a.output).parent
     reference = os.path.relpath(weights, module_dir) if not no_sidecar else weights.name
     check_outputs(a, None if no_sidecar else weights, to_stdout)
-    try:
-        imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check,
-                               inline_max=a.inline_max)
-    except ImportFailure as e:
-        raise Diagnostic(str(e), file=a.model) from None
-    try:
-        verify(imported.module)
-    except VerificationError as e:   # a bug in swir-import, not in the model
-        raise RuntimeError("the imported module does not verify: "
-                           + e.diagnostics[0].message) from None
-    text = print_module(imported.module)
+    imported, text = translate(a.model, reference, shapes, a.name, not a.no_check, a.inline_max)
     if no_sidecar and imported.weights:
         raise UsageError(f"the model has {len(imported.weights)} bytes of weights for a "
                          "sidecar file: give -o OUT.swir"
