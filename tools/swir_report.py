@@ -1,19 +1,21 @@
 """swir-report: the modeled Sunway cost of a swir module, kernel by kernel.
 
     swir-report IN.swir [-O0|-O1|-O3] [--pipeline PASSES] [--func NAME]
-                [--machine NAME] [--json OUT.json] [--plot OUT.png]
+                [--machine NAME] [--wide] [--json OUT.json] [--plot OUT.png]
                 [--PASS-OPTION=VALUE ...]
 
 The module may be at any stage. swir-report lowers it to the dma stage as
 swir-cg would (the level's graph passes, then what is left of -lower-loops
 -ldm-plan -insert-dma; default -O3), or with the swir-opt pass flags of
 --pipeline instead, verifying after every pass. Then it prints, per kernel
-and largest first, what :mod:`swir.costmodel.cost` counts and models: flops,
-LDM use, DMA operations and bytes, the share of small transfers, the modeled
-time, how close that is to the roofline bound, and the DMA traffic over the
-I/O lower bound of conv / matmul kernels; a totals row; and the machine
+and largest first, what :mod:`swir.costmodel.cost` counts and models: the
+modeled time, what bounds it, how close that is to the roofline bound, the
+compute efficiency, flops and DMA bytes, within 120 columns; --wide adds LDM
+use, DMA operations, the share of small transfers and the DMA traffic over
+the I/O lower bound of conv / matmul kernels; a totals row; and the machine
 constants. --json writes the same as JSON, --plot a roofline plot (needs
-matplotlib). Output files are written only when everything succeeded.
+matplotlib). Output files are written only when everything succeeded. The
+work is swir.api's (swir.report); this module is its command line.
 """
 
 from __future__ import annotations

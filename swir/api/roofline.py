@@ -25,20 +25,30 @@ def plot_format(path: str) -> str:
         import matplotlib
     except ImportError:
         raise usage_error("--plot needs matplotlib: pip install matplotlib, or swir's report "
-                         "extra (pip install 'swir[report]'; from a source checkout, "
-                         "pip install '.[report]')") from None
+                          "extra (pip install 'swir[report]'; from a source checkout, "
+                          "pip install '.[report]')") from None
     matplotlib.use("Agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     fmt = Path(path).suffix[1:].lower() or "png"
     supported = FigureCanvasAgg.get_supported_filetypes()
     if fmt not in supported:
         raise usage_error(f"--plot: cannot write a '.{fmt}' image (formats: "
-                         f"{', '.join(sorted(supported))})")
+                          f"{', '.join(sorted(supported))})")
     return fmt
 
 
 def roofline_image(r: CostReport, info: dict[str, Any], path: str) -> bytes:
+    """The plot, in the image format of ``path``'s suffix."""
     fmt = plot_format(path)
+    buf = io.BytesIO()
+    roofline_figure(r, info).savefig(buf, format=fmt)
+    return buf.getvalue()
+
+
+def roofline_figure(r: CostReport, info: dict[str, Any]) -> Any:
+    """The plot as a matplotlib Figure: the roofs, the kernels, the legend
+    and the key (needs matplotlib; plot_format says so when it is missing)."""
+    plot_format("roofline.png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: no global figure state
     fig = Figure(figsize=(12, 7), dpi=150)
@@ -49,7 +59,7 @@ def roofline_image(r: CostReport, info: dict[str, Any], path: str) -> bytes:
     points = plotted(r.kernels)
     limits(ax, r.machine, points)
     avoid = roofs(ax, r.machine)
-    kernel_points(ax, points, r.modeled_s, avoid)
+    kernel_points(ax, points, r.modeled_s, avoid, r.machine)
     key_text(key, r.kernels, points)
     level = f"-{info['level']}" if info["level"] else "a --pipeline"
     ax.set_title(f"Roofline of \"{info['module']}\" (@{r.function}) at {level}, "
@@ -57,9 +67,7 @@ def roofline_image(r: CostReport, info: dict[str, Any], path: str) -> bytes:
                  f"{n_kernels(len(r.kernels))}", fontsize=11)
     ax.set_xlabel("operational intensity (flop/byte)", fontsize=10)
     ax.set_ylabel("attained performance (GFLOP/s)", fontsize=10)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt)
-    return buf.getvalue()
+    return fig
 
 
 @dataclass
@@ -68,6 +76,12 @@ class Point:
     kernel: KernelCost
     x: float             # flop/byte
     y: float             # GFLOP/s
+    shown: tuple[float, float] | None = None   # where drawn (moved off another point), data
+
+
+def at(p: Point) -> tuple[float, float]:
+    """Where the point is drawn."""
+    return p.shown or (p.x, p.y)
 
 
 def plotted(kernels: list[KernelCost]) -> list[Point]:
@@ -143,24 +157,96 @@ def slope_angle(ax: Any, x: float, bw: float) -> float:
     return math.degrees(math.atan2(ay1 - ay0, ax1 - ax0))
 
 
-def kernel_points(ax: Any, points: list[Point], total: float, avoid: list[Box]) -> None:
+def kernel_points(ax: Any, points: list[Point], total: float, avoid: list[Box],
+                  m: Machine) -> None:
     """Markers (area by share of the modeled time; colour by what bounds the
-    kernel), numbered as the table."""
-    for bound, color in (("DMA-bound", "tab:orange"), ("compute-bound", "tab:green")):
-        pts = [p for p in points if is_dma_bound(p.kernel) == (bound == "DMA-bound")]
+    kernel; moved apart where they would cover each other), numbered as the
+    table, and a legend saying what the colours and shapes mean."""
+    separate(ax, points, total)
+    ridge = m.peak_flops / m.bandwidth
+    for kind in KINDS:
+        pts = [p for p in points if kind_of(p, ridge) == kind]
         if pts:
-            ax.scatter([p.x for p in pts], [p.y for p in pts], s=[area(p, total) for p in pts],
-                       color=color, alpha=0.75, edgecolors="black", linewidths=0.5,
-                       label=bound, zorder=3)
+            ax.scatter([at(p)[0] for p in pts], [at(p)[1] for p in pts],
+                       s=[area(p, total) for p in pts], label=LEGEND[kind], zorder=3,
+                       alpha=0.75, edgecolors="black", linewidths=0.5, **STYLE[kind])
+        if kind == "dma-right":
+            effective_points(ax, pts, m)
     if points:
-        legend = ax.legend(loc="lower right", fontsize=8, markerscale=0.6, framealpha=0.9)
+        legend = ax.legend(loc="upper left", fontsize=7, markerscale=0.6, framealpha=0.9,
+                           title="colour: what bounds the modeled time", title_fontsize=7)
         avoid = avoid + [tuple(legend.get_window_extent(ax.figure.canvas.get_renderer())
                                .extents)]
     place_labels(ax, [p for p in points if p.number <= PLOT_LABELS], total, avoid)
 
 
+# What bounds a kernel: its compute; its DMA (left of the ridge, as the roofs
+# say); its DMA although right of the ridge, where the roofs say compute.
+KINDS = ("compute", "dma", "dma-right")
+STYLE = {"compute": {"color": "tab:green", "marker": "o"},
+         "dma": {"color": "tab:orange", "marker": "o"},
+         "dma-right": {"color": "tab:red", "marker": "D"}}
+LEGEND = {
+    "compute": "compute-bound: compute time >= DMA time",
+    "dma": "DMA-bound: DMA time > compute time",
+    "dma-right": ("DMA-bound right of the ridge: its DMA streams below\n"
+                  "the roof's bandwidth (small transfers, start-up per DMA,\n"
+                  "few busy CPEs); the hollow marker: where the roof's\n"
+                  "bandwidth puts that DMA time, flops / (bandwidth x DMA time)"),
+}
+
+
+def kind_of(p: Point, ridge: float) -> str:
+    if not is_dma_bound(p.kernel):
+        return "compute"
+    return "dma-right" if p.x > ridge else "dma"
+
+
+def effective_points(ax: Any, points: list[Point], m: Machine) -> None:
+    """For a DMA-bound kernel right of the ridge, a hollow marker at its
+    effective intensity (the intensity at which the roof's bandwidth takes
+    its DMA time), joined to its point: that is left of the ridge."""
+    for p in points:
+        x_eff = p.kernel.flops / (m.bandwidth * p.kernel.dma_s)
+        x, y = at(p)
+        ax.plot([x, x_eff * x / p.x], [y, y], color="tab:red", lw=0.7, ls=":", zorder=2)
+        ax.scatter([x_eff * x / p.x], [y], s=28, facecolors="none", edgecolors="tab:red",
+                   linewidths=0.9, marker="D", zorder=3)
+
+
 def is_dma_bound(k: KernelCost) -> bool:
     return k.dma_s > k.compute_s
+
+
+# The least distance, in points, between the centres of two drawn markers.
+SEPARATION = 5.0
+
+
+def separate(ax: Any, points: list[Point], total: float) -> None:
+    """Move markers that would (nearly) cover one another apart: each, in
+    table order, goes to the nearest place (on rings around its true place)
+    at least SEPARATION points from every marker placed before it."""
+    gap = SEPARATION * ax.figure.dpi / 72
+    inverse = ax.transData.inverted()
+    placed: list[tuple[float, float]] = []
+    for p in points:
+        true = tuple(float(v) for v in ax.transData.transform((p.x, p.y)))
+        spot = next(c for c in around(true, gap) if all(math.dist(c, q) >= gap for q in placed))
+        placed.append(spot)
+        if spot != true:
+            x, y = inverse.transform(spot)
+            p.shown = (float(x), float(y))
+
+
+def around(centre: tuple[float, float], gap: float):
+    """``centre``, then places on rings ``gap`` apart around it, nearest first."""
+    yield centre
+    ring = 1
+    while True:
+        for k in range(6 * ring):
+            a = 2 * math.pi * k / (6 * ring)
+            yield (centre[0] + ring * gap * math.cos(a), centre[1] + ring * gap * math.sin(a))
+        ring += 1
 
 
 def area(p: Point, total: float) -> float:
@@ -179,7 +265,7 @@ def place_labels(ax: Any, points: list[Point], total: float, avoid: list[Box]) -
     for p in points:
         text = str(p.number)
         w, h = (4.6 * len(text) + 2) * scale, 9 * scale
-        px, py = ax.transData.transform((p.x, p.y))
+        px, py = ax.transData.transform(at(p))
         r = (math.sqrt(area(p, total)) / 2 + 2) * scale
         chosen = None
         for ring in (1.0, 2.2, 3.4):
@@ -193,14 +279,14 @@ def place_labels(ax: Any, points: list[Point], total: float, avoid: list[Box]) -
                 break
         ring, cx, cy, box = chosen or (1.0, px + r + w / 2, py, (0, 0, 0, 0))
         taken.append(box)
-        ax.annotate(text, (p.x, p.y), xytext=((cx - px) / scale, (cy - py) / scale),
+        ax.annotate(text, at(p), xytext=((cx - px) / scale, (cy - py) / scale),
                     textcoords="offset points", ha="center", va="center", fontsize=7.5,
                     zorder=4, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"}
                     if ring > 1 else None)
 
 
 def marker_box(ax: Any, p: Point, total: float) -> Box:
-    px, py = ax.transData.transform((p.x, p.y))
+    px, py = ax.transData.transform(at(p))
     r = math.sqrt(area(p, total)) / 2 * ax.figure.dpi / 72
     return (px - r, py - r, px + r, py + r)
 
