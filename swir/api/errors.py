@@ -28,6 +28,8 @@ class SwirError(Exception):
     ``str(error)`` is what the tools print (without their name): one or more
     ``FILE:LINE:COL: error: MESSAGE`` diagnostics, each with its source line."""
 
+    __module__ = "swir"         # users meet it as swir.SwirError
+
     def __init__(self, diagnostics: list[Diagnostic], function: str = "swir") -> None:
         self.diagnostics = diagnostics
         self.function = function
