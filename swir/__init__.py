@@ -3,8 +3,10 @@
 The package is laid out as the compiler is: ``ir`` (types, values, instructions,
 blocks, modules, builder), ``ops`` (the op registry and each stage's op set),
 ``parser`` / ``printer`` for the textual IR, ``verifier``, ``passes`` grouped by
-stage, and ``tools`` (the command-line drivers, kept in the top-level
-``tools/`` folder of the source tree).
+stage, ``api`` (the tools' jobs as Python functions, re-exported here:
+``swir.import_onnx``, ``optimize``, ``run``, ``report``, ``compile``;
+docs/api.md) and ``tools`` (the command-line drivers over it, kept in the
+top-level ``tools/`` folder of the source tree).
 """
 
 __version__ = "0.1.0"
