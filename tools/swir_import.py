@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from swir import __version__, files
-from swir.api.importer import translate
+from swir.api.importer import sidecar, translate
 from swir.frontend.onnx_import import DENSE_MAX
 
 from .driver import ArgumentParser, UsageError, run_tool, same_file, write_files
@@ -89,13 +89,7 @@ def check_outputs(a: argparse.Namespace, weights: Path | None, to_stdout: bool) 
 
 
 def _weights_path(a: argparse.Namespace) -> Path:
-    if a.weights:
-        return Path(a.weights)
-    out = Path(a.output)
-    return out.with_name(out.stem + ".weights") if out.suffix == ".swir" \
-        else out.with_name(out.name + ".weights")
-
-
+    return sidecar(a.output, a.weights)
 
 
 def _count(value: str) -> int:

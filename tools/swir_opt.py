@@ -36,6 +36,7 @@ from swir.api.passes import (
     field_type,
     global_option,
     pass_flag,
+    run_passes,
     target_option,
 )
 
@@ -224,14 +225,10 @@ def process(text: str, name: str, passes: list[Pass], o: Options,
     input names relative to its own folder are named relative to that one)."""
     module = parse_module(text, name)
     verify(module)
-    manager = PassManager(passes, verify_each=o.flags.get("verify-each", True),
-                          print_after_all=o.flags.get("print-after-all", False),
-                          print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
-                          input_name=name, dump=sys.stderr,
-                          progress=for_terminal(o.flags.get("quiet", False)), target=o.target)
-    manager.run(module)
-    if not manager.verify_each:
-        verify(module)
+    manager = run_passes(module, passes, o.target, name, o.flags.get("verify-each", True),
+                         o.flags.get("print-after-all", False),
+                         o.flags.get("print-ir-after-failure", False), sys.stderr,
+                         for_terminal(o.flags.get("quiet", False)))
     if sink is not None:    # written to a file: its weight files named from there
         folder = os.path.dirname(o.output or "") or "."
         load_weights_outside(module, folder)    # those elsewhere go to its sidecar

@@ -30,7 +30,6 @@ from swir import files
 from swir.diagnostics import Diagnostic
 from swir.ir.core import Module
 from swir.parser import parse_module, read_source
-from swir.passes.manager import PassManager
 from swir.passes.pipelines import DEFAULT_LEVEL, OPT_LEVELS
 from swir.printer import print_module
 from swir.target import Target, UnknownTarget, default_target, target_named
@@ -38,9 +37,17 @@ from swir.verifier import verify
 
 from . import compiling, reporting
 from .errors import SwirError, reported, usage_error
-from .importer import translate
-from .passes import PassFlags, build_passes, global_option, option_argv, pass_flag, split_flags
-from .passes import target_option
+from .importer import sidecar, translate
+from .passes import (
+    PassFlags,
+    build_passes,
+    global_option,
+    option_argv,
+    pass_flag,
+    run_passes,
+    split_flags,
+    target_option,
+)
 from .reporting import Report
 from .running import entry_function
 
@@ -83,8 +90,7 @@ def import_onnx(model: Any, output: str | Path, *, shapes: Mapping[str, Sequence
     module, read back from OUTPUT. ``shapes`` binds inputs' shapes or
     symbolic dimensions (``--shape``); ``inline_max`` is ``--inline-max``."""
     output = Path(output)
-    weights_path = Path(weights) if weights is not None else output.with_suffix(".weights") \
-        if output.suffix == ".swir" else output.with_name(output.name + ".weights")
+    weights_path = sidecar(output, weights)
     reference = os.path.relpath(weights_path, output.parent)
     bound = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     with tempfile.TemporaryDirectory() as folder:
@@ -129,11 +135,8 @@ def optimize(module: Module, passes: str | Sequence[str], *, target: str | Targe
                              "-O0/-O1/-O3 or --OPTION=VALUE)")
         pass_flag("swir.optimize", argv, i, flags)
         i += 1
-    pipeline = build_passes(flags, argv, "swir.optimize")
-    PassManager(pipeline, verify_each=verify_each, input_name=module.name, dump=sys.stderr,
-                target=flags.target).run(module)
-    if not verify_each:
-        verify(module)
+    run_passes(module, build_passes(flags, argv, "swir.optimize"), flags.target,
+               f"<module {module.name}>", verify_each)
     return module
 
 

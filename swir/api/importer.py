@@ -34,3 +34,13 @@ def translate(model: str | Path, weights_reference: str, shapes: dict[str, tuple
         raise RuntimeError("the imported module does not verify: "
                            + e.diagnostics[0].message) from None
     return imported, print_module(imported.module)
+
+
+def sidecar(output: str | Path, weights: str | Path | None = None) -> Path:
+    """The weights file of a module written to ``output``: ``weights`` when
+    given, else OUTPUT with suffix .weights (``m.swir`` -> ``m.weights``)."""
+    if weights:
+        return Path(weights)
+    out = Path(output)
+    return out.with_name(out.stem + ".weights") if out.suffix == ".swir" \
+        else out.with_name(out.name + ".weights")

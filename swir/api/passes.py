@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from swir.passes import PASSES, pass_class
-from swir.passes.manager import Pass, PassContext, option_flag
+from swir.ir.core import Module
+from swir.passes.manager import Pass, PassContext, PassManager, option_flag
 from swir.passes.pipelines import OPT_LEVELS
+from swir.progress import QUIET, Progress
 from swir.target import Target, UnknownTarget, default_target, target_named
+from swir.verifier import verify
 
 from .errors import command_line_error, usage_error
 
@@ -164,3 +169,21 @@ def option_argv(options: dict[str, object] | None) -> list[str]:
         text = str(value).lower() if isinstance(value, bool) else str(value)
         out.append(f"--{name.replace('_', '-')}={text}")
     return out
+
+
+def run_passes(module: Module, passes: list[Pass], target: Target, input_name: str,
+               verify_each: bool = True, print_after_all: bool = False,
+               print_ir_after_failure: bool = False, dump: TextIO | None = None,
+               progress: Progress = QUIET) -> PassManager:
+    """Run the passes on ``module`` (in place), verifying after each one, or
+    (``verify_each=False``) once at the end: swir-opt's and swir.optimize's
+    work. The manager keeps each pass's time, statistics and whether it
+    changed the IR."""
+    manager = PassManager(passes, verify_each=verify_each, print_after_all=print_after_all,
+                          print_ir_after_failure=print_ir_after_failure,
+                          input_name=input_name, dump=dump or sys.stderr, progress=progress,
+                          target=target)
+    manager.run(module)
+    if not manager.verify_each:
+        verify(module)
+    return manager
