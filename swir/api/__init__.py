@@ -81,7 +81,8 @@ def to_text(module: Module) -> str:
 
 
 @reported("import_onnx")
-def import_onnx(model: Any, output: str | Path, *, shapes: Mapping[str, Sequence[int]] | None = None,
+def import_onnx(model: Any, output: str | Path, *,
+                shapes: Mapping[str, Sequence[int]] | None = None,
                 name: str | None = None, weights: str | Path | None = None, check: bool = True,
                 inline_max: int | None = None) -> Module:
     """Translate an ONNX model (a path or an ``onnx.ModelProto``) as
@@ -154,17 +155,14 @@ def compile(source: Source, output: str | Path, *, level: str = DEFAULT_LEVEL,
     (replace OUTPUT), ``jobs`` (``-j``). Returns the project directory;
     ``make -C OUTPUT emu`` builds it for this machine."""
     job = compiling.CompileJob(output=str(output), force=force, simd=simd, train=train,
-                               func=func, level=level_name(level), target=target_named_or_default(target),
-                               verify_each=verify_each, prog="swir.compile")
-    extra = {"jobs": jobs, "split": split, "ranks": ranks}
-    job.globals, job.argv = option_globals(options, {k: v for k, v in extra.items() if v is not None})
+                               func=func, level=level_name(level), verify_each=verify_each,
+                               target=target_named_or_default(target), prog="swir.compile")
     if not job.target.codegen:
         raise usage_error(f"code generation for the {job.target.title} is not supported yet; "
                           "swir.optimize and swir.report plan and model for it")
-    if ranks is not None:
-        job.ranks = ranks_count(ranks)
-    elif split is not None:
-        raise usage_error("split says how ranks share the work: give ranks too")
+    job.globals, job.argv = option_globals(options, {"jobs": jobs, "split": split,
+                                                     "ranks": ranks})
+    job.ranks = ranks_count(ranks, split)
     job.input, job.base_dir, text = source_text(source)
     module, passes, keep = compiling.prepare(job, text)
     compiling.lower(job, module, passes, text, sys.stderr)
@@ -191,7 +189,8 @@ def run(source: Source, inputs: Sequence[np.ndarray], *, func: str | None = None
 
 
 @reported("report")
-def report(source: Source, *, level: str | None = None, pipeline: str | Sequence[str] | None = None,
+def report(source: Source, *, level: str | None = None,
+           pipeline: str | Sequence[str] | None = None,
            options: Mapping[str, object] | None = None, func: str | None = None,
            machine: str = "default", target: str | Target | None = None,
            ranks: int | None = None, split: str | None = None) -> Report:
@@ -209,15 +208,14 @@ def report(source: Source, *, level: str | None = None, pipeline: str | Sequence
     if pipeline is not None and level is not None:
         raise usage_error("level and pipeline both choose the passes: put the level into "
                           "the pipeline")
-    extra = {k: v for k, v in {"split": split, "ranks": ranks}.items() if v is not None}
-    job = reporting.ReportJob(level=None if pipeline is not None else level_name(level or
-                                                                                DEFAULT_LEVEL),
-                              func=func, machine=machine,
-                              target=None if target is None else target_named_or_default(target),
-                              prog="swir.report")
-    job.globals, job.argv = option_globals(options, extra)
-    if ranks is not None:
-        job.ranks = ranks_count(ranks)
+    if ranks is not None and pipeline is not None:
+        raise usage_error("ranks adds -distribute to the level's pipeline; with a pipeline, put "
+                          "-distribute{ranks=N} into it")
+    job = reporting.ReportJob(func=func, machine=machine, prog="swir.report",
+                              target=None if target is None else target_named_or_default(target))
+    job.level = None if pipeline is not None else level_name(level or DEFAULT_LEVEL)
+    job.globals, job.argv = option_globals(options, {"split": split, "ranks": ranks})
+    job.ranks = ranks_count(ranks, split)
     if pipeline is not None:
         job.pipeline = pipeline_entries(pipeline, job)
     job.input, job.base_dir, text = source_text(source)
@@ -245,7 +243,13 @@ def target_named_or_default(target: str | Target | None) -> Target:
         raise usage_error(str(e)) from None
 
 
-def ranks_count(ranks: int) -> int:
+def ranks_count(ranks: int | None, split: str | None) -> int | None:
+    """``ranks``: None (one core group) or a whole number, at least 1; a
+    ``split`` needs it."""
+    if ranks is None:
+        if split is not None:
+            raise usage_error("split says how ranks share the work: give ranks too")
+        return None
     if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
         raise usage_error(f"ranks is a whole number of MPI ranks, at least 1, got {ranks!r}")
     return ranks
@@ -255,7 +259,8 @@ def option_globals(options: Mapping[str, object] | None, extra: Mapping[str, obj
                  ) -> tuple[dict[str, tuple[str, int]], list[str]]:
     """Keyword pass options as the tools' global options and the flags
     they stand for (where errors point)."""
-    argv = option_argv({**(options or {}), **extra})
+    given = {k: v for k, v in extra.items() if v is not None}
+    argv = option_argv({**(options or {}), **given})
     found: dict[str, tuple[str, int]] = {}
     for i, flag in enumerate(argv):
         global_option(flag, i, found)

@@ -150,7 +150,8 @@ def test_import_onnx_writes_what_swir_import_writes(tmp_path, capsys):
     # From an onnx.ModelProto: the same module.
     swir.import_onnx(onnx.load(str(model)), tmp_path / "api" / "p.swir", weights=tmp_path / "api"
                      / "p.bin")
-    assert (tmp_path / "api" / "p.bin").read_bytes() == (tmp_path / "api" / "m.weights").read_bytes()
+    api = tmp_path / "api"
+    assert (api / "p.bin").read_bytes() == (api / "m.weights").read_bytes()
     z = np.random.default_rng(0).standard_normal((1, 100, 1, 1)).astype(np.float32)
     assert np.array_equal(swir.run(tmp_path / "api" / "p.swir", [z])[0], swir.run(module, [z])[0])
 
@@ -196,6 +197,11 @@ def test_a_missing_file_is_a_located_error(tmp_path):
      "swir.compile: error: unknown optimisation level 'O7' (levels: O0, O1, O3)"),
     (lambda out: swir.compile(MLP, out, ranks=0),
      "swir.compile: error: ranks is a whole number of MPI ranks, at least 1, got 0"),
+    (lambda out: swir.compile(MLP, out, split="model"),
+     "swir.compile: error: split says how ranks share the work: give ranks too"),
+    (lambda out: swir.report(MLP, ranks=2, pipeline="-O1"),
+     "swir.report: error: ranks adds -distribute to the level's pipeline; with a pipeline, put "
+     "-distribute{ranks=N} into it"),
     (lambda out: swir.compile(MLP, out, train=True),
      "swir.compile: error: --train: @main has no 'carried' attribute, so it is not a training "
      "step (attributes {carried = [@w, @b, ...]}: the globals its last parameters carry)"),
@@ -250,3 +256,14 @@ def test_the_docs_example_runs_as_shown(tmp_path, monkeypatch):
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
                               globs={}, report=True)
     assert result.attempted > 10 and result.failed == 0
+
+
+def test_ranks_reach_the_pipeline_as_swir_cg_gives_them(tmp_path, capsys):
+    """ranks / split: the MPI program of swir-cg --ranks 2 --split model."""
+    tool(capsys, "swir-cg", swir_cg.main, MLP, "-o", tmp_path / "cg", "-q", "-O1",
+         "--strategy=greedy", "--ranks", "2", "--split", "model")
+    swir.compile(MLP, tmp_path / "api", level="O1", options={"strategy": "greedy"}, ranks=2,
+                 split="model")
+    assert tree(tmp_path / "api") == tree(tmp_path / "cg")
+    r = swir.report(MLP, ranks=2, split="model")
+    assert r.costs.ranks == 2 and r.info["split"] == "model" and r.info["one_core_group_s"] > 0
