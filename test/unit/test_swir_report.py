@@ -479,7 +479,8 @@ def zoo_report(name: str, root: Path) -> tuple[dict, set[str]]:
     onnx_path, swir_path = d / f"{name}.onnx", d / f"{name}.swir"
     zoo.save(zoo.build(name, **kwargs), onnx_path, external_data=external)
     run("swir-import", onnx_path, "-o", swir_path)
-    run("swir-report", "-O0", swir_path, "--json", d / "report.json")
+    printed = run("swir-report", "-O0", swir_path, "--json", d / "report.json")
+    assert max(len(line) for line in printed.splitlines()) <= 120, name    # the default width
     lowered = d / f"{name}.dma.swir"
     run("swir-opt", *pipeline_flags("graph", "O0"), swir_path, "-o", lowered)
     module = parse_module(lowered.read_text(), str(lowered))
@@ -487,10 +488,11 @@ def zoo_report(name: str, root: Path) -> tuple[dict, set[str]]:
     return json.loads((d / "report.json").read_text()), cpe
 
 
-def run(tool: str, *args) -> None:
+def run(tool: str, *args) -> str:
     r = subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True,
                        check=False)
     assert r.returncode == 0, f"{tool} failed ({r.returncode}):\n{r.stderr}"
+    return r.stdout
 
 
 def test_every_zoo_model(tmp_path):
