@@ -3,7 +3,12 @@ kept unique), long lines wrapped at blanks."""
 
 from __future__ import annotations
 
+import re
 import textwrap
+
+# A number and its unit stay on one line ("349.68 µs", "330 B blocks").
+_UNIT = re.compile(r"(\d) (?=(µs|us|ms|s|B|GB/s|GFLOPS|cycles)\b)")
+_HELD = "\u00a0"     # textwrap breaks at ASCII blanks only
 
 
 def fitted_names(names: list[str], width: int, ascii_only: bool = False) -> list[str]:
@@ -37,6 +42,8 @@ def wrapped(lines: list[str], width: int) -> list[str]:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip(" ")))
-        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "  ",
-                             break_long_words=False, break_on_hyphens=False)
+        parts = textwrap.wrap(_UNIT.sub(r"\1" + _HELD, line), width,
+                              subsequent_indent=indent + "  ", break_long_words=False,
+                              break_on_hyphens=False)
+        out += [part.replace(_HELD, " ") for part in parts]
     return out

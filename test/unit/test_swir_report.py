@@ -589,6 +589,14 @@ def test_long_kernel_names_keep_their_number_and_stay_unique():
     assert fitted_names(["a_very_long_name_1"], 12, ascii_only=True) == ["a_very_..._1"]
 
 
+def test_long_lines_wrap_between_words_not_between_a_number_and_its_unit():
+    from swir.api.names import wrapped
+    line = "  per rank: kernels 287.50 µs, communication 62.17 µs; modeled 349.68 µs"
+    assert wrapped([line], 66) == ["  per rank: kernels 287.50 µs, communication 62.17 µs; modeled",
+                                   "    349.68 µs"]
+    assert wrapped(["short"], 66) == ["short"]
+
+
 def test_the_plot_is_png_and_svg_with_a_legend(tmp_path):
     """On the mlp: a PNG and an SVG (each a whole image), whose legend says
     what the colours mean."""
