@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from swir.printer import print_module
 from swir.target import Target, UnknownTarget, default_target, target_named
 from swir.verifier import verify
 
-from . import compiling, reporting
 from .errors import SwirError, reported, usage_error
 from .importer import sidecar, translate
 from .passes import (
@@ -48,8 +47,10 @@ from .passes import (
     split_flags,
     target_option,
 )
-from .reporting import Report
 from .running import entry_function
+
+if TYPE_CHECKING:
+    from .reporting import Report, ReportJob
 
 __all__ = ["SwirError", "Report", "parse", "load", "to_text", "import_onnx", "optimize",
            "compile", "run", "report"]
@@ -154,6 +155,7 @@ def compile(source: Source, output: str | Path, *, level: str = DEFAULT_LEVEL,
     program), ``train``, ``simd=False`` (``--no-simd``), ``func``, ``force``
     (replace OUTPUT), ``jobs`` (``-j``). Returns the project directory;
     ``make -C OUTPUT emu`` builds it for this machine."""
+    from . import compiling     # the C generator: imported when a project is written
     job = compiling.CompileJob(output=str(output), force=force, simd=simd, train=train,
                                func=func, level=level_name(level), verify_each=verify_each,
                                target=target_named_or_default(target), prog="swir.compile")
@@ -202,6 +204,8 @@ def report(source: Source, *, level: str | None = None,
     (``.text()``, ``.text(wide=True)``), the JSON (``.json()``) and the
     roofline plot (``.plot(path)``)."""
     from swir.costmodel.cost import DMA_ASSUMPTIONS
+
+    from . import reporting     # the cost model: imported when a report is made
     if machine not in DMA_ASSUMPTIONS:
         raise usage_error(f"unknown machine '{machine}' (machines: "
                           f"{', '.join(DMA_ASSUMPTIONS)})")
@@ -267,7 +271,7 @@ def option_globals(options: Mapping[str, object] | None, extra: Mapping[str, obj
     return found, argv
 
 
-def pipeline_entries(pipeline: str | Sequence[str], job: reporting.ReportJob) -> list:
+def pipeline_entries(pipeline: str | Sequence[str], job: ReportJob) -> list:
     """The pass flags of ``pipeline``, after the option flags in ``job.argv``."""
     flags = split_flags(pipeline) if isinstance(pipeline, str) else list(pipeline)
     into = PassFlags(globals=job.globals)
@@ -290,3 +294,11 @@ def source_text(source: Source) -> tuple[str, str | None, str]:
 
 def module_name(source: Source) -> str:
     return f"module \"{source.name}\"" if isinstance(source, Module) else str(source)
+
+
+def __getattr__(name: str) -> Any:
+    # Report lives with the cost model, which is imported only when a report is made.
+    if name == "Report":
+        from .reporting import Report
+        return Report
+    raise AttributeError(f"module 'swir.api' has no attribute '{name}'")
