@@ -52,6 +52,17 @@ def test_import_swir_imports_neither_the_api_nor_heavy_packages(tmp_path):
     assert out.splitlines() == ["[]", "True False"]
 
 
+def test_the_tools_start_without_the_c_generator_or_the_cost_model(tmp_path):
+    """swir-run and swir-opt import swir.api (its errors, its pass flags),
+    which loads neither codegen nor the cost model until compile / report."""
+    probe = ("import sys, swir.tools.swir_run, swir.tools.swir_opt; "
+             "print(sorted(m for m in ('swir.codegen.project', 'swir.costmodel.cost', "
+             "'swir.frontend.onnx_import') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=tmp_path, timeout=120).stdout
+    assert out.strip() == "[]"
+
+
 def test_the_api_is_reexported_by_swir():
     import swir.api
     for name in swir.api.__all__:
