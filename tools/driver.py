@@ -15,7 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from swir import cache, files
-from swir.diagnostics import SOURCES, Diagnostic, Location, one_line
+from swir.api.errors import SwirError, command_line_error, render
+from swir.diagnostics import Diagnostic, one_line
 from swir.limits import deep_recursion
 from swir.passes.manager import PassBug, PassFailure
 from swir.verifier import VerificationError
@@ -147,7 +148,7 @@ def _run(prog: str, main: Callable[[list[str]], int], args: list[str]) -> int:
             return main(args)
     except Diagnostic as d:
         print(render(prog, d), file=sys.stderr)
-    except (VerificationError, PassFailure) as e:
+    except (VerificationError, PassFailure, SwirError) as e:
         for d in e.diagnostics:
             print(render(prog, d), file=sys.stderr)
     except UsageError as e:
@@ -179,13 +180,6 @@ def _run(prog: str, main: Callable[[list[str]], int], args: list[str]) -> int:
     return 1
 
 
-def render(prog: str, d: Diagnostic) -> str:
-    """A diagnostic's text; one that names neither a place nor a file is
-    prefixed with the tool's name, as every other error is."""
-    text = d.render()
-    return text if d.loc is not None or d.file else f"{prog}: {text}"
-
-
 def report_pass_bug(prog: str, bug: PassBug) -> None:
     """An internal error naming the pass, its diagnostics, and where the IR it
     was given is saved for the bug report."""
@@ -200,14 +194,6 @@ def report_pass_bug(prog: str, bug: PassBug) -> None:
               "(run with --verify-each on, and a writable $SWIR_CRASH_DIR or temporary "
               "directory)", file=sys.stderr)
     print(f"{prog}: note: reproduce with: {bug.command}", file=sys.stderr)
-
-
-def command_line_error(prog: str, argv: list[str], index: int, message: str) -> Diagnostic:
-    """A diagnostic pointing into the command line itself, like clang's <command line>."""
-    line = " ".join([prog] + argv)
-    col = len(prog) + 2 + sum(len(a) + 1 for a in argv[:index])
-    SOURCES.add("<command-line>", line)
-    return Diagnostic(message, Location("<command-line>", 1, col))
 
 
 def opt_level(prog: str, argv: list[str], index: int) -> str:

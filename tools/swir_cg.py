@@ -18,16 +18,17 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from pathlib import Path
+from dataclasses import dataclass
 
 from swir import __version__, cache
+from swir.api import compiling as compile_job
+# level_passes and lowering: swir-report (and tests) build its pipelines as swir-cg's
+from swir.api.compiling import CompileJob, level_passes, lowering  # noqa: F401
+from swir.api.passes import field_type, global_option, target_option
 from swir.codegen.names import file_stem
-from swir.codegen.project import Options as CodegenOptions
-from swir.codegen.project import WriteError, check_project_dir, generate, write_project
-from swir.analysis.calling import carried_names
-from swir.ir.core import FileInit, Function, Module
-from swir.parser import parse_module, read_source
-from swir.passes.manager import Pass, PassManager, option_default, option_flag, option_text
+from swir.ir.core import Module
+from swir.parser import read_source
+from swir.passes.manager import option_default, option_flag, option_text
 from swir.passes.pipelines import (
     DEFAULT_LEVEL,
     LOWERING,
@@ -36,10 +37,8 @@ from swir.passes.pipelines import (
     level_options,
     pipeline_flags,
 )
-from swir.passes.options import reserve_bytes
 from swir.progress import for_terminal
-from swir.target import Target, default_target, target_of
-from swir.verifier import VerificationError, module_attr_ldm, verify
+from swir.target import Target, default_target
 
 from .driver import (
     WEIGHTS_FROM_HELP,
@@ -50,15 +49,7 @@ from .driver import (
     take_weights_from,
     use_cache,
 )
-from .swir_opt import (
-    Options,
-    build_passes,
-    field_type,
-    global_option,
-    print_pass_times,
-    print_statistics,
-    target_option,
-)
+from .swir_opt import print_pass_times, print_statistics
 
 PROG = "swir-cg"
 
@@ -158,24 +149,19 @@ def level_defaults(name: str, f, target: Target) -> str:
     return "; ".join(f"{v} at {', '.join(levels)}" for v, levels in at.items())
 
 
-class Command:
-    def __init__(self) -> None:
-        self.input: str | None = None
-        self.output: str | None = None
-        self.force = self.print_pipeline = self.stats = self.quiet = False
-        self.time_passes = self.verify_each = False
-        self.cache_dir: str | None = None
-        self.simd = True
-        self.train = False
-        self.func = "main"
-        self.level = DEFAULT_LEVEL
-        self.globals: dict[str, tuple[str, int]] = {}
-        self.target: Target = default_target()
-        self.ranks: int | None = None      # --ranks N: an MPI program (-distribute)
+@dataclass
+class Command(CompileJob):
+    """swir-cg's command line: the compile job, and what the tool prints."""
+
+    print_pipeline: bool = False
+    stats: bool = False
+    quiet: bool = False
+    time_passes: bool = False
+    cache_dir: str | None = None
 
 
 def parse_args(argv: list[str]) -> Command:
-    c = Command()
+    c = Command(input=None, argv=argv, prog=PROG)  # type: ignore[arg-type]
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -259,162 +245,32 @@ def ranks_option(argv: list[str], value: str, index: int, prog: str = PROG) -> i
     return int(value)
 
 
-def check_ranks(module: Module, c: Command) -> None:
-    """--ranks on a module past the graph stage: it must have been split for as many."""
-    if c.ranks is None or module.stage == "graph":
-        return
-    if module.attrs.get("ranks") != c.ranks:
-        have = (f"is split for {module.attrs['ranks']} ranks" if "ranks" in module.attrs
-                else "is for one core group")
-        raise UsageError(f"--ranks {c.ranks}: the {module.stage}-stage module {have}; ranks are "
-                         "given to a graph-stage module (-distribute splits it there)")
-    c.globals.pop("ranks", None)
-    c.globals.pop("split", None)
-
-
-def check_training(module: Module, c: Command) -> None:
-    """--train: the entry function is a training step (its ``carried``
-    attribute), and a module for several ranks was split by the batch before
-    (-distribute would cut the carried state too)."""
-    if not c.train:
-        return
-    f = module.lookup(c.func)
-    if not isinstance(f, Function):
-        return                  # the generator reports a missing entry function
-    if not carried_names(f):
-        raise UsageError(f"--train: @{f.name} has no 'carried' attribute, so it is not a "
-                         "training step (attributes {carried = [@w, @b, ...]}: the globals "
-                         "its last parameters carry)")
-    if c.ranks is not None:
-        raise UsageError("--train --ranks: a training step is shared over ranks in the IR "
-                         "(stage ... {ranks = N, split = \"data\"}, with the allreduce of its "
-                         "gradients); give that module without --ranks")
-
-
-def pipeline(stage: str, c: Command, argv: list[str]) -> list[Pass]:
-    return lowering(level_passes(stage, c.level, c.globals, c.ranks is not None), stage,
-                    c.globals, argv, PROG, c.target)
-
-
-def level_passes(stage: str, level: str, globals_: dict, ranks: bool = False
-                 ) -> list[tuple[str, dict, int]]:
-    """What swir-cg runs on a ``stage`` module at ``level``, as swir-opt's
-    pass entries: each pass with the options the level gives it, except
-    those the user gave (``globals_``); with ``ranks``, -distribute too."""
-    return [(n, {k: v for k, v in level_options(n, level).items() if k not in globals_}, 0)
-            for n in compile_pipeline(stage, level, ranks)]
-
-
-def lowering(passes: list[tuple[str, dict, int]], stage: str, globals_: dict,
-             argv: list[str], prog: str, target: Target | None = None) -> list[Pass]:
-    """The passes, with the global options given to those that take them; a
-    global option is an error when no pass runs."""
-    if not passes:
-        for k, (_, idx) in globals_.items():
-            raise command_line_error(prog, argv, idx, f"unknown option '--{k}' (a {stage}-stage "
-                                                      "module runs no passes)")
-    return build_passes(Options(passes=passes, globals=globals_,
-                                target=target or default_target()), argv, prog)
-
-
-def check_ldm(module: Module, passes: list[Pass], c: Command, argv: list[str]) -> None:
-    """swir-cg writes code for the machine: a plan for more LDM than a CPE
-    has would build and then stop at run time (swir-opt and swir-report
-    plan and model larger LDMs for studies)."""
-    machine = c.target
-    for p in passes:
-        size = getattr(p, "ldm_size", None)
-        if isinstance(size, int) and size > machine.ldm_bytes:
-            given = c.globals.get("ldm-size")
-            message = (f"an LDM of {size} bytes is more than the {machine.title} has "
-                       f"({machine.ldm_bytes} bytes per CPE); swir-cg writes code for the "
-                       "machine (swir-opt and swir-report plan and model larger ones)")
-            if given is not None:
-                raise command_line_error(PROG, argv, given[1], message)
-            raise UsageError(message)
-    planned = module_attr_ldm(module)
-    if planned > machine.ldm_bytes:
-        raise UsageError(f"{c.input} was planned for an LDM of {planned} bytes, more than the "
-                         f"{machine.title} has ({machine.ldm_bytes} bytes per CPE)")
-
-
-def ldm_reserve(passes: list[Pass]) -> int | None:
-    """The LDM the plan left for the CPE stack and reply words (the emulation's
-    capacity check uses it); None when the input was planned already (the
-    generator then assumes -ldm-plan's default, 1/16 of the module's LDM)."""
-    for p in passes:
-        if p.name == "ldm-plan":
-            r = p.ldm_reserve
-            return reserve_bytes(p.ldm_size, r, p.target)  # type: ignore[attr-defined]
-    return None
-
-
 def main(argv: list[str]) -> int:
     argv = take_weights_from(PROG, argv)
     try:
         c = parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    assert c.input is not None
     use_cache(c.cache_dir)
     text = read_source(c.input)
-    name = "<stdin>" if c.input == "-" else c.input
-    module = parse_module(text, name)
-    verify(module)
-    planned = target_of(module.attrs)
-    if not planned.codegen:
-        raise UsageError(f"{name} was planned for the {planned.title} (its target attribute); "
-                         "swir-cg writes code for the SW26010 only")
-    check_ranks(module, c)
-    check_training(module, c)
-    keep = read_files(c.input, module)
-    if c.output is not None:       # before the (possibly long) pipeline
-        project_dir(c.output, c.force, keep)
-    passes = pipeline(module.stage, c, argv)
-    check_ldm(module, passes, c, argv)
+    module, passes, keep = compile_job.prepare(c, text)
     if c.print_pipeline:
         print(" ".join(p.spelling() for p in passes) or "(no passes)")
         if c.output is None:
             return 0
     progress = for_terminal(c.quiet)
     # Verifying after every pass costs more than some passes; the result is
-    # verified, and a pass that broke it is found by running again (below).
-    manager = PassManager(passes, verify_each=c.verify_each, input_name=name, dump=sys.stderr,
-                          progress=progress, source=text, target=c.target)
-    manager.run(module)
-    if not c.verify_each:
-        try:
-            verify(module)
-        except VerificationError:
-            find_faulty_pass(text, name, c, argv)
-            raise
+    # verified, and a pass that broke it is found by running again.
+    manager = compile_job.lower(c, module, passes, text, sys.stderr, progress)
     if c.time_passes:
         print_pass_times(manager, PROG)
     if c.stats:
         print_statistics(manager)
-    progress.begin("generating C")
-    try:
-        files = generate(module, CodegenOptions(entry=c.func, source=name,
-                                                ldm_reserve=ldm_reserve(passes), simd=c.simd,
-                                                train=c.train))
-        assert c.output is not None
-        write_project(files, c.output, c.force, keep)
-    except WriteError as e:
-        raise UsageError(str(e)) from None
-    finally:
-        progress.end()
+    compile_job.write(c, module, passes, keep, progress)
     if not c.quiet:
+        assert c.output is not None
         print(done_line(c.output, module), file=sys.stderr)
     return 0
-
-
-def find_faulty_pass(text: str, name: str, c: Command, argv: list[str]) -> None:
-    """The pipeline left invalid IR behind (its input was valid): run it
-    again, verifying after every pass, so the pass at fault is reported as
-    an internal error with the IR it was given saved (PassBug)."""
-    module = parse_module(text, name)
-    PassManager(pipeline(module.stage, c, argv), verify_each=True, input_name=name,
-                dump=sys.stderr, target=c.target).run(module)
 
 
 def done_line(out: str, module: Module) -> str:
@@ -423,22 +279,6 @@ def done_line(out: str, module: Module) -> str:
     program = os.path.join(out, file_stem(module.name) + "_emu")
     return (f"{PROG}: wrote {out} ({kernels} CPE kernel{'s' if kernels != 1 else ''}); "
             f"make -C {shlex.quote(out)} emu builds {shlex.quote(program)}")
-
-
-def read_files(input: str, module: Module) -> tuple[str, ...]:
-    """The files the compilation reads (the input and its weight files):
-    --force must not replace a directory holding one."""
-    base = Path(module.base_dir or ".")
-    weights = {str(base / g.init.path) for g in module.globals
-               if isinstance(g.init, FileInit)}
-    return tuple(([input] if input != "-" else []) + sorted(weights))
-
-
-def project_dir(out: str, force: bool, keep: tuple[str, ...]) -> None:
-    try:
-        check_project_dir(out, force, keep)
-    except WriteError as e:
-        raise UsageError(str(e)) from None
 
 
 def entry() -> None:

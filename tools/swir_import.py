@@ -23,10 +23,8 @@ import sys
 from pathlib import Path
 
 from swir import __version__, files
-from swir.diagnostics import Diagnostic
-from swir.frontend.onnx_import import DENSE_MAX, ImportFailure, import_onnx
-from swir.printer import print_module
-from swir.verifier import VerificationError, verify
+from swir.api.importer import sidecar, translate
+from swir.frontend.onnx_import import DENSE_MAX
 
 from .driver import ArgumentParser, UsageError, run_tool, same_file, write_files
 
@@ -91,13 +89,7 @@ def check_outputs(a: argparse.Namespace, weights: Path | None, to_stdout: bool) 
 
 
 def _weights_path(a: argparse.Namespace) -> Path:
-    if a.weights:
-        return Path(a.weights)
-    out = Path(a.output)
-    return out.with_name(out.stem + ".weights") if out.suffix == ".swir" \
-        else out.with_name(out.name + ".weights")
-
-
+    return sidecar(a.output, a.weights)
 
 
 def _count(value: str) -> int:
@@ -117,17 +109,7 @@ def main(argv: list[str]) -> int:
     module_dir = Path(".") if to_stdout else Path(a.output).parent
     reference = os.path.relpath(weights, module_dir) if not no_sidecar else weights.name
     check_outputs(a, None if no_sidecar else weights, to_stdout)
-    try:
-        imported = import_onnx(a.model, reference, shapes, a.name, check=not a.no_check,
-                               inline_max=a.inline_max)
-    except ImportFailure as e:
-        raise Diagnostic(str(e), file=a.model) from None
-    try:
-        verify(imported.module)
-    except VerificationError as e:   # a bug in swir-import, not in the model
-        raise RuntimeError("the imported module does not verify: "
-                           + e.diagnostics[0].message) from None
-    text = print_module(imported.module)
+    imported, text = translate(a.model, reference, shapes, a.name, not a.no_check, a.inline_max)
     if no_sidecar and imported.weights:
         raise UsageError(f"the model has {len(imported.weights)} bytes of weights for a "
                          "sidecar file: give -o OUT.swir"

@@ -9,9 +9,7 @@ option may be given on the pass (``-ldm-plan{ldm-size=32768}``) or globally
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 
@@ -19,10 +17,9 @@ from swir import __version__, files
 from swir.diagnostics import Diagnostic
 from swir.ir.constants import load_weights_outside
 from swir.parser import parse_module, read_source
-from swir.passes import PASSES, all_pass_classes, pass_class
+from swir.passes import all_pass_classes
 from swir.passes.manager import (
     Pass,
-    PassContext,
     PassFailure,
     PassManager,
     option_default,
@@ -31,12 +28,20 @@ from swir.passes.manager import (
 from swir.passes.pipelines import OPT_LEVELS
 from swir.printer import WeightSink, print_module
 from swir.progress import for_terminal
-from swir.target import TARGETS, Target, UnknownTarget, default_target, target_named
+from swir.target import TARGETS, Target, default_target
 from swir.verifier import VerificationError, verify
+from swir.api.passes import (
+    PASS_RE,
+    build_passes as build_pass_list,
+    field_type,
+    global_option,
+    pass_flag,
+    run_passes,
+    target_option,
+)
 
 from .driver import (
     WEIGHTS_FROM_HELP,
-    UsageError,
     command_line_error,
     run_tool,
     take_weights_from,
@@ -46,7 +51,6 @@ from .driver import (
 )
 
 PROG = "swir-opt"
-_PASS_RE = re.compile(r"^-([a-z][a-z0-9-]*)(?:\{(.*)\})?$")
 _FLAGS = {
     "verify-each": "verify the IR after every pass (default on; --no-verify-each)",
     "print-after-all": "print the IR after every pass (to stderr)",
@@ -120,7 +124,7 @@ def parse_args(argv: list[str]) -> Options:
             continue
         if a[1:] in OPT_LEVELS:
             o.passes += [(name, {}, i) for name in OPT_LEVELS[a[1:]]]
-        elif a.startswith("-o") and len(a) > 2 and not _PASS_RE.match(a):
+        elif a.startswith("-o") and len(a) > 2 and not PASS_RE.match(a):
             o.output = a[2:]
         elif a == "--target" or a.startswith("--target="):
             o.target, i = target_option(PROG, argv, i)
@@ -138,109 +142,14 @@ def parse_args(argv: list[str]) -> Options:
                 raise command_line_error(PROG, argv, i, f"more than one input file ('{a}')")
             o.input, seen_input = a, True
         else:
-            m = _PASS_RE.match(a)
-            if not m or m.group(1) not in PASSES:
-                raise command_line_error(PROG, argv, i,
-                                         f"unknown pass '{a}' (see {PROG} --help)")
-            o.passes.append((m.group(1), _pass_options(argv, i, m.group(2)), i))
+            pass_flag(PROG, argv, i, o)
         i += 1
     return o
 
 
-def target_option(prog: str, argv: list[str], i: int) -> tuple[Target, int]:
-    """``--target NAME`` or ``--target=NAME`` at argv[i]: the target and the
-    index after the option."""
-    name, eq, value = argv[i].partition("=")
-    if not eq:
-        if i + 1 >= len(argv):
-            raise command_line_error(prog, argv, i, f"'{name}' needs a value")
-        value = argv[i + 1]
-    try:
-        return target_named(value), i + (1 if eq else 2)
-    except UnknownTarget as e:
-        raise command_line_error(prog, argv, i, str(e)) from None
-
-
-def global_option(arg: str, index: int, into: dict[str, tuple[str, int]]) -> None:
-    """``--name=value``, ``--flag`` or ``--no-flag``: a pass option given to
-    every pass that declares it (checked later, by build_passes)."""
-    name, eq, value = arg[2:].partition("=")
-    if eq:
-        into[name] = (value, index)
-    elif name.startswith("no-"):   # --no-double-buffer: a boolean pass option
-        into[name[3:]] = ("false", index)
-    else:                          # --double-buffer
-        into[name] = ("true", index)
-
-
-_OPTION_RE = re.compile(r'\s*([A-Za-z][\w-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*?)\s*(?:,|$)')
-
-
-def _pass_options(argv: list[str], i: int, text: str | None) -> dict[str, str]:
-    """``name=value,name="quoted, value"`` → {name: value}."""
-    out: dict[str, str] = {}
-    text, pos = text or "", 0
-    while pos < len(text):
-        m = _OPTION_RE.match(text, pos)
-        if m is None or m.end() == pos:
-            raise command_line_error(PROG, argv, i, f"malformed pass options '{text[pos:]}' "
-                                                    "(expected name=value,...)")
-        value = m.group(2)
-        if value.startswith('"'):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise command_line_error(PROG, argv, i, f"malformed quoted value {value}") from None
-        out[m.group(1)] = value
-        pos = m.end()
-    return out
-
-
-def _convert(value: str, typ: type, what: str) -> object:
-    try:
-        if typ is bool:
-            if value.lower() not in ("true", "false", "1", "0"):
-                raise ValueError
-            return value.lower() in ("true", "1")
-        return typ(value)
-    except ValueError:
-        raise UsageError(f"{what} expects {typ.__name__}, got '{value}'") from None
-
-
 def build_passes(o: Options, argv: list[str], prog: str = PROG) -> list[Pass]:
-    declared: set[str] = set()
-    passes: list[Pass] = []
-    for name, local, idx in o.passes:
-        cls = pass_class(name)
-        assert cls is not None
-        fields = {option_flag(f.name): f for f in cls.options()}
-        declared |= set(fields)
-        kwargs: dict[str, object] = {}
-        for k, (v, _) in o.globals.items():
-            if k in fields:
-                kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"--{k}")
-        for k, v in local.items():
-            if k not in fields:
-                raise command_line_error(prog, argv, idx, f"pass -{name} has no option '{k}'")
-            kwargs[fields[k].name] = _convert(v, field_type(fields[k]), f"-{name} option {k}")
-        p = cls(**kwargs).enter(PassContext(o.target))
-        for flag, message in p.option_errors():
-            # point at the option where it was given: on the pass, or globally
-            at = idx if flag in local or flag not in o.globals else o.globals[flag][1]
-            raise command_line_error(prog, argv, at, message)
-        passes.append(p)
-    for k, (_, idx) in o.globals.items():
-        if k not in declared:
-            raise command_line_error(prog, argv, idx,
-                                     f"unknown option '--{k}' (no pass in the pipeline takes it)")
-    return passes
-
-
-def field_type(f) -> type:
-    t = f.type
-    if isinstance(t, str):
-        t = {"int": int, "float": float, "bool": bool, "str": str}.get(t, str)
-    return t
+    """The passes of ``o``, with their options (errors point into ``argv``)."""
+    return build_pass_list(o, argv, prog)  # type: ignore[arg-type]
 
 
 def main(argv: list[str]) -> int:
@@ -316,14 +225,10 @@ def process(text: str, name: str, passes: list[Pass], o: Options,
     input names relative to its own folder are named relative to that one)."""
     module = parse_module(text, name)
     verify(module)
-    manager = PassManager(passes, verify_each=o.flags.get("verify-each", True),
-                          print_after_all=o.flags.get("print-after-all", False),
-                          print_ir_after_failure=o.flags.get("print-ir-after-failure", False),
-                          input_name=name, dump=sys.stderr,
-                          progress=for_terminal(o.flags.get("quiet", False)), target=o.target)
-    manager.run(module)
-    if not manager.verify_each:
-        verify(module)
+    manager = run_passes(module, passes, o.target, name, o.flags.get("verify-each", True),
+                         o.flags.get("print-after-all", False),
+                         o.flags.get("print-ir-after-failure", False), sys.stderr,
+                         for_terminal(o.flags.get("quiet", False)))
     if sink is not None:    # written to a file: its weight files named from there
         folder = os.path.dirname(o.output or "") or "."
         load_weights_outside(module, folder)    # those elsewhere go to its sidecar

@@ -29,9 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from swir import __version__
-from swir.interp.arguments import default_function
+from swir.api.running import entry_function
 from swir.interp.run import run_function, signature
-from swir.ir.core import Function
 from swir.parser import parse_file
 from swir.verifier import verify
 
@@ -93,12 +92,7 @@ def main(argv: list[str]) -> int:
     module = parse_file(a.module)
     if not a.no_verify:
         verify(module)
-    if a.func is not None:
-        f = module.lookup(a.func.lstrip("@"))
-        if not isinstance(f, Function):
-            raise UsageError(f"no function @{a.func.lstrip('@')} in {a.module}")
-    else:
-        f = default_function(module)
+    f = entry_function(module, a.func, a.module)
     _, result_types = signature(module, f)
     if a.output and len(a.output) != len(result_types):
         raise UsageError(f"@{f.name} has {len(result_types)} result(s), "

@@ -144,8 +144,8 @@ def test_paper_matmul_by_hand(tmp_path, capsys):
     assert bound == compulsory
 
     path = tmp_path / "paper.json"
-    code, out, err = report(capsys, PAPER, "--strategy=greedy", "--resident=false", "--json",
-                            path)
+    code, out, err = report(capsys, PAPER, "--wide", "--strategy=greedy", "--resident=false",
+                            "--json", path)
     assert code == 0, err
     d = json.loads(path.read_text())
     assert d["pipeline"][0].startswith("-ldm-plan{") and "strategy=greedy" in d["pipeline"][0]
@@ -203,7 +203,7 @@ def test_paper_matmul_with_a_broadcast_by_hand(tmp_path, capsys):
     cycles = 1024 * 1024 * (9 + 16 / 64) / 32 + 1024 / 4
     modeled_s = cycles / (busy * 1.45e9) + dma_s
     path = tmp_path / "bcast.json"
-    code, out, err = report(capsys, PAPER, "--strategy=greedy", "--json", path)
+    code, out, err = report(capsys, PAPER, "--wide", "--strategy=greedy", "--json", path)
     assert code == 0, err
     (k,) = json.loads(path.read_text())["kernels"]
     assert (k["gets"], k["puts"], k["bytes_in"], k["bytes_out"], k["ldm_bytes"],
@@ -235,7 +235,7 @@ def test_small_conv(tmp_path, capsys):
     src = tmp_path / "conv.swir"
     src.write_text(CONV)
     path = tmp_path / "conv.json"
-    code, out, err = report(capsys, src, "-O0", "--json", path)
+    code, out, err = report(capsys, src, "-O0", "--wide", "--json", path)
     assert code == 0, err
     d = json.loads(path.read_text())
 
@@ -299,7 +299,7 @@ def test_rows_are_sorted_by_modeled_time(capsys):
     assert code == 0, err
     rows, _ = table(out)
     ordered = sorted(rows.values(), key=lambda r: number(r[0]))
-    times = [micros(r[12]) for r in ordered]
+    times = [micros(r[3]) for r in ordered]
     assert len(times) > 3 and times == sorted(times, reverse=True)
 
 
@@ -479,7 +479,8 @@ def zoo_report(name: str, root: Path) -> tuple[dict, set[str]]:
     onnx_path, swir_path = d / f"{name}.onnx", d / f"{name}.swir"
     zoo.save(zoo.build(name, **kwargs), onnx_path, external_data=external)
     run("swir-import", onnx_path, "-o", swir_path)
-    run("swir-report", "-O0", swir_path, "--json", d / "report.json")
+    printed = run("swir-report", "-O0", swir_path, "--json", d / "report.json")
+    assert max(len(line) for line in printed.splitlines()) <= 120, name    # the default width
     lowered = d / f"{name}.dma.swir"
     run("swir-opt", *pipeline_flags("graph", "O0"), swir_path, "-o", lowered)
     module = parse_module(lowered.read_text(), str(lowered))
@@ -487,10 +488,11 @@ def zoo_report(name: str, root: Path) -> tuple[dict, set[str]]:
     return json.loads((d / "report.json").read_text()), cpe
 
 
-def run(tool: str, *args) -> None:
+def run(tool: str, *args) -> str:
     r = subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True,
                        check=False)
     assert r.returncode == 0, f"{tool} failed ({r.returncode}):\n{r.stderr}"
+    return r.stdout
 
 
 def test_every_zoo_model(tmp_path):
@@ -547,3 +549,112 @@ def test_ranks_add_the_collectives_and_the_speedup(tmp_path, capsys):
     one = json.loads(alone.read_text())["totals"]["modeled_s"]
     assert d["one_core_group_s"] == pytest.approx(one)
     assert d["speedup"] == pytest.approx(one / d["totals"]["modeled_s"])
+
+
+# ---------------------------------------------------------------------------
+# Width, names and the plot's legend (issue 46)
+# ---------------------------------------------------------------------------
+
+def test_the_default_report_fits_120_columns_on_resnet18(tmp_path):
+    """ResNet-18 (bench/resnet18_graph.py, the largest model the repository
+    writes without onnx): every line of the default report is at most 120
+    columns; --wide has every column (216 columns wide before issue 46)."""
+    import swir
+    from swir.api import report_table
+    model = tmp_path / "resnet18.swir"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "resnet18_graph.py"), "--batch", "1",
+                    "--size", "224", "-o", str(model)], check=True, timeout=120)
+    r = swir.report(model, options={"strategy": "greedy"})
+    brief, wide = r.text(), r.text(wide=True)
+    assert max(len(line) for line in brief.splitlines()) <= 120
+    assert max(len(line) for line in wide.splitlines()) > 200
+    head = re.split(r"\s{2,}", next(ln for ln in brief.splitlines() if ln.startswith(" #")).strip())
+    assert head == list(report_table.BRIEF)
+    wide_head = next(ln for ln in wide.splitlines() if ln.startswith(" #"))
+    assert re.split(r"\s{2,}", wide_head.strip()) == list(report_table.columns(r.info["_target"]))
+    rows, _ = table(brief)
+    assert len(rows) == len(r.costs.kernels) > 20
+
+
+def test_long_kernel_names_keep_their_number_and_stay_unique():
+    from swir.api.names import fitted_names
+    names = ["transpose_conv2d_add_relu_0", "transpose_conv2d_add_relu_10",
+             "transpose_conv2d_add_relu_1", "conv2d_0"]
+    short = fitted_names(names, 16)
+    assert short == ["transpose_con…_0", "transpose_con…10", "transpose_con…_1", "conv2d_0"]
+    assert all(len(n) <= 16 for n in short) and len(set(short)) == len(names)
+    # a shared tail: more of it is kept until the names differ
+    short = fitted_names(["abcdefghij_x_1", "abcdefghij_y_1"], 10)
+    assert short == ["abcdef…x_1", "abcdef…y_1"]
+    assert fitted_names(["a_very_long_name_1"], 12, ascii_only=True) == ["a_very_..._1"]
+
+
+def test_long_lines_wrap_between_words_not_between_a_number_and_its_unit():
+    from swir.api.names import wrapped
+    line = "  per rank: kernels 287.50 µs, communication 62.17 µs; modeled 349.68 µs"
+    assert wrapped([line], 66) == ["  per rank: kernels 287.50 µs, communication 62.17 µs; modeled",
+                                   "    349.68 µs"]
+    assert wrapped(["short"], 66) == ["short"]
+
+
+def test_the_plot_is_png_and_svg_with_a_legend(tmp_path):
+    """On the mlp: a PNG and an SVG (each a whole image), whose legend says
+    what the colours mean."""
+    pytest.importorskip("matplotlib")
+    import xml.etree.ElementTree as ET
+
+    import swir
+    from swir.api import roofline
+    r = swir.report(EXAMPLES / "mlp.swir", level="O0")
+    png, svg = r.plot(tmp_path / "r.png"), r.plot(tmp_path / "r.svg")
+    assert png_size(png.read_bytes()) == (1800, 1050)
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+    legend = roofline.roofline_figure(r.costs, r.info).axes[0].get_legend()
+    texts = [t.get_text() for t in legend.get_texts()]
+    kinds = {roofline.kind_of(p, r.costs.machine.peak_flops / r.costs.machine.bandwidth)
+             for p in roofline.plotted(r.costs.kernels)}
+    assert texts == [roofline.LEGEND[k] for k in roofline.KINDS if k in kinds]
+    assert legend.get_title().get_text() == "colour: what bounds the modeled time"
+
+
+def synthetic(name: str, flops: int, dma_bytes: int, compute_s: float, dma_s: float
+              ) -> KernelCost:
+    return KernelCost(
+        name=name, shape="4", spawns=1, barriers=0, flops=flops, macs=0, busy_cpes=64,
+        ldm_bytes=1024, ldm_capacity=65536, gets=4, puts=4, bytes_in=dma_bytes // 2,
+        bytes_out=dma_bytes - dma_bytes // 2, small_share=0.0, blocks=8, blocks_32=8,
+        mem_unaligned=0, ldm_unaligned=0, compulsory_bytes=dma_bytes, vector_flops=flops,
+        peak_compute_s=compute_s, compute_s=compute_s, dma_s=dma_s, overlapped_dma_s=0.0,
+        modeled_s=max(compute_s, dma_s), roofline_s=compute_s, io_lower_bound_bytes=None)
+
+
+def test_coinciding_points_are_drawn_apart_and_dma_right_of_the_ridge_is_explained():
+    """Three kernels with the same figures are three markers at least
+    SEPARATION points apart, each numbered at its own place; a DMA-bound
+    kernel right of the ridge has its own marker, legend entry and a hollow
+    marker at its effective intensity, left of the ridge."""
+    pytest.importorskip("matplotlib")
+    from swir.api import roofline
+    from swir.costmodel.cost import CostReport
+    m = Machine()
+    ridge = m.peak_flops / m.bandwidth
+    same = [synthetic(f"same_{i}", 10**6, 10**5, 2e-6, 3e-6) for i in range(3)]
+    right = synthetic("small_dmas", 10**8, 10**6, 2e-4, 5e-4)      # 100 flop/B > ridge
+    assert right.intensity > ridge
+    r = CostReport("main", m, same + [right])
+    fig = roofline.roofline_figure(r, {"module": "m", "level": "O3", "machine_name": "default"})
+    ax = fig.axes[0]
+    centres = [tuple(c) for coll in ax.collections[:2] for c in
+               ax.transData.transform(coll.get_offsets())]
+    assert len(centres) == 4
+    gap = roofline.SEPARATION * fig.dpi / 72
+    assert all(math.dist(a, b) >= gap - 1e-6 for i, a in enumerate(centres)
+               for b in centres[i + 1:])
+    labels = [(t.get_text(), t.xy) for t in ax.texts if t.get_text().isdigit()]
+    assert sorted(n for n, _ in labels) == ["1", "2", "3", "4"]
+    assert len({xy for _, xy in labels}) == 4                     # no two at one place
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == [roofline.LEGEND["dma"], roofline.LEGEND["dma-right"]]
+    hollow = ax.collections[2].get_offsets()[0]
+    assert hollow[0] == pytest.approx(right.flops / (m.bandwidth * right.dma_s)) and \
+        hollow[0] < ridge

@@ -47,12 +47,15 @@ def test_interrupt_exits_130_and_writes_nothing(tmp_path):
     ("swir-report", swir_report.main, ["{src}", "--json", "{out}"]),
 ])
 def test_out_of_memory_is_one_line_and_exit_1(tmp_path, monkeypatch, capsys, prog, main, argv):
+    import swir.api.compiling
+    import swir.api.reporting
     import swir.parser
 
     def exhausted(*args, **kwargs):
         raise MemoryError()
     monkeypatch.setattr(swir.parser, "parse_module", exhausted)
-    for m in (swir_opt, swir_run, swir_cg, swir_report):
+    # the tools' work is the API's (swir.api): its modules parse too
+    for m in (swir_opt, swir_run, swir_cg, swir_report, swir.api.compiling, swir.api.reporting):
         if hasattr(m, "parse_module"):
             monkeypatch.setattr(m, "parse_module", exhausted)
     out = tmp_path / "out"
@@ -74,7 +77,8 @@ def test_import_out_of_memory(tmp_path, monkeypatch, capsys):
 
     def exhausted(*args, **kwargs):
         raise MemoryError()
-    monkeypatch.setattr(swir_import, "import_onnx", exhausted)
+    import swir.frontend.onnx_import     # what swir-import (through swir.api) calls
+    monkeypatch.setattr(swir.frontend.onnx_import, "import_onnx", exhausted)
     out.unlink()
     assert run_tool("swir-import", swir_import.main, [str(model), "-o", str(out)]) == 1
     assert capsys.readouterr().err == "swir-import: error: out of memory\n"
