@@ -4,7 +4,7 @@ The package is laid out as the compiler is: ``ir`` (types, values, instructions,
 blocks, modules, builder), ``ops`` (the op registry and each stage's op set),
 ``parser`` / ``printer`` for the textual IR, ``verifier``, ``passes`` grouped by
 stage, ``api`` (the tools' jobs as Python functions, re-exported here:
-``swir.import_onnx``, ``optimize``, ``run``, ``report``, ``compile``;
+``swir.import_model``, ``optimize``, ``run``, ``report``, ``compile``;
 docs/api.md) and ``tools`` (the command-line drivers over it, kept in the
 top-level ``tools/`` folder of the source tree).
 """
@@ -18,7 +18,7 @@ import swir.ops  # noqa: E402,F401
 
 # The Python API (swir/api: docs/api.md), imported when first used, so that
 # ``import swir`` stays as light as a tool's start-up needs.
-_API = ("SwirError", "Report", "parse", "load", "to_text", "import_onnx", "optimize", "compile",
+_API = ("SwirError", "Report", "parse", "load", "to_text", "import_model", "optimize", "compile",
         "run", "report")
 
 

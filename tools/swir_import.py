@@ -1,7 +1,11 @@
-"""swir-import: an ONNX model → a graph-stage swir module and its weights.
+"""swir-import: a model → a graph-stage swir module and its weights.
 
-    swir-import MODEL.onnx -o OUT.swir [--shape NAME=D0,D1,...] [--weights FILE]
+    swir-import MODEL -o OUT.swir [--shape NAME=D0,D1,...] [--weights FILE]
                 [--name NAME] [--no-check] [--stats]
+
+MODEL is an ONNX file, or a TensorFlow SavedModel folder, Keras (.keras,
+.h5) or TFLite (.tflite) file, converted to ONNX by tf2onnx first (the
+``tensorflow`` extra; docs/frontend.md, "TensorFlow and Keras").
 
 OUT.swir refers to its weights in a sidecar file (default: OUT.weights beside
 it, ``file "OUT.weights" offset N``); small constants are inline. Weights the
@@ -32,9 +36,11 @@ PROG = "swir-import"
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog=PROG, description="Translate an ONNX model into a graph-stage swir "
-                "module (weights in a sidecar file).")
-    p.add_argument("model", help="the ONNX model (.onnx)")
+    p = ArgumentParser(prog=PROG, description="Translate a model (ONNX; TensorFlow, Keras or "
+                "TFLite through tf2onnx) into a graph-stage swir module (weights in a "
+                "sidecar file).")
+    p.add_argument("model", help="the model: an ONNX file, a TensorFlow SavedModel folder, "
+                   "or a Keras (.keras, .h5) or TFLite (.tflite) file")
     p.add_argument("-o", "--output", required=True, metavar="OUT.swir",
                    help="the module to write ('-' for stdout, if the model has no "
                         "weights file to write)")

@@ -1,7 +1,7 @@
 """swir from Python: the tools' jobs as functions (docs/api.md).
 
     import swir
-    module = swir.import_onnx("model.onnx", "out/model.swir")   # swir-import
+    module = swir.import_model("model.onnx", "out/model.swir")  # swir-import
     swir.optimize(module, "-O3")                                # swir-opt -O3
     outputs = swir.run(module, [x])                             # swir-run
     print(swir.report(module).text())                           # swir-report
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -52,7 +51,7 @@ from .running import entry_function
 if TYPE_CHECKING:
     from .reporting import Report, ReportJob
 
-__all__ = ["SwirError", "Report", "parse", "load", "to_text", "import_onnx", "optimize",
+__all__ = ["SwirError", "Report", "parse", "load", "to_text", "import_model", "optimize",
            "compile", "run", "report"]
 
 # A module, or the path of its .swir file.
@@ -81,13 +80,14 @@ def to_text(module: Module) -> str:
     return print_module(module)
 
 
-@reported("import_onnx")
-def import_onnx(model: Any, output: str | Path, *,
+@reported("import_model")
+def import_model(model: Any, output: str | Path, *,
                 shapes: Mapping[str, Sequence[int]] | None = None,
                 name: str | None = None, weights: str | Path | None = None, check: bool = True,
                 inline_max: int | None = None) -> Module:
-    """Translate an ONNX model (a path or an ``onnx.ModelProto``) as
-    ``swir-import MODEL -o OUTPUT``: writes OUTPUT (.swir) and its weights
+    """Translate a model as ``swir-import MODEL -o OUTPUT``: an ONNX file, an
+    ``onnx.ModelProto``, or a TensorFlow SavedModel folder, Keras or TFLite
+    file (through tf2onnx; docs/frontend.md). Writes OUTPUT (.swir) and its weights
     (``weights``, default OUTPUT with suffix .weights) and returns the
     module, read back from OUTPUT. ``shapes`` binds inputs' shapes or
     symbolic dimensions (``--shape``); ``inline_max`` is ``--inline-max``."""
@@ -95,26 +95,22 @@ def import_onnx(model: Any, output: str | Path, *,
     weights_path = sidecar(output, weights)
     reference = os.path.relpath(weights_path, output.parent)
     bound = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
-    with tempfile.TemporaryDirectory() as folder:
-        path, shown = model_file(model, Path(folder))
-        imported, text = translate(path, reference, bound, name, check, inline_max, shown)
+    imported, text = translate(model, reference, bound, name, check, inline_max,
+                               model_name(model))
     jobs = [(str(weights_path), bytes(imported.weights))] if imported.weights else []
     files.write_all(jobs + [(str(output), text.encode("utf-8"))])
     return load(output)
 
 
-def model_file(model: Any, folder: Path) -> tuple[str, str]:
-    """A path to the model (an ``onnx.ModelProto`` is saved in ``folder``)
-    and its name in diagnostics."""
+def model_name(model: Any) -> str:
+    """The model's name in diagnostics: its path, or the ModelProto's graph."""
     if isinstance(model, (str, Path)):
-        return str(model), str(model)
+        return str(model)
     import onnx
     if not isinstance(model, onnx.ModelProto):
         raise usage_error(f"a model is a path or an onnx.ModelProto, not a "
                           f"{type(model).__name__}")
-    path = folder / "model.onnx"
-    onnx.save_model(model, str(path))
-    return str(path), f"<onnx.ModelProto {model.graph.name or 'model'}>"
+    return f"<onnx.ModelProto {model.graph.name or 'model'}>"
 
 
 @reported("optimize")

@@ -1,11 +1,11 @@
-"""An ONNX model as a graph-stage module and its weights: what swir-import
-does between reading its command line and writing its files. The ONNX
-frontend (and onnx itself) is imported only when a model is."""
+"""A model as a graph-stage module and its weights: what swir-import does
+between reading its command line and writing its files. The frontend (and
+onnx itself) is imported only when a model is."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from swir.diagnostics import Diagnostic
 from swir.printer import print_module
@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from swir.frontend.onnx_import import Imported
 
 
-def translate(model: str | Path, weights_reference: str, shapes: dict[str, tuple[int, ...]],
+def translate(model: str | Path | Any, weights_reference: str, shapes: dict[str, tuple[int, ...]],
               name: str | None, check: bool, inline_max: int | None,
               shown: str | None = None) -> tuple[Imported, str]:
-    """The imported module and its text, which names its weights file
+    """The imported module and its text (``model``: a path of any kind
+    swir-import reads, or an onnx.ModelProto), which names its weights file
     ``weights_reference``; constants of at most ``inline_max`` elements are
     literals (None: the frontend's DENSE_MAX). A model swir cannot translate
     is a diagnostic naming the model (as ``shown``, else its path)."""

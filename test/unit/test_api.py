@@ -153,13 +153,13 @@ def test_import_onnx_writes_what_swir_import_writes(tmp_path, capsys):
     run_tool("swir-import", swir_import.main, [str(model), "-o", str(tmp_path / "tool" / "m.swir"),
                                                "-q"])
     capsys.readouterr()
-    module = swir.import_onnx(model, tmp_path / "api" / "m.swir")
+    module = swir.import_model(model, tmp_path / "api" / "m.swir")
     for name in ("m.swir", "m.weights"):
         assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "tool" / name).read_bytes()
     assert module.stage == "graph" and swir.to_text(module) == swir.to_text(
         swir.load(tmp_path / "tool" / "m.swir"))
     # From an onnx.ModelProto: the same module.
-    swir.import_onnx(onnx.load(str(model)), tmp_path / "api" / "p.swir", weights=tmp_path / "api"
+    swir.import_model(onnx.load(str(model)), tmp_path / "api" / "p.swir", weights=tmp_path / "api"
                      / "p.bin")
     api = tmp_path / "api"
     assert (api / "p.bin").read_bytes() == (api / "m.weights").read_bytes()
@@ -246,11 +246,11 @@ def test_an_unreadable_model_is_an_error_naming_it(tmp_path):
     pytest.importorskip("onnx")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
-    e = raised(lambda: swir.import_onnx(bad, tmp_path / "m.swir"))
+    e = raised(lambda: swir.import_model(bad, tmp_path / "m.swir"))
     assert str(e).startswith(f"{bad}: error: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
-    assert str(raised(lambda: swir.import_onnx(42, tmp_path / "m.swir"))) == \
-        "swir.import_onnx: error: a model is a path or an onnx.ModelProto, not a int"
+    assert str(raised(lambda: swir.import_model(42, tmp_path / "m.swir"))) == \
+        "swir.import_model: error: a model is a path or an onnx.ModelProto, not a int"
 
 
 # -- docs/api.md ------------------------------------------------------------------------

@@ -37,12 +37,13 @@ else:
     pytest.importorskip("tf2onnx", reason="tf2onnx is not installed")
 import keras  # noqa: E402
 
+import swir  # noqa: E402
+
 from swir.codegen import emulate  # noqa: E402
 from swir.frontend.onnx_import import import_onnx  # noqa: E402
 from swir.frontend.onnx_types import ImportFailure  # noqa: E402
 from swir.interp.run import interpreter_for, signature  # noqa: E402
 from swir.parser import parse_module  # noqa: E402
-from swir.printer import print_module  # noqa: E402
 
 from helpers import compile_cache, rng_for  # noqa: E402
 
@@ -151,9 +152,8 @@ def test_keras_model_compiled_and_emulated_matches_tensorflow(name, tmp_path, co
 
 
 def _interpreted(source, x: np.ndarray, folder: Path, shapes=None) -> np.ndarray:
-    imported = import_onnx(source, "model.weights", shapes)
-    (folder / "model.weights").write_bytes(bytes(imported.weights))
-    module = parse_module(print_module(imported.module), str(folder / "model.swir"))
+    """Imported by the Python API (swir.import_model), run by the graph interpreter."""
+    module = swir.import_model(source, folder / f"{Path(source).stem}.swir", shapes=shapes)
     return interpreter_for(module, folder).run("main", [x])[0]
 
 
