@@ -30,26 +30,39 @@ MAX_ITERATIONS = 4096
 def loop(n: Node) -> list:
     body = n.attr("body")
     carried: list[Tensor] = [n.tensor(i) for i in range(2, len(n.inputs))]
-    trips = n.scalar(0, "trip count") if n.has(0) else None
-    cond = bool(n.scalar(1, "loop condition")) if n.has(1) else True
-    if trips is None and not n.has(1):
-        n.fail("a loop without a trip count or a condition never ends")
-    limit = MAX_ITERATIONS if trips is None else int(trips)
-    if limit > MAX_ITERATIONS:
-        n.fail(f"its trip count {limit} is over {MAX_ITERATIONS}: swir unrolls loops, "
-               "and one this long would swamp the module")
     n_scans = len(body.output) - 1 - len(carried)
+    if n_scans < 0 or len(body.input) != 2 + len(carried):
+        n.fail(f"its body has {len(body.input)} inputs and {len(body.output)} outputs; "
+               f"with {len(carried)} carried values it needs {2 + len(carried)} inputs and "
+               f"at least {1 + len(carried)} outputs")
+    trips = int(n.scalar(0, "trip count")) if n.has(0) else None
+    # With a condition input, the body's condition decides, whatever the trip
+    # count (PyTorch's while loops come with a trip count of 2^63 - 1).
+    # Without one, ONNX says the body's condition is ignored, but onnxruntime
+    # stops when it turns false: it must then stay true (see _unguarded).
+    guarded = n.has(1)
+    cond = bool(n.scalar(1, "loop condition")) if guarded else True
+    if trips is None and not guarded:
+        n.fail("a loop without a trip count or a condition never ends")
+    if not guarded and trips > MAX_ITERATIONS:
+        n.fail(f"its trip count {trips} is over {MAX_ITERATIONS}: swir unrolls loops, "
+               "and one this long would swamp the module")
+    limit = MAX_ITERATIONS if trips is None else min(trips, MAX_ITERATIONS)
     scans: list[list[Tensor]] = [[] for _ in range(n_scans)]
     i = 0
     while cond and i < limit:
         outs = n.imp.run_subgraph(body, [np.array(i, np.int64), np.array(cond), *carried],
                                   f"{n.where}, iteration {i}")
-        cond = _condition(n, outs[0], i)
+        if guarded:
+            cond = _condition(n, outs[0], i)
+        else:
+            _unguarded(n, outs[0], i, trips)
         carried = outs[1:1 + len(carried)]
         for scan, v in zip(scans, outs[1 + len(carried):]):
             scan.append(v)
         i += 1
-    if cond and trips is None:
+    cut_short = cond and (trips is None or i < trips)   # stopped by MAX_ITERATIONS
+    if cut_short:
         n.fail(f"its condition still holds after {MAX_ITERATIONS} iterations: swir unrolls "
                "loops and cannot unroll this one")
     return carried + [_stacked(n, s) for s in scans]
@@ -60,6 +73,15 @@ def _condition(n: Node, value: Tensor, i: int) -> bool:
         n.fail(f"its condition after iteration {i} depends on values computed at run time: "
                "swir unrolls loops whose course is known at import (a fixed trip count)")
     return bool(value.reshape(-1)[0])
+
+
+def _unguarded(n: Node, value: Tensor, i: int, trips: int) -> None:
+    """A for loop's body condition, which must stay true until the last
+    iteration: ONNX ignores it and onnxruntime does not, so any other value is
+    a model whose meaning depends on who runs it."""
+    if not _condition(n, value, i) and i + 1 < trips:
+        n.fail(f"its body's condition turns false at iteration {i} of {trips}, but the loop "
+               "has no condition input: ONNX ignores it, onnxruntime stops there")
 
 
 def _stacked(n: Node, values: list[Tensor]) -> Tensor | None:

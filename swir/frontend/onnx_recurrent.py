@@ -79,12 +79,23 @@ def _layer(n: Node) -> Layer:
                   "bidirectional": ["forward", "reverse"]}.get(direction)
     if directions is None:
         n.fail(f"direction '{direction}' is not forward, reverse or bidirectional")
-    if r.shape != (len(directions), gates * hidden, hidden):
-        n.fail(f"the recurrence weight R has shape {list(r.shape)}, expected "
-               f"{[len(directions), gates * hidden, hidden]}")
+    _check_shapes(n, len(directions), gates, hidden, x.shape[2], batch)
     _refuse_unsupported(n, steps)
     return Layer(n, steps, batch, hidden, directions,
                  _activations(n, len(directions)), np.dtype(dtype_of(x)))
+
+
+def _check_shapes(n: Node, d: int, gates: int, hidden: int, features: int, batch: int) -> None:
+    """Every input's shape, as the operator's definition gives it."""
+    state = [d, batch, hidden] if int(n.attr("layout", 0)) == 0 else [batch, d, hidden]
+    expected = {1: ("input weight W", [d, gates * hidden, features]),
+                2: ("recurrence weight R", [d, gates * hidden, hidden]),
+                3: ("bias B", [d, 2 * gates * hidden]),
+                4: ("sequence lengths", [batch]),
+                5: ("initial_h", state), 6: ("initial_c", state), 7: ("peepholes P", [d, 3 * hidden])}
+    for i, (what, shape) in expected.items():
+        if n.has(i) and list(n.type(i).shape) != shape:
+            n.fail(f"input {i} (the {what}) has shape {list(n.type(i).shape)}, expected {shape}")
 
 
 def _refuse_unsupported(n: Node, steps: int) -> None:

@@ -48,11 +48,11 @@ def convert_tensorflow(path: Path, kind: str) -> Any:
     if kind != "saved_model" and not path.is_file():
         raise ImportFailure("cannot read the model: " + ("it is not a regular file"
                                                          if path.exists() else "no such file"))
-    tf, tf2onnx = _modules()
     convert = {"saved_model": _from_saved_model, "keras": _from_keras,
                "tflite": _from_tflite}[kind]
     try:
         with _quiet():
+            tf, tf2onnx = _modules()
             model = convert(tf, tf2onnx, path)
     except ImportFailure:
         raise
@@ -68,8 +68,6 @@ _KIND_NAMES = {"saved_model": "SavedModel", "keras": "Keras model", "tflite": "T
 
 
 def _modules() -> tuple[Any, Any]:
-    # TensorFlow writes its start-up chatter to stderr unless told not to.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         import tensorflow as tf
         import tf2onnx
@@ -123,15 +121,16 @@ def _quiet():
         warnings.simplefilter("ignore")
         sys.stdout.flush()
         sys.stderr.flush()
-        saved = [os.dup(1), os.dup(2)]
+        saved: list[tuple[int, int]] = []
         try:
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
+            for fd in (1, 2):
+                saved.append((fd, os.dup(fd)))
+                os.dup2(sink.fileno(), fd)
             with contextlib.redirect_stdout(io.StringIO()):
                 yield
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            for fd, copy in zip((1, 2), saved):
+            for fd, copy in saved:
                 os.dup2(copy, fd)
                 os.close(copy)

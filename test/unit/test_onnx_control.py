@@ -15,6 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from swir.frontend import onnx_control  # noqa: E402
 from swir.frontend.onnx_control import MAX_ITERATIONS  # noqa: E402
 from swir.frontend.onnx_import import import_onnx  # noqa: E402
 from swir.frontend.onnx_types import ImportFailure  # noqa: E402
@@ -66,19 +67,19 @@ def rnn_body(cond_rule: str = "constant") -> object:
 
 
 def loop_model(trips: int | None, cond_rule: str = "constant", scan: bool = True,
-               name: str = "loop") -> tuple[object, dict]:
+               name: str = "loop", guarded: bool = True) -> tuple[object, dict]:
     rng = rng_for("loop", trips, cond_rule, name)
     inits = [const("W", rng.standard_normal((H, H)).astype(np.float32)),
              const("R", rng.standard_normal((H, H)).astype(np.float32) * 0.5),
              const("cond0", np.bool_(True))]
-    inputs = ["", "cond0", "h0"]
+    inputs = ["", "cond0" if guarded else "", "h0"]
     if trips is not None:
         inits.append(const("M", np.int64(trips)))
         inputs[0] = "M"
     # The scan output is always the node's; ``scan`` says whether the graph returns it.
     node = helper.make_node("Loop", inputs, ["h_final", "hs"], name=name,
                             body=rnn_body(cond_rule))
-    steps = 3 if cond_rule == "counter" else trips
+    steps = 3 if cond_rule == "counter" and guarded else trips
     out_info = [info("h_final", F, [B, H])] + ([info("hs", F, [steps, B, H])] if scan else [])
     graph = helper.make_graph([node], "g", [info("x", F, [T, B, H]), info("h0", F, [B, H])],
                               out_info, inits)
@@ -110,6 +111,36 @@ def test_loop_matches_onnxruntime(trips, cond_rule):
     check(*loop_model(trips, cond_rule, name=f"loop_{cond_rule}"))
 
 
+def test_a_while_loop_with_the_largest_trip_count():
+    """PyTorch writes a while loop as trip count 2^63 - 1 and a condition:
+    the condition decides."""
+    check(*loop_model(2**63 - 1, "counter", name="while_max"))
+
+
+def test_a_for_loop_without_a_condition_input():
+    check(*loop_model(T, "constant", guarded=False, name="for"))
+
+
+def test_a_for_loop_whose_body_condition_turns_false_is_refused():
+    """Without a condition input, ONNX ignores the body's condition and
+    onnxruntime stops when it turns false: swir refuses the ambiguity."""
+    with pytest.raises(ImportFailure, match=r"its body's condition turns false at iteration 2 "
+                                            r"of 4, but the loop has no condition input"):
+        imported(loop_model(T, "counter", guarded=False, name="for_counter")[0])
+    with pytest.raises(ImportFailure, match="depends on values computed at run time"):
+        imported(loop_model(T, "data", guarded=False, name="for_data")[0])
+
+
+def test_a_body_of_the_wrong_arity_is_refused():
+    model, _ = loop_model(T, name="arity")
+    body = model.graph.node[0].attribute[0].g
+    del body.output[1:]
+    with pytest.raises(ImportFailure, match=r"node 'arity' \(Loop\): its body has 3 inputs and "
+                                            r"1 outputs; with 1 carried values it needs 3 "
+                                            r"inputs and at least 2 outputs"):
+        import_onnx(model, "unused.weights", check=False, inline_max=EVERYTHING_INLINE)
+
+
 def test_a_loop_that_never_runs_passes_its_initial_values():
     check(*loop_model(0, scan=False, name="never"))
 
@@ -132,7 +163,13 @@ def test_data_dependent_condition_is_refused():
 def test_too_long_a_loop_is_refused():
     with pytest.raises(ImportFailure, match=f"its trip count {MAX_ITERATIONS + 1} is over "
                                             f"{MAX_ITERATIONS}"):
-        imported(loop_model(MAX_ITERATIONS + 1, name="long")[0])
+        imported(loop_model(MAX_ITERATIONS + 1, guarded=False, name="long")[0])
+
+
+def test_a_condition_that_holds_too_long_is_refused(monkeypatch):
+    monkeypatch.setattr(onnx_control, "MAX_ITERATIONS", 3)
+    with pytest.raises(ImportFailure, match="its condition still holds after 3 iterations"):
+        imported(loop_model(2**63 - 1, "constant", name="endless")[0])
 
 
 def if_model(cond) -> tuple[object, dict]:

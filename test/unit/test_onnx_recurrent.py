@@ -176,6 +176,26 @@ def test_refusals():
     _refused(model, "2 activations, expected 1")
 
 
+def _with_initializer(model, name: str, value: np.ndarray):
+    inits = model.graph.initializer
+    inits.remove(next(t for t in inits if t.name == name))
+    inits.append(numpy_helper.from_array(value.astype(np.float32), name))
+    return model
+
+
+def test_inputs_of_the_wrong_shape_are_refused():
+    model, _ = recurrent_model("LSTM", direction="bidirectional", name="one_w")
+    _refused(_with_initializer(model, "W", np.zeros((1, 4 * H, I))),
+             f"input 1 (the input weight W) has shape [1, {4 * H}, {I}], "
+             f"expected [2, {4 * H}, {I}]")
+    model, _ = recurrent_model("GRU", name="short_b")
+    _refused(_with_initializer(model, "B", np.zeros((1, 3 * H))),
+             f"input 3 (the bias B) has shape [1, {3 * H}], expected [1, {6 * H}]")
+    model, _ = recurrent_model("RNN", initial="const", layout=1, name="state")
+    _refused(_with_initializer(model, "initial_h", np.zeros((1, B, H))),
+             f"input 5 (the initial_h) has shape [1, {B}, {H}], expected [{B}, 1, {H}]")
+
+
 def test_padded_sequences_are_refused():
     model, _ = recurrent_model("LSTM", name="padded")
     _refused(with_sequence_lengths(model, [T, T - 2]), f"sequence lengths [{T}, {T - 2}] differ from the sequence's {T} steps")

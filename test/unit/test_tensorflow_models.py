@@ -179,16 +179,18 @@ def test_unrolled_recurrent_layers(tmp_path):
     np.testing.assert_allclose(_interpreted(path, x, tmp_path), want, rtol=RTOL, atol=ATOL)
 
 
-def test_lambda_layers_are_not_run(tmp_path):
+@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def test_lambda_layers_are_not_run(tmp_path, suffix):
     """Keras files load in safe mode: a Lambda layer's Python code (bytecode in
-    the file) is refused, never deserialized."""
+    the file) is refused, never deserialized; in the legacy .h5 format too."""
     inp = keras.Input((4,), batch_size=1)
     model = keras.Model(inp, keras.layers.Lambda(lambda t: t * 2)(inp))
-    model.save(tmp_path / "lambda.keras")
-    r = swir_import(tmp_path / "lambda.keras", tmp_path / "lambda.swir")
+    path = tmp_path / f"lambda{suffix}"
+    model.save(path)
+    r = swir_import(path, tmp_path / "lambda.swir")
     assert r.returncode == 1
-    assert r.stderr.startswith(f"{tmp_path / 'lambda.keras'}: error: cannot load the Keras "
-                               "model: Requested the deserialization of a `Lambda` layer")
+    assert r.stderr.startswith(f"{path}: error: cannot load the Keras model: "), r.stderr
+    assert "Lambda" in r.stderr and "safe_mode" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "lambda.swir").exists()
 
