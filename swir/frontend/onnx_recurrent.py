@@ -99,7 +99,7 @@ def _check_shapes(n: Node, d: int, gates: int, hidden: int, features: int, batch
 
 
 def _refuse_unsupported(n: Node, steps: int) -> None:
-    if "clip" in n.attrs:
+    if n.attr("clip") is not None:
         n.fail("attribute 'clip' is not supported")
     if int(n.attr("input_forget", 0)):
         n.fail("input_forget = 1 is not supported")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from swir.ir.affine import Expr, format_expr
 from swir.ir.core import Access, Constraint, Function, Instruction, Module, Value
 from swir.ir.types import LDMType, ShapedType, ldm_slot
+from swir.ops.util import attr_or_default
 
 TRANSFERS = ("dma_get", "dma_put", "dma_bcast", "reg_send")
 KIND = {"dma_get": "DMA get", "dma_put": "DMA put", "dma_bcast": "DMA broadcast",
@@ -153,7 +154,7 @@ def _split(body: list[Instruction], cpes: int) -> Split | None:
     if chunk is None:
         return None
     extent, workers = chunk.attrs["extent"], chunk.attrs["workers"]
-    grain = chunk.attrs.get("grain", 1)
+    grain = attr_or_default(chunk, "grain")
     lo = chunk.results[0]
     loop = next((i for i in body if i.opname == "for"
                  and Expr.of(i.args[0]).as_value() is lo), None)
@@ -227,7 +228,7 @@ def _ops(i: Instruction) -> int:
 def _nest_line(i: Instruction, split: Split | None) -> tuple[str, bool] | None:
     if i.opname == "for":
         iv = i.regions[0].blocks[0].args[0]
-        step = i.attrs.get("step", 1)
+        step = attr_or_default(i, "step")
         text = f"for {name_of(iv)} = {expr_text(i.args[0])} to {expr_text(i.args[1])}" + \
             (f" step {step}" if step != 1 else "")
         return text, split is not None and name_of(iv) == split.loop
@@ -323,7 +324,7 @@ def _run(insts: list[Instruction], env: dict, cpe: int, counts: dict[int, int],
         elif op == "chunk":
             k = _eval(i.args[0], env)
             share = chunk_share(k, i.attrs["extent"], i.attrs["workers"],
-                                i.attrs.get("grain", 1)) if 0 <= k < i.attrs["workers"] \
+                                attr_or_default(i, "grain")) if 0 <= k < i.attrs["workers"] \
                 else (0, 0)
             env[i.results[0]], env[i.results[1]] = share
         elif op == "const" and i.results and isinstance(i.attrs.get("value"), int):
@@ -346,7 +347,7 @@ def _run(insts: list[Instruction], env: dict, cpe: int, counts: dict[int, int],
 def _loop(i: Instruction, env: dict, cpe: int, counts: dict[int, int],
           budget: list[int]) -> None:
     lo, hi = _eval(i.args[0], env), _eval(i.args[1], env)
-    step = i.attrs.get("step", 1)
+    step = attr_or_default(i, "step")
     iv = i.regions[0].blocks[0].args[0]
     body = list(i.regions[0].blocks[0].instructions)
     for t in range(lo, hi, step):
