@@ -76,16 +76,11 @@ def load_model(path: Path, check: bool = True):
         raise ImportFailure(f"cannot read the model: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001  protobuf's DecodeError and friends
         raise ImportFailure(f"not an ONNX model, or a truncated one: {first_line(e)}") from None
-    if model.ir_version <= 0 or not model.HasField("graph"):
-        raise ImportFailure("not an ONNX model: it has no IR version or no graph")
+    _require_graph(model)
     opset = default_opset(model)
     check_external_data(model, path.parent)
-    if check:
-        try:
-            onnx.checker.check_model(str(path))
-        except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
-            raise ImportFailure(f"invalid ONNX model: {first_line(e)} "
-                                "(--no-check imports it anyway)") from None
+    if check:   # by path: the checker reads a model over 2 GB from its file
+        _checked(onnx, str(path))
     try:
         from onnx.external_data_helper import load_external_data_for_model
         load_external_data_for_model(model, str(path.parent))
@@ -216,19 +211,28 @@ def model_from_proto(model: Any, check: bool = True) -> Any:
     if not isinstance(model, onnx.ModelProto):
         raise ImportFailure(f"not a model: expected a path or an onnx.ModelProto, got "
                             f"{type(model).__name__}")
-    if model.ir_version <= 0 or not model.HasField("graph"):
-        raise ImportFailure("not an ONNX model: it has no IR version or no graph")
+    _require_graph(model)
     from onnx.external_data_helper import _get_all_tensors, uses_external_data
     if any(uses_external_data(t) for t in _get_all_tensors(model)):
         raise ImportFailure("the model keeps tensors in external data: load it with "
                             "onnx.load(path) (which reads them) or pass its path")
     if check:
-        try:
-            onnx.checker.check_model(model)
-        except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
-            raise ImportFailure(f"invalid ONNX model: {first_line(e)} "
-                                "(--no-check imports it anyway)") from None
+        _checked(onnx, model)
     return model
+
+
+def _require_graph(model) -> None:
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ImportFailure("not an ONNX model: it has no IR version or no graph")
+
+
+def _checked(onnx, model: Any) -> None:
+    """onnx.checker on a model (a ModelProto or a path), as a located failure."""
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:  # noqa: BLE001  ValidationError, or protobuf's
+        raise ImportFailure(f"invalid ONNX model: {first_line(e)} "
+                            "(--no-check imports it anyway)") from None
 
 
 # -- the importer ------------------------------------------------------------------------

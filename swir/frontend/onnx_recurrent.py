@@ -48,12 +48,17 @@ class Layer:
     dtype: np.dtype
 
     def weight(self, i: int, what: str) -> np.ndarray:
-        w = self.n.const(i, what) if self.n.has(i) else None
-        if w is None:
-            self.n.fail(f"input {i} (the {what}) is required")
+        w = self.n.const(i, what)
         if w.dtype != self.dtype:
             self.n.fail(f"the {what} is {w.dtype}, the input {self.dtype}")
         return w
+
+    def weights(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Direction d's W [G·H, I], R [G·H, H] and B [2·G·H] (zeros without B)."""
+        w, r = self.weight(1, "input weight W")[d], self.weight(2, "recurrence weight R")[d]
+        b = self.weight(3, "bias B")[d] if self.n.has(3) else \
+            np.zeros(2 * w.shape[0], self.dtype)
+        return w, r, b
 
     def const(self, a: np.ndarray, what: str) -> Value:
         return self.n.imp.constant(np.ascontiguousarray(a, dtype=self.dtype),
@@ -167,8 +172,8 @@ def _gates(n: Node, v: Value, count: int) -> list[Value]:
 
 
 def _unrolled(layer: Layer, step) -> tuple[list[list[Value]], list[Value], list[Value]]:
-    """Run ``step(direction, index, act, x_proj, state) -> state`` over the steps
-    of each direction. Returns per direction the hidden state after each step
+    """Run ``step(layer, direction, x_proj, state) -> state`` over the steps
+    of each direction (after ``step.prepare``). Returns per direction the hidden state after each step
     (in time order), the last hidden state and the last cell state (or None)."""
     x = _time_major(layer)
     per_step, last_h, last_c = [], [], []
@@ -223,8 +228,7 @@ class LSTMStep:
 
     def prepare(self, layer: Layer, x: Value, d: int):
         h4 = 4 * layer.hidden
-        w, r = layer.weight(1, "input weight W")[d], layer.weight(2, "recurrence weight R")[d]
-        b = layer.weight(3, "bias B")[d] if layer.n.has(3) else np.zeros(2 * h4, layer.dtype)
+        w, r, b = layer.weights(d)
         self.rt = layer.const(r.T, f"Rt{d}")
         self.peep = None
         if layer.n.has(7):
@@ -257,8 +261,7 @@ class GRUStep:
 
     def prepare(self, layer: Layer, x: Value, d: int):
         hs = layer.hidden
-        w, r = layer.weight(1, "input weight W")[d], layer.weight(2, "recurrence weight R")[d]
-        b = layer.weight(3, "bias B")[d] if layer.n.has(3) else np.zeros(6 * hs, layer.dtype)
+        w, r, b = layer.weights(d)
         wb, rb = b[:3 * hs], b[3 * hs:]
         self.before_reset = bool(int(layer.n.attr("linear_before_reset", 0)))
         self.rt_zr = layer.const(r[:2 * hs].T, f"Rzrt{d}")
@@ -291,8 +294,7 @@ class RNNStep:
 
     def prepare(self, layer: Layer, x: Value, d: int):
         hs = layer.hidden
-        w, r = layer.weight(1, "input weight W")[d], layer.weight(2, "recurrence weight R")[d]
-        b = layer.weight(3, "bias B")[d] if layer.n.has(3) else np.zeros(2 * hs, layer.dtype)
+        w, r, b = layer.weights(d)
         self.rt = layer.const(r.T, f"Rt{d}")
         return _input_projection(layer, x, w, b[:hs] + b[hs:]), (_initial(layer, 5, d,
                                                                           "initial_h"),)
