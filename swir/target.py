@@ -9,7 +9,7 @@ test (test/unit/test_target.py) greps the sources for stray copies.
 
 Each figure cites its public source; docs/architecture.md ("Targets") lists
 them and says which are assumptions. Select a target with ``--target NAME``
-(swir-opt, swir-report; swir-cg generates code for the SW26010 only).
+(swir-opt, swir-report, swir-cg).
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ class Target:
     net_latency: float
     bisection_bandwidth: float  # the whole interconnect's
     mpe_copy_bandwidth: float   # the MPE's memcpy (an allgather's interleaving)
+    # Whether its CPEs have register communication (the SW26010's row and
+    # column buses, simd_putr / simd_getr): the SW26010-Pro has RMA between
+    # LDMs instead (docs/codegen.md, "The SW26010-Pro").
+    register_buses: bool
     codegen: bool               # whether swir-cg writes code for it
     sources: str                # where the figures come from
     network_sources: str        # where the network figures come from, and which are assumed
@@ -177,7 +181,7 @@ SW26010 = Target(
     # and the MPE's memcpy likewise. Both latencies are assumed: 1 us.
     noc_bandwidth=20.4e9, noc_latency=1e-6, net_bandwidth=16e9, net_latency=1e-6,
     bisection_bandwidth=70e12, mpe_copy_bandwidth=20.4e9,
-    codegen=True,
+    register_buses=True, codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
              "32 vector registers per CPE: the figure swDNN's register blocking (Fang et al., "
@@ -212,7 +216,9 @@ SW26010_PRO = replace(
     # 13.8 TFLOPS FP64 per chip / (384 CPEs x 2.25 GHz) = 16 flops per cycle:
     # a 512-bit vector of 8 doubles with FMA.
     clock_hz=2.25e9, flops_per_cycle=16, vector_bits=512, peak_bandwidth=51.2e9,
-    codegen=False,
+    # No register buses: public Pro code moves data between LDMs by RMA
+    # (athread_rma_row_ibcast / athread_rma_col_ibcast, SYSU-SCC/swops slave.c).
+    register_buses=False, codegen=True,
     sources=("Chips and Cheese, 'China's New(ish) SW26010-Pro Supercomputer at SC23' "
              "(2023-11-20): 6 core groups of 64 CPEs, 2.25 GHz; Tom's Hardware on the "
              "same SC23 disclosure: 512-bit vector engine and 256 KB local store per CPE, "

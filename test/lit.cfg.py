@@ -33,6 +33,8 @@ config.substitutions.append(("%python", sys.executable))
 # The Sunway dialect check's stand-in for sw5cc (docs/codegen.md): a test that
 # builds a project also runs `make -C DIR all SW5CC=%sw5cc`.
 config.substitutions.append(("%sw5cc", os.path.join(config.test_source_root, "sunway", "sw5cc")))
+# ... and the SW26010-Pro's: `make -C DIR all SWGCC=%swgcc`.
+config.substitutions.append(("%swgcc", os.path.join(config.test_source_root, "sunway", "swgcc")))
 
 for tool in ("swir-opt", "swir-run", "swir-cg", "swir-import", "filecheck"):
     if shutil.which(tool, path=config.environment["PATH"]) is None:

@@ -156,7 +156,7 @@ def compile(source: Source, output: str | Path, *, level: str = DEFAULT_LEVEL,
                                func=func, level=level_name(level), verify_each=verify_each,
                                target=target_named_or_default(target), prog="swir.compile")
     if not job.target.codegen:
-        raise usage_error(f"code generation for the {job.target.title} is not supported yet; "
+        raise usage_error(f"code generation for the {job.target.title} is not supported; "
                           "swir.optimize and swir.report plan and model for it")
     job.globals, job.argv = option_globals(options, {"jobs": jobs, "split": split,
                                                      "ranks": ranks})

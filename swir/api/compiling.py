@@ -58,10 +58,7 @@ def prepare(job: CompileJob, text: str) -> tuple[Module, list[Pass], tuple[str, 
     and the files the compile reads (which --force must not replace)."""
     module = parse(text, job)
     verify(module)
-    planned = target_of(module.attrs)
-    if not planned.codegen:
-        raise usage_error(f"{job.name} was planned for the {planned.title} (its target "
-                          "attribute); swir-cg writes code for the SW26010 only")
+    check_target(module, job)
     check_ranks(module, job)
     check_training(module, job)
     keep = read_files(job.input, module)
@@ -110,6 +107,20 @@ def parse(text: str, job: CompileJob) -> Module:
     if job.base_dir is not None:
         module.base_dir = job.base_dir
     return module
+
+
+def check_target(module: Module, job: CompileJob) -> None:
+    """The code is for the target the module was planned for (its target
+    attribute, from -ldm-plan): a planned module given another --target is an
+    error, as the plan (tiles, LDM) would not be the machine's."""
+    if module.stage not in ("buffered", "dma"):
+        return
+    planned = target_of(module.attrs)
+    if job.target is not default_target() and job.target is not planned:
+        raise usage_error(f"--target={job.target.name}: {job.name} was planned for the "
+                          f"{planned.title} (its target attribute); plan it again from the "
+                          f"loop or graph stage for the {job.target.title}")
+    job.target = planned
 
 
 def check_ranks(module: Module, job: CompileJob) -> None:

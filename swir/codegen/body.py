@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from swir.analysis import vector_plan
+from swir.codegen.dialect import dialect_of
 from swir.codegen import c_ast as C
 from swir.codegen import scalar, vector
 from swir.codegen.names import Scope, c_string, display_text
@@ -67,6 +68,7 @@ class BodyEmitter:
 
     def __init__(self, project: Unit, f: Function, side: str, scope: Scope) -> None:
         self.project, self.f, self.side, self.scope = project, f, side, scope
+        self.dialect = dialect_of(project.opt.target)    # the target's athread calls
         self.body = C.Block()        # the function's statements
         self.labels: dict[int, str] = {}
 
@@ -303,7 +305,7 @@ def _dyn_index(e: BodyEmitter, inst: Instruction) -> None:
 def _cpe_id(e: BodyEmitter, inst: Instruction) -> None:
     if not inst.results[0].has_uses:
         return
-    e.emit(C.Decl(CONST_LONG, e.define(inst.results[0], "id"), C.call("athread_get_id", -1)))
+    e.emit(C.Decl(CONST_LONG, e.define(inst.results[0], "id"), e.dialect.cpe_id()))
 
 
 def _chunk(e: BodyEmitter, inst: Instruction) -> None:
@@ -349,42 +351,42 @@ def _dma(e: BodyEmitter, inst: Instruction) -> None:
     count, reply = inst.attrs["count"], inst.attrs["reply"]
     bsize, stride = attr_or_default(inst, "bsize"), attr_or_default(inst, "stride")
     e.project.note_reply(reply)
-    size_and_reply = (C.as_expr(count * esize), reply_address(reply))
+    d = e.dialect
+    size, word = C.as_expr(count * esize), d.reply_address(reply_word(reply))
     strides = (C.as_expr(stride * esize), C.as_expr(bsize * esize))
     if inst.isa(DMA_BCAST):
-        _broadcast(e, C.call("athread_get", "BCAST_MODE", mem_ptr, ldm_ptr, *size_and_reply,
-                             C.Lit("(char)0xff"), *strides), reply)
+        e.project.broadcasts = True
+        _broadcast(e, d.broadcast(mem_ptr, ldm_ptr, size, word, *strides), reply)
     elif get:
-        e.emit(C.call("athread_get", "PE_MODE", mem_ptr, ldm_ptr, *size_and_reply, 0, *strides))
+        e.emit(d.get(mem_ptr, ldm_ptr, size, word, *strides))
     else:
         if isinstance(mem.base, Global) and mem.base.kind == "global":
             raise e.fail(f"'dma_put' writes to @{mem.base.name}, a constant global", inst)
-        e.emit(C.call("athread_put", "PE_MODE", ldm_ptr, mem_ptr, *size_and_reply, *strides))
+        e.emit(d.put(ldm_ptr, mem_ptr, size, word, *strides))
 
 
 def _broadcast(e: BodyEmitter, get: C.Expr, reply: int) -> None:
     """A broadcast get as public Sunway code writes it (docs/codegen.md,
     "Broadcast DMA"): all 64 CPEs meet at a barrier, CPE 0 issues the get in
     BCAST_MODE to every row (mask 0xff, a char in athread_get's prototype)
-    and waits for it, and a second
-    barrier holds the others until it has landed in their LDM."""
-    syn = C.call("athread_syn", "ARRAY_SCOPE", C.Lit("0xffff"))
+    and waits for it, and a second barrier holds the others until it has
+    landed in their LDM. On the SW26010-Pro, swir_rma_bcast (layers_mix.h)
+    is called by every CPE between the barriers: CPE 0's DMA, then RMA."""
+    syn = e.dialect.barrier()
     e.emit(syn)
-    with e.block() as then:
+    if e.dialect.pro:
         e.emit(get)
-        e.emit(wait(reply))
-    e.emit(C.If(C.Binary("==", C.call("athread_get_id", -1), C.Lit("0")), then))
+    else:
+        with e.block() as then:
+            e.emit(get)
+            e.emit(wait(reply))
+        e.emit(C.If(C.Binary("==", e.dialect.cpe_id(), C.Lit("0")), then))
     e.emit(syn)
 
 
 def reply_word(reply: int) -> C.Expr:
     """``reply[N]``: a DMA reply word of the CPE."""
     return C.index("reply", reply)
-
-
-def reply_address(reply: int) -> C.Expr:
-    """``(void *)&reply[N]``, as athread_get / athread_put take it."""
-    return C.Cast(VOID_P, C.Unary("&", reply_word(reply)))
 
 
 def wait(reply: int, times: int = 1) -> C.Expr:

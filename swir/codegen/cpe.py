@@ -8,13 +8,13 @@ from __future__ import annotations
 from swir.codegen import c_ast as C
 from swir.codegen import scalar, templates
 from swir.codegen.body import VOID_P, BodyEmitter, declare_pointer, pointer_type, \
-    reply_address, reply_word, wait
+    reply_word, wait
+from swir.codegen.dialect import dialect_of
 from swir.codegen.layout import Layout, unused
 from swir.codegen.names import Scope, c_string, comment_text
 from swir.ir.core import Function
 from swir.ir.types import ShapedType
 from swir.ops import CALL, DMA_TRANSFERS, DMA_WAIT, LDM_ALLOC
-from swir.target import SW26010
 
 PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before any other DMA)
 
@@ -22,16 +22,18 @@ PARA_REPLY = 0      # the reply word of a kernel's Para copy (waited for before 
 class CPECode:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
+        self.target = layout.opt.target
+        self.dialect = dialect_of(self.target)
         self._para_copies: list[tuple[str, str]] = []  # (Para type, entry) of each copy
         self._frames: dict[str, C.RecordDef] = {}  # kernel C name -> its LDM struct
 
     def slave_c(self) -> str:
         lay = self.layout
         bodies = self._functions()
-        out = [lay.header(f"layers_slave.c: the CPE kernels. Each runs on all {SW26010.cpes} CPEs, "
-                          "takes its share of\n * the work by CPE id, and moves data "
+        out = [lay.header(f"layers_slave.c: the CPE kernels. Each runs on all {self.target.cpes} "
+                          "CPEs, takes its share of\n * the work by CPE id, and moves data "
                           "between main memory and its LDM by DMA."),
-               "#include <slave.h>"] + (["#include <simd.h>"] if lay.uses_simd else []) + \
+               f"#include <{self.dialect.cpe_header}>"] + (["#include <simd.h>"] if lay.uses_simd else []) + \
             ["", '#include "layers_mix.h"', ""]
         out += self._ldm_state()
         for g in lay.slave_globals.values():
@@ -75,7 +77,8 @@ class CPECode:
                             for k in self._frames)
             out.append(_thread_local(C.Record("union", members), "ldm", 64))
         if lay.fault_sites:
-            out.append(templates.CPE_FAULTS)
+            out.append(templates.CPE_FAULTS.replace("athread_get_id(-1)",
+                                                    self.dialect.cpe_id_text))
         if self._para_copies:
             members = tuple(C.Decl(C.Named(t), k) for t, k in self._para_copies)
             out.append("/* Each kernel's copy of its Para struct, fetched by one DMA at entry "
@@ -83,8 +86,10 @@ class CPECode:
             out.append(_thread_local(C.Record("union", members), "swir_para", 32))
         if lay.reply_words:
             out.append("/* DMA reply words: each completed DMA adds one to its word. */")
-            out.append(_thread_local(C.Array(C.Named("volatile int"), lay.reply_words),
-                                     "reply"))
+            out.append(_thread_local(C.Array(C.Named(self.dialect.reply_type),
+                                             lay.reply_words), "reply"))
+        if lay.broadcasts and self.dialect.pro:
+            out.append(templates.RMA_BCAST)
         return out
 
     def _cpe_function(self, f: Function, mode: str) -> C.Function:
@@ -198,8 +203,9 @@ class CPECode:
         self._para_copies.append((para, k))
         copy = C.member("swir_para", k)
         return (C.call("SWIR_LDM_PARA", C.Unary("&", copy), C.SizeOf(copy)),
-                [C.call("athread_get", "PE_MODE", "arg", C.Unary("&", copy),
-                        C.Cast(C.INT, C.SizeOf(copy)), reply_address(PARA_REPLY), 0, 0, 0),
+                [self.dialect.get(C.Id("arg"), C.Unary("&", copy), C.Cast(C.INT, C.SizeOf(copy)),
+                                  self.dialect.reply_address(reply_word(PARA_REPLY)),
+                                  C.Lit("0"), C.Lit("0")),
                  wait(PARA_REPLY)])
 
     def _reset_replies(self, e: BodyEmitter, f: Function, extra: list[int]) -> None:
@@ -230,7 +236,7 @@ class CPECode:
         Each buffer starts LDM_ALIGN-aligned (what the planner counts), the
         larger elements first."""
         counter = [0]
-        aligned = f"__attribute__((aligned({SW26010.dma_align})))"
+        aligned = f"__attribute__((aligned({self.target.dma_align})))"
         ldm_paths = self.layout.ldm_paths
 
         def members(block, path: str) -> tuple[C.Decl, ...]:

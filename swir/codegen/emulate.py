@@ -38,24 +38,29 @@ def program_path(project: Path, module_name: str, target: str = "emu") -> Path:
 # would, `make all SW5CC=...`: MPE and CPE sources separately, in the dialect
 # the Makefile states, pedantically, against the real athread prototypes.
 SW5CC_CHECK = "SWIR_SW5CC_CHECK"
+# ... and for an SW26010-Pro project, a stand-in for its swgcc (test/sunway/swgcc).
+SWGCC_CHECK = "SWIR_SWGCC_CHECK"
 
 
 def sunway_check(project: Path, timeout: float = 300) -> bool:
-    """``make -B -C project all SW5CC=$SWIR_SW5CC_CHECK`` when that variable is
-    set and not empty (True); otherwise nothing (False). The stand-in writes no
-    files. Raises EmulationError with the compiler's messages when it fails."""
-    sw5cc = os.environ.get(SW5CC_CHECK)
-    if not sw5cc:
+    """``make -B -C project all SW5CC=$SWIR_SW5CC_CHECK`` (an SW26010-Pro
+    project: ``SWGCC=$SWIR_SWGCC_CHECK``) when that variable is set and not
+    empty (True); otherwise nothing (False). The stand-in writes no files.
+    Raises EmulationError with the compiler's messages when it fails."""
+    makefile = (Path(project) / "Makefile").read_text()
+    variable, env = ("SWGCC", SWGCC_CHECK) if "\nSWGCC = " in makefile else ("SW5CC", SW5CC_CHECK)
+    driver = os.environ.get(env)
+    if not driver:
         return False
-    tools = [f"SW5CC={sw5cc}"]
-    if "\nMPICC = " in (Path(project) / "Makefile").read_text():
+    tools = [f"{variable}={driver}"]
+    if "\nMPICC = " in makefile:
         # An MPI program: its MPE side through the stand-in too, with mpi.h's folder.
-        tools.append(f"MPICC={sw5cc} " + " ".join(f"-I{d}" for d in mpi_include_dirs()))
+        tools.append(f"MPICC={driver} " + " ".join(f"-I{d}" for d in mpi_include_dirs()))
     r = subprocess.run(["make", "-s", "-B", "-C", str(project), "all", *tools],
                        capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
-        raise EmulationError(f"the Sunway dialect check (make all SW5CC={sw5cc}) failed in "
-                             f"{project}:\n{r.stdout}{r.stderr}")
+        raise EmulationError(f"the Sunway dialect check (make all {variable}={driver}) failed "
+                             f"in {project}:\n{r.stdout}{r.stderr}")
     return True
 
 

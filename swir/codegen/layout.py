@@ -44,6 +44,7 @@ class Layout:
             self.scope.reserve(*templates.TRAIN_NAMES, inner=False)
         self.reply_words = 0
         self.uses_simd = False      # a kernel has vector code: layers_slave.c includes simd.h
+        self.broadcasts = False     # a kernel broadcasts (on the Pro: swir_rma_bcast)
         # CPE run-time error sites (message, function), numbered from 1: a CPE
         # records a site number, the MPE prints its message after the join.
         self.fault_sites: list[tuple[str, str]] = []

@@ -11,7 +11,6 @@ from swir.codegen.layout import Layout, param_type
 from swir.codegen.names import c_string, comment_text, display_text
 from swir.ir.core import FuncParam, Function, Global
 from swir.ir.types import ScalarType, ShapedType
-from swir.target import SW26010
 
 
 class ParaCode:
@@ -23,11 +22,11 @@ class ParaCode:
         lay = self.layout
         parts = [lay.header("layers_mix.h: what the MPE and the CPEs share: each CPE "
                             "kernel's parameter\n * struct (Para) and small helpers."),
-                 templates.MIX_PRELUDE]
+                 templates.mix_prelude(lay.opt.target)]
         if self._uses_f16():
             parts.append(templates.F16)
         if lay.fault_sites:
-            parts.append(templates.FAULT_SLOTS.replace("{cpes}", str(SW26010.cpes)))
+            parts.append(templates.FAULT_SLOTS.replace("{cpes}", str(lay.opt.target.cpes)))
         parts.append(scalar.helpers())
         for f in lay.spawned:
             fields = [self._para_field(p) for p in f.params] \
@@ -100,8 +99,9 @@ class ParaCode:
 
     def layers_h(self) -> str:
         lay = self.layout
+        cpes = lay.opt.target.cpes
         lines = [lay.header("layers.h: the MPE side of each CPE kernel: fill its "
-                            f"parameters and spawn it\n * on the {SW26010.cpes} CPEs (the caller joins)."),
+                            f"parameters and spawn it\n * on the {cpes} CPEs (the caller joins)."),
                  "#ifndef SWIR_LAYERS_H", "#define SWIR_LAYERS_H", "",
                  '#include "layers_mix.h"', ""]
         # Every spawned kernel's wrapper is declared, also one spawned only
@@ -117,7 +117,7 @@ class ParaCode:
     def layers_c(self) -> str:
         lay = self.layout
         lines = [lay.header("layers.c: MPE wrappers: each fills its kernel's Para struct "
-                            f"and spawns the\n * kernel on the {SW26010.cpes} CPEs."),
+                            f"and spawns the\n * kernel on the {lay.opt.target.cpes} CPEs."),
                  "#include <athread.h>", "", '#include "layers.h"', ""]
         alone = [f for f in lay.spawned if id(f) in lay.alone]
         for f in alone:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 from importlib import resources
+from dataclasses import replace
 from pathlib import Path
 
 from swir.codegen import templates, train
@@ -31,14 +32,14 @@ from swir.codegen.unit import Options
 from swir.diagnostics import Diagnostic
 from swir.files import new_dir_mode, repair_leftovers, replace_directory
 from swir.ir.core import Module
-from swir.target import SW26010
+from swir.target import target_of
 from swir.verifier import module_attr_ldm
 
 __all__ = ["Options", "Project", "WriteError", "check_project_dir", "generate",
            "write_project"]
 
 WEIGHTS_FILE = "weights.bin"
-RUNTIME_FILES = ("athread.h", "slave.h", "simd.h", "swir_emu.h", "swir_emu.c")
+RUNTIME_FILES = ("athread.h", "slave.h", "crts.h", "simd.h", "swir_emu.h", "swir_emu.c")
 TARGET_HEADER = "swir_target.h"   # emu/: the target's figures, generated (swir/target.py)
 
 
@@ -103,8 +104,9 @@ def _check_project_dir(out: str, force: bool, keep: tuple[str, ...]) -> Path:
 
 
 def generate(module: Module, options: Options) -> dict[str, bytes]:
-    """Every file of the project, by relative path."""
-    return Project(module, options).files()
+    """Every file of the project, by relative path, for the target the
+    module was planned for."""
+    return Project(module, replace(options, target=target_of(module.attrs))).files()
 
 
 class Project:
@@ -139,7 +141,7 @@ class Project:
         runtime = resources.files("swir.codegen") / "runtime"
         for name in RUNTIME_FILES:
             files[f"emu/{name}"] = (runtime / name).read_bytes()
-        files[f"emu/{TARGET_HEADER}"] = SW26010.c_defines().encode("utf-8")
+        files[f"emu/{TARGET_HEADER}"] = self.opt.target.c_defines().encode("utf-8")
         return files
 
     def _training(self) -> train.TrainingStep | None:
@@ -155,16 +157,17 @@ class Project:
     # Makefile ---------------------------------------------------------------------------
     def _makefile(self) -> str:
         # The LDM the plan was made for (stage dma {ldm_size = N}), at most the
-        # SW26010's: the emulation holds each kernel to both.
+        # target's: the emulation holds each kernel to both.
+        target = self.opt.target
         planned = module_attr_ldm(self.m)
-        ldm_bytes = min(planned, SW26010.ldm_bytes)
+        ldm_bytes = min(planned, target.ldm_bytes)
         reserve = self.opt.ldm_reserve
         if reserve is None:                 # -ldm-plan's default
-            reserve = SW26010.default_reserve(planned)
+            reserve = target.default_reserve(planned)
         if reserve >= ldm_bytes:
             raise Diagnostic(f"swir-cg: an LDM reserve of {reserve} bytes leaves no LDM for "
-                             f"the kernels: the {SW26010.title} has {SW26010.ldm_bytes} bytes "
+                             f"the kernels: the {target.title} has {target.ldm_bytes} bytes "
                              "per CPE", self.m.loc)
         return templates.makefile(self.layout.stem, comment_text(self.opt.source), reserve,
-                                  ldm_bytes, SW26010.cpes, self.layout.ranks)
+                                  ldm_bytes, target, self.layout.ranks)
 

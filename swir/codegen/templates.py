@@ -16,7 +16,7 @@ from swir.codegen.train import TrainingStep
 from swir.codegen.names import comment_text, display_text
 from swir.ir.core import FuncParam
 from swir.ir.types import ScalarType, ShapedType, Type
-from swir.target import SW26010
+from swir.target import SW26010, Target
 
 MIX_PRELUDE = r"""#ifndef SWIR_LAYERS_MIX_H
 #define SWIR_LAYERS_MIX_H
@@ -104,6 +104,75 @@ static inline long swir_dyn_index(long v, long bound, const char *what, const ch
         SWIR_TRAP(error);
     }
     return i;
+}
+"""
+
+# What the SW26010-Pro's layers_mix.h says differently: its waits and
+# barrier in the Pro's CPE interface (the reply word waited for with
+# CRTS_dma_wait_value, then reset; athread_ssync_array), and its hooks.
+# docs/codegen.md, "The SW26010-Pro".
+_PRO_MIX_EDITS = (
+    (" * On Sunway: the wait spins on the (volatile) reply word, then `memb`, the\n"
+     " * memory barrier public CPE code puts after the spin (dxhisboy/lammps-sunway\n"
+     " * sunway.h), so no LDM read the DMA fills moves above the wait.",
+     " * On the SW26010-Pro: the wait is CRTS_dma_wait_value, as public Pro code\n"
+     " * waits (heptagonhust/CPC2023-Preliminary), then the word is reset."),
+    ("#define SWIR_WAIT(reply, n) do { while ((reply) != (n)) ; "
+     "__asm__ __volatile__(\"memb\" ::: \"memory\"); (reply) = 0; } while (0)\n"
+     "#define SWIR_SYN(next) athread_syn(ARRAY_SCOPE, 0xffff)\n",
+     "#define SWIR_WAIT(reply, n) do { CRTS_dma_wait_value(&(reply), (n)); (reply) = 0; } "
+     "while (0)\n#define SWIR_SYN(next) athread_ssync_array()\n#define SWIR_BCAST_SOURCE() ((void)0)\n"),
+    ("#ifdef SWIR_EMU\n#include \"swir_emu.h\"\n#else",
+     "#ifdef SWIR_EMU\n#include \"swir_emu.h\"\n#define SWIR_BCAST_SOURCE() swir_emu_bcast_source()\n#else"),
+)
+
+
+def mix_prelude(target: Target) -> str:
+    """layers_mix.h's hooks and helpers, for ``target``."""
+    if target is SW26010:
+        return MIX_PRELUDE
+    text = MIX_PRELUDE
+    for old, new in _PRO_MIX_EDITS:
+        assert old in text, f"the layers_mix.h template no longer has {old!r}"
+        text = text.replace(old, new)
+    return text
+
+
+# layers_slave.c on the SW26010-Pro, when a kernel broadcasts: the
+# broadcast by DMA and RMA every CPE calls between two barriers.
+RMA_BCAST = r"""/* A broadcast get on the SW26010-Pro, which has no BCAST_MODE DMA: every CPE
+ * calls it between two barriers. CPE 0 gets the `len` bytes at `mem` (blocks
+ * of `bsize` bytes, `stride` skipped between them; bsize 0: one block) into
+ * its LDM at `ldm`, then sends them along row 0 by RMA; each CPE of row 0
+ * sends them down its column. Each RMA counts on the sender's local word and
+ * on every receiver's remote word, the sender among the receivers (public
+ * Pro GEMMs wait for the remote word on every CPE of the row, the sender
+ * too: docs/codegen.md, "The SW26010-Pro"). */
+static __thread_local athread_rply_t swir_rma_local, swir_rma_remote;
+
+static void swir_rma_bcast(void *ldm, void *mem, int len, int bsize, int stride,
+                           crts_rply_t *reply)
+{
+    swir_rma_local = 0;
+    swir_rma_remote = 0;
+    athread_ssync_array();      /* every word is zero before any RMA counts on it */
+    if (CRTS_tid == 0) {
+        SWIR_BCAST_SOURCE();
+        if (bsize == 0)
+            CRTS_dma_iget(ldm, mem, len, reply);
+        else
+            CRTS_dma_iget_stride(ldm, mem, len, bsize, stride, reply);
+        SWIR_WAIT(*reply, 1);
+        athread_rma_row_ibcast(ldm, ldm, len, &swir_rma_local, &swir_rma_remote);
+        athread_rma_wait_value(&swir_rma_local, 1);
+        swir_rma_local = 0;
+    }
+    if (CRTS_rid == 0) {
+        athread_rma_wait_value(&swir_rma_remote, 1);    /* row 0 has the data */
+        athread_rma_col_ibcast(ldm, ldm, len, &swir_rma_local, &swir_rma_remote);
+        athread_rma_wait_value(&swir_rma_local, 1);
+    }
+    athread_rma_wait_value(&swir_rma_remote, CRTS_rid == 0 ? 2 : 1);
 }
 """
 
@@ -426,9 +495,65 @@ _MAKE_SAFE = re.compile(r"[^A-Za-z0-9_./ -]")
 
 
 def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = SW26010.ldm_bytes,
-             cpes: int = SW26010.cpes, ranks: Ranks | None = None) -> str:
-    text = _makefile(stem, source, reserve, ldm_bytes, cpes)
-    return text if ranks is None else _mpi_makefile(text, stem, ranks.count)
+             target: Target = SW26010, ranks: Ranks | None = None) -> str:
+    text = _makefile(stem, source, reserve, ldm_bytes, target.cpes)
+    if ranks is not None:
+        text = _mpi_makefile(text, stem, ranks.count, target.core_groups)
+    if target is SW26010:
+        return text
+    return _edit(text, _PRO_EDITS + (_PRO_MPI_EDITS if ranks is not None else ()), stem)
+
+
+# The Makefile of the SW26010-Pro: what changes from the SW26010's. Its
+# compiler driver is swgcc, which takes the side as -mhost / -mslave and links
+# with -mhybrid; public Pro code compiles both sides with -msimd
+# -faddress_align=64 and links the CPEs' libm with -lm_slave (SYSU-SCC/swops,
+# Makefile). The job asks for the core group's CPEs with -cgsp as on the
+# SW26010 (swops' run target); swops' -mpecg gives one process all the chip's
+# core groups, which swir's program does not use (one process per core
+# group, as on the SW26010).
+_PRO_EDITS = (
+    ("build {stem} for the Sunway SW26010: MPE sources with sw5cc -host,\n"
+     "#                   CPE sources with sw5cc -slave,",
+     "build {stem} for the Sunway SW26010-Pro: MPE sources with swgcc -mhost,\n"
+     "#                   CPE sources with swgcc -mslave,"),
+    ("(bsub on\n#                   TaihuLight)", "(bsub on\n#                   a new Sunway system)"),
+    ("SW5CC = sw5cc\n", "SWGCC = swgcc\n"),
+    ("# The C dialect, stated: the CPE front end of sw5cc is GCC 4.1, whose default\n"
+     "# (gnu89) rejects the generated C99",
+     "# The C dialect, stated (as public Pro Makefiles do: SYSU-SCC/swops); GCC's\n"
+     "# default before GCC 5 (gnu89) rejects the generated C99"),
+    ("SWFLAGS = -O2\n", "SWFLAGS = -O2 -msimd -faddress_align=64\n"),
+    ("as TaihuLight users submit one", "as Sunway users submit one"),
+    ("# The Sunway build on a machine without sw5cc", "# The Sunway build on a machine without swgcc"),
+    ("\"sw5cc: not found\"", "\"swgcc: not found\""),
+    ("NO_SW5CC = $(firstword $(SW5CC))", "NO_SWGCC = $(firstword $(SWGCC))"),
+    ("Sunway build (sw5cc, on a", "Sunway build (swgcc, on a"),
+    ("$(shell command -v $(firstword $(SW5CC)) 2>/dev/null),,$(error $(NO_SW5CC))",
+     "$(shell command -v $(firstword $(SWGCC)) 2>/dev/null),,$(error $(NO_SWGCC))"),
+    ("$(SW5CC) -slave -msimd", "$(SWGCC) -mslave"),
+    ("-hybrid $(SWFLAGS)", "-mhybrid $(SWFLAGS)"),
+    ("-host $(SWSTD)", "-mhost $(SWSTD)"),
+    ("$(SW5CC)", "$(SWGCC)"),
+    ("emu/athread.h emu/slave.h", "emu/athread.h emu/crts.h emu/slave.h"),
+)
+
+
+# ... and of its MPI program: 6 processes per chip (one per core group).
+_PRO_MPI_EDITS = (
+    ("mpicc, which wraps sw5cc on TaihuLight.", "mpicc, which wraps swgcc."),
+)
+
+
+def _edit(text: str, edits: tuple[tuple[str, str], ...], stem: str, **values: int) -> str:
+    """``text`` with each (old, new) replaced (formatted with the stem and
+    ``values``); every old must be in it (the template is checked, not
+    silently missed)."""
+    for old, new in edits:
+        old = old.format(stem=stem)
+        assert old in text, f"the Makefile template no longer has {old!r}"
+        text = text.replace(old, new.format(stem=stem, **values))
+    return text
 
 
 # The Makefile of an MPI program: what changes from one core group's. On
@@ -440,7 +565,7 @@ _MPI_EDITS = (
     ("#   make run        build {stem} and run it on one core group as a job (bsub on\n"
      "#                   TaihuLight)",
      "#   make run        build {stem} and run it on {ranks} core groups as a job (bsub on\n"
-     "#                   TaihuLight: {ranks} MPI processes, 4 per chip)"),
+     "#                   TaihuLight: {ranks} MPI processes, {per_chip} per chip)"),
     ("#   make emu-tsan   {stem}_emu_tsan, under ThreadSanitizer\n",
      "#   make emu-tsan   {stem}_emu_tsan, under ThreadSanitizer\n"
      "#   make emu-run    run {stem}_emu on {ranks} ranks here: mpirun -np {ranks} "
@@ -467,12 +592,9 @@ _MPI_EDITS = (
 )
 
 
-def _mpi_makefile(text: str, stem: str, ranks: int) -> str:
-    for old, new in _MPI_EDITS:
-        old = old.format(stem=stem)
-        assert old in text, f"the Makefile template no longer has {old!r}"
-        text = text.replace(old, new.format(stem=stem, ranks=ranks, per_node=min(ranks, 4)))
-    return text
+def _mpi_makefile(text: str, stem: str, ranks: int, per_chip: int) -> str:
+    return _edit(text, _MPI_EDITS, stem, ranks=ranks, per_chip=per_chip,
+                 per_node=min(ranks, per_chip))
 
 
 def _makefile(stem: str, source: str, reserve: int, ldm_bytes: int, cpes: int) -> str:

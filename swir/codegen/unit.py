@@ -16,6 +16,7 @@ from swir.codegen import c_ast as C
 from swir.codegen.names import Scope
 from swir.ir.affine import Expr
 from swir.ir.core import Access, Apply, Block, Function, Global, Instruction, Value
+from swir.target import SW26010, Target
 
 
 @dataclass
@@ -30,6 +31,9 @@ class Options:
     # The training program (swir-cg --train, swir/codegen/train.py): main()
     # runs the entry function, a training step, over batches
     train: bool = False
+    # The machine the code is for: the module's target attribute (what it
+    # was planned for; swir.codegen.project.generate sets it)
+    target: Target = SW26010
 
 
 class Unit(Protocol):
@@ -39,6 +43,7 @@ class Unit(Protocol):
 
     opt: Options
     uses_simd: bool                           # a kernel has vector code
+    broadcasts: bool                          # a kernel broadcasts
     fault_sites: list[tuple[str, str]]        # CPE run-time error sites so far
 
     def function(self, name: str, inst: Instruction) -> Function: ...

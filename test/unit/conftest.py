@@ -28,6 +28,8 @@ import prebuilt_runtime  # noqa: E402  (found through the line above)
 # SWIR_SW5CC_CHECK to another stand-in, or to nothing to skip the check.
 SW5CC_CHECK = Path(__file__).parents[1] / "sunway" / "sw5cc"
 os.environ.setdefault("SWIR_SW5CC_CHECK", str(SW5CC_CHECK))
+# SW26010-Pro projects: test/sunway/swgcc, the stand-in for its swgcc.
+os.environ.setdefault("SWIR_SWGCC_CHECK", str(SW5CC_CHECK.with_name("swgcc")))
 
 # The emulation's runtime is compiled once per set of flags in this process, not
 # once per program (prebuilt_runtime.py); the objects go to a temporary folder.

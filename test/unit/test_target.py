@@ -302,13 +302,6 @@ def test_a_module_planned_for_the_pro_is_modeled_as_one(tmp_path):
     assert cost_report(m).machine == Machine.for_target(SW26010_PRO)
 
 
-def test_swir_cg_refuses_the_pro_and_writes_nothing(tmp_path):
-    r = _tool("swir-cg", "--target=sw26010pro", str(EXAMPLES / "mlp.swir"), "-o",
-              str(tmp_path / "out"), ok=False)
-    assert r.returncode == 1 and "not supported yet" in r.stderr
-    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
-
-
 def test_swir_report_takes_the_modules_target(tmp_path):
     """A module planned for the Pro is reported as one without --target; an
     explicit --target wins."""

@@ -52,6 +52,7 @@
 #include <time.h>
 
 #include "athread.h"
+#include "crts.h"
 #include "slave.h"
 
 /* ThreadSanitizer must see the CPEs as threads to report races between
@@ -122,6 +123,8 @@ struct counters {
     long long reg_sends;              /* putr / putc completed (a broadcast is one) */
     long long reg_recvs;              /* getr / getc completed */
     long long reg_bytes;              /* bytes received by them */
+    long long rma_bcasts;             /* RMA row / column broadcasts sent (the Pro) */
+    long long rma_bytes;              /* bytes they delivered, into every receiver's LDM */
     long long mem_misaligned;         /* transfers whose main-memory start is not 32-aligned */
     long long ldm_misaligned;         /* transfers whose LDM start is not 32-aligned */
     long long size_hist[BUCKETS];     /* transfers by log2(size bucket) */
@@ -188,7 +191,7 @@ struct inbox {
 };
 
 /* Where a CPE waits on a bus (reported when the CPEs deadlock). */
-enum reg_wait { REG_NONE, REG_GETR, REG_GETC, REG_PUTR, REG_PUTC };
+enum reg_wait { REG_NONE, REG_GETR, REG_GETC, REG_PUTR, REG_PUTC, RMA_WAIT };
 
 struct cpe {
     int id;
@@ -216,12 +219,14 @@ struct cpe {
     struct inbox inbox[2];
     enum reg_wait reg_op;
     int reg_to;
+    volatile int *rma_word;           /* RMA_WAIT: the reply word it waits on (reg_to: for what) */
     int blocked;
 #if !SWIR_COROUTINES
     pthread_cond_t bus_wake;
 #endif
     size_t ldm_peak;
     int framed;                       /* SWIR_LDM_FRAME called in this run */
+    int bcast_source;                 /* its next get is a broadcast's (swir_emu_bcast_source) */
     const unsigned char *para;        /* the kernel's copy of its Para (SWIR_LDM_PARA) */
     size_t para_bytes;
     const unsigned char *frame;
@@ -459,6 +464,8 @@ static void counters_add(struct counters *to, const struct counters *from)
     to->reg_sends += from->reg_sends;
     to->reg_recvs += from->reg_recvs;
     to->reg_bytes += from->reg_bytes;
+    to->rma_bcasts += from->rma_bcasts;
+    to->rma_bytes += from->rma_bytes;
     to->mem_misaligned += from->mem_misaligned;
     to->ldm_misaligned += from->ldm_misaligned;
     for (k = 0; k < BUCKETS; k++) {
@@ -1205,7 +1212,8 @@ static int barrier(struct cpe *c, const char *next)
  * pass in which no CPE could run (coroutines).
  * ------------------------------------------------------------------------ */
 
-static const char *const reg_call[] = {"", "getr", "getc", "putr", "putc"};
+static const char *const reg_call[] = {"", "getr", "getc", "putr", "putc",
+                                        "athread_rma_wait_value"};
 
 /* CPEs per row and per column: the grid is square (8 x 8 on the SW26010). */
 static int grid_side(void)
@@ -1237,6 +1245,9 @@ static unsigned receivers(const struct cpe *c, int bus, int dst);
 static int describe_wait(char *buf, size_t size, const struct cpe *c)
 {
     int bus = c->reg_op == REG_GETR || c->reg_op == REG_PUTR ? BUS_ROW : BUS_COL;
+    if (c->reg_op == RMA_WAIT)
+        return snprintf(buf, size, "CPE %d waits in athread_rma_wait_value for %d (the word "
+                        "has %d)", c->id, c->reg_to, *c->rma_word);
     if (c->reg_op == REG_GETR || c->reg_op == REG_GETC)
         return snprintf(buf, size, "CPE %d waits in %s (%s) after %lld receive%s", c->id,
                         reg_call[c->reg_op], bus == BUS_ROW ? "row" : "column", c->c.reg_recvs,
@@ -1718,10 +1729,9 @@ static void check_written(void)
 
 /* Validate, count and queue one DMA; the copy happens in swir_emu_wait, so
  * using its LDM buffer before the wait gives wrong results on the host too. */
-static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
-                  volatile void *reply, int stride, int bsize)
+static void issue(const char *op, int get, dma_mode mode, const void *src, void *dest,
+                  int len, volatile void *reply, int stride, int bsize)
 {
-    const char *op = get ? "athread_get" : "athread_put";
     struct cpe *c = cpe_self(op);
     const void *mem = get ? src : dest, *ldm = get ? dest : src;
     struct dma *d;
@@ -1747,6 +1757,11 @@ static void issue(int get, dma_mode mode, const void *src, void *dest, int len,
         c->c.para_gets++;             /* the Para copy: not the plan's DMA */
     else
         count(&c->c, get, &s, mem, ldm);
+    if (get && c->bcast_source) {     /* the Pro's broadcast: CPE 0's get, then RMA */
+        c->bcast_source = 0;
+        c->c.bcasts++;
+        c->c.bcast_bytes += (long long)s.len * SWIR_CPES;
+    }
     if (mode == BCAST_MODE) {
         if (is_para(c, ldm, s.len))
             fail(mpe.kernel_name, c->id, "athread_get in BCAST_MODE into the kernel's Para "
@@ -1783,14 +1798,140 @@ int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char
         fail(mpe.kernel_name, cpe_self("athread_get")->id, "athread_get in BCAST_MODE with "
              "mask 0x%x is not supported by the emulation (only 0xff, every row)",
              (unsigned)(unsigned char)mask);
-    issue(1, mode, src, dest, len, reply, stride, bsize);
+    issue("athread_get", 1, mode, src, dest, len, reply, stride, bsize);
     return 0;
 }
 
 int athread_put(dma_mode mode, void *src, void *dest, int len, void *reply, int stride,
                 int bsize)
 {
-    issue(0, mode, src, dest, len, reply, stride, bsize);
+    issue("athread_put", 0, mode, src, dest, len, reply, stride, bsize);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The SW26010-Pro's CPE interface (crts.h): its DMAs are the PE_MODE ones
+ * above under their names; RMA broadcasts between the LDMs of a row or a
+ * column are delivered when issued (docs/codegen.md, "The SW26010-Pro").
+ * ------------------------------------------------------------------------ */
+
+int CRTS_dma_iget(void *dst, void *src, int len, crts_rply_t *rply)
+{
+    issue("CRTS_dma_iget", 1, PE_MODE, src, dst, len, rply, 0, 0);
+    return 0;
+}
+
+int CRTS_dma_iput(void *dst, void *src, int len, crts_rply_t *rply)
+{
+    issue("CRTS_dma_iput", 0, PE_MODE, src, dst, len, rply, 0, 0);
+    return 0;
+}
+
+int CRTS_dma_iget_stride(void *dst, void *src, int len, int bsize, int stride, crts_rply_t *rply)
+{
+    issue("CRTS_dma_iget_stride", 1, PE_MODE, src, dst, len, rply, stride, bsize);
+    return 0;
+}
+
+int CRTS_dma_iput_stride(void *dst, void *src, int len, int bsize, int stride, crts_rply_t *rply)
+{
+    issue("CRTS_dma_iput_stride", 0, PE_MODE, src, dst, len, rply, stride, bsize);
+    return 0;
+}
+
+void athread_ssync_array(void)
+{
+    athread_syn(ARRAY_SCOPE, 0xffff);
+}
+
+void swir_emu_bcast_source(void)
+{
+    cpe_self("SWIR_BCAST_SOURCE")->bcast_source = 1;
+}
+
+/* The address in CPE r's LDM of `addr` in CPE c's: the same offset from its
+ * frame (LDM variables have one layout on every CPE). */
+static unsigned char *on_peer(const struct cpe *c, const struct cpe *r, const volatile void *addr)
+{
+    return (unsigned char *)r->frame + ((const unsigned char *)addr - c->frame);
+}
+
+/* The checks of an RMA broadcast `call` of `len` bytes from `src` to `dst`
+ * (both in the sender's LDM frame, 4-byte aligned, len a positive multiple
+ * of 4: the RMA rules public Pro notes state) with reply words. */
+static struct cpe *rma_caller(const char *call, const void *dst, const void *src, int len,
+                              const volatile void *local, const volatile void *remote)
+{
+    struct cpe *c = cpe_self(call);
+    if (!grid_side())
+        fail(mpe.kernel_name, c->id, "%s: the %d CPEs are not a square grid of rows and "
+             "columns", call, SWIR_CPES);
+    if (!c->framed)
+        fail(mpe.kernel_name, c->id, "%s before the kernel declared its LDM (SWIR_LDM_FRAME)",
+             call);
+    if (len <= 0 || len % 4)
+        fail(mpe.kernel_name, c->id, "%s of %d bytes: RMA moves a positive multiple of 4 bytes",
+             call, len);
+    if ((uintptr_t)dst % 4 || (uintptr_t)src % 4)
+        fail(mpe.kernel_name, c->id, "%s from %p to %p: RMA addresses are 4-byte aligned", call,
+             src, dst);
+    if (!local || !remote)
+        fail(mpe.kernel_name, c->id, "%s without its two reply words (local and remote)", call);
+    check_ldm(c, call, 0, src, (size_t)len);
+    check_ldm(c, call, 1, dst, (size_t)len);
+    return c;
+}
+
+/* CPE c's RMA broadcast on `bus`: every CPE of its row or column (c among
+ * them) gets the data and a count on its remote word; c's local word counts
+ * the send. Receivers waiting for a word are woken to look again. */
+static int rma_bcast(int bus, void *dst, void *src, int len, athread_rply_t *local,
+                     athread_rply_t *remote)
+{
+    const char *call = bus == BUS_ROW ? "athread_rma_row_ibcast" : "athread_rma_col_ibcast";
+    struct cpe *c = rma_caller(call, dst, src, len, local, remote);
+    int k, side = grid_side();
+    bus_lock();
+    for (k = 0; k < side; k++) {
+        struct cpe *r = &cpes[bus_peer(c->id, bus, k)];
+        if (!r->framed || r->frame_bytes != c->frame_bytes)
+            fail(mpe.kernel_name, c->id, "%s to CPE %d, which has not declared the same LDM "
+                 "frame (it is in another kernel, or not yet at the broadcast)", call, r->id);
+        memmove(on_peer(c, r, dst), src, (size_t)len);
+        (*(volatile int *)on_peer(c, r, remote))++;
+        if (r->reg_op == RMA_WAIT)
+            bus_wake(r);
+    }
+    (*local)++;
+    c->c.rma_bcasts++;
+    c->c.rma_bytes += (long long)len * side;
+    bus_unlock();
+    return 0;
+}
+
+int athread_rma_row_ibcast(void *dst, void *src, int len, athread_rply_t *local,
+                           athread_rply_t *remote)
+{
+    return rma_bcast(BUS_ROW, dst, src, len, local, remote);
+}
+
+int athread_rma_col_ibcast(void *dst, void *src, int len, athread_rply_t *local,
+                           athread_rply_t *remote)
+{
+    return rma_bcast(BUS_COL, dst, src, len, local, remote);
+}
+
+int athread_rma_wait_value(athread_rply_t *rply, int value)
+{
+    struct cpe *c = cpe_self("athread_rma_wait_value");
+    if (!rply)
+        fail(mpe.kernel_name, c->id, "athread_rma_wait_value without a reply word");
+    bus_lock();
+    while (*rply < value) {
+        c->rma_word = rply;
+        bus_wait(c, RMA_WAIT, value);
+    }
+    bus_unlock();
     return 0;
 }
 
@@ -1933,6 +2074,7 @@ static void json_kernel(FILE *f, const struct kernel *k)
             c->mem_misaligned, c->ldm_misaligned, c->para_gets, c->bcasts, c->bcast_bytes);
     fprintf(f, ", \"reg_sends\": %lld, \"reg_recvs\": %lld, \"reg_bytes\": %lld",
             c->reg_sends, c->reg_recvs, c->reg_bytes);
+    fprintf(f, ", \"rma_bcasts\": %lld, \"rma_bytes\": %lld", c->rma_bcasts, c->rma_bytes);
     fprintf(f, ", \"ldm_peak\": %lld, \"ldm_peak_cpe\": [", peak);
     for (i = 0; i < SWIR_CPES; i++)
         fprintf(f, "%s%lld", i ? ", " : "", k->ldm_peak_cpe[i]);
