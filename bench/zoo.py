@@ -32,6 +32,7 @@ the memory-intensive ones, with the change against the first level.
     python bench/zoo.py --run resnet18 dcgan   # these, with runs
     python bench/zoo.py --levels O0,O3 resnet50
     python bench/zoo.py --run all --work /tmp/zoo --keep
+    python bench/zoo.py --run --levels O3 --target sw26010pro   # the SW26010-Pro's code
 
 It prints Markdown tables (docs/performance.md keeps the results). The tools
 are the ones beside this Python (the venv's).
@@ -70,13 +71,16 @@ def c_lines(project: Path) -> int:
     return sum(p.read_text().count("\n") for p in files)
 
 
-def compile_level(swir_path: Path, level: str, dma_path: Path, project: Path) -> float:
+def compile_level(swir_path: Path, level: str, dma_path: Path, project: Path,
+                  target: str = "sw26010") -> float:
     """swir-cg's work at ``level``, in two timed steps: swir-opt runs the
     level's graph passes and the lowering (swir-cg's pipeline) to the dma
-    stage, kept for the static count; swir-cg writes the C project from it."""
+    stage for ``target``, kept for the static count; swir-cg writes the C
+    project from it (for the target it was planned for)."""
     from swir.passes.pipelines import pipeline_flags
     passes = pipeline_flags("graph", level)
-    opt = timed([str(BIN / "swir-opt"), *passes, str(swir_path), "-o", str(dma_path)])
+    opt = timed([str(BIN / "swir-opt"), f"--target={target}", *passes, str(swir_path),
+                 "-o", str(dma_path)])
     return opt + timed([str(BIN / "swir-cg"), str(dma_path), "-o", str(project)])
 
 
@@ -120,7 +124,7 @@ def prepare(zoo, name: str, d: Path) -> tuple[Row, dict[str, np.ndarray], Path, 
 
 
 def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray],
-            want: list[np.ndarray] | None) -> Row:
+            want: list[np.ndarray] | None, target: str = "sw26010") -> Row:
     """One level of one model: compile, count, build and (with ``want``, the
     reference outputs) run."""
     from swir.analysis.calling import io_signature
@@ -132,7 +136,7 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
     row = Row(base.name, level, base.params, dict(base.figures) if level == "O0" else {})
     f = row.figures
     dma_path, project = d / f"{base.name}.{level}.dma.swir", d / f"project-{level}"
-    f["cg"] = f"{compile_level(swir_path, level, dma_path, project):.2f} s"
+    f["cg"] = f"{compile_level(swir_path, level, dma_path, project, target):.2f} s"
     f["C lines"] = f"{c_lines(project):,}"
     dma = parse_module(dma_path.read_text(), str(dma_path))
     f["arena"] = f"{arena_bytes(dma) / 2**20:.1f} MiB"
@@ -165,7 +169,8 @@ def measure(base: Row, level: str, swir_path: Path, inputs: dict[str, np.ndarray
     return row
 
 
-def measure_model(zoo, name: str, work: Path, levels: list[str], run: bool) -> list[Row]:
+def measure_model(zoo, name: str, work: Path, levels: list[str], run: bool,
+                  target: str = "sw26010") -> list[Row]:
     base, inputs, onnx_path, swir_path = prepare(zoo, name, work / name)
     want = onnxruntime_run(onnx_path, inputs) if run else None
     if run:
@@ -176,7 +181,7 @@ def measure_model(zoo, name: str, work: Path, levels: list[str], run: bool) -> l
                                                      want)
     rows = []
     for level in levels:
-        rows.append(measure(base, level, swir_path, inputs, want))
+        rows.append(measure(base, level, swir_path, inputs, want, target))
         print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -246,6 +251,8 @@ def parse_args(argv: list[str] | None, models: list[str]) -> argparse.Namespace:
                         "the first is the baseline of the summary)")
     p.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep each model's files")
+    p.add_argument("--target", default="sw26010",
+                   help="the machine to plan and write code for: sw26010 (default) or sw26010pro")
     a = p.parse_args(argv)
     a.names = [m for m in a.models if m != "all"] if a.models and "all" not in a.models \
         else list(models)
@@ -269,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="swir-zoo-"))
     rows = []
     for name in names:
-        rows += measure_model(zoo, name, work, levels, name in run)
+        rows += measure_model(zoo, name, work, levels, name in run, a.target)
         if not a.keep:
             shutil.rmtree(work / name, ignore_errors=True)
     print(table(rows))

@@ -501,7 +501,8 @@ def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = SW26010.ldm_
         text = _mpi_makefile(text, stem, ranks.count, target.core_groups)
     if target is SW26010:
         return text
-    return _edit(text, _PRO_EDITS + (_PRO_MPI_EDITS if ranks is not None else ()), stem)
+    text = _edit(text, _PRO_EDITS + (_PRO_MPI_EDITS if ranks is not None else ()), stem)
+    return text.replace("$(SW5CC)", "$(SWGCC)")     # the variable's other uses
 
 
 # The Makefile of the SW26010-Pro: what changes from the SW26010's. Its
@@ -517,7 +518,7 @@ _PRO_EDITS = (
      "#                   CPE sources with sw5cc -slave,",
      "build {stem} for the Sunway SW26010-Pro: MPE sources with swgcc -mhost,\n"
      "#                   CPE sources with swgcc -mslave,"),
-    ("(bsub on\n#                   TaihuLight)", "(bsub on\n#                   a new Sunway system)"),
+    ("(bsub on\n#                   TaihuLight", "(bsub on\n#                   a new Sunway system"),
     ("SW5CC = sw5cc\n", "SWGCC = swgcc\n"),
     ("# The C dialect, stated: the CPE front end of sw5cc is GCC 4.1, whose default\n"
      "# (gnu89) rejects the generated C99",
@@ -534,12 +535,11 @@ _PRO_EDITS = (
     ("$(SW5CC) -slave -msimd", "$(SWGCC) -mslave"),
     ("-hybrid $(SWFLAGS)", "-mhybrid $(SWFLAGS)"),
     ("-host $(SWSTD)", "-mhost $(SWSTD)"),
-    ("$(SW5CC)", "$(SWGCC)"),
     ("emu/athread.h emu/slave.h", "emu/athread.h emu/crts.h emu/slave.h"),
 )
 
 
-# ... and of its MPI program: 6 processes per chip (one per core group).
+# ... and of its MPI program (the processes per chip: _MPI_EDITS, from the target).
 _PRO_MPI_EDITS = (
     ("mpicc, which wraps sw5cc on TaihuLight.", "mpicc, which wraps swgcc."),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,28 @@ def test_a_module_planned_for_one_target_is_refused_for_the_other(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "was planned for the SW26010" in r.stderr and len(r.stderr.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+HAVE_MPI = all(shutil.which(t) for t in ("mpicc", "mpirun", "make"))
+
+
+@pytest.mark.skipif(not HAVE_MPI and not os.environ.get("SWIR_REQUIRE_MPI"),
+                    reason="needs Open MPI (mpicc, mpirun); scripts/test installs it")
+def test_an_mpi_program_for_the_pro_runs_6_ranks_per_chip(tmp_path):
+    """--ranks on the Pro: the job places 6 ranks per chip; the program,
+    through the swgcc check (its MPE side too) and mpirun, gives the
+    interpreter's result."""
+    src, out = EXAMPLES / "mlp.swir", tmp_path / "p"
+    swir_cg(src, out, "--ranks", "2")
+    makefile = (out / "Makefile").read_text()
+    assert "2 MPI processes, 6 per chip" in makefile and "-n 2 -np 2 -cgsp" in makefile
+    assert "$(MPICC) -mhybrid" in makefile
+    prog = emulate.build(out, "mlp")
+    x = np.load(EXAMPLES / "mlp_input.npy")
+    x.astype("<f4").tofile(tmp_path / "x.bin")
+    r = make(out, "emu-run", f"ARGS=--input {tmp_path / 'x.bin'} --output {tmp_path / 'y.bin'}")
+    assert r.returncode == 0 and prog.exists(), r.stdout + r.stderr
+    m = parse_module(src.read_text(), str(src))
+    want = interpreter_for(m, src.parent).run("main", [x])[0]
+    np.testing.assert_allclose(np.fromfile(tmp_path / "y.bin", "<f4"), want.ravel(),
+                               rtol=RTOL, atol=ATOL)

@@ -3,12 +3,13 @@
  * generated project.
  *
  * What the generated MPE code calls: athread_init, athread_spawn(f, arg),
- * athread_join, athread_halt, as public Pro code calls them
- * (heptagonhust/CPC2023-Preliminary, spmv/spmv_master.cpp: athread_init,
- * athread_spawn, athread_join; SYSU-SCC/swops master.c: SLAVE_FUN and
- * slave_-prefixed CPE functions; athread_init_cgs / athread_spawn_cgs /
- * athread_join_cgs spawn on several core groups of one process, which
- * swir's program does not use: one process per core group). As the
+ * athread_join, athread_halt. Public Pro code: SYSU-SCC/swops master.c
+ * (SLAVE_FUN, slave_-prefixed CPE functions, athread_init_cgs /
+ * athread_spawn_cgs / athread_join_cgs, which spawn on all 6 core groups of
+ * one process: swir's program runs one process per core group instead);
+ * Pro runtime wrappers found by code search (the index did not record their
+ * repository) call athread_init() and __real_athread_spawn(entry, arg, 1),
+ * whose third parameter is flush_slave_dcache, then athread_join(). As the
  * SW26010's check does (test/sunway/include/athread.h), the spawn takes the
  * kernel's own type instead of converting a function pointer to void *, which
  * -pedantic-errors rejects. */
@@ -24,8 +25,8 @@
 
 #define SLAVE_FUN(f) slave_##f
 
-#define athread_spawn(f, arg) __real_athread_spawn(slave_##f, arg)
-extern int __real_athread_spawn(void (*fpc)(void *), void *arg);
+#define athread_spawn(f, arg) __real_athread_spawn(slave_##f, arg, 1)
+extern int __real_athread_spawn(void (*fpc)(void *), void *arg, int flush_slave_dcache);
 
 extern int athread_init(void);
 extern int athread_join(void);
