@@ -7,7 +7,8 @@ graph op, awkward extents) runs twice: with the full 64 KB LDM, and with 2 KB so
 that tiles, remainder tiles, strided DMAs and edge branches all occur in C.
 Each is written with vector micro-kernels (swir-cg's default) and, at 64 KB,
 also with scalar loop nests only (--no-simd), so every op's vector and scalar
-C are both checked. The projects are generated and compiled once per session,
+C are both checked; and for the SW26010-Pro (its CRTS DMAs, RMA broadcasts
+and 8-lane vectors; docs/codegen.md, "The SW26010-Pro") at 2 KB. The projects are generated and compiled once per session,
 two at a time.
 """
 
@@ -29,6 +30,7 @@ from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
 from swir.printer import print_module
+from swir.target import SW26010, SW26010_PRO, Target
 from swir.verifier import verify
 
 _cases = sibling("test_ldm_plan")
@@ -36,8 +38,12 @@ CASES, build, inputs = _cases.CASES, _cases.build, _cases.inputs
 assert_matches_graph = _cases.assert_matches_graph
 PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]
 LDM_SIZES = [65536, 2048]
-# (LDM size, vector code): every size with vectors, the full LDM also without.
-VARIANTS = [(65536, True), (2048, True), (65536, False)]
+# (LDM size, vector code, target): every size with vectors, the full LDM also
+# without; the Pro at the small LDM, where tiles, tails and strided DMAs occur.
+VARIANTS = [(65536, True, SW26010), (2048, True, SW26010), (65536, False, SW26010),
+            (2048, True, SW26010_PRO)]
+VARIANT_IDS = [f"{s}-{'simd' if v else 'scalar'}" + ("" if t is SW26010 else f"-{t.name}")
+               for s, v, t in VARIANTS]
 # Ops whose C result is computed by libm in double and rounded, where the
 # reference computes with numpy's own double routines: the two may differ in
 # the last double bit, which can move the rounded result by one unit of the
@@ -57,8 +63,8 @@ LIBM = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "erfc
 PARA_RESERVES = {"max_pool2d_grad": 512}
 
 
-def lower(text: str, ldm_size: int, ldm_reserve: int = -1):
-    """The dma-stage module swir-cg compiles, and its printed form."""
+def lower(text: str, ldm_size: int, ldm_reserve: int = -1, target: Target = SW26010):
+    """The dma-stage module swir-cg compiles for ``target``."""
     m = parse_module(text, "<case>")
     verify(m)
     passes = [pass_class(n)() for n in PIPELINE]
@@ -66,16 +72,16 @@ def lower(text: str, ldm_size: int, ldm_reserve: int = -1):
     passes[PIPELINE.index("ldm-plan")].ldm_reserve = ldm_reserve
     if ldm_reserve != -1:
         passes[PIPELINE.index("insert-dma")].double_buffer = False
-    PassManager(passes, verify_each=True).run(m)
+    PassManager(passes, verify_each=True, target=target).run(m)
     return m
 
 
-def _project(root: Path, index: int, case, ldm_size: int, simd: bool):
+def _project(root: Path, index: int, case, ldm_size: int, simd: bool, target: Target):
     """Generate one case's project (Python: one at a time)."""
     op, types, attrs = case
     text = build(op, types, attrs)
-    m = lower(text, ldm_size, PARA_RESERVES.get(op, -1) if ldm_size < 4096 else -1)
-    out = root / f"case{index}_{ldm_size}_{'simd' if simd else 'scalar'}"
+    m = lower(text, ldm_size, PARA_RESERVES.get(op, -1) if ldm_size < 4096 else -1, target)
+    out = root / f"case{index}_{ldm_size}_{'simd' if simd else 'scalar'}_{target.name}"
     write_project(generate(m, Options(source="<case>", simd=simd)), str(out), force=False)
     return text, print_module(m), out, m.name
 
@@ -83,11 +89,11 @@ def _project(root: Path, index: int, case, ldm_size: int, simd: bool):
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory):
     """Every (case, LDM size, vector code) generated, then compiled two at a
-    time (make runs in its own process): {(index, ldm_size, simd): future of
-    (graph text, dma text, program)}."""
+    time (make runs in its own process): {(index, ldm_size, simd, target):
+    future of (graph text, dma text, program)}."""
     root = tmp_path_factory.mktemp("codegen")
-    made = {(i, s, v): _project(root, i, c, s, v) for i, c in enumerate(CASES)
-            for s, v in VARIANTS}
+    made = {(i, s, v, t): _project(root, i, c, s, v, t) for i, c in enumerate(CASES)
+            for s, v, t in VARIANTS}
 
     def compile_one(key):
         text, dma, out, name = made[key]
@@ -104,12 +110,11 @@ def interpreter_counters(dma_text: str, args) -> dict:
     return emulate.dma_counters(interp.stats())   # the same JSON shape as the program's
 
 
-@pytest.mark.parametrize("ldm_size,simd", VARIANTS,
-                         ids=[f"{s}-{'simd' if v else 'scalar'}" for s, v in VARIANTS])
+@pytest.mark.parametrize("ldm_size,simd,target", VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[c[0] for c in CASES])
-def test_generated_program_computes_the_graph_result(projects, index, ldm_size, simd):
+def test_generated_program_computes_the_graph_result(projects, index, ldm_size, simd, target):
     op, types, _ = CASES[index]
-    text, dma_text, program = projects[(index, ldm_size, simd)].result()
+    text, dma_text, program = projects[(index, ldm_size, simd, target)].result()
     g = parse_module(text, "<case>")
     args = inputs(op, types, (op, str(types)))
     want = run_function(g, g.lookup("main"), args)
@@ -129,7 +134,7 @@ def test_the_cases_above_run_vector_tail_blocks(projects):
     occur in the cases above, so their C is checked against the interpreter
     there; those known only at run time (tail blocks) are checked below."""
     sources = [(projects[k].result()[2].parent / "layers_slave.c").read_text()
-               for k in projects if k[2]]
+               for k in projects if k[2] and k[3] is SW26010]
     assert any(re.search(r"the 4 ending at the bound, [123] lanes? new", c) for c in sources)
 
 
