@@ -315,3 +315,124 @@ def test_the_8_lane_code_calls_only_what_the_pro_check_header_declares(wide):
     assert {"simd_loade", "simd_vmas", "simd_vmad", "simd_vseleq", "simd_vfcmplt",
             "simd_set_floatv8", "simd_set_doublev8"} <= called
     assert called <= declared, called - declared
+
+
+# The emulation's simd.h on the 8-lane types, as test_emu_simd checks the
+# 4-lane ones: values lane by lane, and an aligned access at the Pro's
+# alignment (the vector's size, an assumption) or a loud error.
+PROGRAM_8 = r"""
+#include <stdio.h>
+#include <string.h>
+#include "simd.h"
+
+static float fbuf[32] __attribute__((aligned(64)));
+static double dbuf[32] __attribute__((aligned(64)));
+
+static void put_f(floatv8 v) { for (int i = 0; i < 8; i++) printf("%a ", v[i]); printf("\n"); }
+static void put_d(doublev8 v) { for (int i = 0; i < 8; i++) printf("%a ", v[i]); printf("\n"); }
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "values";
+    floatv8 f, g;
+    doublev8 d, e;
+    for (int i = 0; i < 32; i++) {
+        fbuf[i] = (float)(i + 1);
+        dbuf[i] = (double)(i + 1);
+    }
+    if (strcmp(mode, "load_f") == 0)
+        simd_load(f, &fbuf[4]);           /* 16-byte aligned: not 32 */
+    if (strcmp(mode, "load_d") == 0)
+        simd_load(d, &dbuf[4]);           /* 32-byte aligned: not 64 */
+    if (strcmp(mode, "store_d") == 0)
+        simd_store(simd_set_doublev8(1, 2, 3, 4, 5, 6, 7, 8), &dbuf[2]);
+    if (strcmp(mode, "values") != 0)
+        return 0;
+    simd_load(f, &fbuf[8]);                                   /* 32-byte aligned */
+    put_f(f);
+    simd_loadu(g, &fbuf[1]);
+    put_f(g);
+    simd_load(d, &dbuf[8]);                                   /* 64-byte aligned */
+    put_d(d);
+    simd_loadu(e, &dbuf[3]);
+    put_d(e);
+    put_f(simd_set_floatv8(1.5f, -2.0f, 3.25f, 0.0f, 5, 6, 7, 8));
+    /* Fused in every lane: (1 + 2^-23)(1 - 2^-23) - 1 = -2^-46, 0 if rounded twice. */
+    floatv8 a = simd_set_floatv8(1.0f + 0x1p-23f, 2, -3, 0.5f, 1.0f + 0x1p-23f, 1, 1, 1.0f + 0x1p-23f);
+    floatv8 b = simd_set_floatv8(1.0f - 0x1p-23f, 4, 5, 0.25f, 1.0f - 0x1p-23f, 1, 1, 1.0f - 0x1p-23f);
+    floatv8 c = simd_set_floatv8(-1, 1, 1, 1, -1, 0, 0, -1);
+    put_f(simd_vmas(a, b, c));
+    put_f(simd_vnmss(a, b, c));
+    doublev8 x = simd_set_doublev8(1.0 + 0x1p-52, 2, -3, 0.5, 1, 1, 1, 1.0 + 0x1p-52);
+    doublev8 y = simd_set_doublev8(1.0 - 0x1p-52, 4, 5, 0.25, 1, 1, 1, 1.0 - 0x1p-52);
+    doublev8 z = simd_set_doublev8(-1, 1, 1, 1, 0, 0, 0, -1);
+    put_d(simd_vmad(x, y, z));
+    put_d(simd_vmsd(x, y, z));
+    simd_loade(f, &fbuf[6]);                                  /* one element, every lane */
+    put_f(f);
+    simd_loade(d, &dbuf[3]);
+    put_d(d);
+    /* swir's max(p, q) in the select form swir/codegen/vector.py writes */
+    floatv8 p = simd_set_floatv8(1, -2, 3, -4, 0.0f / 0.0f, 6, -0.0f, 8);
+    floatv8 q = simd_set_floatv8(-1, 2, -3, 4, 5, 0.0f / 0.0f, 0.0f, 8);
+    put_f(simd_vseleq(simd_vfcmpun(p, p), simd_vseleq(simd_vfcmplt(q, p), q, p), p));
+    put_d(simd_vfcmple(simd_set_doublev8(1, -2, 3, -4, 5, 6, 7, 8),
+                       simd_set_doublev8(-1, 2, 3, 4, 5, 7, 6, 8)));
+    simd_store(g * 2.0f, &fbuf[16]);
+    simd_storeu(e, &dbuf[1]);
+    printf("%a %a %a %a\n", fbuf[16], fbuf[23], dbuf[1], dbuf[8]);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def program_8(tmp_path_factory) -> Path:
+    from test_emu_simd import CC, CFLAGS, RUNTIME
+    from swir.codegen.project import RUNTIME_FILES, TARGET_HEADER
+    if CC is None:
+        pytest.skip("no host C compiler (cc) on PATH")
+    d = tmp_path_factory.mktemp("simd8")
+    (d / "emu").mkdir()
+    for name in RUNTIME_FILES:
+        shutil.copy(RUNTIME / name, d / "emu" / name)
+    (d / "emu" / TARGET_HEADER).write_text(SW26010_PRO.c_defines())
+    (d / "main.c").write_text(PROGRAM_8)
+    cmd = [CC, *CFLAGS, "main.c", "emu/swir_emu.c", "-o", "prog", "-lpthread", "-lm"]
+    r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return d / "prog"
+
+
+def test_the_8_lane_intrinsics_lane_by_lane(program_8):
+    r = subprocess.run([str(program_8)], capture_output=True, text=True, check=True, timeout=30)
+    out = [[float.fromhex(x) for x in line.split()] for line in r.stdout.splitlines()]
+    assert out[0] == list(range(9, 17)) and out[1] == list(range(2, 10))   # load, loadu (f32)
+    assert out[2] == list(range(9, 17)) and out[3] == list(range(4, 12))   # load, loadu (f64)
+    assert out[4] == [1.5, -2.0, 3.25, 0.0, 5, 6, 7, 8]                     # lane 0 first
+    # fused: lanes 0, 4 and 7 give -2^-46 (0 if a*b were rounded first)
+    assert [out[5][k] for k in (0, 4, 7)] == [-(2.0**-46)] * 3
+    assert out[5][1:4] == [9.0, -14.0, 1.125] and out[5][5:7] == [1.0, 1.0]
+    assert [out[6][k] for k in (0, 4, 7)] == [2.0**-46] * 3 and out[6][1] == -9.0   # -a*b-c
+    assert [out[7][k] for k in (0, 7)] == [-(2.0**-104)] * 2 and out[7][4] == 1.0
+    assert out[8][:3] == [2.0, 7.0, -16.0]                                     # a*b-c
+    assert out[9] == [7.0] * 8 and out[10] == [4.0] * 8                      # simd_loade
+    # swir's max: a where a > b or a is NaN, else b (a NaN either side gives
+    # NaN; max(-0, 0) is b, +0)
+    m = out[11]
+    assert m[:4] == [1, 2, 3, 4] and str(m[4]) == str(m[5]) == "nan" and m[7] == 8
+    assert str(m[6]) == "0.0"
+    assert out[12] == [0, 2, 2, 2, 2, 2, 0, 2]                                 # le: 2.0 or 0.0
+    assert out[13] == [4.0, 18.0, 4.0, 11.0]                                   # stores
+
+
+@pytest.mark.parametrize("mode, what, size", [("load_f", "simd_load", 32),
+                                              ("load_d", "simd_load", 64),
+                                              ("store_d", "simd_store", 64)])
+def test_a_misaligned_8_lane_access_is_one_error_line(program_8, mode, what, size):
+    r = subprocess.run([str(program_8), mode], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert f"error: {what} at 0x" in lines[0]
+    assert f"a {size}-byte vector access must be {size}-byte aligned" in lines[0]
