@@ -119,6 +119,11 @@ def vector_unit(target: Target | None = None) -> VectorUnit:
 def vector_instructions(inst: Instruction) -> int:
     """The vector instructions one vector op of the body issues."""
     return VECTOR_SELECTS.get(inst.opdef, 1)  # type: ignore[call-overload]
+# The fewest columns (v's iterations) a reduce plan takes: fewer stay scalar,
+# as they always have on the SW26010 (4: its vector; swir's choice). On a
+# wider target (the Pro's 8 lanes) 4 to 7 columns are one tail block of
+# gathered lanes, which still beats the scalar nest's chain through Y.
+REDUCE_MIN_COLUMNS = 4
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).
@@ -465,7 +470,7 @@ def _reduce_plan(p: Plan) -> bool:
     if shape is None:
         return False
     p.store, p.acc_load, parallel, p.v, loads, fused = shape
-    if (p.most(p.v) or p.lanes) < p.lanes:
+    if (p.most(p.v) or p.lanes) < min(p.lanes, REDUCE_MIN_COLUMNS):
         return False
     p.fused = fused
     _choose_block(p, list(parallel), list(loads))
@@ -738,11 +743,11 @@ def _block_point_cost(prof: _Profile, columns: int, rows: int | None, M: int, U:
     iterations, ``known`` its trip count; ``rows``: m's, None without m).
     Kept: the LDM plan search asks the same blocks for every tiling it
     weighs."""
-    if known:
+    width = vector_unit(target).lanes
+    if known and columns >= width:
         share = _row_share(rows, M)
         return sum(r * _known_columns_cost(prof, columns, m, U, target)
                    for r, m in ((share, M), (1 - share, 1)) if r)
-    width = vector_unit(target).lanes
     lanes = (columns - columns % width) / columns
     tail = _tail_cost(prof, columns, rows, M, target) if lanes < 1 else 0.0
     return lanes * _block_mix_cost(prof, columns, rows, M, U, target) + (1 - lanes) * tail

@@ -427,6 +427,9 @@ class _Writer(_Values):
         the count is not a multiple of the lanes, the vector of the columns
         ending at the bound (docs/codegen.md, "Remainders")."""
         p, e = self.p, self.e
+        if trip < self.width:       # fewer columns than lanes: one tail block
+            self.tail(rows, v, hi, trip)
+            return
         whole, rest = divmod(trip, self.width)
         if whole >= p.U:
             with e.block() as blk:

@@ -67,6 +67,9 @@ STRIDED = graph("  %y = conv2d %x, %w {stride = [2, 2], pad = [1, 1, 1, 1]} : "
                 "<1 x 8 x 10 x 10 x {t}>\n  return %y",
                 "%x: <1 x 4 x 20 x 20 x {t}>, %w: <8 x 4 x 3 x 3 x {t}>",
                 "<1 x 8 x 10 x 10 x {t}>")
+# 7 columns, fewer than the Pro's lanes: one tail block of gathered lanes
+CONV7 = graph("  %y = conv2d %x, %w {pad = [1, 1, 1, 1]} : <1 x 8 x 7 x 7 x {t}>\n  return %y",
+              "%x: <1 x 4 x 7 x 7 x {t}>, %w: <8 x 4 x 3 x 3 x {t}>", "<1 x 8 x 7 x 7 x {t}>")
 # 13 columns: a map whose last 5 columns are the vector ending at the bound
 CLIP = graph("  %y = clip %x {min = -1.0, max = 2.0} : <3 x 5 x 13 x {t}>\n  return %y",
              "%x: <3 x 5 x 13 x {t}>", "<3 x 5 x 13 x {t}>")
@@ -172,8 +175,12 @@ def test_the_plan_search_charges_the_pros_lanes():
     1 / 8 cycle per point in 8 lanes, 1 / 4 in 4; no sampled tiling costs
     less than the floor (a tile of fewer than 8 columns is scalar code on
     the Pro: it may cost more there), and the 3 x 3 conv as one tile (14
-    columns: a block of floatv8 accumulators) costs
-    less on the Pro."""
+    columns: a block of floatv8 accumulators) costs less on the Pro. The
+    1 x 1 conv's 7 columns are one tail block on the Pro: per step of its
+    32 input channels, 8 rows of FMAs (8 on the FP pipe), the input's 7
+    lanes gathered (7 loads, simd_set's 8 stores and a load) and 8 weight
+    splats on the memory pipe, 24 cycles; then 8 x (1 + 3 x 7) to add the
+    lanes to Y, over the 32 steps; for 8 x 7 points."""
     for nest, _ in nests():
         every = np.prod([v.extent for v in nest.vars])
         assert V.point_cycles_floor(nest.body, SW26010) == 1 / 4
@@ -191,6 +198,15 @@ def test_the_plan_search_charges_the_pros_lanes():
         eight = V.tile_plan(nest.body, [v.iv for v in nest.vars], list(whole), {}, SW26010_PRO)
         assert four is not None and eight is not None and (four.lanes, eight.lanes) == (4, 8)
         assert nest_cycles(nest, SW26010_PRO) < nest_cycles(nest, SW26010)
+    nest = nests()[1][0]
+    whole = tuple(v.extent for v in nest.vars)
+    assert whole[3] == 7 and whole[4] == 32
+    with tiled(nest, whole):
+        p = V.tile_plan(nest.body, [v.iv for v in nest.vars], list(whole), {}, SW26010_PRO)
+        assert p is not None and p.kind == "reduce" and (p.lanes, p.M, p.U) == (8, 8, 1)
+        cost = V.body_cost(nest.body, p, SW26010_PRO)
+        assert cost.cycles == pytest.approx((24 + 8 * (1 + 3 * 7) / 32) / 56)
+        assert cost.cycles < V.body_cost(nest.body, None, SW26010_PRO).cycles / 10
 
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
@@ -200,7 +216,7 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make")
 @needs_cc
 @pytest.mark.parametrize("t", ["f32", "f64"])
 @pytest.mark.parametrize("name, text", [("conv", CONV), ("matmul", MATMUL), ("clip", CLIP),
-                                        ("strided", STRIDED)])
+                                        ("strided", STRIDED), ("conv7", CONV7)])
 def test_8_lane_code_runs_as_the_interpreter_computes(wide, tmp_path, name, text, t):
     """The kernels written with floatv8 / doublev8 (their micro-kernels, the
     tails of columns that are not a multiple of 8, the map's last columns as
@@ -218,8 +234,10 @@ def test_8_lane_code_runs_as_the_interpreter_computes(wide, tmp_path, name, text
     assert "8 lanes of" in c
     if name == "clip":
         assert "the last 5 columns: the 8 ending at the bound, 5 lanes stored" in c
+    if name == "conv7":
+        assert "/* the last 7 columns, lanes past them repeating the first */" in c
     if t == "f64":          # LDM buffers start 32-byte aligned: a doublev8 loads unaligned
-        assert "simd_load(" not in c and "simd_loadu(" in c
+        assert "simd_load(" not in c
     elif name == "matmul":  # rows of 40 columns: floatv8 (32 bytes) aligned
         assert "simd_load(" in c and "simd_store(" in c
     g = parse_module(text, "<pro>")
@@ -306,7 +324,7 @@ def _declared(header: Path) -> set[str]:
 def test_the_8_lane_code_calls_only_what_the_pro_check_header_declares(wide):
     declared = _declared(PRO_INCLUDE / "simd.h")
     called: set[str] = set()
-    for text in (CONV, MATMUL, CLIP, RELU, STRIDED):
+    for text in (CONV, MATMUL, CLIP, RELU, STRIDED, CONV7):
         for t in ("f32", "f64"):
             m = lowered(text.replace("{t}", t), wide)
             c = generate(m, Options(source="<pro>"))["layers_slave.c"].decode()
