@@ -113,7 +113,13 @@ class VectorUnit:
 
 def vector_unit(target: Target | None = None) -> VectorUnit:
     """The vectors of ``target`` (the default target's if None)."""
-    return VectorUnit((target or default_target()).vector_bits // LANE_BITS)
+    return _vector_unit(target or default_target())
+
+
+@lru_cache(maxsize=None)
+def _vector_unit(target: Target) -> VectorUnit:
+    """Kept: the plan search asks for every block it costs."""
+    return VectorUnit(target.vector_bits // LANE_BITS)
 
 
 def vector_instructions(inst: Instruction) -> int:

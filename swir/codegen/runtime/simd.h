@@ -37,7 +37,8 @@
  *   simd_vnmad on doublev8, simd_set_doublev8 with 8 arguments, a doublev8
  *   loaded aligned from `__thread_local double simd_arr[8]
  *   __attribute__((aligned(64)))` and stored aligned only once the pointer
- *   is rounded up to a multiple of 64 bytes.
+ *   is rounded up to a multiple of 64 bytes; Honeta/CPC2022,
+ *   matrix_solve/slave.c (commit 155504a): simd_load of doublev8.
  * Assumed for the Pro where public code is silent (docs/codegen.md, "Vector
  * code (simd.h)"):
  *   - an aligned access needs the vector's own size: 32 bytes for a
