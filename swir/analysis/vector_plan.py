@@ -11,14 +11,17 @@ says what each becomes:
 - **reduce**: one store ``Y[s] = Y[s] + e`` (or ``max`` / ``min`` for ``+``:
   max pooling), each subscript of ``s`` one loop of the nest (P); the other
   loops (R) reduce. v (the last subscript's loop)
-  gives the 4 lanes and U vectors, m (another loop of P whose iterations
+  gives the lanes and U vectors, m (another loop of P whose iterations
   reuse a load) is unrolled and jammed M times.
-- **map**: the innermost loop, 4 iterations at a time, every access
+- **map**: the innermost loop, a vector's lanes at a time, every access
   contiguous in it or independent of it. A map body in f32 and f64 (a batch
   norm epilogue: loads cast to f64, the result cast back) is one too when
   what moves with v has vector forms (casts included, lane by lane through
   memory); what does not (the channel's scale: its loads, casts, sqrt, div)
   is computed once per row in scalar code before the vector loop.
+
+The lanes are the target's (:class:`VectorUnit`): 4 on the SW26010
+(floatv4 / doublev4), 8 on the SW26010-Pro (floatv8 / doublev8).
 
 Ops with an exact vector form are ``add``, ``sub``, ``mul``, ``div`` and ``neg``
 (``+ - * /`` on the vector types), and ``max``, ``min`` and ``relu`` as selects
@@ -45,7 +48,6 @@ from swir.ops.registry import FLOP
 from swir.ops.util import attr_or_default
 from swir.target import Target, default_target
 
-LANES = 4                     # floatv4 and doublev4: 4 lanes (sunway.md, "SIMD")
 VECTOR_TYPES = ("f32", "f64")
 # The ops a vector body may compute, with their C operators.
 VECTOR_BINARY = {ADD: "+", SUB: "-", MUL: "*", DIV: "/"}
@@ -56,19 +58,78 @@ VECTOR_SELECTS = {MAX: 4, MIN: 4, RELU: 4}
 VECTOR_OPS = (*VECTOR_BINARY, *VECTOR_UNARY, *VECTOR_SELECTS)
 # The ops a reduce plan accumulates with: Y[s] = op(Y[s], e).
 REDUCTIONS = (ADD, MAX, MIN)
-# Memory operations of a vector cast between f32 and f64 (the public simd.h
-# has no conversion): the vector stored to 4 scalars, 4 scalar loads, and
-# the 4 stores and vector load of simd_set_*.
-CAST_MEMORY = 10
-# Memory operations of setting a vector from lanes (simd_set_*: four scalar
-# stores to a union and a vector load in the public header), besides the
-# loads of the lanes themselves: a gathered input's cost.
-SET_MEMORY = LANES + 1
+# Bits of the vector register one lane takes: a doublev4 is 4 doubles in the
+# SW26010's 256 bits, and its floatv4 keeps each float in a 64-bit slot too
+# (sunway.md, "SIMD"); the Pro's 512 bits hold a doublev8 or a floatv8
+# (SYSU-SCC/swops slave.c; heptagonhust/CPC2023-Preliminary
+# vector/vector_slave.c; docs/codegen.md, "Vector code (simd.h)").
+LANE_BITS = 64
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """The CPE's vectors as swir's C writes them: lanes per vector (f32 and
+    f64 alike), the C names of the types and of their intrinsics, and the
+    alignment an aligned access needs. Derived from the target's register
+    width (:func:`vector_unit`): the SW26010's floatv4 / doublev4, the Pro's
+    floatv8 / doublev8."""
+    lanes: int
+
+    def type_name(self, element: str) -> str:
+        """``floatv4`` / ``doublev4`` (``floatv8`` / ``doublev8``)."""
+        return {"f32": "float", "f64": "double"}[element] + f"v{self.lanes}"
+
+    def set_name(self, element: str) -> str:
+        """The intrinsic setting a vector from its lanes, lane 0 first."""
+        return f"simd_set_{self.type_name(element)}"
+
+    def fma_name(self, element: str) -> str:
+        """The fused multiply-add a*b+c (the same name for every width:
+        heptagonhust/CPC2023-Preliminary calls simd_vmad on doublev8)."""
+        return {"f32": "simd_vmas", "f64": "simd_vmad"}[element]
+
+    def align_bytes(self, element_bytes: int) -> int:
+        """The alignment an aligned load or store (simd_load / simd_store)
+        needs: the vector's own size in memory (16 bytes for a floatv4, 32
+        for a doublev4 or a floatv8, 64 for a doublev8; an assumption for
+        the Pro: docs/codegen.md, "Vector code (simd.h)")."""
+        return self.lanes * element_bytes
+
+    @property
+    def set_memory(self) -> int:
+        """Memory operations of setting a vector from lanes (simd_set_*: a
+        scalar store per lane to a union and a vector load in the public
+        header), besides the loads of the lanes themselves: a gathered
+        input's cost."""
+        return self.lanes + 1
+
+    @property
+    def cast_memory(self) -> int:
+        """Memory operations of a vector cast between f32 and f64 (the
+        public simd.h has no conversion): the vector stored to scalars, a
+        scalar load per lane, and simd_set_*'s stores and vector load."""
+        return 1 + self.lanes + self.set_memory
+
+
+def vector_unit(target: Target | None = None) -> VectorUnit:
+    """The vectors of ``target`` (the default target's if None)."""
+    return _vector_unit(target or default_target())
+
+
+@lru_cache(maxsize=None)
+def _vector_unit(target: Target) -> VectorUnit:
+    """Kept: the plan search asks for every block it costs."""
+    return VectorUnit(target.vector_bits // LANE_BITS)
 
 
 def vector_instructions(inst: Instruction) -> int:
     """The vector instructions one vector op of the body issues."""
     return VECTOR_SELECTS.get(inst.opdef, 1)  # type: ignore[call-overload]
+# The fewest columns (v's iterations) a reduce plan takes: fewer stay scalar,
+# as they always have on the SW26010 (4: its vector; swir's choice). On a
+# wider target (the Pro's 8 lanes) 4 to 7 columns are one tail block of
+# gathered lanes, which still beats the scalar nest's chain through Y.
+REDUCE_MIN_COLUMNS = 4
 # Registers a block may hold live: the CPE's 32 vector registers less four for
 # addresses the compiler may keep in vector registers and spills of the
 # remainder code (target.vector_registers).
@@ -102,6 +163,15 @@ class Plan:
     mixed: bool = False
     hoisted: frozenset[int] = frozenset()
 
+    @property
+    def unit(self) -> VectorUnit:
+        """The vectors the nest is written with: its target's."""
+        return vector_unit(self.target)
+
+    @property
+    def lanes(self) -> int:
+        return self.unit.lanes
+
     def iv(self, loop: Instruction) -> Value:
         return loop.regions[0].blocks[0].args[0]
 
@@ -129,8 +199,9 @@ class Plan:
 # Analysis
 # ---------------------------------------------------------------------------
 
-def plan(loop: Instruction) -> Plan | None:
-    """How to vectorise the perfect nest rooted at ``loop``, or None."""
+def plan(loop: Instruction, target: Target | None = None) -> Plan | None:
+    """How to vectorise the perfect nest rooted at ``loop``, or None, for
+    ``target`` (the module's when None: what the cost model counts)."""
     loops = _perfect_nest(loop)
     if loops is None:
         return None
@@ -144,7 +215,7 @@ def plan(loop: Instruction) -> Plan | None:
     if element is None:
         return None
     return _plan(loops, body, element, ivs, [most_trips(lp) for lp in loops],
-                 target=module_target(loop), mixed=mixed)
+                 target=target or module_target(loop), mixed=mixed)
 
 
 def tile_plan(body: list[Instruction], ivs: list[Value], trips: list[int],
@@ -358,11 +429,11 @@ def _plain(e: Expr) -> bool:
 
 def _reads_no_lane_store(p: Plan, store: Access, load: Access) -> bool:
     """Whether a map plan's ``load`` of the buffer ``store`` writes (an
-    in-place move) may run 4 lanes at a time: both element offsets move 1 per
-    v and the store's minus the load's, d, is at most 0 or at least 4
-    wherever the nest runs, so no lane reads what an earlier lane of its
-    vector writes (a later lane's store lands on an element read before it,
-    or 4 or more columns on); the last columns' vector, of which only new
+    in-place move) may run a vector's lanes at a time: both element offsets
+    move 1 per v and the store's minus the load's, d, is at most 0 or at
+    least the lanes wherever the nest runs, so no lane reads what an earlier
+    lane of its vector writes (a later lane's store lands on an element read
+    before it, or a vector or more columns on); the last columns' vector, of which only new
     lanes are stored, too. Needs constant loop bounds (d's range)."""
     g, f = flat_offset(store), flat_offset(load)
     if g is None or f is None or _coef(g, p.v) != 1 or _coef(f, p.v) != 1:
@@ -377,7 +448,7 @@ def _reads_no_lane_store(p: Plan, store: Access, load: Access) -> bool:
             return False
         ends = (c * lo.const, c * (hi.const - 1))
         low, high = low + min(ends), high + max(ends)
-    return high <= 0 or low >= LANES
+    return high <= 0 or low >= p.lanes
 
 
 def trip_count(loop: Instruction) -> int | None:
@@ -405,7 +476,7 @@ def _reduce_plan(p: Plan) -> bool:
     if shape is None:
         return False
     p.store, p.acc_load, parallel, p.v, loads, fused = shape
-    if (p.most(p.v) or LANES) < LANES:
+    if (p.most(p.v) or p.lanes) < min(p.lanes, REDUCE_MIN_COLUMNS):
         return False
     p.fused = fused
     _choose_block(p, list(parallel), list(loads))
@@ -496,7 +567,8 @@ def _best_block(candidates: tuple[tuple[int | None, _Profile], ...], columns: in
     of the best candidate, M and U. Kept: the LDM plan search asks the same
     for many tilings."""
     budget = target.vector_registers - SPARE_REGISTERS
-    vectors = max(1, -(-columns // LANES) if known else columns // LANES)
+    lanes = vector_unit(target).lanes
+    vectors = max(1, -(-columns // lanes) if known else columns // lanes)
     best: tuple = ()
     for k, (rows, prof) in enumerate(candidates):
         # registers live: M x U accumulators, and per load M (moving with m)
@@ -519,7 +591,7 @@ def _map_plan(p: Plan) -> bool:
     """Fill in ``p`` as a map plan (the innermost loop in lanes), if it can be one."""
     body = p.body
     p.v = p.ivs[-1]
-    if (p.trips[-1] or LANES) < LANES:
+    if (p.trips[-1] or p.lanes) < p.lanes:
         return False
     stores = [i for i in body if i.isa(STORE)]
     if not stores:
@@ -593,19 +665,20 @@ def body_cost(body: list[Instruction], p: Plan | None,
     if columns_known(p):
         return PointCost(_map_point_cost(p) + once, vector)
     lanes = _lane_share(p)
-    return PointCost(lanes * _map_cost(p) / LANES + (1 - lanes) * scalar + once, lanes * vector)
+    return PointCost(lanes * _map_cost(p) / p.lanes + (1 - lanes) * scalar + once,
+                     lanes * vector)
 
 
 def point_cycles_floor(body: list[Instruction], target: Target | None = None) -> float:
     """A lower bound of ``body_cost(body, p).cycles`` over every plan ``p``
     (None included) that :func:`tile_plan` may make for any trip counts: the
-    scalar code's, or the arithmetic in 4 lanes (a reduce plan issues at
+    scalar code's, or the arithmetic in the target's lanes (a reduce plan issues at
     least one vector instruction per op less the add and the mul it fuses,
     and at least one; a map plan at least one per op). What the LDM plan
     search prunes with (closed_forms.Tilings.lower_bounds)."""
     target = target or default_target()
     arith = sum(1 for i in body if not i.isa(LOAD, STORE, CONST))
-    return min(_scalar_cost(body, target), max(1, arith - 1) / LANES)
+    return min(_scalar_cost(body, target), max(1, arith - 1) / vector_unit(target).lanes)
 
 
 def _scalar_cost(body: list[Instruction], target: Target) -> float:
@@ -629,30 +702,30 @@ def _accumulates(body: list[Instruction]) -> bool:
 
 def columns_known(p: Plan) -> bool:
     """Whether v's trip count is known where swir-cg writes the nest (a
-    tile plan's trips are the tile's): then the last 1 to 3 columns are
-    the vector of the 4 ending at the bound (a map plan's; a reduce plan's
+    tile plan's trips are the tile's): then the last columns (fewer than
+    a vector's lanes) are the vector ending at the bound (a map plan's; a reduce plan's
     last block holds it), else a map plan's scalar body or a reduce plan's
     gathered tail block."""
     return not p.loops or trip_count(p.loop_of(p.v)) is not None
 
 
 def _map_point_cost(p: Plan) -> float:
-    """Cycles per point of a map plan whose last 1 to 3 columns are the
-    vector ending at the bound: a step per 4 columns and one more for the
-    rest, whose stores go through a 4-element array (a vector store, then
-    per stored lane a load and a store)."""
+    """Cycles per point of a map plan whose last columns (fewer than the
+    lanes) are the vector ending at the bound: a step per vector of columns
+    and one more for the rest, whose stores go through an array of the
+    lanes (a vector store, then per stored lane a load and a store)."""
     n = p.columns
-    rest = n % LANES
+    rest = n % p.lanes
     stores = sum(1 for i in p.body if i.isa(STORE))
     extra = stores * 2 * rest if rest else 0
-    return (math.ceil(n / LANES) * _map_cost(p) + extra) / n
+    return (math.ceil(n / p.lanes) * _map_cost(p) + extra) / n
 
 
 def _lane_share(p: Plan) -> float:
     """The share of v's iterations in whole vectors (the rest run in a
     reduce plan's tail block, or scalar in a map plan)."""
     n = p.columns
-    return (n - n % LANES) / n
+    return (n - n % p.lanes) / n
 
 
 def _row_share(rows: int | None, M: int) -> float:
@@ -676,21 +749,22 @@ def _block_point_cost(prof: _Profile, columns: int, rows: int | None, M: int, U:
     iterations, ``known`` its trip count; ``rows``: m's, None without m).
     Kept: the LDM plan search asks the same blocks for every tiling it
     weighs."""
-    if known:
+    width = vector_unit(target).lanes
+    if known and columns >= width:
         share = _row_share(rows, M)
         return sum(r * _known_columns_cost(prof, columns, m, U, target)
                    for r, m in ((share, M), (1 - share, 1)) if r)
-    lanes = (columns - columns % LANES) / columns
+    lanes = (columns - columns % width) / columns
     tail = _tail_cost(prof, columns, rows, M, target) if lanes < 1 else 0.0
     return lanes * _block_mix_cost(prof, columns, rows, M, U, target) + (1 - lanes) * tail
 
 
 def _tail_cost(prof: _Profile, columns: int, rows: int | None, M: int, target: Target
                ) -> float:
-    """Cycles per point of the last ``columns % 4`` columns: blocks of M rows
-    (then single rows) by one vector whose moving loads are gathered lane by
-    lane, its valid lanes added to Y one by one."""
-    rest = columns % LANES
+    """Cycles per point of the last ``columns % lanes`` columns: blocks of M
+    rows (then single rows) by one vector whose moving loads are gathered
+    lane by lane, its valid lanes added to Y one by one."""
+    rest = columns % vector_unit(target).lanes
     gathered = replace(prof, loads=tuple((dm, k if k == "invariant" else "gather")
                                          for dm, k in prof.loads))
     share = _row_share(rows, M)
@@ -701,13 +775,15 @@ def _tail_cost(prof: _Profile, columns: int, rows: int | None, M: int, target: T
 def _known_columns_cost(prof: _Profile, columns: int, M: int, U: int, target: Target
                         ) -> float:
     """Cycles per point of M rows across ``columns`` (a trip count known
-    where the code is written, 4 or more): blocks of U vectors, then one
-    block of the vectors left, the last of them, when ``columns`` is not a
-    multiple of 4, the vector of the 4 columns ending at the bound (its
-    first lanes recompute columns done, and are dropped)."""
-    whole, rest = divmod(columns, LANES)
+    where the code is written, a vector's lanes or more): blocks of U
+    vectors, then one block of the vectors left, the last of them, when
+    ``columns`` is not a multiple of the lanes, the vector of the columns
+    ending at the bound (its first lanes recompute columns done, and are
+    dropped)."""
+    lanes = vector_unit(target).lanes
+    whole, rest = divmod(columns, lanes)
     blocks, left = divmod(whole, U)
-    parts = ((blocks * U * LANES, U, LANES), (left * LANES + rest, left + (rest > 0), rest or LANES))
+    parts = ((blocks * U * lanes, U, lanes), (left * lanes + rest, left + (rest > 0), rest or lanes))
     return sum(n * _reduce_cost(prof, M, u, target, last=last)
                for n, u, last in parts if n) / columns
 
@@ -717,7 +793,7 @@ def _block_mix_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: i
     """Cycles per point of a reduce plan's vector code: M x U blocks, rows
     beyond the last whole block of M in blocks of one row, vectors beyond the
     last whole block of U one at a time."""
-    vectors = max(1, columns // LANES)
+    vectors = max(1, columns // vector_unit(target).lanes)
     cols = (vectors - vectors % U) / vectors
     share = _row_share(rows, M)
     return sum(r * c * _reduce_cost(prof, m, u, target)
@@ -726,14 +802,14 @@ def _block_mix_cost(prof: _Profile, columns: int, rows: int | None, M: int, U: i
 
 
 def _map_cost(p: Plan) -> float:
-    """Cycles of one 4-lane step of a map body."""
+    """Cycles of one vector step of a map body."""
     fp = mem = 0
     for i in p.body:
         if id(i) in p.hoisted:
             continue                # once per row, before the vector loop
         if i.isa(CAST):
             fp += 1
-            mem += CAST_MEMORY
+            mem += p.unit.cast_memory
         elif i.isa(LOAD):
             mem += 1        # a vector load, or simd_loade: a load that splats
         elif i.isa(STORE):
@@ -785,12 +861,12 @@ def _step(body: list[Instruction], acc_load: Instruction, store: Instruction,
     return tuple(loads), ops, stored
 
 
-def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LANES,
-                 last: int = LANES) -> float:
+def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int | None = None,
+                 last: int | None = None) -> float:
     """Cycles per point of an M x U block of which ``lanes`` of each vector
-    are columns (fewer than 4: the tail block, its inputs gathered), or whose
-    last vector holds ``last`` new columns (fewer than 4: the vector ending
-    at the bound): per step of the reduction loops, M x U FMAs (adds,
+    are columns (fewer than all: the tail block, its inputs gathered), or
+    whose last vector holds ``last`` new columns (fewer than all: the
+    vector ending at the bound): per step of the reduction loops, M x U FMAs (adds,
     maxima) and the other ops on the FP pipe; on the memory pipe the vector
     loads, the broadcasts (``simd_loade``: one load that splats, issued
     beside the FMAs as swGEMM's inner loop issues its ``lddec``) and the
@@ -799,6 +875,9 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
     (a vector load and store, or for a vector of fewer columns a store of
     the lanes and per column two loads and a store), spread over the
     reduction loops' points when they are known."""
+    unit = vector_unit(target)
+    width = unit.lanes
+    lanes, last = lanes or width, last or width
     fp = M * U * (prof.combine + prof.ops)
     mem = 0
     for dm, kind in prof.loads:
@@ -808,13 +887,13 @@ def _reduce_cost(prof: _Profile, M: int, U: int, target: Target, lanes: int = LA
         elif kind == "invariant":
             mem += copies
         else:
-            mem += copies * U * (lanes + SET_MEMORY)
+            mem += copies * U * (lanes + unit.set_memory)
     step = max(fp, mem, target.fp_latency)
-    if lanes < LANES:
+    if lanes < width:
         to_y, points = M * (1 + 3 * lanes), M * lanes
     else:
-        to_y = 2 * M * (U - 1) + (2 * M if last == LANES else M * (1 + 3 * last))
-        points = M * (LANES * (U - 1) + last)
+        to_y = 2 * M * (U - 1) + (2 * M if last == width else M * (1 + 3 * last))
+        points = M * (width * (U - 1) + last)
     block = to_y / prof.reduction_points if prof.reduction_points else 0.0
     return (step + block) / points
 
@@ -830,7 +909,7 @@ def body_costs(region: Region, vectors: bool = True, target: Target | None = Non
         if any(i.isa(STORE) for i in own):
             yield own, body_cost(own, None, target)
         for inst in block.instructions:
-            p = plan(inst) if vectors and inst.isa(FOR) else None
+            p = plan(inst, target) if vectors and inst.isa(FOR) else None
             if p is not None:
                 yield p.body, body_cost(p.body, p, target)
                 continue

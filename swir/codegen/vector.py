@@ -1,4 +1,6 @@
-"""Vector micro-kernels: CPE loop nests written with simd.h's floatv4 / doublev4.
+"""Vector micro-kernels: CPE loop nests written with simd.h's vector types,
+the target's (:class:`swir.analysis.vector_plan.VectorUnit`): floatv4 /
+doublev4 on the SW26010, floatv8 / doublev8 on the SW26010-Pro.
 
 Which nests, and the block each gets, is decided by
 :mod:`swir.analysis.vector_plan` (the cost model charges the same plan); this
@@ -6,18 +8,19 @@ module writes the C (docs/codegen.md, "Vector micro-kernels"):
 
 - a **reduce** plan: the loops of P other than m and v as they were; m in
   blocks of M rows, then single rows; v in blocks of U vectors, then single
-  vectors, then a tail block of one vector for the last 1 to 3 columns. A
+  vectors, then a tail block of one vector for the last columns. A
   block's M x U accumulators start at zero, take one fused multiply-add per
   element per step of the reduction loops R (which keep their order), and
   are added to Y after R (blocked summation);
-- a **map** plan: the innermost loop 4 lanes at a time, then the last 1 to
-  3 columns as the vector ending at the bound when the trip count is known
+- a **map** plan: the innermost loop a vector's lanes at a time, then the
+  last columns as the vector ending at the bound when the trip count is known
   (only their lanes stored), else the scalar body.
 
 A value the same in every lane is splat with ``simd_loade`` from its scalar
 in memory, as public CPE code splats (swCaffe's sw_slave_scale.c and GEMM
-kernels); ``simd_set_floatv4`` / ``simd_set_doublev4`` (four scalar stores and
-a vector load in the public header) only where the lanes differ. ``max``,
+kernels); ``simd_set_floatv4`` / ``simd_set_doublev4`` (a scalar store per
+lane and a vector load in the public header; ``simd_set_floatv8`` /
+``simd_set_doublev8`` on the Pro) only where the lanes differ. ``max``,
 ``min`` and ``relu`` are selects on compares (:func:`select_form`).
 """
 
@@ -27,11 +30,11 @@ import math
 from collections.abc import Callable
 
 from swir.analysis.vector_plan import (
-    LANES,
     VECTOR_BINARY,
     VECTOR_SELECTS,
     VECTOR_UNARY,
     Plan,
+    VectorUnit,
     access_kind,
     access_of,
     producer,
@@ -45,14 +48,11 @@ from swir.ir.affine import Expr
 from swir.ir.core import Access, Instruction, Value
 from swir.ir.types import LDMType, ScalarType
 from swir.ops import ADD, CAST, CONST, LOAD, MAX, MIN, RELU, STORE
+from swir.ops.loop import REG_LANES
 
-VECTOR_TYPE = {"f32": "floatv4", "f64": "doublev4"}
-
-
-def _vector_type(t: object) -> C.Named:
-    return C.Named(VECTOR_TYPE[t.name])  # type: ignore[attr-defined]
-SET = {"f32": "simd_set_floatv4", "f64": "simd_set_doublev4"}
-FMA = {"f32": "simd_vmas", "f64": "simd_vmad"}
+# The vector types of register communication (reg_send / reg_recv: the
+# SW26010's, whose vectors have REG_LANES lanes).
+VECTOR_TYPE = {t: VectorUnit(REG_LANES).type_name(t) for t in ("f32", "f64")}
 # A reduce plan's accumulators start at its op's identity.
 IDENTITY = {ADD: 0, MAX: -math.inf, MIN: math.inf}
 
@@ -89,11 +89,11 @@ def emit(e: Emitter, p: Plan) -> None:
 
 
 def _describe(p: Plan) -> str:
-    lanes = f"{LANES} lanes of %{p.v.name}"
+    lanes = f"{p.lanes} lanes of %{p.v.name}"
     if p.kind == "map":
         return lanes
     rows = f"{p.M} x " if p.m is not None else ""
-    block = f"{rows}{p.U} {VECTOR_TYPE[p.element.name]} accumulators"
+    block = f"{rows}{p.U} {p.unit.type_name(p.element.name)} accumulators"
     return block + (f" (%{p.m.name} x {lanes})" if p.m is not None else f" ({lanes})")
 
 
@@ -127,7 +127,9 @@ class _Values:
 
     def __init__(self, e: Emitter, p: Plan) -> None:
         self.e, self.p = e, p
-        self.vtype = C.Named(VECTOR_TYPE[p.element.name])
+        self.unit = p.unit                  # the target's vectors
+        self.width = p.lanes                # lanes per vector
+        self.vtype = self.vector_type(p.element)
         self.splat_of: dict[int, str] = {}  # id(outside value or const) -> its broadcast
         self.zero: dict[str, str] = {}      # relu's vector of zeros per type, if hoisted
         self.map_rest = 0                   # in a map plan's tail: the columns stored
@@ -137,18 +139,22 @@ class _Values:
         # run-time flags of lanes 1 and 2
         self.valid: tuple[int | None, dict[int, C.Id]] | None = None
         # in a reduce plan's final block: the vector (by its place in the
-        # block) that is the 4 columns ending at the bound, its first column
+        # block) that is the columns ending at the bound, its first column
         # and how many of its lanes are new columns
         self.shifted: dict[int, tuple[int, int]] = {}
 
     # -- names -------------------------------------------------------------
+    def vector_type(self, t: object) -> C.Named:
+        """The C vector type of element type ``t``."""
+        return C.Named(self.unit.type_name(t.name))  # type: ignore[attr-defined]
+
     def fresh(self, name: str) -> str:
         return self.e.scope.declare(name, fallback="v")
 
     def splat(self, name: str, element: C.Expr, t: ScalarType | None = None) -> None:
         """``name``, a vector of ``t`` (the plan's element type if None),
         with the scalar at ``element`` (an lvalue) in every lane."""
-        self.e.emit(C.Decl(_vector_type(t or self.p.element), name))
+        self.e.emit(C.Decl(self.vector_type(t or self.p.element), name))
         self.e.emit(C.ExprStmt(C.call("simd_loade", C.Id(name), C.Unary("&", element))))
 
     def broadcast(self, name: str, x: C.Expr, t: ScalarType | None = None) -> None:
@@ -207,18 +213,20 @@ class _Values:
                 if inst.isa(CAST):
                     self._cast(name, inst, args[0])
                     continue
-                self.e.emit(C.Decl(_vector_type(r.type), name, self._value(inst, args)))
+                self.e.emit(C.Decl(self.vector_type(r.type), name, self._value(inst, args)))
 
     def _cast(self, name: str, inst: Instruction, x: C.Expr) -> None:
         """``name``, the vector ``x`` converted between f32 and f64 lane by
-        lane (the public simd.h has no conversion): stored to 4 scalars and
+        lane (the public simd.h has no conversion): stored to scalars and
         set from them, as the scalar C casts."""
         src, dst = inst.args[0].type, inst.results[0].type  # type: ignore[union-attr]
         lanes = self.fresh(f"{name}_lanes")
-        self.e.emit(C.Decl(C.array(C.Named(scalar.c_type(src)), [LANES]), lanes))
+        self.e.emit(C.Decl(C.array(C.Named(scalar.c_type(src)), [self.width]), lanes))
         self.e.emit(C.ExprStmt(C.call("simd_storeu", x, C.Id(lanes))))
-        each = [C.Cast(C.Named(scalar.c_type(dst)), C.index(lanes, k)) for k in range(LANES)]
-        self.e.emit(C.Decl(_vector_type(dst), name, C.call(SET[dst.name], *each)))
+        each = [C.Cast(C.Named(scalar.c_type(dst)), C.index(lanes, k))
+                for k in range(self.width)]
+        self.e.emit(C.Decl(self.vector_type(dst), name,
+                           C.call(self.unit.set_name(dst.name), *each)))
 
     def _value(self, inst: Instruction, args: list[C.Expr]) -> C.Expr:
         op = inst.opdef
@@ -237,19 +245,19 @@ class _Values:
         if kind == "invariant":
             self.splat(name, e.element(self._shift(acc, i, u)), t)
         elif kind == "contig" and self.valid is None:
-            e.emit(C.Decl(_vector_type(t), name))
+            e.emit(C.Decl(self.vector_type(t), name))
             e.emit(self.vector_load(name, acc, i, u))
-        else:                     # 4 elements one by one: a gather, or a tail block's
+        else:                     # lane by lane: a gather, or a tail block's
             lanes = self.lane_elements(acc, i, u)
             if all(x.text() == lanes[0].text() for x in lanes):
                 self.splat(name, lanes[0], t)   # a 1-column tail: one element
                 return
-            e.emit(C.Decl(_vector_type(t), name, C.call(SET[t.name], *lanes)))
+            e.emit(C.Decl(self.vector_type(t), name, C.call(self.unit.set_name(t.name), *lanes)))
 
     def lane_elements(self, acc: Access, i: int, u: int) -> list[C.Expr]:
-        """The 4 elements of ``acc``'s vector; in a tail block, the valid
+        """The elements (one per lane) of ``acc``'s vector; in a tail block, the valid
         columns' and the first column's in the lanes past them."""
-        elements = [self.e.element(self._shift(acc, i, u, lane)) for lane in range(LANES)]
+        elements = [self.e.element(self._shift(acc, i, u, lane)) for lane in range(self.width)]
         if self.valid is None:
             return elements
         first, out = elements[0], []
@@ -262,7 +270,7 @@ class _Values:
     def _shift(self, acc: Access, i: int, u: int, lane: int = 0) -> Access:
         """``acc`` at row ``m + i`` and lane ``v + 4u + lane``."""
         p = self.p
-        mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (LANES * u + lane)}
+        mapping: dict[object, Expr] = {p.v: Expr.of(p.v) + (self.width * u + lane)}
         if u in self.shifted:
             mapping[p.v] = Expr.of(self.shifted[u][0] + lane)
         if p.m is not None and i:
@@ -272,23 +280,30 @@ class _Values:
 
     def aligned(self, acc: Access) -> bool:
         """Whether every vector the block reads or writes at ``acc`` starts
-        at a multiple of 4 elements (16 bytes for floatv4, 32 for doublev4):
-        LDM buffers start 32-byte aligned; v is the loop's lower bound plus
-        multiples of 4."""
+        at a multiple of the lanes in elements, which is the alignment an
+        aligned access needs (:meth:`VectorUnit.align_bytes`: 16 bytes for a
+        floatv4, 32 for a doublev4 or a floatv8, 64 for a doublev8), and
+        the buffer's start is so aligned: LDM buffers start at the target's
+        dma_align (swir/codegen/cpe.py), 32 bytes, so a doublev8 is always
+        accessed unaligned. v is the loop's lower bound plus multiples of
+        the lanes."""
         p = self.p
         t = acc.base.type
         assert isinstance(t, LDMType)
+        assert p.target is not None
+        if self.unit.align_bytes(t.element.bytes) > p.target.dma_align:
+            return False            # the buffer's start may not be aligned enough
         if self.map_rest:
-            return False            # a map tail starts 4 columns before the bound
+            return False            # a map tail starts a vector before the bound
         lo = Expr.of(p.loop_of(p.v).args[0])
-        if not lo.is_constant or lo.const % LANES:
+        if not lo.is_constant or lo.const % self.width:
             return False
         stride, offset = 1, Expr.of(0)
         for ix, n in zip(reversed(acc.indices), reversed(t.shape)):
             offset = offset + Expr.of(ix).scale(stride)  # type: ignore[arg-type]
             stride *= n
-        return offset.const % LANES == 0 and all(
-            c % LANES == 0 for a, c in offset.terms if a is not p.v)
+        return offset.const % self.width == 0 and all(
+            c % self.width == 0 for a, c in offset.terms if a is not p.v)
 
     def vector_load(self, name: str, acc: Access, i: int, u: int) -> C.Stmt:
         fn = "simd_load" if self.aligned(acc) and u not in self.shifted else "simd_loadu"
@@ -379,17 +394,17 @@ class _Writer(_Values):
             e.emit(C.Decl(C.LONG, v.name, e.expr(loop.args[0])))  # type: ignore[arg-type]
             trip = trip_count(loop)
             steps = [] if p.kind == "reduce" and trip is not None else \
-                [w * LANES for w in dict.fromkeys(widths)] + [1]
+                [w * self.width for w in dict.fromkeys(widths)] + [1]
             if not steps:
                 self.known_columns(rows, v, hi, trip)  # type: ignore[arg-type]
             for n in steps:
                 if trip is not None and not _runs(trip, steps, n):
                     continue        # never runs (and GCC may warn about its body)
                 if n == 1 and p.kind == "reduce":
-                    self.tail(rows, v, hi, None if trip is None else trip % LANES)
+                    self.tail(rows, v, hi, None if trip is None else trip % self.width)
                     continue
                 if n == 1 and trip is not None:
-                    self.map_tail(v, hi, trip % LANES)
+                    self.map_tail(v, hi, trip % self.width)
                     continue
                 with e.block() as blk:
                     if n == 1:      # a map plan's scalar body, for one v
@@ -397,7 +412,7 @@ class _Writer(_Values):
                     elif p.kind == "map":
                         self.map_block()
                     else:
-                        self._reduce(rows, n // LANES)
+                        self._reduce(rows, n // self.width)
                 if n == 1:
                     e.emit(C.For(C.Lit(""), C.Binary("<", v, hi), C.Postfix(v), blk))
                 else:
@@ -409,14 +424,17 @@ class _Writer(_Values):
     def known_columns(self, rows: int, v: C.Id, hi: C.Expr, trip: int) -> None:
         """A reduce plan's columns when their count is known: blocks of U
         vectors, then one block of the vectors left, the last of them, when
-        the count is not a multiple of 4, the vector of the 4 columns ending
-        at the bound (docs/codegen.md, "Remainders")."""
+        the count is not a multiple of the lanes, the vector of the columns
+        ending at the bound (docs/codegen.md, "Remainders")."""
         p, e = self.p, self.e
-        whole, rest = divmod(trip, LANES)
+        if trip < self.width:       # fewer columns than lanes: one tail block
+            self.tail(rows, v, hi, trip)
+            return
+        whole, rest = divmod(trip, self.width)
         if whole >= p.U:
             with e.block() as blk:
                 self._reduce(rows, p.U)
-            n = p.U * LANES
+            n = p.U * self.width
             e.emit(C.For(C.Lit(""), C.Binary("<=", C.Binary("+", v, C.Lit(str(n))), hi),
                          C.Assign(v, C.Lit(str(n)), "+="), blk))
         left = whole % p.U
@@ -424,26 +442,27 @@ class _Writer(_Values):
             return
         if rest:
             bound = Expr.of(p.loop_of(p.v).args[1])    # constant: the trip count is known
-            self.shifted = {left: (bound.const - LANES, rest)}
-            e.emit(C.Comment(f"the last {left * LANES + rest} columns: "
+            self.shifted = {left: (bound.const - self.width, rest)}
+            e.emit(C.Comment(f"the last {left * self.width + rest} columns: "
                              + (f"{left} vector{'s' if left > 1 else ''} and " if left else "")
-                             + f"the 4 ending at the bound, {rest} lane{'s' if rest > 1 else ''} "
-                             "new"))
+                             + f"the {self.width} ending at the bound, "
+                             f"{rest} lane{'s' if rest > 1 else ''} new"))
         with e.block() as blk:
             self._reduce(rows, left + (rest > 0))
         self.shifted = {}
         e.emit(blk)
 
     def tail(self, rows: int, v: C.Id, hi: C.Expr, rest: int | None) -> None:
-        """The last 1 to 3 columns of a reduce plan: one block of ``rows`` x 1
+        """The last columns (fewer than the lanes) of a reduce plan: one
+        block of ``rows`` x 1
         vector whose lanes past the end repeat the first column (so they
         read only elements the nest reads, and compute nothing lane 0 does
         not); only the valid lanes reach Y. ``rest``: how many are valid, or
         None when the loop's bound is known only at run time."""
         with self.e.block() as blk:
             flags = {}
-            if rest is None:    # whether lanes 1 and 2 hold columns, once, before R
-                for lane in (1, 2):
+            if rest is None:    # whether lanes 1 to lanes - 2 hold columns, once, before R
+                for lane in range(1, self.width - 1):
                     flag = self.fresh(f"lane{lane}")
                     self.e.emit(C.Decl(C.Named("int", const=True), flag,
                                        C.Binary("<", C.Binary("+", v, C.Lit(str(lane))), hi)))
@@ -451,34 +470,34 @@ class _Writer(_Values):
             self.valid = (rest, flags)
             self._reduce(rows, 1)
             self.valid = None
-        what = {None: "1 to 3 columns", 1: "column"}.get(rest, f"{rest} columns")
+        what = {None: f"1 to {self.width - 1} columns", 1: "column"}.get(rest, f"{rest} columns")
         self.e.emit(C.Comment(f"the last {what}, lanes past them repeating the first"))
         self.e.emit(blk if rest else C.If(C.Binary("<", v, hi), blk))
 
     def map_tail(self, v: C.Id, hi: C.Expr, rest: int) -> None:
-        """The last ``rest`` (1 to 3) columns of a map plan whose trip count
-        (4 or more) is known: the vector of the 4 columns ending at the
-        bound, of which only the last ``rest`` lanes are stored (the others
+        """The last ``rest`` (fewer than the lanes) columns of a map plan
+        whose trip count (the lanes or more) is known: the vector of the
+        columns ending at the bound, of which only the last ``rest`` lanes are stored (the others
         were stored by the vector loop; computing them again reads only
         elements the nest reads, and an in-place body has already
         overwritten them, so they are dropped)."""
         with self.e.block() as blk:
-            self.e.emit(C.ExprStmt(C.Assign(v, C.Binary("-", hi, C.Lit(str(LANES))))))
+            self.e.emit(C.ExprStmt(C.Assign(v, C.Binary("-", hi, C.Lit(str(self.width))))))
             self.map_rest = rest
             self.map_block()
             self.map_rest = 0
         self.e.emit(C.Comment(f"the last {rest} column{'s' if rest > 1 else ''}: "
-                              f"the 4 ending at the bound, {rest} lane{'s' if rest > 1 else ''} "
-                              "stored"))
+                              f"the {self.width} ending at the bound, "
+                              f"{rest} lane{'s' if rest > 1 else ''} stored"))
         self.e.emit(blk)
 
     def _store_rest(self, value: C.Expr, acc: Access) -> None:
         """Of ``value``'s lanes, the last ``map_rest`` to their elements."""
         e = self.e
         lanes = self.fresh("lanes")
-        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
+        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [self.width]), lanes))
         e.emit(C.ExprStmt(C.call("simd_storeu", value, C.Id(lanes))))
-        for lane in range(LANES - self.map_rest, LANES):
+        for lane in range(self.width - self.map_rest, self.width):
             e.emit(C.ExprStmt(C.Assign(e.element(self._shift(acc, 0, 0, lane)),
                                        C.index(lanes, lane))))
 
@@ -541,11 +560,11 @@ class _Writer(_Values):
         or the scalar max / min)."""
         e = self.e
         lanes = self.fresh(f"{acc}_lanes")
-        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [LANES]), lanes))
+        e.emit(C.Decl(C.array(C.Named(scalar.c_type(self.p.element)), [self.width]), lanes))
         e.emit(C.ExprStmt(C.call("simd_storeu", C.Id(acc), C.Id(lanes))))
-        for lane in range(LANES):
+        for lane in range(self.width):
             valid = self.lane_valid(lane) if u not in self.shifted else \
-                lane >= LANES - self.shifted[u][1]
+                lane >= self.width - self.shifted[u][1]
             if valid is False:
                 continue
             y = e.element(self._shift(target, i, u, lane))
@@ -575,7 +594,7 @@ class _Writer(_Values):
             acc = C.Id(name)
             if p.fused is not None:
                 a, b = (self.operand(x, i, u) for x in p.fused.args)
-                new: C.Expr = C.call(FMA[p.element.name], a, b, acc)
+                new: C.Expr = C.call(self.unit.fma_name(p.element.name), a, b, acc)
             else:
                 x, y = (acc if a is acc_value else self.operand(a, i, u) for a in add.args)
                 new = C.Binary("+", x, y) if add.isa(ADD) else select_form(add.opdef, x, y)

@@ -25,6 +25,32 @@
  *   public header has no lane reduction and no vector max / min: neither
  *   does this one.
  *
+ * The SW26010-Pro's 512-bit vectors (its simd.h is not public; what public
+ * Pro code shows of it, used as shown):
+ *   floatv8 (8 x f32) and doublev8 (8 x f64, 512 bits): SYSU-SCC/swops,
+ *   slave.c (commit 01a5581): `doublev8 vec_double; floatv8 vec_float;`,
+ *   simd_load(vec_double, local_C + i) from an ldm_malloc buffer, index += 8
+ *   per vector, simd_load / simd_store of floatv8 (its SWAP_8_8 transpose,
+ *   built with swgcc -faddress_align=64, README); heptagonhust/
+ *   CPC2023-Preliminary, vector/vector_slave.c (commit 15aaac1): simd_load /
+ *   simd_loadu / simd_store / simd_storeu of doublev8, simd_vmad and
+ *   simd_vnmad on doublev8, simd_set_doublev8 with 8 arguments, a doublev8
+ *   loaded aligned from `__thread_local double simd_arr[8]
+ *   __attribute__((aligned(64)))` and stored aligned only once the pointer
+ *   is rounded up to a multiple of 64 bytes; Honeta/CPC2022,
+ *   matrix_solve/slave.c (commit 155504a): simd_load of doublev8.
+ * Assumed for the Pro where public code is silent (docs/codegen.md, "Vector
+ * code (simd.h)"):
+ *   - an aligned access needs the vector's own size: 32 bytes for a
+ *     floatv8, 64 for a doublev8 (heptagonhust's 64-byte rounding before an
+ *     aligned doublev8 store agrees; no public Pro manual states it);
+ *   - simd_loade, simd_set_floatv8, simd_vmas / vmss / vnmas / vnmss on
+ *     floatv8, simd_vmsd / simd_vnmsd on doublev8, the compares and the
+ *     selects exist on the 8-lane types with the SW26010's meaning, lane by
+ *     lane; no public Pro code was found calling them.
+ * One header serves both targets: the intrinsics below are generic in the
+ * lane count, each checking its operands' element type.
+ *
  * Assumed where the public sources are silent (docs/codegen.md, "Vector code"):
  *   - alignment: a doublev4 access needs 32 bytes (sunway.md: "aligned loads
  *     need 32-byte alignment"); a floatv4 access needs its own size, 16 bytes;
@@ -42,7 +68,7 @@
 
 #include "swir_emu.h"
 
-/* GCC notes that a 32-byte vector passed by value without AVX has another ABI
+/* GCC notes that a 32- or 64-byte vector passed by value without AVX has another ABI
  * than with it; every file of the program is built with the same flags, so
  * the note is moot here (and on the CPE the vector registers are 256 bits).
  * Off for the rest of each file that includes this header, so code that
@@ -58,6 +84,14 @@
 typedef float floatv4 __attribute__((vector_size(16)));
 typedef double doublev4 __attribute__((vector_size(32)));
 typedef int intv8 __attribute__((vector_size(32)));    /* declared as the real header does */
+typedef float floatv8 __attribute__((vector_size(32)));     /* the SW26010-Pro's */
+typedef double doublev8 __attribute__((vector_size(64)));
+
+/* The lanes of vector `v`. */
+#define SWIR_SIMD_LANES(v) ((int)(sizeof(v) / sizeof((v)[0])))
+/* A compile-time error unless vector `v`'s lanes are of type `element`. */
+#define SWIR_SIMD_ELEMENT_IS(v, element) \
+    ((void)sizeof(char[__builtin_types_compatible_p(__typeof__((v)[0]), element) ? 1 : -1]))
 
 /* An aligned access at `p` of a `bytes`-byte vector: anything else is the
  * error the real CPE raises (an unaligned-access exception). */
@@ -87,7 +121,7 @@ SWIR_SIMD_INLINE void swir_simd_aligned(const void *p, unsigned long bytes, cons
 #define simd_loade(dest, src) __extension__ ({                                 \
         const __typeof__((dest)[0]) swir_simd_element = *(src);                 \
         __typeof__(dest) swir_simd_splat;                                       \
-        for (int i = 0; i < 4; i++)                                             \
+        for (int i = 0; i < SWIR_SIMD_LANES(swir_simd_splat); i++)              \
             swir_simd_splat[i] = swir_simd_element;                             \
         (dest) = swir_simd_splat; })
 #define simd_store(src, dest) __extension__ ({                                 \
@@ -111,32 +145,51 @@ SWIR_SIMD_INLINE doublev4 simd_set_doublev4(double w, double x, double y, double
     return v;
 }
 
-/* A function computing each of the 4 lanes of its result by `lane` (in i). */
-#define SWIR_SIMD_LANEWISE(type, name, params, lane)                             \
-    SWIR_SIMD_INLINE type name params                                            \
-    {                                                                            \
-        type r = {0, 0, 0, 0};                                                   \
-        for (int i = 0; i < 4; i++)                                              \
-            r[i] = (lane);                                                       \
-        return r;                                                                \
-    }
+/* The Pro's: lane 0 first, as simd_set_doublev4 (heptagonhust's
+ * simd_set_doublev8 calls pass the lanes in order of their elements). */
+SWIR_SIMD_INLINE floatv8 simd_set_floatv8(float a, float b, float c, float d,
+                                          float e, float f, float g, float h)
+{
+    floatv8 v = {a, b, c, d, e, f, g, h};
+    return v;
+}
+
+SWIR_SIMD_INLINE doublev8 simd_set_doublev8(double a, double b, double c, double d,
+                                            double e, double f, double g, double h)
+{
+    doublev8 v = {a, b, c, d, e, f, g, h};
+    return v;
+}
+
+/* A fused multiply-add per lane, rounded once (fmaf / fma by `element`):
+ * (-)a*b (+/-)c, the signs chosen by `neg_ab` and `neg_c` (0 or 1); a, b
+ * and c of one vector type of `element` lanes (4 or 8). */
+#define SWIR_SIMD_FMA_float fmaf
+#define SWIR_SIMD_FMA_double fma
+#define SWIR_SIMD_FMA(element, a, b, c, neg_ab, neg_c) __extension__ ({          \
+        __typeof__(a) swir_a = (a), swir_b = (b), swir_c = (c), swir_r;         \
+        SWIR_SIMD_ELEMENT_IS(swir_a, element);                                  \
+        for (int i = 0; i < SWIR_SIMD_LANES(swir_r); i++)                       \
+            swir_r[i] = SWIR_SIMD_FMA_##element(neg_ab ? -swir_a[i] : swir_a[i], \
+                                                swir_b[i],                      \
+                                                neg_c ? -swir_c[i] : swir_c[i]); \
+        swir_r; })
 
 /* Fused multiply-adds, lane by lane: a*b+c, a*b-c, -a*b+c, -a*b-c. */
-SWIR_SIMD_LANEWISE(floatv4, simd_vmas, (floatv4 a, floatv4 b, floatv4 c), fmaf(a[i], b[i], c[i]))
-SWIR_SIMD_LANEWISE(doublev4, simd_vmad, (doublev4 a, doublev4 b, doublev4 c), fma(a[i], b[i], c[i]))
-
-SWIR_SIMD_INLINE floatv4 simd_vmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(a, b, -c); }
-SWIR_SIMD_INLINE floatv4 simd_vnmas(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, c); }
-SWIR_SIMD_INLINE floatv4 simd_vnmss(floatv4 a, floatv4 b, floatv4 c) { return simd_vmas(-a, b, -c); }
-SWIR_SIMD_INLINE doublev4 simd_vmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(a, b, -c); }
-SWIR_SIMD_INLINE doublev4 simd_vnmad(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, c); }
-SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { return simd_vmad(-a, b, -c); }
+#define simd_vmas(a, b, c) SWIR_SIMD_FMA(float, a, b, c, 0, 0)
+#define simd_vmss(a, b, c) SWIR_SIMD_FMA(float, a, b, c, 0, 1)
+#define simd_vnmas(a, b, c) SWIR_SIMD_FMA(float, a, b, c, 1, 0)
+#define simd_vnmss(a, b, c) SWIR_SIMD_FMA(float, a, b, c, 1, 1)
+#define simd_vmad(a, b, c) SWIR_SIMD_FMA(double, a, b, c, 0, 0)
+#define simd_vmsd(a, b, c) SWIR_SIMD_FMA(double, a, b, c, 0, 1)
+#define simd_vnmad(a, b, c) SWIR_SIMD_FMA(double, a, b, c, 1, 0)
+#define simd_vnmsd(a, b, c) SWIR_SIMD_FMA(double, a, b, c, 1, 1)
 
 /* Per lane, 2.0 where `test` holds of swir_x[i] and swir_y[i], else 0.0
  * (the compare's true and false values); x and y of one vector type. */
 #define SWIR_SIMD_COMPARE(x, y, test) __extension__ ({                          \
         __typeof__(x) swir_x = (x), swir_y = (y), swir_r;                       \
-        for (int i = 0; i < 4; i++)                                             \
+        for (int i = 0; i < SWIR_SIMD_LANES(swir_r); i++)                       \
             swir_r[i] = (test) ? 2 : 0;                                         \
         swir_r; })
 /* C's < and <= are false on an unordered pair, as the SW64 instructions. */
@@ -149,7 +202,7 @@ SWIR_SIMD_INLINE doublev4 simd_vnmsd(doublev4 a, doublev4 b, doublev4 c) { retur
  * all three of one vector type. */
 #define SWIR_SIMD_SELECT(x, y, z, test) __extension__ ({                        \
         __typeof__(y) swir_c = (x), swir_y = (y), swir_z = (z), swir_r;         \
-        for (int i = 0; i < 4; i++)                                             \
+        for (int i = 0; i < SWIR_SIMD_LANES(swir_r); i++)                       \
             swir_r[i] = (test) ? swir_y[i] : swir_z[i];                         \
         swir_r; })
 #define simd_vseleq(x, y, z) SWIR_SIMD_SELECT(x, y, z, swir_c[i] == 0)
