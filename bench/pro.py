@@ -17,6 +17,12 @@ figures unless --machine):
             model), and at batch 6 split by the batch (one image per rank,
             --split data) against batch 6 on one core group: the modeled time
             per rank (kernels, collectives) and the speed-up
+  --limits  where --one-cg's modeled time goes: the compute efficiency
+            (all kernels: flops at the vector FMA peak over the modeled
+            compute), the DMA-bound kernels, the broadcasts' fixed cost,
+            CPE 0's gets (on the SW26010: the BCAST_MODE stream) and the RMA
+            hops; and on the Pro, the time with the compute halved (8-lane
+            vectors) and then the broadcasts free as well
 
     python bench/pro.py --one-cg --chip --work /tmp/pro
 
@@ -137,15 +143,42 @@ def chip(zoo, work: Path, machine: str) -> None:
               f"{ms(one)} | {speedup:.2f}x | {speedup / CHIP:.1%} |", flush=True)
 
 
+def limits(zoo, work: Path, machine: str) -> None:
+    """Where one core group's modeled time goes: the compute efficiency, the DMA-bound kernels' share, the broadcasts' parts, and
+    two what-ifs (not the model's figures: its kernels recharged) that
+    bound what wider vectors and free broadcasts could give."""
+    print("| model | target | compute eff. | DMA-bound kernels, share of time | broadcasts: "
+          "fixed / get / RMA hops | compute halved | and broadcasts free |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name in ("resnet18", "resnet50"):
+        m = Model(zoo, work, name)
+        for t in (SW26010, SW26010_PRO):
+            r = m.cost(t, machine=machine)
+            ks = r.kernels
+            bound = [k for k in ks if k.dma_s > k.compute_s]
+            fixed = sum(k.bcasts for k in ks) * r.machine.bcast_fixed_cycles / r.machine.clock_hz
+            get = r.total("bcast_s") - r.total("rma_s") - fixed
+            halved = sum(max(k.compute_s / 2, k.overlapped_dma_s) + k.dma_s - k.overlapped_dma_s
+                         for k in ks)
+            free = halved - r.total("bcast_s")
+            flops = r.total("flops") / r.machine.peak_flops
+            ifs = f"{ms(halved)}, {flops / halved:.1%} | {ms(free)}, {flops / free:.1%}" \
+                if t.rma else "- | -"       # the SW26010's vectors are its width already
+            print(f"| {name} | {t.title} | {r.total('peak_compute_s') / r.total('compute_s'):.1%} "
+                  f"| {len(bound)} of {len(ks)}, {sum(k.modeled_s for k in bound) / r.modeled_s:.0%} "
+                  f"| {ms(fixed)} / {ms(get)} / {ms(r.total('rma_s'))} | {ifs} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--one-cg", action="store_true", help="one core group, both targets")
     ap.add_argument("--chip", action="store_true", help="ResNet-50 on a Pro chip's 6 core groups")
+    ap.add_argument("--limits", action="store_true", help="where one core group's time goes")
     ap.add_argument("--machine", default="default", help="pessimistic, default or optimistic")
     ap.add_argument("--work", help="keep the files here (default: a temporary folder)")
     args = ap.parse_args(argv)
-    if not (args.one_cg or args.chip):
-        ap.error("give --one-cg or --chip")
+    if not (args.one_cg or args.chip or args.limits):
+        ap.error("give --one-cg, --chip or --limits")
     zoo = load_zoo()
     with tempfile.TemporaryDirectory(prefix="swir-pro-") as tmp:
         work = Path(args.work or tmp)
@@ -157,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
             print()
         if args.chip:
             chip(zoo, work, args.machine)
+            print()
+        if args.limits:
+            limits(zoo, work, args.machine)
     return 0
 
 
