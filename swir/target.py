@@ -79,6 +79,16 @@ class Target:
     reg_latency_cycles: int
     reg_cycles_per_vector: int
     reg_buffer_vectors: int
+    # Remote memory access (docs/cost-model.md, "RMA broadcasts"): whether
+    # the CPEs reach each other's LDM by RMA and have no register
+    # communication (the Pro), so that a broadcast is CPE 0's DMA get, then
+    # an RMA row broadcast to row 0 and RMA column broadcasts down the
+    # columns; else (the SW26010) a broadcast is one BCAST_MODE DMA. Where
+    # there is RMA: one row or column broadcast's start-up in cycles (its
+    # issue until its reply words are written) and its bandwidth in bytes/s.
+    rma: bool
+    rma_startup_cycles: int
+    rma_bandwidth: float
     # Between core groups (docs/cost-model.md, "Network"): one MPI rank per
     # core group; ranks on one chip meet over its network on chip (NoC), chips
     # over the interconnect. Bandwidths in bytes/s (the interconnect's is one
@@ -89,10 +99,6 @@ class Target:
     net_latency: float
     bisection_bandwidth: float  # the whole interconnect's
     mpe_copy_bandwidth: float   # the MPE's memcpy (an allgather's interleaving)
-    # Whether its CPEs have register communication (the SW26010's row and
-    # column buses, simd_putr / simd_getr): the SW26010-Pro has RMA between
-    # LDMs instead (docs/codegen.md, "The SW26010-Pro").
-    register_buses: bool
     codegen: bool               # whether swir-cg writes code for it
     sources: str                # where the figures come from
     network_sources: str        # where the network figures come from, and which are assumed
@@ -174,6 +180,8 @@ SW26010 = Target(
     # per cycle per bus, a receive buffer of one vector.
     # swir.costmodel.cost.dma_assumptions ranges them (docs/cost-model.md).
     reg_latency_cycles=10, reg_cycles_per_vector=1, reg_buffer_vectors=1,
+    # No RMA: the SW26010's CPEs share LDM data by register communication.
+    rma=False, rma_startup_cycles=0, rma_bandwidth=0.0,
     # Interconnect: 128 Gb/s injection per node (16 GB/s), 560 Tb/s (70 TB/s)
     # bisection. The NoC's bandwidth is not public: a message between core
     # groups is a copy from one core group's memory to another's, modeled at
@@ -181,7 +189,7 @@ SW26010 = Target(
     # and the MPE's memcpy likewise. Both latencies are assumed: 1 us.
     noc_bandwidth=20.4e9, noc_latency=1e-6, net_bandwidth=16e9, net_latency=1e-6,
     bisection_bandwidth=70e12, mpe_copy_bandwidth=20.4e9,
-    register_buses=True, codegen=True,
+    codegen=True,
     sources=("../shared/design/sunway.md (hardware table: 4 core groups of 1 MPE + an 8 x 8 "
              "CPE grid, 64 KB LDM, 1.45 GHz, 256-bit vector FMA, 11.6 GFLOPS per CPE); "
              "32 vector registers per CPE: the figure swDNN's register blocking (Fang et al., "
@@ -216,14 +224,26 @@ SW26010_PRO = replace(
     # 13.8 TFLOPS FP64 per chip / (384 CPEs x 2.25 GHz) = 16 flops per cycle:
     # a 512-bit vector of 8 doubles with FMA.
     clock_hz=2.25e9, flops_per_cycle=16, vector_bits=512, peak_bandwidth=51.2e9,
-    # No register buses: public Pro code moves data between LDMs by RMA
-    # (athread_rma_row_ibcast / athread_rma_col_ibcast, SYSU-SCC/swops slave.c).
-    register_buses=False, codegen=True,
+    # RMA in place of register communication (SYSU-SCC/swops slave.c:
+    # athread_rma_row_ibcast / athread_rma_col_ibcast between LDMs). No Pro
+    # RMA (or DMA) measurement is public: both figures are assumptions,
+    # ranged by swir.costmodel.cost.dma_assumptions. The start-up: 300
+    # cycles, the uncontended end of the DMA start-up range (an RMA reaches
+    # a neighbour's LDM, not the memory controller whose queue is in the
+    # fitted 1650 cycles). The bandwidth: 32 bytes per cycle, the width of
+    # the SW26010's register buses that RMA takes the place of (one 256-bit
+    # vector per cycle, itself assumed).
+    rma=True, rma_startup_cycles=300, rma_bandwidth=32 * 2.25e9,
+    codegen=True,
     sources=("Chips and Cheese, 'China's New(ish) SW26010-Pro Supercomputer at SC23' "
              "(2023-11-20): 6 core groups of 64 CPEs, 2.25 GHz; Tom's Hardware on the "
              "same SC23 disclosure: 512-bit vector engine and 256 KB local store per CPE, "
              "13.8 TFLOPS FP64 per chip; Wikipedia 'Sunway SW26010', section 'Successor: "
-             "SW26010P': 8 x 8 CPE cluster per core group, DDR4 at 51.2 GB/s per core group"))
+             "SW26010P': 8 x 8 CPE cluster per core group, DDR4 at 51.2 GB/s per core group; "
+             "RMA row and column broadcasts between LDMs in place of register "
+             "communication: SYSU-SCC/swops slave.c (athread_rma_row_ibcast, "
+             "athread_rma_col_ibcast); the RMA start-up and bandwidth are assumed (no public "
+             "measurement)"))
 
 TARGETS: dict[str, Target] = {t.name: t for t in (SW26010, SW26010_PRO)}
 # The target of a run that names none. Modules other than this one read it

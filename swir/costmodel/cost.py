@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from swir.costmodel.network import CollectiveCost, host_steps
-from swir.costmodel.traffic import KernelTraffic, dma_traffic
+from swir.costmodel.traffic import KernelTraffic, TrafficError, dma_traffic
 from swir.ir.constants import module_ranks
 from swir.ir.core import Function, Module
 from swir.ir.types import BufType, LDMType
@@ -106,6 +106,12 @@ class Machine:
     # send to its receive, and the cycles a send or receive takes per vector.
     reg_latency_cycles: int = FROM_TARGET
     reg_cycles_per_vector: int = FROM_TARGET
+    # Whether broadcasts go by RMA (a DMA get, then a row and a column RMA
+    # broadcast) and there is no register communication; an RMA broadcast's
+    # start-up (cycles) and bandwidth (bytes/s). Assumed (swir/target.py).
+    rma: bool = FROM_TARGET
+    rma_startup_cycles: int = FROM_TARGET
+    rma_bandwidth: float = FROM_TARGET
 
     def __post_init__(self) -> None:
         t = default_target()
@@ -159,11 +165,33 @@ class Machine:
 
     def bcast_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
                       ) -> float:
-        """Modeled seconds of one broadcast get of ``blocks``: CPE 0 streams
-        them at the broadcast bandwidth while every CPE waits (between two
-        barriers), plus its fixed cost."""
-        stream = stream_seconds(blocks, self.bcast_half_block, self.bcast_bandwidth)
-        return stream + self.bcast_fixed_cycles / self.clock_hz
+        """Modeled seconds of one broadcast get of ``blocks``, every CPE
+        waiting for it between two barriers. Without RMA, CPE 0 streams the
+        blocks at the broadcast bandwidth (one BCAST_MODE DMA fills every
+        LDM); with RMA, CPE 0 gets them by an ordinary DMA of one busy CPE,
+        then the two RMA hops send their bytes along row 0 and down the
+        columns (docs/cost-model.md, "RMA broadcasts"). Either way plus
+        ``bcast_fixed_cycles``: issue, completion and the barriers, measured
+        on the SW26010 for a BCAST_MODE DMA and kept for CPE 0's get on the
+        Pro, as the Pro keeps the DMA curve. Of numbers or arrays alike."""
+        fixed = self.bcast_fixed_cycles / self.clock_hz
+        if not self.rma:
+            return stream_seconds(blocks, self.bcast_half_block, self.bcast_bandwidth) + fixed
+        get = stream_seconds(blocks, self.half_block, self.drawn_bandwidth(1))
+        return get + self.rma_hops_seconds(blocks) + fixed
+
+    @property
+    def bcast_fixed(self) -> float:
+        """What each broadcast costs whatever its bytes: that of no bytes."""
+        return self.bcast_seconds([])
+
+    def rma_hops_seconds(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
+                         ) -> float:
+        """An RMA broadcast's two hops (CPE 0 to row 0, then row 0's CPEs
+        down their columns, at once): each its start-up plus the blocks'
+        bytes, contiguous in CPE 0's LDM by then, at the RMA bandwidth."""
+        nbytes = sum(b * k for b, k in blocks)
+        return 2 * (self.rma_startup_cycles / self.clock_hz + nbytes / self.rma_bandwidth)
 
     def reg_seconds(self, sends: int, recvs: int, steps: int) -> float:
         """Modeled seconds of a kernel's register communication: each CPE's
@@ -198,11 +226,25 @@ def dma_assumptions(t: Target | None = None) -> dict[str, Machine]:
     # and 4 per vector (a quarter of a vector per cycle) to 5 and 1.
     pessimistic = pessimistic.with_(reg_latency_cycles=40, reg_cycles_per_vector=4)
     optimistic = optimistic.with_(reg_latency_cycles=5, reg_cycles_per_vector=1)
+    if m.rma:
+        # RMA, all assumed (swir/target.py): a start-up of a contended
+        # main-memory DMA's (the fitted 1650 cycles) to a few register-bus
+        # latencies (50 cycles); 4 bytes per cycle (about one CPE's share of
+        # main memory: RMA no faster than a DMA) to 64 (one 512-bit vector
+        # per cycle, the Pro's vector width).
+        pessimistic = pessimistic.with_(rma_startup_cycles=m.dma_startup_cycles,
+                                        rma_bandwidth=4 * m.clock_hz)
+        optimistic = optimistic.with_(rma_startup_cycles=50, rma_bandwidth=64 * m.clock_hz)
     # One CPE's share: 1/16 of the core group's (16 CPEs to saturate it) to
     # all of it (no cap).
     return {"pessimistic": pessimistic.with_(cpe_bandwidth=pessimistic.bandwidth / 16),
             "default": m,
             "optimistic": optimistic.with_(cpe_bandwidth=optimistic.bandwidth)}
+
+
+class NoRegisterCommunication(TrafficError):
+    """A kernel sends or receives by register communication on a target that
+    has none (RMA in its place: the SW26010-Pro)."""
 
 
 # The SW26010's range, by name (docs/cost-model.md tables it; other targets:
@@ -248,6 +290,8 @@ class KernelCost:
     reg_recvs: int = 0              # reg_recv run,
     reg_bytes: int = 0              # and the bytes they received
     reg_s: float = 0.0              # their modeled time (waited for, not overlapped)
+    bcast_s: float = 0.0            # the broadcasts' modeled time (in dma_s, not overlapped),
+    rma_s: float = 0.0              # of it, RMA targets: the row and column hops'
 
     @property
     def bound_binds(self) -> str | None:
@@ -368,8 +412,15 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
     dma = {True: 0.0, False: 0.0}
     for (overlapped, blocks), n in t.transfers_by_shape.items():
         dma[overlapped] += n * machine.dma_seconds(blocks, busy)
-    for blocks, n in t.bcasts_by_shape.items():     # every CPE waits for a broadcast
-        dma[False] += n * machine.bcast_seconds(blocks)
+    if machine.rma and (t.reg_sends or t.reg_recvs):
+        raise NoRegisterCommunication(
+            f"@{f.name} sends or receives by register communication (reg_send / reg_recv, "
+            "from -mesh-broadcast), which a target with RMA does not have; the cost model "
+            "does not charge it the SW26010's figures: lower it without -mesh-broadcast")
+    bcast = sum(n * machine.bcast_seconds(blocks) for blocks, n in t.bcasts_by_shape.items())
+    dma[False] += bcast                             # every CPE waits for a broadcast
+    rma = sum(n * machine.rma_hops_seconds(blocks)
+              for blocks, n in t.bcasts_by_shape.items()) if machine.rma else 0.0
     for blocks, n in t.relays_by_shape.items():     # a relay's shares: all CPEs at once
         dma[False] += n * machine.dma_seconds(blocks, machine.cpes)
     # A run on every CPE, by a spawn of its own or after a barrier in one: one run.
@@ -389,7 +440,8 @@ def kernel_cost(f: Function, t: KernelTraffic, machine: Machine) -> KernelCost:
         reg_s=reg, modeled_s=max(compute, dma[True]) + dma[False] + reg, roofline_s=roofline,
         io_lower_bound_bytes=io_lower_bound(f, t.muls, compulsory, machine),
         hong_kung_bytes=hong_kung_bytes(f, t.muls, machine), bcasts=t.bcasts,
-        reg_sends=t.reg_sends, reg_recvs=t.reg_recvs, reg_bytes=t.reg_bytes)
+        reg_sends=t.reg_sends, reg_recvs=t.reg_recvs, reg_bytes=t.reg_bytes,
+        bcast_s=bcast, rma_s=rma)
 
 
 def is_matmul_like(kernel: str) -> bool:

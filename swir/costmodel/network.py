@@ -1,7 +1,9 @@
 """The communication of a program for several ranks: each collective's
 modeled time (docs/cost-model.md, "Network").
 
-A rank is one core group; ranks 4k .. 4k+3 share a chip (a node). The
+A rank is one core group; ranks ck .. ck + c - 1 share a chip (a node), c
+the target's core groups per chip (``Target.core_groups``: 4 on the
+SW26010, 6 on the SW26010-Pro). The
 collectives are those the MPI program makes (swir/codegen/program_ranks.c):
 each ``mpi_*`` collective of the host functions, and the program's inputs
 and outputs: with a data split each rank reads its block of the inputs from

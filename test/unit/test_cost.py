@@ -4,16 +4,21 @@ checked against hand computation on swTVM's worked matmul and a small conv."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from swir.costmodel.cost import DMA_ASSUMPTIONS, Machine, cost_report
+from swir.costmodel.cost import (DMA_ASSUMPTIONS, Machine, NoRegisterCommunication,
+                                 cost_report, dma_assumptions)
 from swir.costmodel.traffic import dma_traffic
 from swir.analysis.vector_plan import flops_of
 from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.manager import PassManager
+from swir.target import SW26010, SW26010_PRO
+from swir.tools import swir_opt
 from swir.verifier import verify
 
 ROOT = Path(__file__).parents[2]
@@ -249,3 +254,80 @@ def test_the_read_counts_never_exceed_the_truth():
     m = lowered(SEVERAL_LOADS, ["ldm-plan"], strategy="greedy")
     (loop,) = [i for i in m.lookup("k").walk() if i.opname == "parallel"]
     assert loop.attrs["reads"] == (32, 8, -1)
+
+
+# -- broadcasts by RMA (the SW26010-Pro) -----------------------------------------------
+
+LOCKSTEP = ROOT / "test" / "Transforms" / "InsertDMA" / "lockstep-broadcast.swir"
+MESH_MATMUL = ROOT / "test" / "Transforms" / "MeshBroadcast" / "Inputs" / "matmul.swir"
+
+
+def _planned(path: Path, target) -> object:
+    m = parse_module(path.read_text(), str(path))
+    PassManager([pass_class(n)() for n in ("ldm-plan", "insert-dma")], verify_each=True,
+                target=target).run(m)
+    return m
+
+
+def test_the_sw26010_broadcast_is_one_bcast_mode_dma():
+    m = Machine.for_target(SW26010)
+    assert not m.rma
+    assert m.bcast_seconds([(4096, 1)]) == pytest.approx((4096 + 45) / 8.7e9 + 2175 / 1.45e9)
+    assert m.bcast_fixed == pytest.approx(2175 / 1.45e9)
+
+
+def test_a_pro_broadcast_is_a_get_and_two_rma_hops():
+    """CPE 0's get at one CPE's DMA curve (8.7 GB/s, 330 B per block), the
+    row hop and the column hop (300 cycles and 32 B per cycle each), and the
+    SW26010's fixed 2175 cycles (issue, completion, barriers)."""
+    m = Machine.for_target(SW26010_PRO)
+    assert m.rma and (m.rma_startup_cycles, m.rma_bandwidth) == (300, 32 * 2.25e9)
+    get = 2 * (2048 + 330) / 8.7e9                        # two blocks of 2 KB
+    hops = 2 * (300 / 2.25e9 + 4096 / (32 * 2.25e9))
+    assert m.bcast_seconds([(2048, 2)]) == pytest.approx(get + hops + 2175 / 2.25e9)
+    assert m.rma_hops_seconds([(2048, 2)]) == pytest.approx(hops)
+    assert m.bcast_fixed == pytest.approx((2175 + 600) / 2.25e9)
+
+
+def test_a_pro_kernels_broadcasts_are_charged_and_reported_as_rma():
+    """The lock-step matmul planned for the Pro broadcasts %B's 16 KB tile once:
+    its time is the get and the hops, in the kernel's unoverlapped DMA, and
+    the report's JSON names it (bcast_s, rma_s)."""
+    m = _planned(LOCKSTEP, SW26010_PRO)
+    (k,) = cost_report(m).kernels
+    machine = Machine.for_target(SW26010_PRO)
+    assert k.bcasts == 1
+    assert k.bcast_s == pytest.approx(machine.bcast_seconds([(16384, 1)]))
+    assert k.rma_s == pytest.approx(2 * (300 / 2.25e9 + 16384 / 72e9))
+    assert k.dma_s - k.overlapped_dma_s >= k.bcast_s
+    assert {"bcast_s", "rma_s"} <= set(k.as_dict())
+    # The same module modeled as an SW26010's: one BCAST_MODE DMA, no RMA.
+    (sw,) = cost_report(m, Machine.for_target(SW26010)).kernels
+    assert sw.rma_s == 0 and sw.bcast_s == pytest.approx(
+        Machine.for_target(SW26010).bcast_seconds([(16384, 1)]))
+
+
+def test_the_rma_assumptions_bracket_the_default():
+    machines = dma_assumptions(SW26010_PRO)
+    times = {n: mm.bcast_seconds([(4096, 1)]) for n, mm in machines.items()}
+    assert times["optimistic"] < times["default"] < times["pessimistic"]
+    assert [machines[n].rma_startup_cycles for n in ("optimistic", "default", "pessimistic")] \
+        == [50, 300, 1650]
+    assert not any(mm.rma for mm in DMA_ASSUMPTIONS.values())      # the SW26010's: no RMA
+
+
+def test_register_communication_is_refused_on_an_rma_target(tmp_path):
+    """A module relayed by -mesh-broadcast (the SW26010's register buses),
+    modeled for the Pro: refused, not charged the SW26010's figures."""
+    dma, mesh = tmp_path / "dma.swir", tmp_path / "mesh.swir"
+    assert swir_opt.main(["-ldm-plan{strategy=greedy}", "-insert-dma", str(MESH_MATMUL),
+                          "-o", str(dma)]) == 0
+    assert swir_opt.main(["-mesh-broadcast{always=true}", str(dma), "-o", str(mesh)]) == 0
+    relayed = parse_module(mesh.read_text(), str(mesh))
+    assert cost_report(relayed).kernels[0].reg_s > 0                # the SW26010 models it
+    with pytest.raises(NoRegisterCommunication, match="register communication"):
+        cost_report(relayed, Machine.for_target(SW26010_PRO))
+    r = subprocess.run([str(Path(sys.executable).parent / "swir-report"), str(mesh),
+                        "--target=sw26010pro"], capture_output=True, text=True)
+    assert r.returncode != 0 and "register communication" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -344,3 +344,22 @@ def test_allgather_across_chips_shares_each_nodes_link():
 def test_more_ranks_cost_more_per_collective():
     times = [Network.for_target(SW26010, p).allgather(1e5) for p in (2, 4, 8, 64, 256)]
     assert times == sorted(times)
+
+
+def test_a_pro_chip_holds_six_ranks():
+    """The SW26010-Pro has 6 core groups per chip: 6 ranks exchange over the
+    NoC alone, as one chip; a 7th rank is on the next chip, so the
+    allgather crosses the interconnect (with 4 per chip, 6 ranks would)."""
+    from swir.target import SW26010_PRO as PRO
+    block = 1e6
+    six = Network.for_target(PRO, 6)
+    assert six.nodes == 1
+    assert six.allgather(block) == pytest.approx(3 * PRO.noc_latency
+                                                 + 5 * block / PRO.noc_bandwidth)
+    seven = Network.for_target(PRO, 7)
+    assert seven.nodes == 2
+    # Ranks 0-5 take in rank 6's block through their node's link; 5 blocks over the NoC.
+    assert seven.allgather(block) == pytest.approx(3 * PRO.net_latency
+                                                   + 6 * block / PRO.net_bandwidth
+                                                   + 5 * block / PRO.noc_bandwidth)
+    assert Network.for_target(SW26010, 6).nodes == 2     # the SW26010's chip holds 4

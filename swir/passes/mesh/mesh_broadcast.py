@@ -52,7 +52,7 @@ class MeshBroadcast(Pass):
 
     def run(self, module: Module, analyses: AnalysisManager) -> bool:
         target = module.attr("target")
-        if not target.register_buses:
+        if target.rma:      # RMA between LDMs, no register buses
             self.bump(f"broadcasts kept (the {target.title} has no register communication)")
             return False
         if target.cpe_grid != (8, 8):
