@@ -97,6 +97,18 @@ def aligned(rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _broadcast_line(m: Machine) -> str:
+    """How the machine broadcasts: one BCAST_MODE DMA, or (with RMA) CPE 0's
+    DMA and two RMA hops (docs/cost-model.md, "RMA broadcasts")."""
+    if m.rma:
+        return (f"  broadcast: CPE 0's DMA get, then RMA along row 0 and down the columns, "
+                f"{m.rma_startup_cycles} cycles and {m.rma_bandwidth / 1e9:,.2f} GB/s per hop "
+                f"(assumed), {m.bcast_fixed_cycles} cycles per broadcast, every CPE waiting")
+    return (f"  broadcast {m.bcast_bandwidth / 1e9:,.2f} GB/s from memory, half of it with "
+            f"{m.bcast_half_block} B blocks, {m.bcast_fixed_cycles} cycles per broadcast, "
+            "every CPE waiting")
+
+
 def machine_lines(m: Machine, name: str, registers: bool = False,
                   narrow: bool = False) -> list[str]:
     """The machine's figures; ``registers``: also register communication's
@@ -111,9 +123,7 @@ def machine_lines(m: Machine, name: str, registers: bool = False,
     lines += [dma, "    " + startup] if narrow else [f"{dma} {startup}"]
     lines += [(f"  one CPE's DMAs drawing at most {m.cpe_bandwidth / 1e9:,.2f} GB/s "
                "(assumed; fewer busy CPEs draw less);"),
-              (f"  broadcast {m.bcast_bandwidth / 1e9:,.2f} GB/s from memory, half of it with "
-               f"{m.bcast_half_block} B blocks, {m.bcast_fixed_cycles} cycles per broadcast, "
-               "every CPE waiting" + (";" if registers else ""))]
+              _broadcast_line(m) + (";" if registers else "")]
     if registers:
         lines.append(f"  register communication {m.reg_cycles_per_vector} cycle(s) per vector "
                      f"sent or received, {m.reg_latency_cycles} cycles from send to receive "

@@ -1,7 +1,7 @@
 /* ---- Ranks: one MPI process per core group -----------------------------
  * Every rank runs the same program on its share (SWIR_RANKS of them, started
  * by mpirun -np SWIR_RANKS; on Sunway, bsub -n SWIR_RANKS -np 4: four per
- * chip). Rank 0 checks the inputs and writes the outputs. SWIR_SPLIT_DATA:
+ * chip, -np 6 on the SW26010-Pro's chip of 6 core groups). Rank 0 checks the inputs and writes the outputs. SWIR_SPLIT_DATA:
  * each rank computes its block of the batch (read from the input file by
  * each rank, or scattered with --scatter; outputs gathered); else each rank
  * computes a slice of every split layer's channels (inputs broadcast; the

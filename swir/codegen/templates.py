@@ -559,7 +559,7 @@ def _edit(text: str, edits: tuple[tuple[str, str], ...], stem: str, **values: in
 # The Makefile of an MPI program: what changes from one core group's. On
 # TaihuLight the MPE side is compiled and linked by mpicc, which wraps sw5cc
 # (-host, -hybrid), the CPE side by sw5cc -slave; a job runs -n N processes,
-# -np 4 per node (one per core group) (public Sunway MPI codes: the Makefile of
+# -np (the target's core groups) per node, one per core group (public Sunway MPI codes: the Makefile of
 # github.com/realwzct/SWsnn). Here, mpicc and mpirun of the host's MPI.
 _MPI_EDITS = (
     ("#   make run        build {stem} and run it on one core group as a job (bsub on\n"

@@ -1,19 +1,14 @@
 """The SW26010-Pro's 512-bit vectors (issue 47, item 1): the vector plan, the
 cost model and the LDM plan search take the lanes from the target (8 on the
-Pro: floatv8 / doublev8; 4 on the SW26010: floatv4 / doublev4), and C
-written with 8 lanes runs under the emulation as the interpreter computes.
-
-Until swir-cg writes the Pro's own CPE code, the 8-lane C is run on a test
-target: the SW26010 with 512-bit vectors (its LDM, DMA and athread calls,
-which the emulation runs), registered as test_second_target registers its
-toy."""
+Pro: floatv8 / doublev8; 4 on the SW26010: floatv4 / doublev4), and the
+Pro's C written with 8 lanes passes its dialect check (test/sunway/swgcc)
+and runs under the emulation as the interpreter computes."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +26,10 @@ from swir.parser import parse_module
 from swir.passes import pass_class
 from swir.passes.buffered.ldm_search import nest_cycles, nest_cycles_floor, tiled
 from swir.passes.manager import PassManager
-from swir.target import SW26010, SW26010_PRO, TARGETS, Target, record_target
+from swir.target import SW26010, SW26010_PRO, Target, record_target
 from swir.verifier import verify
 
 from test_search_shortcuts import nests, sample_tilings
-
-# The SW26010 with the Pro's vector width: code the emulation runs as
-# SW26010 code, with the Pro's vectors.
-WIDE = replace(SW26010, name="sw26010-wide", title="SW26010 with 512-bit vectors",
-               vector_bits=SW26010_PRO.vector_bits,
-               sources="a test's (test/unit/test_vector_pro.py)")
 
 PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]
 
@@ -77,13 +66,9 @@ CLIP = graph("  %y = clip %x {min = -1.0, max = 2.0} : <3 x 5 x 13 x {t}>\n  ret
 
 @pytest.fixture
 def wide(monkeypatch) -> Target:
-    monkeypatch.setitem(TARGETS, WIDE.name, WIDE)
+    """The SW26010-Pro, with the trial lowerings' cache emptied."""
     monkeypatch.setattr(trial, "_CACHE", {})
-    # Its C is no real machine's dialect (the SW26010's calls, the Pro's
-    # vectors): the Sunway dialect check, whose stand-in headers are the
-    # SW26010's, does not apply (test/sunway/include-pro is the Pro's).
-    monkeypatch.delenv(emulate.SW5CC_CHECK, raising=False)
-    return WIDE
+    return SW26010_PRO
 
 
 def lowered(text: str, target: Target = SW26010) -> Module:
@@ -230,6 +215,7 @@ def test_8_lane_code_runs_as_the_interpreter_computes(wide, tmp_path, name, text
     write_project(generate(m, Options(source="<pro>")), str(out), force=False)
     c = (out / "layers_slave.c").read_text()
     vtype = "floatv8" if t == "f32" else "doublev8"
+    assert "#include <crts.h>" in c and "CRTS_tid" in c
     assert vtype in c and ("floatv4" not in c and "doublev4" not in c)
     assert "8 lanes of" in c
     if name == "clip":

@@ -161,7 +161,7 @@ def broadcast_seconds(m: Machine, copies, cpes: int, nbytes, runs, dmas):
     """Seconds of the same copies as broadcasts: one per round of copies,
     every CPE waiting for it; of numbers or of arrays alike."""
     return copies / cpes * (m.bcast_seconds([(nbytes / runs, runs)])
-                            + (dmas - 1) * m.bcast_fixed_cycles / m.clock_hz)
+                            + (dmas - 1) * m.bcast_fixed)
 
 
 def _startup_share(m: Machine, per_dma):

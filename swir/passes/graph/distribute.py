@@ -1,5 +1,6 @@
 """-distribute: share a model's work over several ranks (MPI processes, one
-per core group: an SW26010 chip has four, TaihuLight 40,960 chips).
+per core group: an SW26010 chip has four, TaihuLight 40,960 chips; an
+SW26010-Pro chip has six).
 
 The module becomes the one program every rank runs (SPMD), and says so:
 ``stage graph {ranks = N, split = "data" | "model"}``.
