@@ -21,6 +21,7 @@ import pytest
 from test_emu_runtime import CC, SAN_ENV, sanitizer_missing
 
 from swir.codegen import emulate
+from swir.costmodel.traffic import dma_traffic
 from swir.interp.run import interpreter_for, signature
 from swir.parser import parse_module
 
@@ -117,6 +118,17 @@ def test_a_broadcast_reaches_every_ldm_by_rma(tmp_path, mode):
     # (each delivering to 8 CPEs), counted as the SW26010's broadcast is.
     assert (s["bcasts"], s["bcast_bytes"]) == (1, 4096 * 64)
     assert (s["rma_bcasts"], s["rma_bytes"]) == (9, 9 * 8 * 4096)
+    # Every counter equals the static count of the dma-stage module (the
+    # broadcast's DMA and its wait counted as the SW26010's broadcast).
+    dma = tmp_path / "paper.dma.swir"
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-opt")), PRO,
+                        "-ldm-plan{strategy=greedy,ldm-size=65536}", "-insert-dma",
+                        str(BROADCAST), "-o", str(dma)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    module = parse_module(dma.read_text(), str(dma))
+    assert emulate.dma_counters(stats) == dma_traffic(module).counters()
 
 
 # Edits of the generated broadcast that break the Pro's rules, and the line

@@ -165,6 +165,7 @@ struct dma {
     int para;                         /* the get of the kernel's Para copy */
     int bcast;                        /* a BCAST_MODE get: `to` is at this offset of every
                                          CPE's LDM frame */
+    int bcast_source;                 /* the Pro's broadcast: CPE 0's get before the RMA */
     size_t ldm_offset;
 };
 
@@ -1736,6 +1737,7 @@ static void issue(const char *op, int get, dma_mode mode, const void *src, void 
     const void *mem = get ? src : dest, *ldm = get ? dest : src;
     struct dma *d;
     struct shape s;
+    int source;
     if (mode != PE_MODE && !(get && mode == BCAST_MODE))
         fail(mpe.kernel_name, c->id, "%s in %s is not supported by the emulation (only "
              "PE_MODE, and BCAST_MODE for athread_get)", op, mode_name(mode));
@@ -1757,7 +1759,8 @@ static void issue(const char *op, int get, dma_mode mode, const void *src, void 
         c->c.para_gets++;             /* the Para copy: not the plan's DMA */
     else
         count(&c->c, get, &s, mem, ldm);
-    if (get && c->bcast_source) {     /* the Pro's broadcast: CPE 0's get, then RMA */
+    source = get && c->bcast_source;
+    if (source) {                     /* the Pro's broadcast: CPE 0's get, then RMA */
         c->bcast_source = 0;
         c->c.bcasts++;
         c->c.bcast_bytes += (long long)s.len * SWIR_CPES;
@@ -1783,6 +1786,7 @@ static void issue(const char *op, int get, dma_mode mode, const void *src, void 
     d->reply = (volatile int *)reply;
     d->para = get && is_para(c, ldm, s.len);
     d->bcast = mode == BCAST_MODE;
+    d->bcast_source = source;
     /* inside the frame (check_ldm; a Para target was refused above) */
     d->ldm_offset = d->bcast ? (size_t)((const unsigned char *)ldm - c->frame) : 0;
 }
@@ -1976,7 +1980,7 @@ void swir_emu_wait(volatile int *reply, int n)
         if (c->queue[i].reply == reply) {
             perform(c, &c->queue[i]);
             /* neither the Para copy's wait nor a broadcast's (part of it) is the plan's */
-            plan += !c->queue[i].para && !c->queue[i].bcast;
+            plan += !c->queue[i].para && !c->queue[i].bcast && !c->queue[i].bcast_source;
         } else
             c->queue[kept++] = c->queue[i];
     }
