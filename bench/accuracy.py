@@ -73,7 +73,7 @@ def reference(swir_path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray
                         list(inputs))
 
 
-def measure(zoo, name: str, work: Path) -> dict[str, str]:
+def measure(zoo, name: str, work: Path, target: str = "sw26010") -> dict[str, str]:
     times: dict[str, float] = {}
     start = time.perf_counter()
 
@@ -87,7 +87,7 @@ def measure(zoo, name: str, work: Path) -> dict[str, str]:
     _, inputs, onnx_path, swir_path = prepare(zoo, name, d)
     lap("import")
     dma_path = d / f"{name}.dma.swir"
-    compile_level(swir_path, "O3", dma_path, d / "project")
+    compile_level(swir_path, "O3", dma_path, d / "project", target)
     lap("compile")
     swir = emulated(dma_path, d / "project", inputs)
     lap("make emu + run")
@@ -113,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", help=f"of {', '.join(zoo.PAPER_SIZES)}")
     ap.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep each model's files")
+    ap.add_argument("--target", default="sw26010",
+                    help="the machine to write code for: sw26010 (default) or sw26010pro")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="swir-accuracy-"))
     rows = {}
     for name in args.models:
-        rows[name] = measure(zoo, name, work)
+        rows[name] = measure(zoo, name, work, args.target)
         print(name, rows[name], file=sys.stderr, flush=True)
         if not args.keep:
             shutil.rmtree(work / name, ignore_errors=True)

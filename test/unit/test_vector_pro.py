@@ -30,6 +30,7 @@ from swir.target import SW26010, SW26010_PRO, Target, record_target
 from swir.verifier import verify
 
 from test_search_shortcuts import nests, sample_tilings
+from test_vector_plan import plans
 
 PIPELINE = ["dce", "cse", "dce", "lower-loops", "ldm-plan", "insert-dma"]
 
@@ -76,24 +77,6 @@ def lowered(text: str, target: Target = SW26010) -> Module:
     verify(m)
     PassManager([pass_class(n)() for n in PIPELINE], verify_each=True, target=target).run(m)
     return m
-
-
-def plans(m: Module) -> list[V.Plan]:
-    out: list[V.Plan] = []
-
-    def visit(region) -> None:
-        for block in region.blocks:
-            for inst in block.instructions:
-                p = V.plan(inst) if inst.opname == "for" else None
-                if p is not None:
-                    out.append(p)
-                    continue
-                for r in inst.regions:
-                    visit(r)
-    for f in m.functions:
-        if f.target == "cpe":
-            visit(f.body)
-    return out
 
 
 def test_the_vector_unit_follows_the_targets_vector_width():
