@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", help=f"of {', '.join(zoo.PAPER_SIZES)}")
     ap.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep each model's files")
-    ap.add_argument("--target", default="sw26010",
-                    help="the machine to write code for: sw26010 (default) or sw26010pro")
+    ap.add_argument("--target", default="sw26010", choices=["sw26010", "sw26010pro"],
+                    help="the machine to write code for (default: sw26010)")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="swir-accuracy-"))
     rows = {}

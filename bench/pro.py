@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-cg", action="store_true", help="one core group, both targets")
     ap.add_argument("--chip", action="store_true", help="ResNet-50 on a Pro chip's 6 core groups")
     ap.add_argument("--limits", action="store_true", help="where one core group's time goes")
-    ap.add_argument("--machine", default="default", help="pessimistic, default or optimistic")
+    ap.add_argument("--machine", default="default", choices=["pessimistic", "default", "optimistic"],
+                    help="the DMA and RMA assumptions to model with (default: default)")
     ap.add_argument("--work", help="keep the files here (default: a temporary folder)")
     args = ap.parse_args(argv)
     if not (args.one_cg or args.chip or args.limits):

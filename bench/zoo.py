@@ -251,8 +251,8 @@ def parse_args(argv: list[str] | None, models: list[str]) -> argparse.Namespace:
                         "the first is the baseline of the summary)")
     p.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep each model's files")
-    p.add_argument("--target", default="sw26010",
-                   help="the machine to plan and write code for: sw26010 (default) or sw26010pro")
+    p.add_argument("--target", default="sw26010", choices=["sw26010", "sw26010pro"],
+                   help="the machine to plan and write code for (default: sw26010)")
     a = p.parse_args(argv)
     a.names = [m for m in a.models if m != "all"] if a.models and "all" not in a.models \
         else list(models)

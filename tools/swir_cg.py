@@ -38,7 +38,7 @@ from swir.passes.pipelines import (
     pipeline_flags,
 )
 from swir.progress import for_terminal
-from swir.target import Target, default_target
+from swir.target import TARGETS, Target, default_target
 
 from .driver import (
     WEIGHTS_FROM_HELP,
@@ -89,8 +89,8 @@ def usage(target: Target) -> str:
               "  --time-passes              report the time each pass took",
               "  --verify-each              verify the IR after every pass, not only at the end "
               "(finds the pass that broke it)",
-              f"  --target NAME              the machine ({default_target().name}, the only one swir-cg "
-              "writes code for)",
+              f"  --target NAME              the machine: {', '.join(TARGETS)} (default: a planned "
+              f"module's own, else {default_target().name})",
               "  -q, --quiet                no progress bar (drawn only on a terminal) and no "
               "closing line",
               "  --help, --version", "",
@@ -207,6 +207,7 @@ def parse_args(argv: list[str]) -> Command:
             c.train = True
         elif a == "--target" or a.startswith("--target="):
             c.target, after = target_option(PROG, argv, i)
+            c.target_given = True
             if not c.target.codegen:
                 raise command_line_error(
                     PROG, argv, i, f"code generation for the {c.target.title} is not supported "

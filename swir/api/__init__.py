@@ -154,7 +154,8 @@ def compile(source: Source, output: str | Path, *, level: str = DEFAULT_LEVEL,
     from . import compiling     # the C generator: imported when a project is written
     job = compiling.CompileJob(output=str(output), force=force, simd=simd, train=train,
                                func=func, level=level_name(level), verify_each=verify_each,
-                               target=target_named_or_default(target), prog="swir.compile")
+                               target=target_named_or_default(target),
+                               target_given=target is not None, prog="swir.compile")
     if not job.target.codegen:
         raise usage_error(f"code generation for the {job.target.title} is not supported; "
                           "swir.optimize and swir.report plan and model for it")

@@ -40,6 +40,7 @@ class CompileJob:
     level: str = DEFAULT_LEVEL
     globals: Globals = field(default_factory=dict)
     target: Target = field(default_factory=default_target)
+    target_given: bool = False      # --target was given (else a planned module's own rules)
     ranks: int | None = None         # an MPI program (-distribute)
     verify_each: bool = False
     argv: list[str] = field(default_factory=list)
@@ -116,7 +117,7 @@ def check_target(module: Module, job: CompileJob) -> None:
     if module.stage not in ("buffered", "dma"):
         return
     planned = target_of(module.attrs)
-    if job.target is not default_target() and job.target is not planned:
+    if job.target_given and job.target is not planned:
         raise usage_error(f"--target={job.target.name}: {job.name} was planned for the "
                           f"{planned.title} (its target attribute); plan it again from the "
                           f"loop or graph stage for the {job.target.title}")

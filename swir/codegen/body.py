@@ -422,6 +422,10 @@ def _reg(e: BodyEmitter, inst: Instruction) -> None:
     execution's vector starts at a multiple of 4 elements, else loadu / storeu."""
     acc = inst.args[0]
     assert isinstance(acc, Access) and isinstance(acc.base.type, ShapedType)
+    if e.dialect.pro:
+        raise e.fail(f"'{inst.opname}' is register communication, which the "
+                     f"{e.project.opt.target.title} does not have (its CPEs share LDM data by "
+                     "RMA); plan the module again without -mesh-broadcast", inst)
     e.project.uses_simd = True
     put, get = REG_CALLS[inst.attrs["bus"]]
     name = e.scope.declare("reg", fallback="reg")

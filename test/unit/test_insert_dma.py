@@ -255,3 +255,18 @@ def test_lock_step_broadcast_of_a_padded_tile_keeps_its_meaning(double):
     assert interp.kernel_stats["conv"].bcasts == 2    # one per round, for all 64 CPEs
     for w, o in zip(want, got):
         np.testing.assert_array_equal(o, w)
+
+
+def test_the_broadcast_decision_charges_what_the_cost_model_charges():
+    """-insert-dma's own broadcast estimate (it may not import the cost
+    model) equals Machine.bcast_seconds on each target's figures: one
+    BCAST_MODE stream on the SW26010, CPE 0's get and two RMA hops on the Pro."""
+    from swir.costmodel.cost import Machine
+    from swir.passes.dma.insert_dma import broadcast_seconds
+    from swir.target import SW26010, SW26010_PRO
+    for target in (SW26010, SW26010_PRO):
+        for blocks in ([(4096, 1)], [(512, 64), (128, 1)], [(32, 3)]):
+            got = broadcast_seconds(blocks, target)
+            assert got == pytest.approx(Machine.for_target(target).bcast_seconds(blocks),
+                                        rel=1e-12)
+    assert broadcast_seconds([(4096, 1)], SW26010_PRO) != broadcast_seconds([(4096, 1)], SW26010)

@@ -167,6 +167,28 @@ def test_a_broken_rma_ends_the_run_with_one_line(tmp_path, mode, fault):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("mode", ["coroutines", "threads"])
+def test_a_column_send_before_the_row_arrived_sends_stale_data(tmp_path, mode):
+    """RMA lands at the receiver's wait, as the machine gives no data before
+    the remote word counts it: row 0 sending down its columns without waiting
+    for the row's data sends what its LDM held before, and the result is
+    wrong (here zeros where the input's ones should have been summed)."""
+    out = tmp_path / "p"
+    swir_cg(BROADCAST, out, "--strategy=greedy", "--no-simd", "--ldm-size=65536")
+    slave = out / "layers_slave.c"
+    wait = "        athread_rma_wait_value(&swir_rma_remote, 1);    /* row 0 has the data */\n"
+    assert wait in slave.read_text()
+    slave.write_text(slave.read_text().replace(wait, "", 1))
+    assert make(out, "emu", *MODES[mode][1]).returncode == 0
+    np.ones(1024, "<f4").tofile(tmp_path / "a.bin")
+    np.ones(1024 * 1024, "<f4").tofile(tmp_path / "b.bin")
+    r = run(out / "paper_emu", "--input", str(tmp_path / "a.bin"), "--input",
+            str(tmp_path / "b.bin"), "--output", str(tmp_path / "c.bin"))
+    assert r.returncode == 0, r.stderr
+    c = np.fromfile(tmp_path / "c.bin", "<f4")
+    assert np.count_nonzero(c != 1024) > 0     # the right code gives 1024 everywhere
+
+
 def test_the_pro_plan_uses_its_256_kb_and_the_emulation_holds_it_to_them(tmp_path):
     """The paper's matmul planned for the Pro takes more LDM than the
     SW26010 has; built as for a 64 KB LDM, the emulation refuses it."""
@@ -223,3 +245,63 @@ def test_an_mpi_program_for_the_pro_runs_6_ranks_per_chip(tmp_path):
     want = interpreter_for(m, src.parent).run("main", [x])[0]
     np.testing.assert_allclose(np.fromfile(tmp_path / "y.bin", "<f4"), want.ravel(),
                                rtol=RTOL, atol=ATOL)
+
+
+def test_register_communication_is_refused_for_the_pro(tmp_path):
+    """reg_send / reg_recv in a module planned for the Pro (which has RMA,
+    no register buses): one located line, exit 1, no project."""
+    src = ROOT / "test" / "CodeGen" / "reg-swap.swir"
+    text = src.read_text().replace("stage dma {", 'stage dma {target = "sw26010pro", ', 1)
+    assert 'target = "sw26010pro"' in text
+    planned = tmp_path / "reg.swir"
+    planned.write_text(text)
+    r = subprocess.run([SWIR_CG, str(planned), "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert re.search(r"reg\.swir:\d+:\d+: error: swir-cg: 'reg_(send|recv)' is register communication, "
+                     r"which the SW26010-Pro does not have", r.stderr), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_explicit_target_must_be_the_one_a_module_was_planned_for(tmp_path):
+    planned = tmp_path / "paper.pro.swir"
+    r = subprocess.run([str(Path(sys.executable).with_name("swir-opt")), PRO, "-ldm-plan",
+                        "-insert-dma", str(PAPER), "-o", str(planned)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([SWIR_CG, "--target=sw26010", str(planned), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 1 and "was planned for the SW26010-Pro" in r.stderr, r.stderr
+    r = subprocess.run([SWIR_CG, "-q", str(planned), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "#include <crts.h>" in (tmp_path / "o" / "layers_slave.c").read_text()
+
+
+def test_a_broadcast_of_two_byte_elements_is_not_planned_for_the_pro():
+    """RMA moves whole 4-byte words from 4-byte aligned addresses: on the Pro
+    -insert-dma broadcasts no tile of f16 (an odd count would not be whole
+    words), where the SW26010 broadcasts it."""
+    text = PAPER.read_text().replace("f32", "f16").replace("0.0 : f16", "0.0 : f16")
+    src = parse_module(text, "<f16>")
+    from swir.passes import pass_class
+    from swir.passes.manager import PassManager
+    from swir.target import SW26010, SW26010_PRO
+    counts = {}
+    for target in (SW26010, SW26010_PRO):
+        m = parse_module(text, "<f16>")
+        plan = pass_class("ldm-plan")(strategy="greedy", ldm_size=65536)
+        PassManager([plan, pass_class("insert-dma")()], target=target).run(m)
+        counts[target.name] = sum(1 for f in m.functions for i in f.walk()
+                                  if i.opname == "dma_bcast")
+    assert src is not None and counts == {"sw26010": 1, "sw26010pro": 0}
+
+
+def test_the_pro_s_mpi_makefile_runs_6_ranks_per_chip():
+    """-np is the chip's core groups, at most: 6 on the Pro, 4 on the SW26010."""
+    from swir.codegen.templates import Ranks, makefile
+    from swir.target import SW26010, SW26010_PRO
+    pro = makefile("m", "m.swir", 16384, 262144, SW26010_PRO, Ranks(12, "data"))
+    sw = makefile("m", "m.swir", 4096, 65536, SW26010, Ranks(12, "data"))
+    assert "-n 12 -np 6 -cgsp" in pro and "12 MPI processes, 6 per chip" in pro
+    assert "-n 12 -np 4 -cgsp" in sw and "12 MPI processes, 4 per chip" in sw

@@ -194,6 +194,16 @@ struct inbox {
 /* Where a CPE waits on a bus (reported when the CPEs deadlock). */
 enum reg_wait { REG_NONE, REG_GETR, REG_GETC, REG_PUTR, REG_PUTC, RMA_WAIT };
 
+/* An RMA broadcast's arrival at one receiver: the bytes as sent (copied at
+ * the send), where they land in its LDM, and its remote reply word. */
+struct rma_in {
+    unsigned char *dst;
+    unsigned char *data;
+    size_t len;
+    volatile int *word;
+    int from;
+};
+
 struct cpe {
     int id;
     pthread_t thread;
@@ -221,6 +231,8 @@ struct cpe {
     enum reg_wait reg_op;
     int reg_to;
     volatile int *rma_word;           /* RMA_WAIT: the reply word it waits on (reg_to: for what) */
+    struct rma_in *rma_in;            /* RMAs sent to it, delivered when it waits on their word */
+    size_t rma_pending, rma_cap;
     int blocked;
 #if !SWIR_COROUTINES
     pthread_cond_t bus_wake;
@@ -485,6 +497,7 @@ static int stuck(void);
 #endif
 static void bus_deadlock(void);
 static void check_inboxes(void);
+static void check_rma_delivered(void);
 #if SWIR_COROUTINES
 static void start_coroutines(void);
 static void stop_coroutines(void);
@@ -734,6 +747,7 @@ static void end_kernel(void)
     int i;
     double t = now_seconds();
     check_written();
+    check_rma_delivered();
     check_inboxes();
     k = &kernels[mpe.kernel];
     k->wall_seconds += t - mpe.start;
@@ -1459,6 +1473,18 @@ void swir_emu_reg_get(int bus, void *v, size_t bytes)
 
 /* At the end of a kernel (every CPE stopped): a vector sent and never
  * received is an error, naming the CPEs that hold one. */
+/* At a kernel's end, every RMA sent was waited for by its receiver (its data
+ * is delivered at that wait, so one never waited for never landed). */
+static void check_rma_delivered(void)
+{
+    int k;
+    for (k = 0; k < SWIR_CPES; k++)
+        if (cpes[k].rma_pending)
+            fail(mpe.kernel_name, -1, "the kernel ended with an RMA into CPE %d's LDM (from CPE "
+                 "%d) that it never waited for (athread_rma_wait_value on its remote reply word)",
+                 k, cpes[k].rma_in[0].from);
+}
+
 static void check_inboxes(void)
 {
     char line[768];
@@ -1901,8 +1927,17 @@ static int rma_bcast(int bus, void *dst, void *src, int len, athread_rply_t *loc
         if (!r->framed || r->frame_bytes != c->frame_bytes)
             fail(mpe.kernel_name, c->id, "%s to CPE %d, which has not declared the same LDM "
                  "frame (it is in another kernel, or not yet at the broadcast)", call, r->id);
-        memmove(on_peer(c, r, dst), src, (size_t)len);
-        (*(volatile int *)on_peer(c, r, remote))++;
+        struct rma_in *in;
+        r->rma_in = grow(r->rma_in, &r->rma_cap, r->rma_pending + 1, sizeof *r->rma_in);
+        in = &r->rma_in[r->rma_pending++];
+        in->dst = on_peer(c, r, dst);
+        in->data = malloc((size_t)len);
+        if (!in->data)
+            fail(mpe.kernel_name, c->id, "%s: out of memory for %d bytes in flight", call, len);
+        memcpy(in->data, src, (size_t)len);
+        in->len = (size_t)len;
+        in->word = (volatile int *)on_peer(c, r, remote);
+        in->from = c->id;
         if (r->reg_op == RMA_WAIT)
             bus_wake(r);
     }
@@ -1925,15 +1960,36 @@ int athread_rma_col_ibcast(void *dst, void *src, int len, athread_rply_t *local,
     return rma_bcast(BUS_COL, dst, src, len, local, remote);
 }
 
+/* The RMAs sent to CPE c that count on its word `rply`: their bytes land in
+ * its LDM and the word counts them, in the order sent (under syn.lock). Data
+ * read before the wait is the LDM's old contents, as on the machine. */
+static void rma_deliver(struct cpe *c, volatile int *rply)
+{
+    size_t i, kept = 0;
+    for (i = 0; i < c->rma_pending; i++) {
+        struct rma_in *in = &c->rma_in[i];
+        if (in->word != rply) {
+            c->rma_in[kept++] = *in;
+            continue;
+        }
+        memmove(in->dst, in->data, in->len);
+        free(in->data);
+        (*in->word)++;
+    }
+    c->rma_pending = kept;
+}
+
 int athread_rma_wait_value(athread_rply_t *rply, int value)
 {
     struct cpe *c = cpe_self("athread_rma_wait_value");
     if (!rply)
         fail(mpe.kernel_name, c->id, "athread_rma_wait_value without a reply word");
     bus_lock();
+    rma_deliver(c, rply);
     while (*rply < value) {
         c->rma_word = rply;
         bus_wait(c, RMA_WAIT, value);
+        rma_deliver(c, rply);
     }
     bus_unlock();
     return 0;

@@ -404,7 +404,8 @@ class InsertDMA(Pass):
 def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target,
                     strided: bool = True) -> bool:
     """Whether one broadcast per get (every CPE waits while CPE 0 streams it
-    at the broadcast bandwidth) is modeled faster than ``busy`` CPEs each
+    at the broadcast bandwidth; on a target with RMA, gets it and sends it
+    on by RMA) is modeled faster than ``busy`` CPEs each
     issuing the gets (sharing the bandwidth, start-ups in parallel): the
     cost model's DMA curve and broadcast figures (docs/cost-model.md).
     Without ``strided``, never when a get moves strided blocks."""
@@ -414,6 +415,11 @@ def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target,
                  else dma.args[1]).type.element.bytes
         count, bsize = dma.attrs["count"], attr_or_default(dma, "bsize")
         if 0 < bsize < count and not strided:
+            return False
+        if target.rma and esize < 4:
+            # RMA moves whole 4-byte words from 4-byte aligned addresses
+            # (docs/codegen.md, "The SW26010-Pro"): elements of 4 bytes or
+            # more keep every length and LDM offset a multiple of 4.
             return False
         if 0 < bsize < count:
             blocks = [(bsize * esize, count // bsize)] + \
@@ -425,9 +431,23 @@ def _broadcast_pays(dmas: list[Instruction], busy: int, target: Target,
         per_cpe += busy * stream_seconds(blocks, target.dma_half_block,
                                          target.peak_bandwidth * target.dma_efficiency) \
             + share * target.dma_startup_cycles / target.clock_hz
-        broadcast += stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth) \
-            + target.bcast_fixed_cycles / target.clock_hz
+        broadcast += broadcast_seconds(blocks, target)
     return bool(dmas) and broadcast < per_cpe
+
+
+def broadcast_seconds(blocks: list[tuple[int, int]], target: Target) -> float:
+    """One broadcast get of ``blocks`` on ``target``'s own figures, as the
+    cost model charges it (swir.costmodel.cost.Machine.bcast_seconds, which
+    this layer may not import; test_insert_dma checks the two agree): one
+    BCAST_MODE stream, or with RMA CPE 0's get at what one CPE draws and
+    the two RMA hops; plus the fixed cost."""
+    fixed = target.bcast_fixed_cycles / target.clock_hz
+    if not target.rma:
+        return stream_seconds(blocks, target.bcast_half_block, target.bcast_bandwidth) + fixed
+    one_cpe = min(target.peak_bandwidth * target.dma_efficiency, target.dma_cpe_bandwidth)
+    nbytes = sum(b * k for b, k in blocks)
+    hops = 2 * (target.rma_startup_cycles / target.clock_hz + nbytes / target.rma_bandwidth)
+    return stream_seconds(blocks, target.dma_half_block, one_cpe) + hops + fixed
 
 
 def _hoisted_pays(copy: Instruction, busy: int, target: Target, strided: bool) -> bool:
