@@ -48,7 +48,7 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench" / "models"))
 import zoo  # noqa: E402
 
-RUNTIME = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
+from swir.codegen.project import RUNTIME_FILES as RUNTIME  # noqa: E402  (the emulation's files)
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:

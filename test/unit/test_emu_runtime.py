@@ -25,10 +25,10 @@ import pytest
 import swir
 from swir.codegen.project import TARGET_HEADER
 from swir.interp.dma import SMALL_TRANSFER, size_bucket
+from swir.codegen.project import RUNTIME_FILES
 from swir.target import SW26010
 
 RUNTIME = Path(swir.__file__).parent / "codegen" / "runtime"
-RUNTIME_FILES = ("athread.h", "slave.h", "swir_emu.h", "swir_emu.c")
 CC = shutil.which("cc")
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DSWIR_EMU", "-Iemu"]
 CPES = 64
