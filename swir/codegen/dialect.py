@@ -25,7 +25,6 @@ class Dialect:
     cpe_header: str             # what layers_slave.c includes for the CPE API
     reply_type: str             # a reply word's C type (an LDM word DMAs count on)
     cpe_id_text: str            # this CPE's id, 0..63, as C spells it
-    barrier_text: str           # all 64 CPEs of the core group meet
 
     @property
     def pro(self) -> bool:
@@ -35,6 +34,7 @@ class Dialect:
         return C.Id(self.cpe_id_text) if self.pro else C.call("athread_get_id", -1)
 
     def barrier(self) -> C.Expr:
+        """All 64 CPEs of the core group meet."""
         if self.pro:
             return C.call("athread_ssync_array")
         return C.call("athread_syn", "ARRAY_SCOPE", C.Lit("0xffff"))
@@ -80,13 +80,11 @@ def _zero(e: C.Expr) -> bool:
 
 SW5 = Dialect(
     name="sw26010", cpe_header="slave.h", reply_type="volatile int",
-    cpe_id_text="athread_get_id(-1)",
-    barrier_text="athread_syn(ARRAY_SCOPE, 0xffff)")
+    cpe_id_text="athread_get_id(-1)")
 
 PRO = Dialect(
     name="sw26010pro", cpe_header="crts.h", reply_type="crts_rply_t",
-    cpe_id_text="CRTS_tid",
-    barrier_text="athread_ssync_array()")
+    cpe_id_text="CRTS_tid")
 
 DIALECTS = {SW26010.name: SW5, SW26010_PRO.name: PRO}
 

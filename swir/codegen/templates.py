@@ -502,7 +502,7 @@ def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = SW26010.ldm_
     if target is SW26010:
         return text
     text = _edit(text, _PRO_EDITS + (_PRO_MPI_EDITS if ranks is not None else ()), stem)
-    return text.replace("$(SW5CC)", "$(SWGCC)")     # the variable's other uses
+    return text.replace("SW5CC", "SWGCC").replace("sw5cc", "swgcc")   # its compiler driver
 
 
 # The Makefile of the SW26010-Pro: what changes from the SW26010's. Its
@@ -514,25 +514,17 @@ def makefile(stem: str, source: str, reserve: int, ldm_bytes: int = SW26010.ldm_
 # core groups, which swir's program does not use (one process per core
 # group, as on the SW26010).
 _PRO_EDITS = (
-    ("build {stem} for the Sunway SW26010: MPE sources with sw5cc -host,\n"
-     "#                   CPE sources with sw5cc -slave,",
-     "build {stem} for the Sunway SW26010-Pro: MPE sources with swgcc -mhost,\n"
-     "#                   CPE sources with swgcc -mslave,"),
+    ("MPE sources with sw5cc -host,\n#                   CPE sources with sw5cc -slave,",
+     "MPE sources with sw5cc -mhost,\n#                   CPE sources with sw5cc -mslave,"),
+    ("for the Sunway SW26010:", "for the Sunway SW26010-Pro:"),
     ("(bsub on\n#                   TaihuLight", "(bsub on\n#                   a new Sunway system"),
-    ("SW5CC = sw5cc\n", "SWGCC = swgcc\n"),
     ("# The C dialect, stated: the CPE front end of sw5cc is GCC 4.1, whose default\n"
      "# (gnu89) rejects the generated C99",
      "# The C dialect, stated (as public Pro Makefiles do: SYSU-SCC/swops); GCC's\n"
      "# default before GCC 5 (gnu89) rejects the generated C99"),
     ("SWFLAGS = -O2\n", "SWFLAGS = -O2 -msimd -faddress_align=64\n"),
     ("as TaihuLight users submit one", "as Sunway users submit one"),
-    ("# The Sunway build on a machine without sw5cc", "# The Sunway build on a machine without swgcc"),
-    ("\"sw5cc: not found\"", "\"swgcc: not found\""),
-    ("NO_SW5CC = $(firstword $(SW5CC))", "NO_SWGCC = $(firstword $(SWGCC))"),
-    ("Sunway build (sw5cc, on a", "Sunway build (swgcc, on a"),
-    ("$(shell command -v $(firstword $(SW5CC)) 2>/dev/null),,$(error $(NO_SW5CC))",
-     "$(shell command -v $(firstword $(SWGCC)) 2>/dev/null),,$(error $(NO_SWGCC))"),
-    ("$(SW5CC) -slave -msimd", "$(SWGCC) -mslave"),
+    ("$(SW5CC) -slave -msimd", "$(SW5CC) -mslave"),
     ("-hybrid $(SWFLAGS)", "-mhybrid $(SWFLAGS)"),
     ("-host $(SWSTD)", "-mhost $(SWSTD)"),
     ("emu/athread.h emu/slave.h", "emu/athread.h emu/crts.h emu/slave.h"),
@@ -541,7 +533,7 @@ _PRO_EDITS = (
 
 # ... and of its MPI program (the processes per chip: _MPI_EDITS, from the target).
 _PRO_MPI_EDITS = (
-    ("mpicc, which wraps sw5cc on TaihuLight.", "mpicc, which wraps swgcc."),
+    ("mpicc, which wraps sw5cc on TaihuLight.", "mpicc, which wraps sw5cc."),
 )
 
 
