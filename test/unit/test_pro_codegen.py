@@ -167,7 +167,10 @@ def test_a_broken_rma_ends_the_run_with_one_line(tmp_path, mode, fault):
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("mode", ["coroutines", "threads"])
+# Coroutines only: with threads the broken program races (whether a row-0
+# CPE's own stale column send lands in its LDM before or after the row's data
+# depends on the threads' timing), so its result is not determined there.
+@pytest.mark.parametrize("mode", ["coroutines"])
 def test_a_column_send_before_the_row_arrived_sends_stale_data(tmp_path, mode):
     """RMA lands at the receiver's wait, as the machine gives no data before
     the remote word counts it: row 0 sending down its columns without waiting
